@@ -1,0 +1,27 @@
+# ragtui — `make help` lists the targets.
+PYTHON ?= python3
+.DEFAULT_GOAL := help
+
+.PHONY: help install test bench lint ci clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+install: ## install ragtui and its test dependencies into the current Python
+	$(PYTHON) -m pip install -e '.[test]'
+
+test: ## run the test suite (the README's test command)
+	$(PYTHON) -m pytest
+
+bench: ## run the benchmarks against their named peers (needs: pip install -e '.[bench]')
+	$(PYTHON) bench/bench_bm25.py
+	$(PYTHON) bench/bench_vectors.py
+
+lint: ## static checks (ruff, if installed)
+	$(PYTHON) -m ruff check ragtui tests bench
+
+ci: ## run CI as CI does, in this checkout
+	bash .ci/run
+
+clean: ## remove build and test leftovers
+	rm -rf build dist *.egg-info .pytest_cache .hypothesis

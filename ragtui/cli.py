@@ -1,0 +1,207 @@
+"""The ``ragtui`` command: parse arguments, call one function per subcommand, map errors to exit codes.
+
+Exit codes (every command): 0 success · 1 nothing found · 2 bad usage or bad
+input · 3 index or storage integrity failure, or an embedding backend that
+failed. Errors are one line on stderr; ``--debug`` adds the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+
+from ragtui.config import Settings, load_settings
+from ragtui.core.errors import RagtuiError, UsageError
+
+__all__ = ["main"]
+
+EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE, EXIT_FAILURE = 0, 1, 2, 3
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one actionable line, exit 2
+        self.exit(EXIT_USAGE, f"ragtui: error: {message} (see `{self.prog} --help`)\n")
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--artifacts", metavar="DIR", help="artifacts root (default: $RAGTUI_ARTIFACTS or /artifacts)")
+    p.add_argument("--index", metavar="ID", help="index id (default: the only index, or the folder's name)")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="ragtui", description="Local retrieval you can watch and look into.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    parser.add_argument("--version", action="version", version=f"ragtui {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    p = sub.add_parser("search", help="rank chunks for a query", description="Rank chunks for a query.")
+    p.add_argument("query")
+    p.add_argument("--mode", default="bm25", help="flat, ivf, bm25 or hybrid (default: bm25)")
+    p.add_argument("-k", type=int, default=10, help="number of results (default: 10)")
+    p.add_argument("--nprobe", type=int, help="IVF lists to probe")
+    p.add_argument("--json", action="store_true", help="print the full hits as JSON")
+    _common(p)
+    p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser("info", help="list indexes, or show one index's stats (validates it)")
+    p.add_argument("--json", action="store_true")
+    _common(p)
+    p.set_defaults(func=cmd_info)
+    return parser
+
+
+def _version() -> str:
+    from ragtui import __version__
+
+    return __version__
+
+
+# -- helpers ----------------------------------------------------------------------
+
+
+def settings_from(args) -> Settings:
+    return load_settings().with_flags(artifacts=getattr(args, "artifacts", None), index=getattr(args, "index", None))
+
+
+def list_indexes(settings: Settings) -> list[str]:
+    from ragtui.core.publish import rag_root
+
+    root = rag_root(settings.artifacts)
+    try:
+        return sorted(e.name for e in os.scandir(root) if not e.name.startswith(".") and e.is_dir())
+    except FileNotFoundError:
+        return []
+    except OSError as e:
+        raise UsageError(f"cannot list {root}: {e.strerror}") from None
+
+
+def resolve_index(settings: Settings) -> Path:
+    """The index directory the command should use."""
+    from ragtui.core.publish import index_dir
+
+    if settings.index:
+        return index_dir(settings.artifacts, settings.index)
+    names = list_indexes(settings)
+    if len(names) == 1:
+        return index_dir(settings.artifacts, names[0])
+    if not names:
+        raise UsageError(
+            f"no index under {settings.artifacts}/rag: build one with `ragtui ingest FOLDER` "
+            "(or point --artifacts / RAGTUI_ARTIFACTS at an existing artifacts root)"
+        )
+    raise UsageError(f"several indexes under {settings.artifacts}/rag ({', '.join(names)}): choose one with --index")
+
+
+def open_embedder(settings: Settings):
+    from ragtui.core.embedders import make_embedder
+
+    options = dict(settings.embedder)
+    kind = options.pop("kind", "wordllama")
+    return make_embedder(kind, **options)
+
+
+def open_retriever(settings: Settings, *, need_embedder: bool):
+    from ragtui.core.ivf import IVFParams
+    from ragtui.core.publish import rag_root
+    from ragtui.core.retriever import Retriever
+
+    path = resolve_index(settings)
+    embedder = open_embedder(settings) if need_embedder else None
+    params = IVFParams(nlist=settings.nlist, nprobe=settings.nprobe) if (settings.nlist or settings.nprobe) else None
+    retriever = Retriever.open(path, embedder=embedder, ivf_params=params, cache_dir=rag_root(settings.artifacts) / ".cache")
+    if embedder is not None:
+        retriever.check_embedder(embedder)
+    return retriever
+
+
+# -- commands ---------------------------------------------------------------------
+
+
+def cmd_search(args) -> int:
+    from ragtui.core.textsafe import one_line
+
+    if args.k < 1:
+        raise UsageError(f"-k must be at least 1 (got {args.k})")
+    settings = settings_from(args)
+    retriever = open_retriever(settings, need_embedder=args.mode != "bm25")
+    params = {"nprobe": args.nprobe} if args.nprobe else {}
+    hits = retriever.search(args.query, mode=args.mode, k=args.k, **params)
+    if args.json:
+        out = [
+            {"rank": h.rank, "score": h.score, "chunk_id": h.chunk_id, "doc_id": h.doc_id, "row": h.row, "text": h.text}
+            for h in hits
+        ]
+        json.dump(out, sys.stdout, ensure_ascii=False, indent=1)
+        sys.stdout.write("\n")
+    else:
+        width = max(40, _term_width() - 40)
+        for h in hits:
+            print(f"{h.rank:>3}  {h.score:9.4f}  {one_line(h.chunk_id, 60)}  {one_line(h.text, width)}")
+        ms = retriever.last_search_seconds * 1000
+        print(f"{len(hits)} result(s), {args.mode}, {ms:.1f} ms", file=sys.stderr)
+    return EXIT_OK if hits else EXIT_NOT_FOUND
+
+
+def cmd_info(args) -> int:
+    from ragtui.core.index_format import read_index
+
+    settings = settings_from(args)
+    if not settings.index and len(list_indexes(settings)) != 1:
+        names = list_indexes(settings)
+        if args.json:
+            print(json.dumps({"artifacts": str(settings.artifacts), "indexes": names}))
+        elif names:
+            print("\n".join(names))
+        else:
+            print(f"no index under {settings.artifacts}/rag (build one with `ragtui ingest FOLDER`)", file=sys.stderr)
+        return EXIT_OK if names else EXIT_NOT_FOUND
+    data = read_index(resolve_index(settings))
+    info = {"path": str(data.path), **data.meta.to_json(), "n_documents": len({r.doc_id for r in data.records})}
+    info["n_terms"] = data.bm25.n_terms
+    if args.json:
+        print(json.dumps(info, ensure_ascii=False, indent=1))
+    else:
+        for key, value in info.items():
+            print(f"{key:>16}: {value}")
+    return EXIT_OK
+
+
+def _term_width() -> int:
+    try:
+        return os.get_terminal_size().columns
+    except OSError:
+        return 120
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    args = parser.parse_args(argv)
+    debug = getattr(args, "debug", False) or "--debug" in argv
+    if args.command is None:
+        parser.print_help()
+        return EXIT_OK
+    try:
+        return args.func(args)
+    except RagtuiError as e:
+        if debug:
+            traceback.print_exc()
+        print(f"ragtui: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("ragtui: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader of our output went away (e.g. `| head`); not an error of ours.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    except Exception as e:  # a bug: still one line, and the traceback on request
+        if debug:
+            traceback.print_exc()
+        print(f"ragtui: internal error: {type(e).__name__}: {e} (run with --debug for details)", file=sys.stderr)
+        return EXIT_FAILURE

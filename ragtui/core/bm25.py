@@ -1,0 +1,293 @@
+"""bm25.idx (TLBM version 1): build, encode, decode, and score.
+
+Decoding happens once, at load, with numpy; the query path is then a gather
+and a sum over precomputed per-posting weights, with no varint work per query.
+
+``BM25Index`` is immutable after construction and safe to share between
+threads.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ragtui.core import leb128
+from ragtui.core.analyzer import analyze
+from ragtui.core.errors import IndexFormatError
+from ragtui.core.topk import top_k
+
+__all__ = ["BM25Index", "MAGIC", "VERSION", "encode_bm25"]
+
+MAGIC = b"TLBM"
+VERSION = 1
+_HEADER = struct.Struct("<4sIIId")
+
+
+def encode_bm25(doc_terms: Sequence[Sequence[str]]) -> bytes:
+    """Encode the analyzed terms of each chunk (in chunk order) as bm25.idx bytes.
+
+    The output depends only on ``doc_terms``: the same input gives the same bytes.
+    """
+    n_docs = len(doc_terms)
+    doc_len = np.fromiter((len(t) for t in doc_terms), dtype=np.uint32, count=n_docs)
+    vocab: dict[str, int] = {}
+    ids_per_doc = []
+    for terms in doc_terms:
+        ids_per_doc.append([vocab.setdefault(t, len(vocab)) for t in terms])
+    n_terms = len(vocab)
+    total = int(doc_len.sum(dtype=np.uint64))
+    term_ids = np.fromiter((i for ids in ids_per_doc for i in ids), dtype=np.int64, count=total)
+    docs = np.repeat(np.arange(n_docs, dtype=np.int64), doc_len.astype(np.int64))
+
+    terms_by_id = list(vocab)
+    # UTF-8 byte order equals code point order, which is Python's str order.
+    order = sorted(range(n_terms), key=terms_by_id.__getitem__)
+    rank = np.empty(n_terms, dtype=np.int64)
+    rank[order] = np.arange(n_terms, dtype=np.int64)
+
+    key = rank[term_ids] * max(n_docs, 1) + docs
+    uniq, tf = np.unique(key, return_counts=True)
+    post_term = uniq // max(n_docs, 1)
+    post_doc = uniq % max(n_docs, 1)
+    df = np.bincount(post_term, minlength=n_terms)
+    first = np.zeros(n_terms + 1, dtype=np.int64)
+    np.cumsum(df, out=first[1:])
+
+    gaps = post_doc.copy()
+    if gaps.size:
+        gaps[1:] -= post_doc[:-1]
+        starts = first[:-1][df > 0]
+        gaps[starts] = post_doc[starts]
+    pairs = np.empty(2 * gaps.size, dtype=np.uint64)
+    pairs[0::2] = gaps
+    pairs[1::2] = tf
+    payload = leb128.encode(pairs)
+    nbytes = np.ones(pairs.shape, dtype=np.int64)
+    for shift in (7, 14, 21, 28):
+        nbytes += pairs >= (1 << shift)
+    per_posting = nbytes[0::2] + nbytes[1::2]
+    byte_end = np.zeros(n_terms + 1, dtype=np.int64)
+    if per_posting.size:
+        cum = np.concatenate(([0], np.cumsum(per_posting)))
+        byte_end = cum[first]
+
+    avgdl = float(doc_len.mean(dtype=np.float64)) if n_docs else 0.0
+    parts = [_HEADER.pack(MAGIC, VERSION, n_docs, n_terms, avgdl), doc_len.astype("<u4").tobytes()]
+    pack_entry = struct.Struct("<II").pack
+    for r, t in enumerate(order):
+        raw = terms_by_id[t].encode("utf-8")
+        lo, hi = int(byte_end[r]), int(byte_end[r + 1])
+        parts.append(len(raw).to_bytes(2, "little"))
+        parts.append(raw)
+        parts.append(pack_entry(int(df[r]), hi - lo))
+        parts.append(payload[lo:hi])
+    return b"".join(parts)
+
+
+@dataclass(frozen=True, eq=False)
+class BM25Index:
+    """A decoded bm25.idx with per-posting weights precomputed for k1 and b."""
+
+    n_docs: int
+    avgdl: float
+    doc_len: np.ndarray
+    """u32 terms per chunk."""
+    terms: dict[str, int]
+    """term -> term number (its position in the file's ascending order)."""
+    df: np.ndarray
+    offsets: np.ndarray
+    """Postings of term t are [offsets[t], offsets[t+1])."""
+    post_doc: np.ndarray
+    post_tf: np.ndarray
+    weights: np.ndarray
+    """idf(t) * tf*(k1+1) / (tf + k1*(1-b+b*doc_len/avgdl)), float64, per posting."""
+    k1: float
+    b: float
+
+    @property
+    def n_terms(self) -> int:
+        return len(self.terms)
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview, k1: float, b: float, path: str = "bm25.idx") -> BM25Index:
+        """Decode and validate bm25.idx bytes; raise ``IndexFormatError`` naming ``path``."""
+        buf = memoryview(data)
+        size = len(buf)
+
+        def bad(problem: str) -> IndexFormatError:
+            return IndexFormatError(path, problem)
+
+        if size < _HEADER.size:
+            raise bad(f"truncated: {size} bytes is shorter than the 24-byte header")
+        magic, version, n_docs, n_terms, avgdl = _HEADER.unpack_from(buf, 0)
+        if magic != MAGIC:
+            raise bad(f"unknown magic {bytes(magic)!r} (expected b'TLBM')")
+        if version != VERSION:
+            raise bad(f"unsupported version {version} (this reader knows version {VERSION})")
+        pos = _HEADER.size
+        if pos + 4 * n_docs > size:
+            raise bad(f"truncated: doc_len needs {4 * n_docs} bytes, {size - pos} remain")
+        doc_len = np.frombuffer(buf, dtype="<u4", count=n_docs, offset=pos).astype(np.uint32)
+        pos += 4 * n_docs
+        if not math.isfinite(avgdl):
+            raise bad(f"avgdl is {avgdl}")
+        expected_avgdl = float(doc_len.mean(dtype=np.float64)) if n_docs else 0.0
+        if abs(avgdl - expected_avgdl) > 1e-9 * max(1.0, expected_avgdl):
+            raise bad(f"avgdl {avgdl!r} is not the mean of doc_len ({expected_avgdl!r})")
+
+        terms: dict[str, int] = {}
+        df = np.zeros(n_terms, dtype=np.int64)
+        region_lo = np.zeros(n_terms, dtype=np.int64)
+        region_hi = np.zeros(n_terms, dtype=np.int64)
+        prev = b""
+        unpack_u16 = struct.Struct("<H").unpack_from
+        unpack_ii = struct.Struct("<II").unpack_from
+        raw_bytes = bytes(buf) if not isinstance(data, bytes) else data
+        for t in range(n_terms):
+            if pos + 2 > size:
+                raise bad(f"truncated in the entry of term #{t}")
+            (term_len,) = unpack_u16(raw_bytes, pos)
+            pos += 2
+            if pos + term_len + 8 > size:
+                raise bad(f"truncated in the entry of term #{t}")
+            raw = raw_bytes[pos : pos + term_len]
+            pos += term_len
+            if t and raw <= prev:
+                raise bad(f"terms out of order or repeated at term #{t} ({raw!r} after {prev!r})")
+            prev = raw
+            try:
+                term = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise bad(f"term #{t} is not valid UTF-8") from None
+            term_df, postings_bytes = unpack_ii(raw_bytes, pos)
+            pos += 8
+            if pos + postings_bytes > size:
+                raise bad(f"truncated: postings of term {term!r} overrun the file")
+            if term_df > n_docs:
+                raise bad(f"term {term!r} has df {term_df} > n_docs {n_docs}")
+            terms[term] = t
+            df[t] = term_df
+            region_lo[t] = pos
+            region_hi[t] = pos + postings_bytes
+            pos += postings_bytes
+        if pos != size:
+            raise bad(f"{size - pos} unexpected bytes after the last term")
+
+        post_doc, post_tf, offsets = _decode_postings(raw_bytes, region_lo, region_hi, df, n_docs, bad)
+        counted = np.bincount(post_doc, weights=post_tf, minlength=n_docs).astype(np.int64)
+        if not np.array_equal(counted, doc_len.astype(np.int64)):
+            raise bad("doc_len disagrees with the term counts in the postings")
+        weights = _weights(df, offsets, post_doc, post_tf, doc_len, avgdl, n_docs, k1, b)
+        return cls(
+            n_docs=n_docs,
+            avgdl=avgdl,
+            doc_len=doc_len,
+            terms=terms,
+            df=df,
+            offsets=offsets,
+            post_doc=post_doc,
+            post_tf=post_tf,
+            weights=weights,
+            k1=k1,
+            b=b,
+        )
+
+    def term_ids(self, query: str) -> list[tuple[int, int]]:
+        """(term number, repetitions) for the query's terms found in the dictionary."""
+        counts = Counter(analyze(query))
+        return [(self.terms[t], c) for t, c in counts.items() if t in self.terms]
+
+    def scores(self, query: str) -> np.ndarray:
+        """Dense float64 scores of every chunk (0.0 where no query term occurs)."""
+        out = np.zeros(self.n_docs, dtype=np.float64)
+        for t, reps in self.term_ids(query):
+            lo, hi = self.offsets[t], self.offsets[t + 1]
+            w = self.weights[lo:hi]
+            # Within one term a chunk appears once, so fancy-index add is exact.
+            out[self.post_doc[lo:hi]] += w * reps if reps != 1 else w
+        return out
+
+    def search(self, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k chunks by descending score, ties by ascending chunk number.
+
+        Chunks without any query term are never returned. Returns (rows
+        int64, scores float64).
+        """
+        scores = self.scores(query)
+        matched = np.flatnonzero(scores > 0.0)
+        return top_k(scores, k, candidates=matched)
+
+
+def _decode_postings(raw, region_lo, region_hi, df, n_docs, bad):
+    n_terms = df.size
+    offsets = np.zeros(n_terms + 1, dtype=np.int64)
+    np.cumsum(df, out=offsets[1:])
+    total = int(offsets[-1])
+    if n_terms == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty.copy(), offsets
+    whole = np.frombuffer(raw, dtype=np.uint8)
+    lengths = region_hi - region_lo
+    if np.any(lengths[df == 0] != 0):
+        raise bad("a term with df 0 has postings bytes")
+    # Gather every postings region into one buffer and decode it in one pass.
+    idx = np.repeat(region_lo - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths) + np.arange(
+        int(lengths.sum())
+    )
+    blob = whole[idx]
+    if blob.size:
+        region_last = np.cumsum(lengths)[lengths > 0] - 1
+        if np.any(blob[region_last] & 0x80):
+            t = int(np.flatnonzero(lengths > 0)[np.flatnonzero(blob[region_last] & 0x80)[0]])
+            raise bad(f"truncated varint at the end of the postings of term #{t}")
+    try:
+        values = leb128.decode(blob)
+    except leb128.VarintError as e:
+        raise bad(f"bad postings: {e}") from None
+    # Count varints per region: each region must hold exactly 2*df of them.
+    ends = np.flatnonzero((blob & 0x80) == 0)
+    region_end = np.cumsum(lengths)
+    per_region = np.diff(np.concatenate(([0], np.searchsorted(ends, region_end, side="left"))))
+    if not np.array_equal(per_region, 2 * df):
+        t = int(np.flatnonzero(per_region != 2 * df)[0])
+        raise bad(
+            f"postings of term #{t} hold {per_region[t]} varints where df {df[t]} needs {2 * df[t]}"
+            " (they overrun postings_bytes or leave bytes over)"
+        )
+    if values.size != 2 * total:
+        raise bad("postings count disagrees with the df values")
+    gaps = values[0::2].astype(np.int64)
+    tf = values[1::2].astype(np.int64)
+    if total and tf.min() < 1:
+        raise bad("a posting has tf 0")
+    term_of = np.repeat(np.arange(n_terms), df)
+    firsts = offsets[:-1][df > 0]
+    later = np.ones(total, dtype=bool)
+    later[firsts] = False
+    if np.any(gaps[later] < 1):
+        raise bad("postings are not in strictly ascending document order")
+    cum = np.cumsum(gaps)
+    base = np.zeros(n_terms, dtype=np.int64)
+    base[df > 0] = cum[firsts] - gaps[firsts]
+    docs = cum - base[term_of]
+    if total and int(docs.max()) >= n_docs:
+        raise bad(f"a posting names document {int(docs.max())}, but n_docs is {n_docs}")
+    return docs, tf, offsets
+
+
+def _weights(df, offsets, post_doc, post_tf, doc_len, avgdl, n_docs, k1, b):
+    if post_doc.size == 0:
+        return np.zeros(0, dtype=np.float64)
+    dff = df.astype(np.float64)
+    idf = np.log(1.0 + (n_docs - dff + 0.5) / (dff + 0.5))
+    per_posting_idf = np.repeat(idf, df)
+    tf = post_tf.astype(np.float64)
+    dl = doc_len.astype(np.float64)[post_doc]
+    norm = k1 * (1.0 - b + b * dl / avgdl) if avgdl > 0 else np.full_like(dl, k1 * (1.0 - b))
+    return per_posting_idf * (tf * (k1 + 1.0) / (tf + norm))

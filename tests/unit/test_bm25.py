@@ -1,0 +1,255 @@
+"""bm25.idx: hand-made bytes, round trips, and scoring against a plain reference."""
+
+import math
+import struct
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ragtui.core import leb128
+from ragtui.core.analyzer import analyze
+from ragtui.core.bm25 import BM25Index, encode_bm25
+from ragtui.core.errors import IndexFormatError
+
+
+def varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def hand_made(docs_terms):
+    """A deliberately plain writer, straight from the spec, to check the real one byte for byte."""
+    n = len(docs_terms)
+    vocab = sorted({t for d in docs_terms for t in d}, key=lambda t: t.encode("utf-8"))
+    doc_len = [len(d) for d in docs_terms]
+    avgdl = sum(doc_len) / n if n else 0.0
+    out = b"TLBM" + struct.pack("<III", 1, n, len(vocab)) + struct.pack("<d", avgdl)
+    out += b"".join(struct.pack("<I", x) for x in doc_len)
+    for term in vocab:
+        postings = b""
+        prev = None
+        df = 0
+        for i, d in enumerate(docs_terms):
+            tf = d.count(term)
+            if tf:
+                postings += varint(i if prev is None else i - prev) + varint(tf)
+                prev = i
+                df += 1
+        raw = term.encode("utf-8")
+        out += struct.pack("<H", len(raw)) + raw + struct.pack("<II", df, len(postings)) + postings
+    return out
+
+
+def reference_search(docs_terms, query, k1=1.2, b=0.75):
+    """Plain BM25 from the spec's formula: a loop over query terms, repetitions counted each time."""
+    n = len(docs_terms)
+    avgdl = sum(len(d) for d in docs_terms) / n if n else 0.0
+    results = []
+    for i, d in enumerate(docs_terms):
+        score = 0.0
+        hit = False
+        for q in analyze(query):
+            tf = d.count(q)
+            if not tf:
+                continue
+            hit = True
+            df = sum(1 for x in docs_terms if q in x)
+            idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+            score += idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len(d) / avgdl))
+        if hit:
+            results.append((i, score))
+    results.sort(key=lambda r: (-r[1], r[0]))
+    return results
+
+
+def test_encoding_matches_hand_made_bytes():
+    texts = ["The cat sat on the mat.", "Dogs and cats; ΟΔΟΣ", "the the the", "", "İstanbul 東京 cat"]
+    docs_terms = [analyze(t) for t in texts]
+    assert encode_bm25(docs_terms) == hand_made(docs_terms)
+
+
+def test_exact_layout_of_a_tiny_index():
+    data = encode_bm25([["b", "a"], ["b"]])
+    expected = (
+        b"TLBM" + struct.pack("<IIId", 1, 2, 2, 1.5) + struct.pack("<II", 2, 1)
+        + b"\x01\x00a" + struct.pack("<II", 1, 2) + b"\x00\x01"
+        + b"\x01\x00b" + struct.pack("<II", 2, 4) + b"\x00\x01\x01\x01"
+    )
+    assert data == expected
+
+
+def test_empty_index_round_trip():
+    data = encode_bm25([])
+    assert data == b"TLBM" + struct.pack("<IIId", 1, 0, 0, 0.0)
+    ix = BM25Index.decode(data, 1.2, 0.75)
+    assert ix.n_docs == 0 and ix.n_terms == 0
+    rows, scores = ix.search("anything", 10)
+    assert rows.size == 0 and scores.size == 0
+
+
+def test_large_gaps_and_tf_need_multibyte_varints():
+    docs = [[] for _ in range(300)]
+    docs[0] = ["x"] * 200
+    docs[299] = ["x"]
+    data = encode_bm25(docs)
+    assert data == hand_made(docs)
+    ix = BM25Index.decode(data, 1.2, 0.75)
+    assert ix.post_doc.tolist() == [0, 299]
+    assert ix.post_tf.tolist() == [200, 1]
+
+
+words = st.sampled_from(["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "σοφία", "東京", "x1"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    docs=st.lists(st.lists(words, min_size=0, max_size=60), min_size=0, max_size=25),
+    query=st.lists(st.one_of(words, st.just("missing")), min_size=1, max_size=6),
+    k=st.integers(1, 30),
+    k1=st.sampled_from([1.2, 0.9, 2.0]),
+    b=st.sampled_from([0.75, 0.4, 0.0, 1.0]),
+)
+def test_scores_agree_with_reference(docs, query, k, k1, b):
+    texts = [" ".join(d) for d in docs]
+    docs_terms = [analyze(t) for t in texts]
+    ix = BM25Index.decode(encode_bm25(docs_terms), k1, b)
+    q = " ".join(query)
+    expected = reference_search(docs_terms, q, k1, b)[:k]
+    rows, scores = ix.search(q, k)
+    assert rows.tolist() == [r for r, _ in expected] or _same_up_to_ties(rows, scores, expected)
+    for got, (_, want) in zip(scores.tolist(), expected):
+        assert abs(got - want) <= 1e-9
+
+
+def _same_up_to_ties(rows, scores, expected):
+    # Summation order may differ by an ulp; two chunks whose scores agree to
+    # 1e-12 may then swap. Accept only that.
+    return all(abs(s - e) <= 1e-12 for s, (_, e) in zip(scores.tolist(), expected)) and sorted(rows.tolist()) == sorted(
+        r for r, _ in expected
+    )
+
+
+def test_edge_corpora():
+    # One chunk; a term in every chunk; very long and very short chunks.
+    one = [analyze("solo text here")]
+    ix = BM25Index.decode(encode_bm25(one), 1.2, 0.75)
+    assert ix.search("text", 5)[0].tolist() == [0]
+    every = [analyze(f"common word{i}") for i in range(50)]
+    ix = BM25Index.decode(encode_bm25(every), 1.2, 0.75)
+    rows, scores = ix.search("common", 100)
+    assert rows.tolist() == list(range(50))  # all tie; ascending chunk number
+    assert np.all(scores > 0)
+    mixed = [analyze("needle " * 5000), analyze("needle")]
+    ix = BM25Index.decode(encode_bm25(mixed), 1.2, 0.75)
+    rows, _ = ix.search("needle", 2)
+    exp = reference_search(mixed, "needle")
+    assert rows.tolist() == [r for r, _ in exp]
+
+
+def test_repeated_query_terms_count_each_time():
+    docs = [analyze("apple banana"), analyze("banana banana cherry"), analyze("apple")]
+    ix = BM25Index.decode(encode_bm25(docs), 1.2, 0.75)
+    _, once = ix.search("apple", 3)
+    _, twice = ix.search("apple apple", 3)
+    assert np.allclose(twice, 2 * once, rtol=0, atol=1e-12)
+
+
+def test_chunks_without_query_terms_are_not_results():
+    docs = [analyze("a b"), analyze("c d"), analyze("a")]
+    ix = BM25Index.decode(encode_bm25(docs), 1.2, 0.75)
+    rows, _ = ix.search("a", 10)
+    assert sorted(rows.tolist()) == [0, 2]
+    assert ix.search("zzz", 10)[0].size == 0
+
+
+# -- readers must reject ---------------------------------------------------------
+
+
+def _good():
+    return encode_bm25([analyze("alpha beta"), analyze("beta gamma gamma"), analyze("delta")])
+
+
+def _reject(data, match):
+    with pytest.raises(IndexFormatError, match=match):
+        BM25Index.decode(data, 1.2, 0.75, path="bm25.idx")
+
+
+def test_rejects_bad_magic_and_version():
+    data = _good()
+    _reject(b"XXXX" + data[4:], "magic")
+    _reject(data[:4] + struct.pack("<I", 2) + data[8:], "version")
+
+
+def test_rejects_every_truncation():
+    data = _good()
+    for cut in range(len(data)):
+        with pytest.raises(IndexFormatError):
+            BM25Index.decode(data[:cut], 1.2, 0.75)
+
+
+def test_rejects_trailing_bytes():
+    _reject(_good() + b"\x00", "unexpected bytes")
+
+
+def test_rejects_terms_out_of_order():
+    docs = [["b"], ["a"]]
+    data = bytearray(hand_made(docs))
+    # Swap the two one-letter terms in place: "a" entry then "b" entry become "b", "a".
+    i = data.index(b"\x01\x00a")
+    j = data.index(b"\x01\x00b")
+    data[i + 2], data[j + 2] = ord("b"), ord("a")
+    _reject(bytes(data), "out of order")
+
+
+def test_rejects_postings_overrun_and_leftover_bytes():
+    header = b"TLBM" + struct.pack("<IIId", 1, 2, 1, 1.0) + struct.pack("<II", 1, 1)
+    entry = b"\x01\x00a"
+    # df 2 but postings_bytes holds only one pair, then the next bytes would be needed.
+    _reject(header + entry + struct.pack("<II", 2, 2) + b"\x00\x01", "varints")
+    # df 1 but postings_bytes holds two pairs: bytes left over.
+    _reject(header + entry + struct.pack("<II", 1, 4) + b"\x00\x01\x01\x01", "varints")
+    # A varint cut by postings_bytes.
+    _reject(header + entry + struct.pack("<II", 1, 1) + b"\x80", "truncated")
+
+
+def test_rejects_bad_varints():
+    header = b"TLBM" + struct.pack("<IIId", 1, 1, 1, 1.0) + struct.pack("<I", 1)
+    entry = b"\x01\x00a"
+    too_long = b"\x80\x80\x80\x80\x80\x00"
+    _reject(header + entry + struct.pack("<II", 1, len(too_long) + 1) + too_long + b"\x01", "longer than 5")
+    too_big = b"\xff\xff\xff\xff\x1f"
+    _reject(header + entry + struct.pack("<II", 1, len(too_big) + 1) + too_big + b"\x01", "32 bits")
+
+
+def test_rejects_inconsistent_counts():
+    data = bytearray(_good())
+    struct.pack_into("<I", data, 8, 4)  # n_docs 4 with 3 doc_len entries follows into term bytes
+    with pytest.raises(IndexFormatError):
+        BM25Index.decode(bytes(data), 1.2, 0.75)
+    data = bytearray(_good())
+    struct.pack_into("<I", data, 24, 7)  # doc_len[0] wrong
+    with pytest.raises(IndexFormatError):
+        BM25Index.decode(bytes(data), 1.2, 0.75)
+
+
+def test_rejects_zero_later_gap_and_doc_out_of_range():
+    header = b"TLBM" + struct.pack("<IIId", 1, 2, 1, 1.0) + struct.pack("<II", 1, 1)
+    entry = b"\x01\x00a"
+    _reject(header + entry + struct.pack("<II", 2, 4) + b"\x00\x01\x00\x01", "ascending")
+    _reject(header + entry + struct.pack("<II", 1, 2) + b"\x05\x01", "n_docs")
+
+
+@given(st.lists(st.integers(0, 2**32 - 1), max_size=200))
+def test_leb128_round_trip(values):
+    data = leb128.encode(np.array(values, dtype=np.uint64))
+    assert data == b"".join(varint(v) for v in values)
+    assert leb128.decode(data).tolist() == values
