@@ -9,6 +9,7 @@ threads.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import struct
 from collections import Counter
@@ -19,6 +20,7 @@ import numpy as np
 
 from ragtui.core import leb128
 from ragtui.core.analyzer import analyze
+from ragtui.core.arraycache import cached_arrays
 from ragtui.core.errors import IndexFormatError
 from ragtui.core.topk import top_k
 
@@ -92,40 +94,90 @@ def encode_bm25(doc_terms: Sequence[Sequence[str]]) -> bytes:
 
 @dataclass(frozen=True, eq=False)
 class BM25Index:
-    """A decoded bm25.idx with per-posting weights precomputed for k1 and b."""
+    """A decoded bm25.idx with per-posting weights precomputed for k1 and b.
+
+    The term dictionary stays as one UTF-8 blob with offsets (no per-term
+    Python objects), searched by bisection, so loading it costs no more than
+    reading it.
+    """
 
     n_docs: int
     avgdl: float
+    k1: float
+    b: float
     doc_len: np.ndarray
     """u32 terms per chunk."""
-    terms: dict[str, int]
-    """term -> term number (its position in the file's ascending order)."""
+    term_blob: np.ndarray
+    """uint8: every term's UTF-8 bytes, concatenated in ascending order."""
+    term_starts: np.ndarray
+    """int64: term t is term_blob[term_starts[t]:term_starts[t+1]]."""
     df: np.ndarray
     offsets: np.ndarray
-    """Postings of term t are [offsets[t], offsets[t+1])."""
+    """int64: the postings of term t are [offsets[t], offsets[t+1])."""
     post_doc: np.ndarray
     post_tf: np.ndarray
     weights: np.ndarray
-    """idf(t) * tf*(k1+1) / (tf + k1*(1-b+b*doc_len/avgdl)), float64, per posting."""
-    k1: float
-    b: float
+    """float64 per posting: idf(t) * tf*(k1+1) / (tf + k1*(1-b+b*doc_len/avgdl))."""
 
     @property
     def n_terms(self) -> int:
-        return len(self.terms)
+        return int(self.df.size)
+
+    def term(self, t: int) -> str:
+        """The text of term number ``t``."""
+        return bytes(self.term_blob[self.term_starts[t] : self.term_starts[t + 1]]).decode("utf-8")
+
+    def lookup(self, term: str) -> int:
+        """The number of ``term`` in the dictionary, or -1."""
+        key = term.encode("utf-8")
+        blob, starts = self.term_blob, self.term_starts
+        lo, hi = 0, self.n_terms
+        while lo < hi:
+            mid = (lo + hi) // 2
+            here = bytes(blob[starts[mid] : starts[mid + 1]])
+            if here < key:
+                lo = mid + 1
+            elif here > key:
+                hi = mid
+            else:
+                return mid
+        return -1
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        scalars = np.array([self.n_docs, self.avgdl, self.k1, self.b], dtype=np.float64)
+        arrays = {name: getattr(self, name) for name in _ARRAYS}
+        return {"scalars": scalars, **arrays}
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> BM25Index:
+        n_docs, avgdl, k1, b = (float(x) for x in arrays["scalars"])
+        return cls(int(n_docs), avgdl, k1, b, **{name: arrays[name] for name in _ARRAYS})
+
+    @classmethod
+    def load(
+        cls, data: bytes | memoryview, k1: float, b: float, path: str = "bm25.idx", cache_dir=None, name: str = "index"
+    ) -> BM25Index:
+        """``decode``, reusing decoded arrays from ``cache_dir`` keyed by the file's SHA-256 (and k1, b)."""
+        if cache_dir is None:
+            return cls.decode(data, k1, b, path)
+        digest = hashlib.sha256(data)
+        digest.update(struct.pack("<dd", k1, b))
+        key = f"v{VERSION}-" + digest.hexdigest()[:40]
+        arrays, _ = cached_arrays(cache_dir, "bm25", name, key, lambda: cls.decode(data, k1, b, path).to_arrays())
+        return cls.from_arrays(arrays)
 
     @classmethod
     def decode(cls, data: bytes | memoryview, k1: float, b: float, path: str = "bm25.idx") -> BM25Index:
         """Decode and validate bm25.idx bytes; raise ``IndexFormatError`` naming ``path``."""
-        buf = memoryview(data)
-        size = len(buf)
+        raw_bytes = data if isinstance(data, bytes) else bytes(data)
+        size = len(raw_bytes)
 
         def bad(problem: str) -> IndexFormatError:
             return IndexFormatError(path, problem)
 
         if size < _HEADER.size:
             raise bad(f"truncated: {size} bytes is shorter than the 24-byte header")
-        magic, version, n_docs, n_terms, avgdl = _HEADER.unpack_from(buf, 0)
+        magic, version, n_docs, n_terms, avgdl = _HEADER.unpack_from(raw_bytes, 0)
         if magic != MAGIC:
             raise bad(f"unknown magic {bytes(magic)!r} (expected b'TLBM')")
         if version != VERSION:
@@ -133,22 +185,24 @@ class BM25Index:
         pos = _HEADER.size
         if pos + 4 * n_docs > size:
             raise bad(f"truncated: doc_len needs {4 * n_docs} bytes, {size - pos} remain")
-        doc_len = np.frombuffer(buf, dtype="<u4", count=n_docs, offset=pos).astype(np.uint32)
+        doc_len = np.frombuffer(raw_bytes, dtype="<u4", count=n_docs, offset=pos).astype(np.uint32)
         pos += 4 * n_docs
         if not math.isfinite(avgdl):
             raise bad(f"avgdl is {avgdl}")
         expected_avgdl = float(doc_len.mean(dtype=np.float64)) if n_docs else 0.0
         if abs(avgdl - expected_avgdl) > 1e-9 * max(1.0, expected_avgdl):
             raise bad(f"avgdl {avgdl!r} is not the mean of doc_len ({expected_avgdl!r})")
+        # A term entry takes at least 10 bytes: refuse an absurd n_terms before allocating for it.
+        if n_terms > (size - pos) // 10:
+            raise bad(f"truncated: n_terms {n_terms} cannot fit in the {size - pos} bytes that remain")
 
-        terms: dict[str, int] = {}
+        term_parts: list[bytes] = []
         df = np.zeros(n_terms, dtype=np.int64)
         region_lo = np.zeros(n_terms, dtype=np.int64)
         region_hi = np.zeros(n_terms, dtype=np.int64)
         prev = b""
         unpack_u16 = struct.Struct("<H").unpack_from
         unpack_ii = struct.Struct("<II").unpack_from
-        raw_bytes = bytes(buf) if not isinstance(data, bytes) else data
         for t in range(n_terms):
             if pos + 2 > size:
                 raise bad(f"truncated in the entry of term #{t}")
@@ -162,16 +216,16 @@ class BM25Index:
                 raise bad(f"terms out of order or repeated at term #{t} ({raw!r} after {prev!r})")
             prev = raw
             try:
-                term = raw.decode("utf-8")
+                raw.decode("utf-8")
             except UnicodeDecodeError:
                 raise bad(f"term #{t} is not valid UTF-8") from None
             term_df, postings_bytes = unpack_ii(raw_bytes, pos)
             pos += 8
             if pos + postings_bytes > size:
-                raise bad(f"truncated: postings of term {term!r} overrun the file")
+                raise bad(f"truncated: postings of term {raw!r} overrun the file")
             if term_df > n_docs:
-                raise bad(f"term {term!r} has df {term_df} > n_docs {n_docs}")
-            terms[term] = t
+                raise bad(f"term {raw!r} has df {term_df} > n_docs {n_docs}")
+            term_parts.append(raw)
             df[t] = term_df
             region_lo[t] = pos
             region_hi[t] = pos + postings_bytes
@@ -184,24 +238,31 @@ class BM25Index:
         if not np.array_equal(counted, doc_len.astype(np.int64)):
             raise bad("doc_len disagrees with the term counts in the postings")
         weights = _weights(df, offsets, post_doc, post_tf, doc_len, avgdl, n_docs, k1, b)
+        term_starts = np.zeros(n_terms + 1, dtype=np.int64)
+        np.cumsum([len(x) for x in term_parts], out=term_starts[1:])
         return cls(
             n_docs=n_docs,
             avgdl=avgdl,
-            doc_len=doc_len,
-            terms=terms,
-            df=df,
-            offsets=offsets,
-            post_doc=post_doc,
-            post_tf=post_tf,
-            weights=weights,
             k1=k1,
             b=b,
+            doc_len=doc_len,
+            term_blob=np.frombuffer(b"".join(term_parts), dtype=np.uint8),
+            term_starts=term_starts,
+            df=df,
+            offsets=offsets,
+            post_doc=post_doc.astype(np.uint32),
+            post_tf=post_tf.astype(np.uint32),
+            weights=weights,
         )
 
     def term_ids(self, query: str) -> list[tuple[int, int]]:
         """(term number, repetitions) for the query's terms found in the dictionary."""
-        counts = Counter(analyze(query))
-        return [(self.terms[t], c) for t, c in counts.items() if t in self.terms]
+        found = []
+        for term, reps in Counter(analyze(query)).items():
+            t = self.lookup(term)
+            if t >= 0:
+                found.append((t, reps))
+        return found
 
     def scores(self, query: str) -> np.ndarray:
         """Dense float64 scores of every chunk (0.0 where no query term occurs)."""
@@ -222,6 +283,9 @@ class BM25Index:
         scores = self.scores(query)
         matched = np.flatnonzero(scores > 0.0)
         return top_k(scores, k, candidates=matched)
+
+
+_ARRAYS = ("doc_len", "term_blob", "term_starts", "df", "offsets", "post_doc", "post_tf", "weights")
 
 
 def _decode_postings(raw, region_lo, region_hi, df, n_docs, bad):

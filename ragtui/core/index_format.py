@@ -31,6 +31,7 @@ __all__ = [
     "encode_meta",
     "encode_vectors",
     "fingerprint",
+    "generation_of",
     "read_index",
 ]
 
@@ -116,7 +117,7 @@ class IndexData:
     generation: str
     """Identity of the generation read (the resolved directory and meta.json's inode)."""
     meta: IndexMeta
-    records: Sequence[ChunkRecord]
+    records: DocsFile
     vectors: np.ndarray
     """(n_chunks, dim) float32, read-only, memory-mapped when non-empty."""
     bm25: BM25Index
@@ -127,13 +128,29 @@ class IndexData:
         return self.meta.n_chunks
 
 
-def read_index(index_dir: str | os.PathLike) -> IndexData:
+def generation_of(index_dir: str | os.PathLike) -> str | None:
+    """The identity of the generation ``index_dir`` names now (None if there is none); cheap."""
+    real = os.path.realpath(index_dir)
+    try:
+        st = os.stat(os.path.join(real, META))
+    except OSError:
+        return None
+    return f"{real}:{st.st_ino}:{st.st_mtime_ns}"
+
+
+def read_index(index_dir: str | os.PathLike, *, full: bool = True, cache_dir: Path | None = None) -> IndexData:
     """Read and validate the index in ``index_dir``.
 
     The directory is resolved once and all four files are opened from that
     one generation, so a publish that happens meanwhile cannot mix old and new
     files. Raises ``IndexMissingError`` when there is no index there and
     ``IndexFormatError`` when a file breaks the contract.
+
+    Every check the format asks of readers runs here, except that with
+    ``full=False`` docs.jsonl is only counted at open and each line is parsed
+    and checked when it is first used (``records.verify()`` checks the rest
+    later); that keeps opening a large index fast. ``cache_dir`` lets the
+    decoded BM25 arrays be reused (keyed by the file's content).
     """
     path = Path(index_dir)
     for _attempt in range(8):
@@ -163,7 +180,7 @@ def read_index(index_dir: str | os.PathLike) -> IndexData:
         finally:
             os.close(dir_fd)
         try:
-            return _parse(path, real, files)
+            return _parse(path, real, files, full, cache_dir)
         finally:
             for f in files.values():
                 f.close()
@@ -189,14 +206,16 @@ def _open_all(dir_fd: int, real: str) -> dict:
     return files
 
 
-def _parse(path: Path, real: str, files: dict) -> IndexData:
+def _parse(path: Path, real: str, files: dict, full: bool, cache_dir) -> IndexData:
     def where(name: str) -> str:
         return str(path / name)
 
     meta = _parse_meta(files[META].read(), where(META), path.name)
-    records = _parse_docs(files[DOCS].read(), where(DOCS), meta)
+    records = DocsFile(_map(files[DOCS], where(DOCS)), where(DOCS), meta)
+    if full:
+        records.verify()
     vectors = _map_vectors(files[VECTORS], where(VECTORS), meta)
-    bm25 = BM25Index.decode(files[BM25].read(), meta.k1, meta.b, where(BM25))
+    bm25 = BM25Index.load(_map(files[BM25], where(BM25)), meta.k1, meta.b, where(BM25), cache_dir, meta.index_id)
     if bm25.n_docs != meta.n_chunks:
         raise IndexFormatError(where(BM25), f"n_docs is {bm25.n_docs}, but meta.json says n_chunks {meta.n_chunks}")
     st = os.fstat(files[META].fileno())
@@ -253,49 +272,130 @@ def _parse_meta(raw: bytes, where: str, dir_name: str) -> IndexMeta:
     return meta
 
 
-def _parse_docs(raw: bytes, where: str, meta: IndexMeta) -> list[ChunkRecord]:
-    if raw and not raw.endswith(b"\n"):
-        raise IndexFormatError(where, "the last line does not end in a newline (truncated?)")
-    lines = raw.split(b"\n")[:-1] if raw else []
-    if len(lines) != meta.n_chunks:
-        raise IndexFormatError(where, f"has {len(lines)} lines, but meta.json says n_chunks {meta.n_chunks}")
+def _map(f, where: str):
+    """The file's bytes as a read-only memory map (or b"" when it is empty)."""
+    size = os.fstat(f.fileno()).st_size
+    if size == 0:
+        return b""
     try:
-        objs = json.loads(b"[" + b",".join(lines) + b"]") if lines else []
-        if len(objs) != len(lines):
-            raise ValueError("line count")
-    except (ValueError, UnicodeDecodeError):
-        objs = []
-        for i, line in enumerate(lines, 1):
+        return mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
+    except OSError as e:
+        raise StorageError(f"cannot map {where}: {e.strerror}") from None
+
+
+class DocsFile(Sequence[ChunkRecord]):
+    """docs.jsonl, parsed a line at a time on first use.
+
+    Opening counts the lines (it must equal n_chunks). Indexing parses the
+    line and checks the record on its own; ``verify`` parses every line and
+    checks what spans lines (order, contiguity, chunk numbering). A bad line
+    raises ``IndexFormatError`` naming the file and the line.
+    """
+
+    def __init__(self, raw, where: str, meta: IndexMeta) -> None:
+        self._raw = raw
+        self._where = where
+        self._max_tokens = meta.max_tokens
+        size = len(raw)
+        if size and raw[size - 1 : size] != b"\n":
+            raise IndexFormatError(where, "the last line does not end in a newline (truncated?)")
+        ends = np.flatnonzero(np.frombuffer(raw, dtype=np.uint8) == 10) if size else np.zeros(0, dtype=np.int64)
+        if ends.size != meta.n_chunks:
+            raise IndexFormatError(where, f"has {ends.size} lines, but meta.json says n_chunks {meta.n_chunks}")
+        self._ends = ends
+        self._starts = np.concatenate(([0], ends[:-1] + 1)) if ends.size else ends
+        self._cache: dict[int, ChunkRecord] = {}
+        self._verified = False
+
+    def __len__(self) -> int:
+        return int(self._ends.size)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        rec = self._cache.get(i)
+        if rec is None:
+            line = self._raw[int(self._starts[i]) : int(self._ends[i])]
             try:
-                objs.append(json.loads(line))
+                obj = json.loads(line)
             except (ValueError, UnicodeDecodeError) as e:
-                raise IndexFormatError(where, f"line {i} is not valid JSON ({e})") from None
-        raise IndexFormatError(where, "a line holds more than one JSON value")
-    records = []
-    prev_doc = None
-    next_k = 0
-    for i, obj in enumerate(objs):
-        line = i + 1
-        if not isinstance(obj, dict) or any(k not in obj for k in _DOC_KEYS):
+                raise IndexFormatError(self._where, f"line {i + 1} is not valid JSON ({e})") from None
+            rec = self._cache[i] = self._record(obj, i + 1)
+        return rec
+
+    def _record(self, obj, line: int) -> ChunkRecord:
+        where = self._where
+        if type(obj) is not dict or any(k not in obj for k in _DOC_KEYS):
             raise IndexFormatError(where, f"line {line} lacks one of the fields {', '.join(_DOC_KEYS)}")
-        chunk_id, doc_id, text, n_tokens = obj["chunk_id"], obj["doc_id"], obj["text"], obj["n_tokens"]
-        if not all(isinstance(obj[k], str) for k in ("chunk_id", "doc_id", "source", "uri", "text", "fingerprint")):
+        chunk_id, doc_id, source, uri, text, n_tokens, fp = (obj[k] for k in _DOC_KEYS)
+        if not (type(chunk_id) is str and type(doc_id) is str and type(source) is str and type(uri) is str
+                and type(text) is str and type(fp) is str):
             raise IndexFormatError(where, f"line {line}: a text field has the wrong type")
-        if not isinstance(n_tokens, int) or isinstance(n_tokens, bool) or not 1 <= n_tokens <= meta.max_tokens:
-            raise IndexFormatError(where, f"line {line}: n_tokens {n_tokens!r} is not in 1..{meta.max_tokens}")
-        if doc_id != prev_doc:
-            if prev_doc is not None and doc_id.encode("utf-8") <= prev_doc.encode("utf-8"):
-                raise IndexFormatError(
-                    where, f"line {line}: documents are out of order or not contiguous ({doc_id!r} after {prev_doc!r})"
-                )
-            prev_doc, next_k = doc_id, 0
-        if chunk_id != f"{doc_id}#{next_k}":
-            raise IndexFormatError(where, f"line {line}: chunk_id {chunk_id!r} should be {doc_id + '#' + str(next_k)!r}")
-        next_k += 1
-        records.append(
-            ChunkRecord(chunk_id, doc_id, obj["source"], obj["uri"], text, n_tokens, obj["fingerprint"])
-        )
-    return records
+        if type(n_tokens) is not int or not 1 <= n_tokens <= self._max_tokens:
+            raise IndexFormatError(where, f"line {line}: n_tokens {n_tokens!r} is not in 1..{self._max_tokens}")
+        head, sep, k = chunk_id.rpartition("#")
+        if head != doc_id or not sep or not k.isdigit() or not k.isascii() or (k != "0" and k[0] == "0"):
+            raise IndexFormatError(where, f"line {line}: chunk_id {chunk_id!r} is not {doc_id!r} + '#<n>'")
+        return ChunkRecord(chunk_id, doc_id, source, uri, text, n_tokens, fp)
+
+    def verify(self) -> None:
+        """Parse every line and check the order rules; raise ``IndexFormatError`` at the first breach."""
+        if self._verified or not len(self):
+            self._verified = True
+            return
+        where = self._where
+        raw = bytes(self._raw)
+        try:
+            objs = json.loads(b"[" + raw[:-1].replace(b"\n", b",") + b"]")
+            if len(objs) != len(self):
+                raise ValueError("line count")
+        except (ValueError, UnicodeDecodeError):
+            for i in range(len(self)):
+                self._cache.pop(i, None)
+                self[i]  # raises with the line number
+            raise IndexFormatError(where, "a line holds more than one JSON value") from None
+        prev_doc = None
+        prev_bytes = b""
+        next_k = 0
+        cache = self._cache
+        for i, obj in enumerate(objs):
+            rec = cache.get(i) or self._record(obj, i + 1)
+            cache[i] = rec
+            doc_id = rec.doc_id
+            if doc_id != prev_doc:
+                doc_bytes = doc_id.encode("utf-8")
+                if prev_doc is not None and doc_bytes <= prev_bytes:
+                    raise IndexFormatError(
+                        where, f"line {i + 1}: documents are out of order or not contiguous ({doc_id!r} after {prev_doc!r})"
+                    )
+                prev_doc, prev_bytes, next_k = doc_id, doc_bytes, 0
+            if rec.k != next_k:
+                raise IndexFormatError(where, f"line {i + 1}: chunk_id {rec.chunk_id!r} should be {doc_id + '#' + str(next_k)!r}")
+            next_k += 1
+        self._verified = True
+
+    def find(self, chunk_id: str) -> int:
+        """The line (chunk number) holding ``chunk_id``, or -1. Bisects the ordered file."""
+        head, sep, k = chunk_id.rpartition("#")
+        if not sep or not k.isdigit() or not k.isascii():
+            return -1
+        key = (head.encode("utf-8"), int(k))
+        lo, hi = 0, len(self)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            rec = self[mid]
+            here = (rec.doc_id.encode("utf-8"), rec.k)
+            if here < key:
+                lo = mid + 1
+            elif here > key:
+                hi = mid
+            else:
+                return mid if rec.chunk_id == chunk_id else -1
+        return -1
 
 
 def _map_vectors(f, where: str, meta: IndexMeta) -> np.ndarray:

@@ -63,13 +63,16 @@ def decode(data: np.ndarray | bytes, expected: int | None = None) -> np.ndarray:
         raise VarintError(f"expected {expected} varints, found {ends.size}")
     if int(lengths.max()) > _MAX_BYTES:
         raise VarintError("varint longer than 5 bytes")
-    payload = (buf & 0x7F).astype(np.uint64)
-    values = np.zeros(ends.size, dtype=np.uint64)
-    for j in range(_MAX_BYTES):
-        has = lengths > j
-        if not has.any():
-            break
-        values[has] |= payload[starts[has] + j] << np.uint64(7 * j)
+    if ends.size == buf.size:
+        # Every varint is one byte (the common case for gaps and tf).
+        return buf.astype(np.uint64)
+    # Each byte contributes its 7 payload bits shifted by 7 * (its place in its varint).
+    owner = np.zeros(buf.size, dtype=np.int64)
+    owner[ends[:-1] + 1] = 1
+    np.cumsum(owner, out=owner)
+    place = np.arange(buf.size, dtype=np.int64) - starts[owner]
+    contrib = (buf & 0x7F).astype(np.uint64) << (np.uint64(7) * place.astype(np.uint64))
+    values = np.add.reduceat(contrib, starts)
     if int(values.max()) >= 1 << 32:
         raise VarintError("varint value does not fit in 32 bits")
     return values

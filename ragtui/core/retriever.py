@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ragtui.core.errors import ModelMismatchError, UsageError
-from ragtui.core.index_format import IndexData, read_index
+from ragtui.core.index_format import IndexData, generation_of, read_index
 
 __all__ = ["MODES", "Hit", "Retriever"]
 
@@ -38,8 +38,11 @@ class Hit:
 class Retriever:
     """Search one index three ways. Thread-safe for concurrent ``search`` calls."""
 
-    def __init__(self, data: IndexData, *, embedder=None, ivf_params=None, cache_dir: Path | None = None) -> None:
+    def __init__(
+        self, data: IndexData, *, embedder=None, ivf_params=None, cache_dir: Path | None = None, full: bool = False
+    ) -> None:
         self._data = data
+        self.full = full
         self.embedder = embedder
         self.ivf_params = ivf_params
         self.cache_dir = cache_dir
@@ -48,9 +51,21 @@ class Retriever:
         self.last_search_seconds = 0.0
 
     @classmethod
-    def open(cls, index_dir: str | os.PathLike, *, embedder=None, ivf_params=None, cache_dir=None) -> Retriever:
-        """Read and validate the index at ``index_dir`` (raises ``RagtuiError`` subclasses)."""
-        return cls(read_index(index_dir), embedder=embedder, ivf_params=ivf_params, cache_dir=cache_dir)
+    def open(
+        cls, index_dir: str | os.PathLike, *, embedder=None, ivf_params=None, cache_dir=None, full: bool = False
+    ) -> Retriever:
+        """Read and validate the index at ``index_dir`` (raises ``RagtuiError`` subclasses).
+
+        ``cache_dir`` (outside the index directory) lets decoded BM25 arrays
+        and IVF lists be reused between opens. With ``full=False`` the lines
+        of docs.jsonl are checked as they are used; ``verify()`` checks them all.
+        """
+        data = read_index(index_dir, full=full, cache_dir=cache_dir)
+        return cls(data, embedder=embedder, ivf_params=ivf_params, cache_dir=cache_dir, full=full)
+
+    def verify(self) -> None:
+        """Check every line of docs.jsonl now (raises ``IndexFormatError``)."""
+        self._data.records.verify()
 
     @property
     def data(self) -> IndexData:
@@ -63,7 +78,9 @@ class Retriever:
     def reload(self) -> bool:
         """Re-read the index if a new generation was published; return whether it changed."""
         path = self._data.path
-        fresh = read_index(path)
+        if generation_of(path) == self._data.generation:
+            return False
+        fresh = read_index(path, full=self.full, cache_dir=self.cache_dir)
         if fresh.generation == self._data.generation:
             return False
         with self._ivf_lock:

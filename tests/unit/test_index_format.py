@@ -164,3 +164,45 @@ def test_publish_adopts_a_plain_directory(tmp_path, index_copy):
         path = publish(tmp_path / "rag2", "docs", files)
     assert path.is_symlink()
     assert [r.chunk_id for r in read_index(path).records] == ["n.md#0"]
+
+
+def test_lazy_open_checks_lines_when_used(index_copy):
+    data = read_index(index_copy, full=False)
+    assert data.records[1].chunk_id == "docs/b.md#0"
+    raw = (index_copy / "docs.jsonl").read_bytes().split(b"\n")
+    raw[2] = b'{"chunk_id": 5}'
+    (index_copy / "docs.jsonl").write_bytes(b"\n".join(raw))
+    lazy = read_index(index_copy, full=False)
+    assert lazy.records[0].chunk_id == "docs/a.md#0"
+    with pytest.raises(IndexFormatError, match="line 3 lacks"):
+        lazy.records[2]
+    with pytest.raises(IndexFormatError, match="line 3 lacks"):
+        lazy.records.verify()
+    with pytest.raises(IndexFormatError, match="line 3 lacks"):
+        read_index(index_copy)
+
+
+def test_find_chunk_ids(index_copy):
+    records = read_index(index_copy, full=False).records
+    for row, rec in enumerate(read_index(index_copy).records):
+        assert records.find(rec.chunk_id) == row
+    for missing in ("docs/a.md#1", "docs/a.md", "docs/zz.md#0", "docs/ü/名前#1.md#01", "#0", ""):
+        assert records.find(missing) == -1
+
+
+def test_bm25_cache_gives_the_same_answers_and_survives_damage(tmp_path):
+    path, _, _ = build(tmp_path, "docs", {f"d/{i}.md": [f"alpha beta {i} gamma" * (i % 3 + 1)] for i in range(30)})
+    cache = tmp_path / "cache"
+    plain = read_index(path)
+    first = read_index(path, cache_dir=cache)
+    again = read_index(path, cache_dir=cache)
+    for q in ("alpha", "beta 7", "gamma gamma 12", "nothing"):
+        for d in (first, again):
+            r1, s1 = plain.bm25.search(q, 10)
+            r2, s2 = d.bm25.search(q, 10)
+            assert r1.tolist() == r2.tolist() and s1.tolist() == s2.tolist()
+    (entry,) = [p for p in cache.iterdir()]
+    for npy in entry.glob("*.npy"):
+        npy.write_bytes(b"garbage")
+    damaged = read_index(path, cache_dir=cache)
+    assert damaged.bm25.search("alpha", 5)[0].tolist() == plain.bm25.search("alpha", 5)[0].tolist()

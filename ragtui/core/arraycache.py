@@ -1,0 +1,77 @@
+"""A cache of derived arrays outside the index directory: it only ever saves time.
+
+An entry is a directory ``<cache_dir>/<kind>-<name>-<key>/`` of ``.npy``
+files plus a ``complete`` marker written last; it is created under a
+temporary name and renamed into place, so a half-written entry is never
+read. ``key`` must be derived from everything the arrays depend on (the
+callers hash the source file's full content), so a stale entry cannot be
+found. Any failure to read or write an entry falls back to computing the
+arrays; the result is the same either way.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["cached_arrays"]
+
+_MARKER = "complete"
+
+
+def cached_arrays(
+    cache_dir: Path | None,
+    kind: str,
+    name: str,
+    key: str,
+    compute: Callable[[], dict[str, np.ndarray]],
+    keep: int = 2,
+) -> tuple[dict[str, np.ndarray], bool]:
+    """Return (arrays, came_from_cache); arrays from the cache are read-only memory maps.
+
+    ``keep`` entries of the same kind and name are kept (the newest ones), so
+    a stream of publishes does not fill the disk.
+    """
+    if cache_dir is None:
+        return compute(), False
+    entry = Path(cache_dir) / f"{kind}-{name}-{key}"
+    if (entry / _MARKER).is_file():
+        try:
+            arrays = {p.stem: np.load(p, mmap_mode="r", allow_pickle=False) for p in entry.glob("*.npy")}
+            if arrays:
+                return arrays, True
+        except (OSError, ValueError):
+            pass
+    arrays = compute()
+    try:
+        _store(entry, arrays)
+        _evict(Path(cache_dir), f"{kind}-{name}-", keep)
+    except OSError:
+        pass  # a read-only or full disk costs time on the next load, nothing else
+    return arrays, False
+
+
+def _store(entry: Path, arrays: dict[str, np.ndarray]) -> None:
+    tmp = entry.with_name(entry.name + f".tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        for key, value in arrays.items():
+            np.save(tmp / f"{key}.npy", np.ascontiguousarray(value), allow_pickle=False)
+        (tmp / _MARKER).write_bytes(b"")
+        shutil.rmtree(entry, ignore_errors=True)
+        os.rename(tmp, entry)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    os.utime(entry)
+
+
+def _evict(cache_dir: Path, prefix: str, keep: int) -> None:
+    entries = [p for p in cache_dir.iterdir() if p.name.startswith(prefix) and ".tmp" not in p.name]
+    entries.sort(key=lambda p: p.stat().st_mtime_ns, reverse=True)
+    for old in entries[keep:]:
+        shutil.rmtree(old, ignore_errors=True)
