@@ -1,0 +1,437 @@
+"""IVF vector retrieval: coarse centroids built at load time, exact scoring inside the probed lists.
+
+The build follows spec/pcg32.md (the project's statement of the shared ivf.md)
+step by step; what callers may rely on:
+
+- ``build_ivf(vectors, index_id, params)`` is deterministic: the same vectors,
+  index_id and resolved parameters give the same centroids and lists, run after
+  run. Dot products, k-means++ weights and centroid sums are computed in float64
+  (spec/pcg32.md says why), so another conforming reader can disagree only where
+  two compared quantities are equal to within ~1e-13, i.e. practically never.
+- ``IVFIndex.lists`` hold every row exactly once, each list in ascending row order.
+- ``IVFIndex.search`` ranks by descending score, ties by ascending row; its
+  scores are ``flat.row_scores`` bits, so with ``nprobe = nlist`` it returns
+  exactly what ``flat_search`` returns.
+- ``build_ivf_cached`` returns the same index as ``build_ivf``; the cache only
+  saves time, and a missing, stale or damaged cache file means a rebuild.
+
+Memory: the index keeps one float32 copy of the vectors in list order (so a
+query reads each probed list contiguously) plus the float64 centroids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import numbers
+import re
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ragtui.core.arraycache import cached_arrays
+from ragtui.core.errors import UsageError
+from ragtui.core.flat import as_query, as_vectors, row_scores, top_k, vecdot
+from ragtui.core.pcg32 import PCG32, index_rng
+
+__all__ = [
+    "ALGORITHM_VERSION",
+    "IVFIndex",
+    "IVFParams",
+    "ResolvedIVFParams",
+    "build_ivf",
+    "build_ivf_cached",
+    "nearest_centroid",
+    "seed_centroids",
+    "training_rows",
+]
+
+#: Bumped whenever a change could alter centroids or lists; part of the cache key.
+ALGORITHM_VERSION = 1
+
+# Defaults chosen by measurement (spec/pcg32.md, "Defaults"; bench/bench_vectors.py --sweep).
+DEFAULT_ITERS = 10
+_TRAIN_PER_LIST = 64
+_PROBE_FRACTION_DIV = 16  # probe 1/16 of the lists...
+_MIN_PROBED_ROWS = 2048  # ...but enough lists to score about this many rows
+
+# Rows per block when scoring against all centroids: bounds the float64
+# temporaries to a few MiB whatever n is.
+_BLOCK_ROWS = 4096
+
+
+@dataclass(frozen=True)
+class ResolvedIVFParams:
+    """Concrete parameters for one n: 1 <= nlist <= n, nlist <= train_cap, 1 <= nprobe <= nlist.
+
+    For n == 0 every field but ``iters`` is 0 (an empty index).
+    """
+
+    nlist: int
+    train_cap: int
+    iters: int
+    nprobe: int
+
+
+@dataclass(frozen=True)
+class IVFParams:
+    """What a user may set; ``None`` means "derive from n by the default rule".
+
+    Default rule (spec/pcg32.md): nlist = round(sqrt(n)); train_cap = 64 * nlist;
+    iters = 10; nprobe = max(ceil(nlist / 16), ceil(2048 * nlist / n)), so a
+    query scores about max(n / 16, 2048) rows (an index of at most 2048 rows is
+    searched exactly). Clamped: 1 <= nlist <= n, train_cap >= nlist,
+    1 <= nprobe <= nlist.
+    """
+
+    nlist: int | None = None
+    train_cap: int | None = None
+    iters: int = DEFAULT_ITERS
+    nprobe: int | None = None
+
+    def __post_init__(self) -> None:
+        for name, low in (("nlist", 1), ("train_cap", 1), ("nprobe", 1), ("iters", 0)):
+            value = getattr(self, name)
+            if value is None and name != "iters":
+                continue
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+                raise UsageError(f"IVF {name} must be an integer >= {low}, got {value!r}")
+            object.__setattr__(self, name, int(value))  # numpy integers become plain ints
+
+    def resolve(self, n: int) -> ResolvedIVFParams:
+        """Fill in defaults for ``n`` rows and clamp: 1 <= nlist <= n, train_cap >= nlist."""
+        if n <= 0:
+            return ResolvedIVFParams(0, 0, self.iters, 0)
+        nlist = self.nlist if self.nlist is not None else round(math.sqrt(n))
+        nlist = min(max(nlist, 1), n)
+        train_cap = self.train_cap if self.train_cap is not None else _TRAIN_PER_LIST * nlist
+        train_cap = max(train_cap, nlist)
+        nprobe = self.nprobe
+        if nprobe is None:  # integer ceilings: no float rounding in the rule
+            nprobe = max(-(-nlist // _PROBE_FRACTION_DIV), -(-_MIN_PROBED_ROWS * nlist // n))
+        return ResolvedIVFParams(nlist, train_cap, self.iters, min(nprobe, nlist))
+
+
+def training_rows(n: int, train_cap: int, rng: PCG32) -> np.ndarray:
+    """Return the training rows S (ascending int64): all n rows, or a partial Fisher–Yates draw.
+
+    Consumes ``below`` draws from ``rng`` only when ``n > train_cap``.
+    """
+    if n <= train_cap:
+        return np.arange(n, dtype=np.int64)
+    # The permutation of 0..n-1 is kept sparse: only swapped positions are stored.
+    perm: dict[int, int] = {}
+    for i in range(train_cap):
+        j = i + rng.below(n - i)
+        vi, vj = perm.get(i, i), perm.get(j, j)
+        perm[i], perm[j] = vj, vi
+    return np.array(sorted(perm[i] for i in range(train_cap)), dtype=np.int64)
+
+
+def _dot_error_bound(dim: int, row_norm: float, centroid_norm: float) -> float:
+    """Largest |float32 dot - exact dot| for such norms, the centroid itself rounded to float32.
+
+    gamma_d = d*u/(1 - d*u) bounds any summation order of d float32 products
+    (with or without FMA); rounding the float64 centroid to float32 adds u*|x|*|c|.
+    """
+    u = 2.0**-24
+    gamma = dim * u / (1.0 - dim * u)
+    return (gamma * (1.0 + u) + u) * row_norm * centroid_norm
+
+
+def _max_norm(rows: np.ndarray) -> float:
+    """An upper bound of the rows' L2 norms (the float32 sum of squares is off by at most gamma_d)."""
+    return float(np.sqrt(np.max(vecdot(rows, rows), initial=0.0))) * (1.0 + rows.shape[-1] * 2.0**-23)
+
+
+def _dot64(rows32: np.ndarray, centroid: np.ndarray) -> np.ndarray:
+    """The float64 dot products the build decides on: one ddot per pair, so identical
+    inputs give identical bits wherever they sit (ties then resolve by the spec's rule)."""
+    return vecdot(np.asarray(rows32, dtype=np.float64), centroid)
+
+
+def seed_centroids(train: np.ndarray, nlist: int, rng: PCG32) -> np.ndarray:
+    """k-means++ over the float32 rows ``train`` (S's order): return ``nlist`` float64 centroids.
+
+    Each further centroid draws ``uniform()`` first and, only if the total
+    weight is 0, ``below(|S|)`` as well (spec/pcg32.md fixes that order).
+    Weights are exactly those of a plain float64 pass (``_dot64`` on every row):
+    a float32 screen only skips rows it proves cannot get closer.
+    """
+    m, dim = train.shape
+    centroids = np.empty((nlist, dim), dtype=np.float64)
+    first = rng.below(m)
+    centroids[0] = train[first]
+    best = _dot64(train, centroids[0])  # max over chosen centroids of x·c, per row of S
+    # 2x the bound: a skipped row's exact x·c is then below best by a full bound.
+    slack = 2.0 * _dot_error_bound(dim, _max_norm(train), _max_norm(train))
+    for c in range(1, nlist):
+        weights = np.maximum(2.0 - 2.0 * best, 0.0)
+        # np.cumsum is a sequential add in S's order, exactly the spec's running sum.
+        running = np.cumsum(weights)
+        total = float(running[-1])
+        u = rng.uniform() * total
+        if total == 0.0:
+            chosen = rng.below(m)
+        else:
+            # side="right": the first running sum strictly greater than u. u < total
+            # always holds (uniform() < 1 and total >= 2**-52 when positive).
+            chosen = int(np.searchsorted(running, u, side="right"))
+        centroids[c] = train[chosen]
+        if c + 1 < nlist:
+            near = np.flatnonzero(vecdot(train, train[chosen]) >= best - slack)
+            best[near] = np.maximum(best[near], _dot64(train[near], centroids[c]))
+    return centroids
+
+
+def nearest_centroid(vectors: np.ndarray, centroids: np.ndarray) -> np.ndarray:
+    """Return, per float32 row, the centroid with the largest x·c (ties: lowest number).
+
+    Exactly the labels of a plain float64 pass (``_dot64`` against every
+    centroid, first maximum). A float32 matrix product decides a row only when
+    its best centroid leads the second by more than twice the proven float32
+    error; any closer row is decided in float64.
+    """
+    n, dim = vectors.shape
+    nlist = centroids.shape[0]
+    labels = np.zeros(n, dtype=np.int64)
+    if nlist == 1:
+        return labels
+    ct32 = np.ascontiguousarray(centroids.T, dtype=np.float32)
+    c_norm = float(np.sqrt(np.max(vecdot(centroids, centroids))))
+    for start in range(0, n, _BLOCK_ROWS):
+        block = np.asarray(vectors[start : start + _BLOCK_ROWS], dtype=np.float32)
+        margin = 4.0 * _dot_error_bound(dim, _max_norm(block), c_norm)
+        scores = block @ ct32
+        at = np.arange(block.shape[0])
+        first = np.argmax(scores, axis=1)
+        lead = scores[at, first].astype(np.float64)
+        scores[at, first] = -np.inf
+        lead -= scores.max(axis=1)
+        labels[start : start + block.shape[0]] = first
+        close = np.flatnonzero(~(lead > margin))
+        if close.size:
+            exact = _dot64(block[close][:, None, :], centroids[None, :, :])
+            # argmax returns the first maximum: the lowest centroid on a tie.
+            labels[start + close] = np.argmax(exact, axis=1)
+    return labels
+
+
+def _group(labels: np.ndarray, nlist: int) -> tuple[np.ndarray, np.ndarray]:
+    """Return (offsets, rows): CSR of the rows per label, each group in ascending row order."""
+    counts = np.bincount(labels, minlength=nlist)
+    offsets = np.zeros(nlist + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    # A stable sort of the labels keeps rows ascending inside each group.
+    return offsets, np.argsort(labels, kind="stable").astype(np.int64)
+
+
+def _update(train: np.ndarray, labels: np.ndarray, centroids: np.ndarray) -> np.ndarray:
+    """One Lloyd update: members' L2-normalized float64 sum; no members or a zero sum keeps the old one."""
+    offsets, order = _group(labels, centroids.shape[0])
+    members = train[order]
+    new = centroids.copy()
+    total = np.empty(train.shape[1], dtype=np.float64)
+    for c in np.flatnonzero(np.diff(offsets)):
+        members[offsets[c] : offsets[c + 1]].sum(axis=0, dtype=np.float64, out=total)
+        norm = math.sqrt(float(total @ total))
+        if norm > 0.0:
+            new[c] = total / norm
+    return new
+
+
+def _lloyd(train: np.ndarray, centroids: np.ndarray, iters: int) -> tuple[np.ndarray, int]:
+    """Up to ``iters`` Lloyd iterations; return (centroids, updates done)."""
+    previous = None
+    done = 0
+    for _ in range(iters):
+        labels = nearest_centroid(train, centroids)
+        # Same assignment as last time: the update would reproduce the same centroids.
+        if previous is not None and np.array_equal(labels, previous):
+            break
+        centroids = _update(train, labels, centroids)
+        previous = labels
+        done += 1
+    return centroids, done
+
+
+class IVFIndex:
+    """Centroids and inverted lists over one vectors array; answers ``search``.
+
+    Attributes: ``centroids`` (nlist, dim) float64; ``offsets`` (nlist + 1) and
+    ``rows`` (n) int64, the lists in CSR form (list c is
+    ``rows[offsets[c]:offsets[c + 1]]``); ``params`` the resolved parameters;
+    ``build_seconds`` the wall time of the build (or of the cache load);
+    ``iterations`` Lloyd updates run (-1 when loaded from the cache);
+    ``from_cache`` whether the lists came from the cache.
+    """
+
+    def __init__(self, vectors: np.ndarray, centroids: np.ndarray, offsets: np.ndarray, rows: np.ndarray,
+                 params: ResolvedIVFParams, *, build_seconds: float = 0.0, iterations: int = -1,
+                 from_cache: bool = False) -> None:
+        self.centroids, self.offsets, self.rows, self.params = centroids, offsets, rows, params
+        self.iterations, self.from_cache = iterations, from_cache
+        self.dim = int(vectors.shape[1])
+        # Rows in list order, so each probed list is one contiguous slice.
+        self._packed = np.ascontiguousarray(vectors[rows], dtype=np.float32)
+        self.build_seconds = build_seconds
+
+    @property
+    def nlist(self) -> int:
+        """Number of lists (0 for an empty index)."""
+        return int(self.centroids.shape[0])
+
+    @property
+    def lists(self) -> list[np.ndarray]:
+        """The lists as int64 arrays (views into ``rows``), each ascending."""
+        return [self.rows[self.offsets[c] : self.offsets[c + 1]] for c in range(self.nlist)]
+
+    def probe(self, query: np.ndarray, nprobe: int) -> np.ndarray:
+        """Return the ``nprobe`` best centroid numbers for ``query``, best first, ties lowest."""
+        scores = vecdot(self.centroids, np.asarray(query, dtype=np.float64))
+        return top_k(scores, None, nprobe)[0]
+
+    def search(self, query: np.ndarray, k: int, nprobe: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Return the best ``k`` rows of the ``nprobe`` probed lists as (rows int64, scores float32).
+
+        Descending score, ties ascending row; fewer than k results when the
+        probed lists hold fewer rows. ``nprobe`` None uses ``params.nprobe``;
+        larger than nlist probes every list. Raises UsageError for k < 0,
+        nprobe < 1, or a query of the wrong length or not finite.
+        """
+        q = as_query(query, self.dim)
+        if k < 0:
+            raise UsageError(f"k must be >= 0, got {k}")
+        if nprobe is None:
+            nprobe = self.params.nprobe
+        elif nprobe < 1:
+            raise UsageError(f"nprobe must be >= 1, got {nprobe}")
+        if self.nlist == 0 or k == 0:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
+        spans = [(self.offsets[c], self.offsets[c + 1]) for c in self.probe(q, nprobe)]
+        scores = np.concatenate([row_scores(self._packed[a:b], q) for a, b in spans])
+        rows = np.concatenate([self.rows[a:b] for a, b in spans])
+        return top_k(scores, rows, k)
+
+
+def build_ivf(vectors: np.ndarray, index_id: str, params: IVFParams | None = None) -> IVFIndex:
+    """Build the IVF index of ``vectors`` (n, dim) float32 unit rows, seeded by ``index_id``.
+
+    Follows spec/pcg32.md: training rows, k-means++ seeding, Lloyd, lists.
+    ``vectors`` may be a read-only memmap; it must be finite.
+    """
+    started = time.perf_counter()
+    v = as_vectors(vectors)
+    p = (params or IVFParams()).resolve(v.shape[0])
+    if p.nlist == 0:
+        empty = np.empty(0, dtype=np.int64)
+        return IVFIndex(v, np.empty((0, v.shape[1])), np.zeros(1, np.int64), empty, p, iterations=0)
+    rng = index_rng(index_id)
+    train_rows = training_rows(v.shape[0], p.train_cap, rng)
+    train = np.ascontiguousarray(v[train_rows])
+    centroids = seed_centroids(train, p.nlist, rng)
+    centroids, iterations = _lloyd(train, centroids, p.iters)
+    offsets, rows = _group(nearest_centroid(v, centroids), p.nlist)
+    seconds = time.perf_counter() - started
+    return IVFIndex(v, centroids, offsets, rows, p, build_seconds=seconds, iterations=iterations)
+
+
+# --- cache: saves the build, never changes its result -------------------------------
+
+
+def cache_key(vectors: np.ndarray, index_id: str, params: ResolvedIVFParams, key_material: str) -> str:
+    """Hex SHA-256 of everything the lists depend on.
+
+    That is: the vectors' bytes and shape, index_id, nlist/train_cap/iters
+    (nprobe does not change the build), ALGORITHM_VERSION, the numpy version
+    (its BLAS rounds the float32 screens) and the caller's ``key_material``.
+    """
+    h = hashlib.sha256()
+    head = (
+        f"ragtui-ivf\0{ALGORITHM_VERSION}\0{np.__version__}\0{index_id}\0{vectors.shape}\0"
+        f"{params.nlist}\0{params.train_cap}\0{params.iters}\0{key_material}\0"
+    )
+    h.update(head.encode("utf-8"))
+    for start in range(0, vectors.shape[0], 65536):
+        h.update(np.ascontiguousarray(vectors[start : start + 65536]).data)
+    return h.hexdigest()
+
+
+def _digest(key: str, centroids: np.ndarray, offsets: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    h = hashlib.sha256(key.encode("ascii"))
+    for a in (centroids, offsets, rows):
+        h.update(np.ascontiguousarray(a).data)
+    return np.frombuffer(h.digest(), dtype=np.uint8)
+
+
+def _sound(arrays: dict[str, np.ndarray], key: str, n: int, dim: int, nlist: int):
+    """Return (centroids, offsets, rows) copied out of a cache entry if it is sound, else None."""
+    try:
+        centroids, offsets, rows = (np.array(arrays[name]) for name in ("centroids", "offsets", "rows"))
+        digest = np.array(arrays["digest"])
+    except (KeyError, OSError, ValueError):
+        return None
+    if (
+        centroids.dtype != np.float64
+        or centroids.shape != (nlist, dim)
+        or offsets.dtype != np.int64
+        or offsets.shape != (nlist + 1,)
+        or rows.dtype != np.int64
+        or rows.shape != (n,)
+        or not np.array_equal(digest, _digest(key, centroids, offsets, rows))
+    ):
+        return None
+    # The digest catches damage; these catch a writer that was wrong.
+    if offsets[0] != 0 or offsets[-1] != n or (np.diff(offsets) < 0).any():
+        return None
+    if rows.min() < 0 or rows.max() >= n or (np.bincount(rows, minlength=n) != 1).any():
+        return None
+    rising = np.diff(rows) > 0
+    rising[offsets[1:-1][(offsets[1:-1] > 0) & (offsets[1:-1] < n)] - 1] = True  # list boundaries
+    return (centroids, offsets, rows) if rising.all() else None
+
+
+def build_ivf_cached(
+    vectors: np.ndarray,
+    index_id: str,
+    params: IVFParams | None = None,
+    cache_dir: Path | None = None,
+    key_material: str = "",
+) -> IVFIndex:
+    """``build_ivf``, reusing a cached build from ``cache_dir`` when one matches exactly.
+
+    Entries live in ``cache_dir`` through ``arraycache.cached_arrays`` (the
+    newest two per index_id are kept) and are keyed by ``cache_key``, which
+    hashes the vectors' bytes: a changed vectors file never reuses an old
+    build. An entry that fails its digest or its structure checks is rebuilt
+    and replaced. ``cache_dir`` None disables the cache; it must lie outside
+    the index directory.
+    """
+    v = as_vectors(vectors)
+    p = (params or IVFParams()).resolve(v.shape[0])
+    if cache_dir is None or p.nlist == 0:
+        return build_ivf(v, index_id, params)
+    started = time.perf_counter()
+    key = cache_key(v, index_id, p, key_material)[:32]
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", index_id)[:64] or "_"
+    built: list[IVFIndex] = []
+
+    def compute() -> dict[str, np.ndarray]:
+        index = build_ivf(v, index_id, params)
+        built.append(index)
+        digest = _digest(key, index.centroids, index.offsets, index.rows)
+        return {"centroids": index.centroids, "offsets": index.offsets, "rows": index.rows, "digest": digest}
+
+    arrays, _ = cached_arrays(cache_dir, "ivf", name, key, compute)
+    if built:
+        return built[-1]
+    hit = _sound(arrays, key, v.shape[0], v.shape[1], p.nlist)
+    if hit is None:
+        # Damaged but readable: drop the entry (arraycache's documented layout) and store anew.
+        shutil.rmtree(Path(cache_dir) / f"ivf-{name}-{key}", ignore_errors=True)
+        cached_arrays(cache_dir, "ivf", name, key, compute)
+        return built[-1]
+    return IVFIndex(v, *hit, p, build_seconds=time.perf_counter() - started, from_cache=True)
