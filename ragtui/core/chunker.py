@@ -1,0 +1,268 @@
+"""Cut a document into overlapping token windows that prefer to end at a break.
+
+spec/chunker.md is the normative description; this module is its fast path and
+tests/unit/test_chunker.py holds a plain reference that must agree with it.
+
+What a caller may rely on, for every ``Chunk`` of ``chunk_text(doc, tok, m, o)``:
+
+- ``chunk.text == doc[chunk.start:chunk.end]``; the text is never empty and
+  neither begins nor ends with whitespace (``str.isspace``);
+- ``chunk.n_tokens == tok.count(chunk.text)`` and ``1 <= n_tokens <= m``;
+- starts and ends both strictly increase from one chunk to the next;
+- consecutive chunks come from token windows that share at most ``o`` tokens
+  (with disjoint spans: at most ``o`` tokens lie wholly inside both chunks);
+- the non-whitespace part of every token is inside some chunk, except a token
+  whose text alone counts more than ``m`` tokens (it cannot be chunked);
+- the same document, tokenizer and parameters always give the same chunks.
+
+Only one ``tok.spans(doc)`` call is made per document; counts are batched
+through ``tok.count_many``, with ``tok.count`` only for chunks that must shrink.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from ragtui.core.errors import EmbeddingError, UsageError
+
+__all__ = ["Chunk", "DEFAULT_MAX_TOKENS", "DEFAULT_OVERLAP", "chunk_text"]
+
+DEFAULT_MAX_TOKENS = 256
+"""The window, in the tokenizer's tokens (``meta.json`` ``chunker.max_tokens``)."""
+DEFAULT_OVERLAP = 32
+"""Tokens shared by consecutive windows (``meta.json`` ``chunker.overlap``)."""
+
+# Break kinds, strongest last; a cut is "none" unless whitespace follows it.
+_NONE, _SENTENCE, _LINE, _PARAGRAPH = 0, 1, 2, 3
+
+# Each match is one maximal whitespace run that is a break: it follows . ! ? or
+# it holds a line break. \s is exactly str.isspace() for str patterns, and
+# lookbehinds see text before `pos`, so a search may start at a run's first
+# char. (?<!\s) keeps a long blank run without a line break linear, not quadratic.
+_BREAK_RUN = re.compile(r"(?<=[.!?])\s+|(?<!\s)[^\S\r\n]*+[\r\n]\s*")
+_NON_SPACE = re.compile(r"\S")
+_ZWJ = "\u200d"
+
+
+class _Tokenizer(Protocol):
+    name: str
+
+    def count(self, text: str) -> int: ...
+
+    def spans(self, text: str) -> list[tuple[int, int]]: ...
+
+    def count_many(self, texts: Sequence[str]) -> list[int]: ...
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One window of a document: ``text == document[start:end]`` (code points)."""
+
+    start: int
+    """Offset of the chunk's first character in the document."""
+    end: int
+    """Offset just past the chunk's last character."""
+    text: str
+    """The exact substring; never empty, no leading or trailing whitespace."""
+    n_tokens: int
+    """``tokenizer.count(text)``, between 1 and max_tokens."""
+
+
+def chunk_text(
+    text: str,
+    tokenizer: _Tokenizer,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    overlap: int = DEFAULT_OVERLAP,
+) -> list[Chunk]:
+    """Chunk ``text`` into windows of at most ``max_tokens`` tokens (spec/chunker.md).
+
+    ``tokenizer`` is any object with ``count``, ``spans`` and ``count_many``;
+    its spans are character offsets whose starts and ends each never decrease
+    (spans may overlap, as byte-fallback pieces of one character do).
+    Raises UsageError unless ``max_tokens >= 1`` and ``0 <= overlap < max_tokens``,
+    and EmbeddingError when the tokenizer's offsets fall outside the text.
+    A document with no non-whitespace text gives ``[]`` without tokenizing.
+    """
+    _check_params(max_tokens, overlap)
+    if not text or text.isspace():
+        return []
+    return _Chunker(text, tokenizer, max_tokens, overlap).run()
+
+
+def _check_params(max_tokens: object, overlap: object) -> None:
+    # bool is an int subclass; True as a window size is a caller's mistake.
+    for name, value in (("max_tokens", max_tokens), ("overlap", overlap)):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise UsageError(f"chunker {name} must be an integer, got {value!r}")
+    assert isinstance(max_tokens, int) and isinstance(overlap, int)
+    if max_tokens < 1:
+        raise UsageError(f"chunker max_tokens must be at least 1, got {max_tokens}")
+    if not 0 <= overlap < max_tokens:
+        raise UsageError(
+            f"chunker overlap must be at least 0 and less than max_tokens "
+            f"({max_tokens}), got {overlap}"
+        )
+
+
+class _Chunker:
+    """State for one document; ``run`` returns its chunks."""
+
+    def __init__(self, doc: str, tok: _Tokenizer, max_tokens: int, overlap: int) -> None:
+        self.doc = doc
+        self.tok = tok
+        self.max_tokens = max_tokens
+        self.overlap = overlap
+        self.tail = max_tokens // 4
+        # Indexed in place: copying millions of offsets would cost more than the cutting.
+        self.spans = tok.spans(doc)
+        self.n = len(self.spans)
+        # O(1) guard against a tokenizer that reports byte offsets or other garbage.
+        if self.n and not (0 <= self.spans[0][0] and self.spans[-1][1] <= len(doc)):
+            raise EmbeddingError(
+                f"tokenizer {getattr(tok, 'name', '?')!r} gave token offsets outside the "
+                f"text ({self.spans[0][0]}..{self.spans[-1][1]} for {len(doc)} characters); "
+                "offsets must be character offsets"
+            )
+
+    def run(self) -> list[Chunk]:
+        chunks: list[Chunk] = []
+        counted: dict[tuple[int, int], int] = {}
+        a, prev_end = 0, 0
+        while a < self.n:
+            # Plan ahead as if every window's text fits, count the plan in one
+            # batch, keep it up to the first window that does not fit, settle
+            # that one exactly and plan again from there.
+            # A shrunk chunk shifts only the next window or two before the plan
+            # falls back onto the same breaks, so counts are kept by range.
+            plan = self._plan(a, prev_end)
+            todo = [(s, e) for _, _, s, e in plan if (s, e) not in counted]
+            if todo:
+                counts = self.tok.count_many([self.doc[s:e] for s, e in todo])
+                if len(counts) != len(todo):
+                    raise EmbeddingError(
+                        f"tokenizer {getattr(self.tok, 'name', '?')!r} counted "
+                        f"{len(counts)} texts when given {len(todo)}"
+                    )
+                counted.update(zip(todo, counts, strict=True))
+            a = self.n
+            for wa, wc, start, end in plan:
+                count = counted[start, end]
+                if 1 <= count <= self.max_tokens:
+                    chunks.append(Chunk(start, end, self.doc[start:end], count))
+                    prev_end = end
+                    a = self._next_start(wa, wc, start)
+                    continue
+                emitted, a = self._settle(wa, wc, start, count, prev_end)
+                if emitted is not None:
+                    chunks.append(emitted)
+                    prev_end = emitted.end
+                break
+        return chunks
+
+    def _plan(self, a: int, prev_end: int) -> list[tuple[int, int, int, int]]:
+        """Windows (a, c, start, end) from token a on, assuming none must shrink."""
+        plan = []
+        while a < self.n:
+            c = self._cut(a)
+            start = self._content_start(self.spans[a][0])
+            end = self._content_end(self.spans[c][1], start)
+            if end <= max(start, prev_end):
+                a = max(c + 1, a + 1)  # nothing new: whitespace, or inside the last chunk
+                continue
+            plan.append((a, c, start, end))
+            prev_end = end
+            a = self._next_start(a, c, start)
+        return plan
+
+    def _settle(
+        self, a: int, c: int, start: int, count: int, prev_end: int
+    ) -> tuple[Chunk | None, int]:
+        """The chunk of window (a, c) whose first count did not fit, and the next a."""
+        while True:
+            if count > self.max_tokens:
+                if c == a:  # one token too many tokens long on its own: skip it
+                    return None, a + 1
+                c = max(a, c - max(1, count - self.max_tokens))
+                end = self._content_end(self.spans[c][1], start)
+                if end <= max(start, prev_end):
+                    return None, max(c + 1, a + 1)
+                count = self.tok.count(self.doc[start:end])
+                continue
+            if count < 1:  # a tokenizer that sees no token in non-blank text
+                return None, max(c + 1, a + 1)
+            return Chunk(start, end, self.doc[start:end], count), self._next_start(a, c, start)
+
+    def _next_start(self, a: int, c: int, start: int) -> int:
+        nxt = max(c + 1 - self.overlap, a + 1)
+        # Starts must strictly increase in characters too, not only in tokens.
+        while nxt < self.n and self._content_start(self.spans[nxt][0]) <= start:
+            nxt += 1
+        return nxt
+
+    def _cut(self, a: int) -> int:
+        """The last token of the window that starts at token a."""
+        b = a + self.max_tokens
+        if b >= self.n:
+            return self.n - 1
+        lo = b - 1 - self.tail
+        start = self._content_start(self.spans[a][0])
+        best_kind, best = _NONE, -1
+        doc, spans = self.doc, self.spans
+        p = spans[lo][1]
+        if p <= start:
+            p = start
+        else:
+            while p > start and doc[p - 1].isspace():
+                p -= 1
+        m = _NON_SPACE.search(doc, spans[b - 1][1])
+        stop = m.start() if m else len(doc)
+        for run in _BREAK_RUN.finditer(doc, p, stop):
+            rs, re_ = run.span()
+            j = bisect_right(spans, re_, lo, b, key=_end) - 1
+            if j < lo or spans[j][1] < rs:
+                continue  # no candidate cut ends inside this run
+            kind = _run_kind(doc, rs, re_)
+            if kind >= best_kind:
+                best_kind, best = kind, j
+        if best_kind > _NONE:
+            return best
+        for j in range(b - 1, lo - 1, -1):
+            if self._clean(j):
+                return j
+        return b - 1
+
+    def _clean(self, j: int) -> bool:
+        """Whether cutting after token j keeps every character sequence whole."""
+        e = self.spans[j][1]
+        if e > self.spans[j + 1][0]:
+            return False  # tokens j and j+1 share a character (byte-fallback pieces)
+        doc = self.doc
+        if e > 0 and doc[e - 1] == _ZWJ:
+            return False
+        return e >= len(doc) or not (doc[e] == _ZWJ or unicodedata.category(doc[e])[0] == "M")
+
+    def _content_start(self, s: int) -> int:
+        m = _NON_SPACE.search(self.doc, s)
+        return m.start() if m else len(self.doc)
+
+    def _content_end(self, e: int, start: int) -> int:
+        doc = self.doc
+        while e > start and doc[e - 1].isspace():
+            e -= 1
+        return e
+
+
+def _end(span: tuple[int, int]) -> int:
+    return span[1]
+
+
+def _run_kind(doc: str, rs: int, re_: int) -> int:
+    breaks = doc.count("\n", rs, re_) + doc.count("\r", rs, re_) - doc.count("\r\n", rs, re_)
+    if breaks >= 2:
+        return _PARAGRAPH
+    return _LINE if breaks == 1 else _SENTENCE

@@ -1,0 +1,80 @@
+"""Embedders: text -> unit float32 vectors, and the tokenizer that cuts chunks.
+
+The seam other code relies on is two protocols (``embedders.base``)::
+
+    Tokenizer: name, count(text), spans(text), count_many(texts)
+    Embedder:  model, dim, tokenizer, embed(texts) -> (n, dim) float32, close()
+
+and one factory, ``make_embedder(kind, **options)``:
+
+    "wordllama"  WordLlamaEmbedder — in-process, offline, 256-d (the default)
+    "http"       HTTPEmbedder      — an OpenAI-compatible /v1/embeddings server
+
+Failures are ``ragtui.core.errors``: ``UsageError`` for bad configuration,
+``EmbeddingError`` (exit 3) for a backend that failed or answered nonsense.
+spec/embedders.md is the full contract.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from ragtui.core.embedders.base import Embedder, Tokenizer, empty_text_vector, tile_spans
+from ragtui.core.errors import UsageError
+
+__all__ = [
+    "Embedder",
+    "HFTokenizer",
+    "HTTPEmbedder",
+    "HTTPTokenizer",
+    "KINDS",
+    "Tokenizer",
+    "WordLlamaEmbedder",
+    "empty_text_vector",
+    "make_embedder",
+    "tile_spans",
+]
+
+KINDS = ("wordllama", "http")
+
+
+def make_embedder(kind: str = "wordllama", **options: Any) -> Embedder:
+    """Build the embedder ``kind`` with ``options`` (its constructor's keyword arguments).
+
+    Raises ``UsageError`` for an unknown kind or option, or a missing one
+    (``http`` needs ``base_url`` and ``model``).
+    """
+    if kind == "wordllama":
+        from ragtui.core.embedders.wordllama import WordLlamaEmbedder as cls
+    elif kind == "http":
+        from ragtui.core.embedders.http import HTTPEmbedder as cls  # type: ignore[assignment]
+    else:
+        raise UsageError(f"unknown embedder kind {kind!r}; expected one of: {', '.join(KINDS)}")
+    try:
+        inspect.signature(cls).bind(**options)
+    except TypeError as exc:
+        raise UsageError(f"{kind} embedder: {exc}") from None
+    return cls(**options)
+
+
+def __getattr__(name: str) -> Any:
+    # Implementations load lazily: importing the package must not read 32 MB
+    # of weights or import httpx for a caller that only needs the protocols.
+    if name == "WordLlamaEmbedder":
+        from ragtui.core.embedders.wordllama import WordLlamaEmbedder
+
+        return WordLlamaEmbedder
+    if name == "HTTPEmbedder":
+        from ragtui.core.embedders.http import HTTPEmbedder
+
+        return HTTPEmbedder
+    if name == "HTTPTokenizer":
+        from ragtui.core.embedders.http_tokenizer import HTTPTokenizer
+
+        return HTTPTokenizer
+    if name == "HFTokenizer":
+        from ragtui.core.embedders.hf_tokenizer import HFTokenizer
+
+        return HFTokenizer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

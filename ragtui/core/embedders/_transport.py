@@ -1,0 +1,251 @@
+"""Retrying JSON POSTs for the HTTP embedder and its tokenizer.
+
+One ``JSONPoster`` wraps one ``httpx.Client``. ``post`` either returns the
+decoded JSON of a 2xx answer or raises a ``ragtui`` error whose message says
+what failed, where, and what to do. The API key, if any, lives only in the
+client's default headers and is scrubbed from every message this module
+builds or logs (a server may echo it back in an error body).
+
+Retry policy (spec/embedders.md, "Retries"):
+
+* retried: connection failures (refused, reset, dropped mid-answer), timeouts,
+  HTTP 408/425/429/500/502/503/504, and a 2xx answer whose body is not JSON;
+* the wait before retry k (k = 0, 1, ...) is the server's ``Retry-After``
+  (delta-seconds or an HTTP date; capped at ``retry_after_max``) when given,
+  else ``min(backoff_max, backoff * 2**k)`` stretched by up to ``jitter``;
+* at most ``retries`` retries, so at most ``retries + 1`` attempts;
+* everything else (other 4xx/5xx, invalid URL) fails at once.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ragtui.core.embedders._httpx import httpx
+from ragtui.core.errors import EmbeddingError, UsageError
+
+__all__ = ["RETRY_STATUSES", "JSONPoster", "RetryPolicy", "parse_retry_after"]
+
+log = logging.getLogger("ragtui.core.embedders.http")
+
+RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long to wait; see the module docstring."""
+
+    retries: int = 5
+    backoff: float = 0.5
+    backoff_max: float = 30.0
+    retry_after_max: float = 120.0
+    jitter: float = 0.1
+
+    def delay(self, attempt: int, retry_after: float | None, rand: float) -> float:
+        """Seconds to wait before retry number ``attempt`` (0-based)."""
+        if retry_after is not None:
+            return min(max(retry_after, 0.0), self.retry_after_max)
+        base = min(self.backoff_max, self.backoff * (2.0**attempt))
+        return base * (1.0 + self.jitter * rand)
+
+
+def parse_retry_after(value: str | None, now: float) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header, or ``None`` if absent or unreadable.
+
+    Accepts delta-seconds (``"3"``, also ``"1.5"``) and HTTP dates, which are
+    measured against ``now`` (a Unix time); a date in the past means 0.
+    """
+    if value is None:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when is None:
+            return None
+        return max(0.0, when.timestamp() - now)
+    if seconds != seconds or seconds < 0:  # NaN or negative: ignore the header
+        return None
+    return seconds
+
+
+class _Retry(Exception):
+    """One failed attempt that may succeed if repeated."""
+
+    def __init__(self, problem: str, retry_after: float | None = None) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.retry_after = retry_after
+
+
+class JSONPoster:
+    """POSTs JSON to one server with retries; thread-safe."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        headers: Mapping[str, str],
+        secret: str | None,
+        timeout: float,
+        policy: RetryPolicy,
+        max_connections: int,
+        transport: httpx.BaseTransport | None,
+        sleep: Callable[[float], None],
+        clock: Callable[[], float],
+        random: Callable[[], float],
+    ) -> None:
+        try:
+            url = httpx.URL(base_url)
+        except (httpx.InvalidURL, TypeError) as exc:
+            raise UsageError(f"invalid embedding base_url {base_url!r}: {exc}") from None
+        if url.scheme not in ("http", "https") or not url.host:
+            raise UsageError(
+                f"invalid embedding base_url {base_url!r}: expected http://host[:port][/prefix]"
+            )
+        self.base_url = base_url
+        # Userinfo never appears in messages: it may hold a password.
+        self.display_base = str(url.copy_with(username=None, password=None))
+        self._secret = secret or None
+        self._timeout = timeout
+        self._policy = policy
+        self._sleep = sleep
+        self._clock = clock
+        self._random = random
+        self._client = httpx.Client(
+            headers=dict(headers),
+            timeout=httpx.Timeout(timeout),
+            limits=httpx.Limits(max_connections=max_connections),
+            transport=transport,
+            follow_redirects=False,
+        )
+
+    def __repr__(self) -> str:
+        return f"JSONPoster({self.display_base!r})"
+
+    def close(self) -> None:
+        self._client.close()
+
+    def redact(self, message: str) -> str:
+        """``message`` with the API key replaced by ``***``."""
+        if self._secret and self._secret in message:
+            message = message.replace(self._secret, "***")
+        return message
+
+    def url(self, path: str) -> str:
+        return self.base_url + path
+
+    def display_url(self, path: str) -> str:
+        return self.display_base + path
+
+    def post(self, path: str, body: Any, *, abort: threading.Event | None = None) -> Any:
+        """POST ``body`` as JSON to ``base_url + path``; return the decoded JSON answer.
+
+        Raises ``EmbeddingError`` when every attempt failed or the failure is
+        permanent, and when ``abort`` is set between attempts.
+        """
+        where = f"POST {self.display_url(path)}"
+        attempts = self._policy.retries + 1
+        problem = "no attempt made"
+        for attempt in range(attempts):
+            if abort is not None and abort.is_set():
+                raise EmbeddingError(f"{where}: cancelled because another request failed")
+            try:
+                return self._attempt(path, body, where)
+            except _Retry as retry:
+                problem = self.redact(retry.problem)
+                if attempt + 1 == attempts:
+                    break
+                delay = self._policy.delay(attempt, retry.retry_after, self._random())
+                log.info("%s: %s; retry %d of %d in %.2fs", where, problem,
+                         attempt + 1, self._policy.retries, delay)
+                self._sleep(delay)
+        raise EmbeddingError(f"{where} failed after {attempts} attempt(s): {problem}")
+
+    def _attempt(self, path: str, body: Any, where: str) -> Any:
+        try:
+            response = self._client.post(self.url(path), json=body)
+        except httpx.TimeoutException as exc:
+            raise _Retry(f"no answer within {self._timeout:g}s ({type(exc).__name__})") from None
+        except httpx.ConnectError as exc:
+            raise _Retry(
+                f"cannot connect ({_reason(exc)}); is the embedding server running at "
+                f"{self.display_base}, and is base_url right?"
+            ) from None
+        except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
+            raise _Retry(f"connection broke off ({type(exc).__name__}: {_reason(exc)})") from None
+        except httpx.UnsupportedProtocol as exc:
+            raise UsageError(self.redact(f"{where}: {_reason(exc)}")) from None
+        except httpx.HTTPError as exc:
+            raise EmbeddingError(self.redact(f"{where}: {type(exc).__name__}: {_reason(exc)}")) from None
+        status = response.status_code
+        if status in RETRY_STATUSES:
+            retry_after = parse_retry_after(response.headers.get("retry-after"), self._clock())
+            raise _Retry(f"HTTP {status} {response.reason_phrase}{_server_message(response)}",
+                         retry_after)
+        if status >= 300:
+            raise EmbeddingError(self.redact(self._permanent_message(where, response)))
+        try:
+            return json.loads(response.content)
+        except ValueError:
+            raise _Retry(f"HTTP {status} but the body is not JSON: {_snippet(response.text)!r}") from None
+
+    def _permanent_message(self, where: str, response: httpx.Response) -> str:
+        status = response.status_code
+        head = f"{where}: HTTP {status} {response.reason_phrase}{_server_message(response)}"
+        if status in (401, 403):
+            return head + " — the server refused the credentials; check api_key_env and the key it names"
+        if status == 404:
+            return (head + f" — no such endpoint; check base_url ({self.display_base}): it should be "
+                    "the server root, e.g. http://localhost:8080, and the server must serve this path")
+        if status == 405:
+            return head + " — the server does not accept POST here; check base_url and the tokenize style"
+        if status == 413:
+            return head + " — the request is too large; lower batch_size or max_batch_tokens"
+        if 300 <= status < 400:
+            return head + f" — redirected to {response.headers.get('location', '?')}; use that base_url"
+        return head
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _snippet(text: str, limit: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _server_message(response: httpx.Response) -> str:
+    """``": <message>"`` from an error body in any common shape, or ``""``."""
+    try:
+        body = json.loads(response.content)
+    except ValueError:
+        text = _snippet(response.text, 200)
+        return f": {text}" if text else ""
+    message: Any = None
+    if isinstance(body, dict):
+        err = body.get("error")
+        if isinstance(err, dict):  # OpenAI, llama.cpp
+            message = err.get("message")
+        elif isinstance(err, str):  # TEI, Ollama
+            message = err
+        if message is None:  # vLLM ("message"), FastAPI ("detail")
+            message = body.get("message") or body.get("detail")
+    if message is None:
+        message = body
+    if not isinstance(message, str):
+        message = json.dumps(message, ensure_ascii=False)
+    message = _snippet(message, 200)
+    return f": {message}" if message else ""

@@ -1,0 +1,110 @@
+"""A ``Tokenizer`` over a Hugging Face ``tokenizer.json`` file, run in-process.
+
+Used by the wordllama embedder (with the file bundled in the wordllama wheel)
+and by the HTTP embedder when the server cannot tokenise or cannot give
+offsets (``tokenizer_file=...``). Loading reads one local file; nothing is
+fetched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from tokenizers import Encoding
+from tokenizers import Tokenizer as _HFTokenizer
+
+from ragtui.core.embedders._spm_split import SpmSplitter
+from ragtui.core.embedders.base import tile_spans
+from ragtui.core.errors import UsageError
+
+__all__ = ["HFTokenizer"]
+
+# Below this many characters one plain encode is as fast as splitting.
+_LONG = 8192
+
+
+class HFTokenizer:
+    """Counts and locates tokens with a local ``tokenizers`` tokenizer.
+
+    Callers may rely on the guarantees listed in ``embedders.base``: no special
+    tokens (none added, and special-token text such as ``"<s>"`` in a document
+    is tokenised as plain text), spans that tile the text, and
+    ``count == len(spans)``. Nothing is ever truncated or padded. Safe to share
+    between threads.
+    """
+
+    name: str
+
+    def __init__(self, tokenizer: _HFTokenizer, name: str, *, split_long_texts: bool = True) -> None:
+        """``split_long_texts``: use the exact parallel path of ``_spm_split`` for long
+        texts when this tokenizer qualifies (``False`` forces the plain path)."""
+        self.name = name
+        self._tk = tokenizer
+        # Documents are data, not prompts: "<s>" in a file is four characters,
+        # not the BOS control token (llama.cpp's parse_special=false).
+        self._tk.encode_special_tokens = True
+        self._tk.no_truncation()
+        self._tk.no_padding()
+        # encode_batch_fast (tokenizers >= 0.21) skips offset tracking, which
+        # counting and embedding do not need; older releases only have encode_batch.
+        self._encode_batch = getattr(self._tk, "encode_batch_fast", self._tk.encode_batch)
+        self._splitter = SpmSplitter.build(self._tk) if split_long_texts else None
+
+    @classmethod
+    def from_file(cls, path: str | Path, name: str, *, split_long_texts: bool = True) -> HFTokenizer:
+        """Load ``tokenizer.json`` from ``path``; ``UsageError`` if it cannot be read."""
+        path = Path(path).expanduser()
+        try:
+            tk = _HFTokenizer.from_file(str(path))
+        except Exception as exc:  # tokenizers raises plain Exception subclasses
+            raise UsageError(f"cannot load tokenizer file {path}: {exc}") from exc
+        return cls(tk, name, split_long_texts=split_long_texts)
+
+    def __repr__(self) -> str:
+        return f"HFTokenizer(name={self.name!r})"
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of token ids, added tokens included."""
+        return int(self._tk.get_vocab_size(with_added_tokens=True))
+
+    def count(self, text: str) -> int:
+        """Tokens in ``text``."""
+        if not text:
+            return 0
+        if self._splitter is not None and len(text) >= _LONG:
+            return self._splitter.count(text)
+        return len(self._tk.encode(text, add_special_tokens=False).ids)
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        """``[count(t) for t in texts]``; batched, parallel in the Rust library."""
+        if not texts:
+            return []
+        encs = self._encode_batch(list(texts), add_special_tokens=False)
+        return [len(e.ids) for e in encs]
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """Character spans of the tokens of ``text``; they tile the text."""
+        if not text:
+            return []
+        if self._splitter is not None and len(text) >= _LONG:
+            return tile_spans(self._splitter.raw_offsets(text), len(text))
+        enc = self._tk.encode(text, add_special_tokens=False)
+        # The Python binding reports offsets in characters of the original
+        # string (normalisers are aligned back); only overlaps need fixing.
+        return tile_spans(enc.offsets, len(text))
+
+    def encode(self, text: str) -> Encoding:
+        """The library's ``Encoding`` of ``text`` (ids, token strings, raw offsets).
+
+        Raw offsets may overlap; ``spans`` is the tiled view callers should use.
+        """
+        return self._tk.encode(text, add_special_tokens=False)
+
+    def ids_many(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids of each text (no offsets computed); for embedders."""
+        if not texts:
+            return []
+        encs = self._encode_batch(list(texts), add_special_tokens=False)
+        return [e.ids for e in encs]

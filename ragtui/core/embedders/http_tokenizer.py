@@ -1,0 +1,309 @@
+"""A ``Tokenizer`` that asks the embedding server, in one of four dialects.
+
+==========  ==================  ===========================================================
+style       default path        request -> answer (spec/embedders.md has the full shapes)
+==========  ==================  ===========================================================
+native      ``/v1/tokenize``    ``{"model", "input", "return_offsets"}`` -> ``{"tokens", "offsets"}``
+llama.cpp   ``/tokenize``       ``{"content", "add_special": false, "parse_special": false,
+                                "with_pieces"}`` -> ``{"tokens": [id | {"id", "piece"}]}``
+vllm        ``/tokenize``       ``{"model", "prompt", "add_special_tokens": false,
+                                "return_token_strs"}`` -> ``{"tokens", "token_strs"}``
+tei         ``/tokenize``       ``{"inputs", "add_special_tokens": false}``
+                                -> ``[[{"id", "text", "special", "start", "stop"}]]``
+==========  ==================  ===========================================================
+
+``count`` needs only token ids. ``spans`` needs positions: native and tei give
+offsets; llama.cpp and vllm give token pieces, which ``align_pieces`` lays over
+the text's UTF-8 bytes. When a server gives neither, or its pieces do not fit
+the text (a normalising tokenizer: lowercasing, NFKC), ``spans`` raises
+``EmbeddingError`` saying so and pointing at ``tokenizer_file``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from ragtui.core.embedders._transport import JSONPoster
+from ragtui.core.embedders.base import tile_spans
+from ragtui.core.errors import EmbeddingError
+
+__all__ = ["DEFAULT_TOKENIZE_PATHS", "TOKENIZE_STYLES", "HTTPTokenizer", "align_pieces"]
+
+DEFAULT_TOKENIZE_PATHS = {
+    "native": "/v1/tokenize",
+    "llama.cpp": "/tokenize",
+    "vllm": "/tokenize",
+    "tei": "/tokenize",
+}
+TOKENIZE_STYLES = (*DEFAULT_TOKENIZE_PATHS, "none")
+
+_UNAVAILABLE = (
+    "token spans are unavailable from this server; configure a local tokenizer "
+    "(tokenizer_file=path/to/tokenizer.json, or tokenize_style='native'/'tei' "
+    "with a server that returns offsets)"
+)
+
+
+class HTTPTokenizer:
+    """Counts tokens and finds their spans through the server's tokenize endpoint.
+
+    Same guarantees as every ``Tokenizer`` (``embedders.base``); ``""`` costs no
+    request. ``count_many`` sends up to ``concurrency`` requests at once.
+    """
+
+    def __init__(self, poster: JSONPoster, *, model: str, style: str, path: str,
+                 concurrency: int, name: str | None = None) -> None:
+        if style not in DEFAULT_TOKENIZE_PATHS:
+            raise ValueError(f"unknown tokenize style {style!r}")
+        self.name = name or model
+        self._poster = poster
+        self._model = model
+        self._style = style
+        self._path = path
+        self._concurrency = concurrency
+
+    def __repr__(self) -> str:
+        return f"HTTPTokenizer(name={self.name!r}, style={self._style!r})"
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        return len(self._ask(text, positions=False)[0])
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        if len(texts) <= 1 or self._concurrency == 1:
+            return [self.count(t) for t in texts]
+        with ThreadPoolExecutor(max_workers=min(self._concurrency, len(texts))) as pool:
+            return list(pool.map(self.count, texts))
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        if not text:
+            return []
+        ids, positions = self._ask(text, positions=True)
+        if positions is None:
+            raise EmbeddingError(f"{self._where()}: {_UNAVAILABLE}")
+        if len(positions) != len(ids):
+            raise EmbeddingError(f"{self._where()}: {len(ids)} tokens but {len(positions)} positions")
+        return positions
+
+    def _where(self) -> str:
+        return f"{self._style} tokenizer at {self._poster.display_url(self._path)}"
+
+    def _ask(self, text: str, *, positions: bool) -> tuple[list[int], list[tuple[int, int]] | None]:
+        build, parse = _DIALECTS[self._style]
+        answer = self._poster.post(self._path, build(self._model, text, positions))
+        try:
+            return parse(text, answer, positions)
+        except EmbeddingError as exc:
+            raise EmbeddingError(f"{self._where()}: {exc}") from None
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+            raise EmbeddingError(
+                f"{self._where()}: unexpected answer shape; is tokenize_style={self._style!r} right "
+                "for this server?"
+            ) from None
+
+
+# --- dialects: (request builder, answer parser) -----------------------------------------
+
+Parsed = tuple[list[int], list[tuple[int, int]] | None]
+
+
+def _ids(values: Any) -> list[int]:
+    if not isinstance(values, list) or not all(type(v) is int for v in values):
+        raise TypeError("tokens")
+    return values
+
+
+def _native_request(model: str, text: str, positions: bool) -> dict[str, Any]:
+    return {"model": model, "input": text, "return_offsets": positions}
+
+
+def _native_parse(text: str, answer: Any, positions: bool) -> Parsed:
+    ids = _ids(answer["tokens"])
+    if not positions:
+        return ids, None
+    offsets = answer.get("offsets")
+    if offsets is None:
+        return ids, None
+    raw = []
+    for pair in offsets:
+        s, e = pair
+        if type(s) is not int or type(e) is not int or not 0 <= s <= e <= len(text):
+            raise EmbeddingError(f"offset {pair!r} is outside the {len(text)}-character text")
+        raw.append((s, e))
+    return ids, tile_spans(raw, len(text))
+
+
+def _llamacpp_request(model: str, text: str, positions: bool) -> dict[str, Any]:
+    # parse_special=false: "<s>" in a document is text, as in the local tokenizers.
+    return {"content": text, "add_special": False, "parse_special": False, "with_pieces": positions}
+
+
+def _llamacpp_parse(text: str, answer: Any, positions: bool) -> Parsed:
+    tokens = answer["tokens"]
+    if not positions or not tokens or not isinstance(tokens[0], dict):
+        return _ids(tokens), None
+    ids, pieces = [], []
+    for tok in tokens:
+        ids.append(int(tok["id"]))
+        piece = tok["piece"]
+        # llama.cpp sends a piece that is not valid UTF-8 as a list of byte values.
+        pieces.append([piece.encode("utf-8") if isinstance(piece, str) else bytes(piece)])
+    return ids, align_pieces(text, pieces)
+
+
+def _vllm_request(model: str, text: str, positions: bool) -> dict[str, Any]:
+    return {"model": model, "prompt": text, "add_special_tokens": False,
+            "return_token_strs": positions}
+
+
+def _vllm_parse(text: str, answer: Any, positions: bool) -> Parsed:
+    ids = _ids(answer["tokens"])
+    strs = answer.get("token_strs") if positions else None
+    if strs is None:
+        return ids, None
+    return ids, align_pieces(text, [vocab_piece_candidates(s) for s in strs])
+
+
+def _tei_request(model: str, text: str, positions: bool) -> dict[str, Any]:
+    return {"inputs": text, "add_special_tokens": False}
+
+
+def _tei_parse(text: str, answer: Any, positions: bool) -> Parsed:
+    tokens = [t for t in answer[0] if not t.get("special")]
+    ids = [int(t["id"]) for t in tokens]
+    if not positions:
+        return ids, None
+    if any(t.get("start") is None or t.get("stop") is None for t in tokens):
+        return ids, None
+    raw = [(int(t["start"]), int(t["stop"])) for t in tokens]
+    # TEI documents character offsets; some builds report UTF-8 byte offsets.
+    # The token's "text" (its slice of the input) tells which.
+    if all(0 <= s <= e <= len(text) and text[s:e] == t.get("text", text[s:e])
+           for (s, e), t in zip(raw, tokens)):
+        return ids, tile_spans(raw, len(text))
+    data = text.encode("utf-8")
+    if not all(0 <= s <= e <= len(data) for s, e in raw):
+        raise EmbeddingError("offsets are outside the text")
+    return ids, _bytes_to_char_spans(text, data, raw)
+
+
+_DIALECTS: dict[str, tuple[Callable[[str, str, bool], Any], Callable[[str, Any, bool], Parsed]]] = {
+    "native": (_native_request, _native_parse),
+    "llama.cpp": (_llamacpp_request, _llamacpp_parse),
+    "vllm": (_vllm_request, _vllm_parse),
+    "tei": (_tei_request, _tei_parse),
+}
+
+
+# --- aligning pieces to text ---------------------------------------------------------
+
+def _gpt2_byte_decoder() -> dict[str, int]:
+    # The printable-character alphabet of byte-level BPE (GPT-2, Llama 3, Qwen):
+    # printable Latin-1 bytes stand for themselves, the rest map to U+0100 onward.
+    keep = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            chars[chr(b)] = b
+        else:
+            chars[chr(0x100 + extra)] = b
+            extra += 1
+    return chars
+
+
+_BYTE_DECODER = _gpt2_byte_decoder()
+_BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+
+
+def vocab_piece_candidates(piece: str) -> list[bytes]:
+    """The byte strings a raw vocabulary token may stand for, likeliest first.
+
+    Covers SentencePiece (``▁`` for space, ``<0xNN>`` byte fallback), byte-level
+    BPE (``Ġ`` for space and its byte alphabet) and WordPiece (``##`` prefix).
+    """
+    m = _BYTE_TOKEN.fullmatch(piece)
+    out = [bytes([int(m.group(1), 16)])] if m else []
+    out.append(piece.encode("utf-8"))
+    if "▁" in piece:
+        out.append(piece.replace("▁", " ").encode("utf-8"))
+    if piece and all(ch in _BYTE_DECODER for ch in piece):
+        out.append(bytes(_BYTE_DECODER[ch] for ch in piece))
+    if piece.startswith("##") and len(piece) > 2:
+        out.append(piece[2:].encode("utf-8"))
+    return list(dict.fromkeys(out))
+
+
+def align_pieces(text: str, pieces: Sequence[Sequence[bytes]]) -> list[tuple[int, int]]:
+    """Lay token pieces over ``text`` left to right; return tiled character spans.
+
+    ``pieces[i]`` lists the byte strings token i may stand for. Tolerated: the
+    space a SentencePiece tokenizer prefixes to the text (its first piece then
+    carries one space more than the text has; that piece is tried as written
+    first, then without the space), whitespace the tokenizer dropped between
+    pieces, and whitespace after the last piece. Anything else that does not
+    fit raises ``EmbeddingError``.
+    """
+    try:
+        return _align(text, pieces, dummy_prefix=False)
+    except EmbeddingError as first:
+        if not pieces or not any(c.startswith(b" ") for c in pieces[0]):
+            raise
+        try:
+            return _align(text, pieces, dummy_prefix=True)
+        except EmbeddingError:
+            raise first from None
+
+
+def _align(text: str, pieces: Sequence[Sequence[bytes]], *, dummy_prefix: bool) -> list[tuple[int, int]]:
+    data = text.encode("utf-8")
+    pos = 0
+    raw: list[tuple[int, int]] = []
+    for i, candidates in enumerate(pieces):
+        if i == 0 and dummy_prefix:
+            candidates = [c[1:] if c.startswith(b" ") else c for c in candidates]
+        match = _match(data, pos, candidates)
+        if match is None:
+            skip = pos
+            while skip < len(data) and data[skip] in b" \t\r\n\f\v":
+                skip += 1
+            if skip > pos and (match := _match(data, skip, candidates)) is not None:
+                pos = skip
+        if match is None:
+            at = len(data[:pos].decode("utf-8", errors="ignore"))
+            shown = candidates[0].decode("utf-8", errors="replace") if candidates else ""
+            raise EmbeddingError(
+                f"token {i} ({shown!r}) does not match the text at character {at}; "
+                f"the server's tokenizer changes the text, so {_UNAVAILABLE}"
+            )
+        raw.append((pos, pos + len(match)))
+        pos += len(match)
+    if data[pos:].strip():
+        covered = len(data[:pos].decode("utf-8", errors="ignore"))
+        raise EmbeddingError(
+            f"the tokens cover only {covered} of {len(text)} characters (did the server truncate?)"
+        )
+    return _bytes_to_char_spans(text, data, raw)
+
+
+def _match(data: bytes, pos: int, candidates: Sequence[bytes]) -> bytes | None:
+    for c in candidates:
+        if data.startswith(c, pos):
+            return c
+    return None
+
+
+def _bytes_to_char_spans(text: str, data: bytes, raw: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    if len(data) == len(text):  # ASCII: bytes are characters
+        return tile_spans(raw, len(text))
+    # char_of[b] = index of the character that byte b belongs to; a token that
+    # starts inside a character (a byte-fallback piece) starts at that character.
+    arr = np.frombuffer(data, dtype=np.uint8)
+    char_of = np.cumsum((arr & 0xC0) != 0x80) - 1
+    starts = [int(char_of[s]) if s < len(data) else len(text) for s, _ in raw]
+    return tile_spans([(s, s) for s in starts], len(text))  # tile_spans reads only starts

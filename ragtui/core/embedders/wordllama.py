@@ -1,0 +1,159 @@
+"""The embedded default: wordllama's ``l2_supercat`` 256-d static embeddings.
+
+wordllama ships its weights (``weights/l2_supercat_256.safetensors``, a
+32000 x 256 float16 table, one row per Llama-2 token) and its tokenizer
+(``tokenizers/l2_supercat_tokenizer_config.json``, the Llama-2 SentencePiece
+BPE with byte fallback) inside its wheel. ``WordLlama.load()`` nevertheless
+looks for the tokenizer in a directory named ``tokenizer`` (singular), misses,
+and downloads it from the Hugging Face hub; and importing the ``wordllama``
+package calls ``logging.basicConfig(level=INFO)``, which would make every
+library log line appear on our stderr. So this module never imports
+``wordllama``: it finds the package directory with ``importlib.util.find_spec``
+(which does not execute the package) and reads the two files itself.
+
+The embedding of a text is the mean of its tokens' rows, L2-normalised —
+exactly what ``WordLlamaInference.embed(texts, norm=True)`` computes (tests
+compare the two), with three deliberate differences:
+
+* no truncation and no padding, ever: every token of the text counts;
+* special-token text (``"<s>"``) is tokenised as plain characters;
+* a text without tokens (``""``) gets ``empty_text_vector(256)`` instead of
+  wordllama's NaN row.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ragtui.core.embedders.base import check_texts, empty_text_vector
+from ragtui.core.embedders.hf_tokenizer import HFTokenizer
+from ragtui.core.errors import EmbeddingError
+
+__all__ = ["MODEL_NAME", "WordLlamaEmbedder", "bundled_files"]
+
+MODEL_NAME = "wordllama-l2_supercat-256"
+"""meta.json ``embedding_model`` and ``tokenizer`` for this embedder."""
+
+_WEIGHTS = ("weights", "l2_supercat_256.safetensors")
+_TOKENIZER = ("tokenizers", "l2_supercat_tokenizer_config.json")
+_DIM = 256
+
+
+def bundled_files() -> tuple[Path, Path]:
+    """Paths of the (weights, tokenizer) files inside the installed wordllama wheel.
+
+    Raises ``EmbeddingError`` saying what to install when they are missing.
+    """
+    spec = importlib.util.find_spec("wordllama")
+    if spec is None or not spec.submodule_search_locations:
+        raise EmbeddingError(
+            "the embedded embedder needs the 'wordllama' package: pip install 'wordllama>=0.4,<0.5'"
+        )
+    root = Path(next(iter(spec.submodule_search_locations)))
+    weights = root.joinpath(*_WEIGHTS)
+    tokenizer = root.joinpath(*_TOKENIZER)
+    for path in (weights, tokenizer):
+        if not path.is_file():
+            raise EmbeddingError(
+                f"wordllama is installed but {path} is missing; reinstall 'wordllama>=0.4,<0.5'"
+            )
+    return weights, tokenizer
+
+
+@functools.lru_cache(maxsize=4)
+def _load(weights_path: Path, tokenizer_path: Path) -> tuple[np.ndarray, HFTokenizer]:
+    # Cached: every embedder built in one process shares one 32 MB table.
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(weights_path), framework="np") as f:
+            table = f.get_tensor("embedding.weight")
+    except Exception as exc:  # safetensors raises its own SafetensorError and OSError
+        raise EmbeddingError(f"cannot read wordllama weights {weights_path}: {exc}") from exc
+    if table.ndim != 2 or table.shape[1] != _DIM:
+        raise EmbeddingError(
+            f"{weights_path}: expected a (vocab, {_DIM}) table, found shape {table.shape}"
+        )
+    # float32 once at load: summing float16 rows costs 5x more per chunk.
+    table = np.ascontiguousarray(table, dtype=np.float32)
+    if not np.isfinite(table).all():
+        raise EmbeddingError(f"{weights_path}: the embedding table holds NaN or infinity")
+    table.flags.writeable = False
+    tokenizer = HFTokenizer.from_file(tokenizer_path, MODEL_NAME)
+    vocab = tokenizer.vocab_size
+    if vocab > table.shape[0]:
+        raise EmbeddingError(
+            f"{tokenizer_path} has {vocab} tokens but {weights_path} only {table.shape[0]} rows"
+        )
+    return table, tokenizer
+
+
+class WordLlamaEmbedder:
+    """In-process, offline embedder; see the module docstring for what it computes.
+
+    ``model`` is ``"wordllama-l2_supercat-256"``, ``dim`` is 256, ``tokenizer``
+    is the Llama-2 tokenizer under the same name. ``embed`` is deterministic: a
+    text's vector does not depend on the other texts in the call. Thread-safe.
+    Loading never touches the network.
+    """
+
+    model: str = MODEL_NAME
+    dim: int = _DIM
+
+    def __init__(self, *, batch_size: int = 256) -> None:
+        """``batch_size``: texts tokenised per call into the (parallel) tokenizer."""
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        self._batch_size = batch_size
+        self._table, self.tokenizer = _load(*bundled_files())
+
+    def __repr__(self) -> str:
+        return f"WordLlamaEmbedder(model={self.model!r}, dim={self.dim})"
+
+    def __enter__(self) -> WordLlamaEmbedder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """``(len(texts), 256)`` float32 unit rows; ``""`` gives ``empty_text_vector``."""
+        texts = check_texts(texts)
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(texts), self._batch_size):
+            part = texts[start : start + self._batch_size]
+            ids = self.tokenizer.ids_many(part)
+            self._pool(ids, out[start : start + len(part)])
+        return out
+
+    def embed_ids(self, ids: Sequence[Sequence[int]]) -> np.ndarray:
+        """Embed already-tokenised texts (the ids ``tokenizer`` produces)."""
+        out = np.empty((len(ids), self.dim), dtype=np.float32)
+        self._pool(ids, out)
+        return out
+
+    def _pool(self, ids: Sequence[Sequence[int]], out: np.ndarray) -> None:
+        table = self._table
+        # One gather-and-sum per text beats one big gather + reduceat: the
+        # 256 x 256 block stays in cache and numpy's pairwise sum is fast.
+        for i, row_ids in enumerate(ids):
+            if len(row_ids):
+                np.sum(table[row_ids], axis=0, dtype=np.float32, out=out[i])
+            else:
+                out[i] = 0.0
+        norms = np.linalg.norm(out, axis=1)
+        bad = ~(np.isfinite(norms) & (norms > 0.0))
+        norms[bad] = 1.0
+        out /= norms[:, None]
+        # Only a text without tokens can sum to zero in practice (no row of
+        # the table is zero); exact cancellation gets the same fixed vector.
+        if bad.any():
+            out[bad] = empty_text_vector(self.dim)
+
+    def close(self) -> None:
+        """Nothing to release (the shared table stays cached for the process)."""

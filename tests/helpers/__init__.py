@@ -1,0 +1,1 @@
+"""Test helpers: real servers and fixtures shared by several test modules."""

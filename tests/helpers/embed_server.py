@@ -1,0 +1,385 @@
+"""A real OpenAI-compatible embedding server on 127.0.0.1, for tests.
+
+It serves REAL embeddings and tokens from the in-process wordllama embedder:
+
+    POST /v1/embeddings   {"model", "input": str | [str]} -> {"data": [{"index", "embedding"}], ...}
+    POST /v1/tokenize     ragtui's native style: {"model", "input", "return_offsets"}
+                          -> {"tokens": [...], "offsets": [[s, e], ...]} (raw, possibly overlapping)
+    POST /tokenize        llama.cpp ({"content", "with_pieces"}), vLLM ({"prompt",
+                          "return_token_strs"}) or TEI ({"inputs"}), told apart by the body
+
+and a fault script: ``queue(Fault(...), ...)`` makes the next matching requests
+misbehave, one fault per request, in order. Every request is recorded in
+``seen``. Use it in-process (``with EmbedServer() as server:``) or as a
+separate process (``python -m tests.helpers.embed_server`` prints ``PORT n``
+and then obeys ``/_admin/faults``, ``/_admin/seen``, ``/_admin/release``
+until its stdin closes).
+
+Bounds: a ``hang`` waits for ``release()`` (called by ``stop``) or
+``hang_limit`` seconds, whichever comes first; idle keep-alive connections
+time out after ``idle_timeout``; ``stop`` closes every open connection and
+joins every handler thread.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import socket
+import sys
+import threading
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+FAULT_KINDS = (
+    "status",     # answer `status` with an OpenAI-style error body and optional Retry-After
+    "hang",       # never answer (until release/hang_limit), then drop the connection
+    "drop",       # send headers and half a body, then close the connection
+    "garbage",    # 200 with a body that is not JSON
+    "wrong_dim",  # embeddings one component short
+    "nan",        # first embedding's first component is NaN
+    "zero",       # first embedding all zeros
+    "short",      # one embedding fewer than inputs
+    "bad_index",  # every item claims index 0
+    "reorder",    # valid, but data listed in reverse order
+    "no_pieces",  # tokenize answers ids only (no offsets / pieces / token_strs)
+)
+
+
+@dataclass
+class Fault:
+    """One scripted misbehaviour; ``path`` limits it to requests for that path."""
+
+    kind: str
+    status: int = 500
+    retry_after: str | None = None
+    message: str = "injected fault"
+    echo_auth: bool = False  # put the received Authorization header in the error message
+    path: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault kind {self.kind!r}")
+
+
+@dataclass
+class Seen:
+    """One request as the server received it."""
+
+    path: str
+    body: Any
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class EmbedServer:
+    """The server; see the module docstring."""
+
+    def __init__(self, embedder: Any = None, *, model: str | None = None,
+                 hang_limit: float = 30.0, idle_timeout: float = 10.0) -> None:
+        if embedder is None:
+            from ragtui.core.embedders.wordllama import WordLlamaEmbedder
+
+            embedder = WordLlamaEmbedder()
+        self.embedder = embedder
+        self.model = model or embedder.model
+        self.hang_limit = hang_limit
+        self.idle_timeout = idle_timeout
+        self.tei_byte_offsets = False  # report TEI offsets in UTF-8 bytes instead of characters
+        self._faults: deque[Fault] = deque()
+        self._seen: list[Seen] = []
+        self._lock = threading.Lock()
+        self._release = threading.Event()
+        self._connections: set[socket.socket] = set()
+        self._httpd: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- lifecycle ---------------------------------------------------------------
+    def start(self) -> EmbedServer:
+        self._httpd = _Server(("127.0.0.1", 0), _Handler)
+        self._httpd.owner = self
+        self._thread = threading.Thread(target=self._httpd.serve_forever,
+                                        kwargs={"poll_interval": 0.05}, daemon=True,
+                                        name="embed-server")
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is None:
+            return
+        self._httpd.shutdown()  # stop accepting
+        self._release.set()  # end hangs
+        with self._lock:
+            conns = list(self._connections)
+        for conn in conns:  # wake handlers blocked reading idle keep-alive connections
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self._httpd.server_close()  # joins the handler threads
+        assert self._thread is not None
+        self._thread.join(timeout=10)
+        self._httpd = None
+
+    def __enter__(self) -> EmbedServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        assert self._httpd is not None, "server not started"
+        return self._httpd.server_address[1]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    # --- script and record -------------------------------------------------------
+    def queue(self, *faults: Fault) -> None:
+        with self._lock:
+            self._faults.extend(faults)
+
+    def release(self) -> None:
+        self._release.set()
+
+    @property
+    def seen(self) -> list[Seen]:
+        with self._lock:
+            return list(self._seen)
+
+    def seen_bodies(self, path: str) -> list[Any]:
+        return [s.body for s in self.seen if s.path == path]
+
+    def pending_faults(self) -> int:
+        with self._lock:
+            return len(self._faults)
+
+    def _take_fault(self, path: str) -> Fault | None:
+        with self._lock:
+            for i, fault in enumerate(self._faults):
+                if fault.path is None or fault.path == path:
+                    del self._faults[i]
+                    return fault
+        return None
+
+    def _record(self, seen: Seen) -> None:
+        with self._lock:
+            self._seen.append(seen)
+
+    # --- answers -----------------------------------------------------------------
+    def embeddings(self, body: dict[str, Any], fault: Fault | None) -> dict[str, Any]:
+        inputs = body["input"]
+        if isinstance(inputs, str):
+            inputs = [inputs]
+        vectors = self.embedder.embed(inputs).tolist()
+        kind = fault.kind if fault else None
+        if kind == "wrong_dim":
+            vectors = [v[:-1] for v in vectors]
+        elif kind == "nan":
+            vectors[0][0] = math.nan
+        elif kind == "zero":
+            vectors[0] = [0.0] * len(vectors[0])
+        data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
+        if kind == "short":
+            data = data[:-1]
+        elif kind == "bad_index":
+            for item in data:
+                item["index"] = 0
+        elif kind == "reorder":
+            data.reverse()
+        n_tokens = sum(self.embedder.tokenizer.count_many(inputs))
+        return {"object": "list", "data": data, "model": self.model,
+                "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens}}
+
+    def tokenize(self, path: str, body: dict[str, Any], fault: Fault | None) -> Any:
+        plain = fault is not None and fault.kind == "no_pieces"
+        tok = self.embedder.tokenizer
+        if path == "/v1/tokenize":
+            enc = tok.encode(body["input"])
+            answer: dict[str, Any] = {"tokens": enc.ids}
+            if body.get("return_offsets") and not plain:
+                answer["offsets"] = [list(o) for o in enc.offsets]
+            return answer
+        if "content" in body:  # llama.cpp
+            enc = tok.encode(body["content"])
+            if not body.get("with_pieces") or plain:
+                return {"tokens": enc.ids}
+            return {"tokens": [{"id": i, "piece": _llamacpp_piece(t)}
+                               for i, t in zip(enc.ids, enc.tokens)]}
+        if "prompt" in body:  # vLLM
+            enc = tok.encode(body["prompt"])
+            answer = {"count": len(enc.ids), "max_model_len": 8192, "tokens": enc.ids,
+                      "token_strs": None}
+            if body.get("return_token_strs") and not plain:
+                answer["token_strs"] = list(enc.tokens)
+            return answer
+        text = body["inputs"]  # TEI
+        enc = tok.encode(text)
+        out = []
+        for i, t, (s, e) in zip(enc.ids, enc.tokens, enc.offsets):
+            item = {"id": i, "text": text[s:e], "special": False, "start": s, "stop": e}
+            if self.tei_byte_offsets:
+                item["start"] = len(text[:s].encode("utf-8"))
+                item["stop"] = len(text[:e].encode("utf-8"))
+            if plain:
+                item["start"] = item["stop"] = None
+            out.append(item)
+        return [out]
+
+
+def _llamacpp_piece(token: str) -> str | list[int]:
+    # What llama.cpp's common_token_to_piece gives for a SentencePiece vocab:
+    # "▁" becomes a space, "<0xNN>" the raw byte; not-UTF-8 goes out as byte values.
+    if len(token) == 6 and token.startswith("<0x") and token.endswith(">"):
+        raw = bytes([int(token[3:5], 16)])
+    else:
+        raw = token.replace("▁", " ").encode("utf-8")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return list(raw)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = False  # server_close() joins them: shutdown is clean, not abandoned
+    block_on_close = True
+    owner: EmbedServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that timed out or a teardown that closed the socket is
+        # expected here; anything else is a bug in the helper and is shown.
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.settimeout(self.server.owner.idle_timeout)
+        # Headers and body go out as two writes; without NODELAY, Nagle plus
+        # delayed ACKs add ~40 ms to every request on loopback.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with self.server.owner._lock:
+            self.server.owner._connections.add(self.connection)
+
+    def finish(self) -> None:
+        with self.server.owner._lock:
+            self.server.owner._connections.discard(self.connection)
+        try:
+            super().finish()
+        except OSError:
+            pass
+
+    def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
+        pass
+
+    def do_GET(self) -> None:
+        owner = self.server.owner
+        if self.path == "/_admin/seen":
+            self._json(200, [asdict(s) for s in owner.seen])
+        else:
+            self._json(404, {"error": {"message": f"no route {self.path}"}})
+
+    def do_POST(self) -> None:
+        owner = self.server.owner
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > 64 * 1024 * 1024:
+            self._json(413, {"error": {"message": "body too large"}})
+            return
+        raw = self.rfile.read(length)
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            self._json(400, {"error": {"message": "body is not JSON"}})
+            return
+        if self.path.startswith("/_admin/"):
+            self._admin(body)
+            return
+        owner._record(Seen(self.path, body, dict(self.headers.items())))
+        fault = owner._take_fault(self.path)
+        if fault is not None and self._transport_fault(fault):
+            return
+        try:
+            if self.path == "/v1/embeddings":
+                answer = owner.embeddings(body, fault)
+            elif self.path in ("/v1/tokenize", "/tokenize"):
+                answer = owner.tokenize(self.path, body, fault)
+            else:
+                self._json(404, {"error": {"message": f"File Not Found: {self.path}"}})
+                return
+        except (KeyError, TypeError, ValueError) as exc:
+            self._json(400, {"error": {"message": f"bad request: {exc!r}"}})
+            return
+        self._json(200, answer)
+
+    def _admin(self, body: Any) -> None:
+        owner = self.server.owner
+        if self.path == "/_admin/faults":
+            owner.queue(*(Fault(**f) for f in body))
+        elif self.path == "/_admin/release":
+            owner.release()
+        else:
+            self._json(404, {"error": {"message": f"no route {self.path}"}})
+            return
+        self._json(200, {"ok": True})
+
+    def _transport_fault(self, fault: Fault) -> bool:
+        """Act out ``fault`` if it is about the transport; True if the request is done."""
+        owner = self.server.owner
+        if fault.kind == "status":
+            message = fault.message
+            if fault.echo_auth:
+                message += f" (you sent Authorization: {self.headers.get('Authorization')})"
+            headers = {"Retry-After": fault.retry_after} if fault.retry_after else {}
+            self._json(fault.status, {"error": {"message": message, "type": "injected"}}, headers)
+            return True
+        if fault.kind == "hang":
+            owner._release.wait(owner.hang_limit)
+            self.close_connection = True
+            return True
+        if fault.kind == "drop":
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "4096")
+            self.end_headers()
+            self.wfile.write(b'{"object": "list", "data": [{"ind')
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_RDWR)
+            self.close_connection = True
+            return True
+        if fault.kind == "garbage":
+            payload = b"<html>502 Bad Gateway</html> {not json"
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+            return True
+        return False
+
+    def _json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode("utf-8")  # allow_nan: the "nan" fault needs NaN
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def main() -> None:
+    """Serve until stdin closes; print ``PORT <n>`` once listening."""
+    with EmbedServer() as server:
+        print(f"PORT {server.port}", flush=True)
+        sys.stdin.read()
+
+
+if __name__ == "__main__":
+    main()

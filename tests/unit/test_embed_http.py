@@ -1,0 +1,551 @@
+"""The OpenAI-compatible HTTP embedder, against a real loopback server and injected faults."""
+
+from __future__ import annotations
+
+import email.utils
+import inspect
+import json
+import logging
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ragtui.core.embedders import Tokenizer, empty_text_vector, make_embedder
+from ragtui.core.embedders._transport import parse_retry_after
+from ragtui.core.embedders.http import HTTPEmbedder, plan_batches
+from ragtui.core.embedders.http_tokenizer import align_pieces, vocab_piece_candidates
+from ragtui.core.embedders.wordllama import WordLlamaEmbedder
+from ragtui.core.errors import EmbeddingError, UsageError
+from tests.helpers.embed_server import EmbedServer, Fault
+
+
+def implements_embedder(obj) -> bool:
+    """The Embedder protocol's members exist, found without running properties."""
+    members = ("model", "dim", "tokenizer", "embed", "close")
+    return all(inspect.getattr_static(obj, m, None) is not None for m in members)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+EMB = "/v1/embeddings"
+TEXTS = [
+    "Hello world",
+    "naïve café — «quotes»",
+    "日本語のテキスト",
+    "emoji 😀 ok 👩\u200d👩\u200d👧",
+    "windows\r\nline\r\n",
+    "\ttab and  spaces ",
+    "a <s> b </s>",
+    "word " * 300,
+]
+SECRET = "sk-test-5ecret-value-0123456789"
+
+
+@pytest.fixture(scope="module")
+def local() -> WordLlamaEmbedder:
+    return WordLlamaEmbedder()
+
+
+@pytest.fixture
+def server(local):
+    with EmbedServer(local) as srv:
+        yield srv
+
+
+class Clock:
+    """Injected sleep and clock: records waits, never waits."""
+
+    def __init__(self, now: float = 1_700_000_000.0) -> None:
+        self.now = now
+        self.slept: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+    def time(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def make(server, local, clock):
+    made: list[HTTPEmbedder] = []
+
+    def _make(**options) -> HTTPEmbedder:
+        options.setdefault("base_url", server.url)
+        options.setdefault("model", local.model)
+        options.setdefault("sleep", clock.sleep)
+        options.setdefault("clock", clock.time)
+        options.setdefault("jitter", 0.0)
+        options.setdefault("timeout", 10.0)
+        e = HTTPEmbedder(**options)
+        made.append(e)
+        return e
+
+    yield _make
+    for e in made:
+        e.close()
+
+
+def request_sizes(server: EmbedServer) -> list[int]:
+    return [len(b["input"]) for b in server.seen_bodies(EMB)]
+
+
+# --- real embeddings through a real server ------------------------------------------
+
+def test_http_embeddings_equal_in_process(make, server, local):
+    e = make(batch_size=3)
+    assert implements_embedder(e) and isinstance(e.tokenizer, Tokenizer)
+    assert server.seen == []  # the conformance check itself sent nothing (no dim probe)
+    v = e.embed(TEXTS)
+    assert v.shape == (len(TEXTS), 256) and v.dtype == np.float32 and v.flags.c_contiguous
+    np.testing.assert_allclose(v, local.embed(TEXTS), rtol=0, atol=1e-6)
+    np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-6)
+    assert e.dim == 256 and e.model == local.model
+
+
+def test_server_in_a_separate_process(local):
+    """The same, against the helper started as its own process (python -m ...)."""
+    proc = subprocess.Popen([sys.executable, "-m", "tests.helpers.embed_server"], cwd=ROOT,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("PORT "), line
+        url = f"http://127.0.0.1:{int(line.split()[1])}"
+        with HTTPEmbedder(url, local.model, tokenize_style="llama.cpp") as e:
+            np.testing.assert_allclose(e.embed(TEXTS), local.embed(TEXTS), atol=1e-6)
+            assert e.tokenizer.spans(TEXTS[3]) == local.tokenizer.spans(TEXTS[3])
+        seen = httpx.get(url + "/_admin/seen").json()
+        assert [s["path"] for s in seen].count(EMB) == 1
+    finally:
+        proc.stdin.close()  # the server exits when its stdin closes
+        assert proc.wait(timeout=30) == 0
+        proc.stdout.close()
+
+
+def test_make_embedder_http(server, local):
+    e = make_embedder("http", base_url=server.url + "/v1/", model=local.model, dim=256)
+    try:
+        assert isinstance(e, HTTPEmbedder)
+        np.testing.assert_allclose(e.embed(["hi"]), local.embed(["hi"]), atol=1e-6)
+    finally:
+        e.close()
+
+
+def test_answers_are_ordered_by_index(make, server, local):
+    server.queue(Fault("reorder"))
+    np.testing.assert_allclose(make().embed(TEXTS[:4]), local.embed(TEXTS[:4]), atol=1e-6)
+
+
+def test_empty_texts_are_not_sent(make, server, local):
+    v = make().embed(["", "word", ""])
+    assert server.seen_bodies(EMB) == [{"model": local.model, "input": ["word"]}]
+    np.testing.assert_array_equal(v[0], empty_text_vector(256))
+    np.testing.assert_array_equal(v[2], empty_text_vector(256))
+
+
+def test_empty_call_with_configured_dim_sends_nothing(make, server):
+    assert make(dim=256).embed([]).shape == (0, 256)
+    assert server.seen == []
+
+
+def test_non_str_texts_are_refused(make, server):
+    with pytest.raises(TypeError, match=r"texts\[1\] is NoneType"):
+        make().embed(["a", None])
+    with pytest.raises(TypeError):
+        make().embed("a single str")
+    assert server.seen == []
+
+
+def test_dim_is_probed_once_when_not_configured(make, server):
+    e = make()
+    assert e.dim == 256 and e.dim == 256
+    assert e.embed([]).shape == (0, 256)
+    assert len(server.seen_bodies(EMB)) == 1
+
+
+# --- batching ------------------------------------------------------------------------
+
+def test_batches_by_count(make, server, local):
+    texts = [f"text number {i}" for i in range(10)]
+    v = make(batch_size=3, concurrency=1).embed(texts)
+    assert request_sizes(server) == [3, 3, 3, 1]
+    assert [t for b in server.seen_bodies(EMB) for t in b["input"]] == texts
+    np.testing.assert_allclose(v, local.embed(texts), atol=1e-6)
+
+
+def test_batches_by_token_budget_with_local_tokenizer(make, server, local):
+    texts = ["alpha beta gamma delta " * k for k in (1, 5, 2, 8, 1, 1, 3)]
+    counts = local.tokenizer.count_many(texts)
+    budget = 40
+    e = make(tokenizer=local.tokenizer, max_batch_tokens=budget, batch_size=64, concurrency=1)
+    v = e.embed(texts)
+    bodies = server.seen_bodies(EMB)
+    assert request_sizes(server) == [hi - lo for lo, hi in plan_batches(counts, 64, budget)]
+    for body in bodies:
+        assert len(body["input"]) == 1 or sum(local.tokenizer.count_many(body["input"])) <= budget
+    assert len(bodies) > 1
+    np.testing.assert_allclose(v, local.embed(texts), atol=1e-6)
+    assert server.seen_bodies("/v1/tokenize") == []  # local counts: no tokenize round trips
+
+
+def test_token_budget_estimate_without_local_tokenizer(make, server):
+    # ASCII: estimated tokens = bytes + 1 = 10 per text, so 3 texts fit a budget of 30.
+    texts = ["abcdefghi"] * 7
+    make(max_batch_tokens=30, concurrency=1).embed(texts)
+    assert request_sizes(server) == [3, 3, 1]
+
+
+def test_oversized_text_goes_alone():
+    assert plan_batches([5, 50, 5, 5], 10, 20) == [(0, 1), (1, 2), (2, 4)]
+    assert plan_batches([], 10, 20) == []
+    assert plan_batches([1] * 5, 2, 100) == [(0, 2), (2, 4), (4, 5)]
+
+
+def test_concurrent_batches_keep_input_order(make, server, local):
+    texts = [f"sentence {i} about {'cats' if i % 2 else 'ships'}" for i in range(40)]
+    v = make(batch_size=3, concurrency=4).embed(texts)
+    assert sorted(request_sizes(server)) == sorted([3] * 13 + [1])
+    np.testing.assert_allclose(v, local.embed(texts), atol=1e-6)
+
+
+# --- faults that are retried ----------------------------------------------------------
+
+def test_429_retry_after_seconds_is_honoured(make, server, clock, local):
+    server.queue(Fault("status", status=429, retry_after="7"))
+    v = make().embed(["hello"])
+    assert clock.slept == [7.0]
+    assert len(server.seen_bodies(EMB)) == 2
+    np.testing.assert_allclose(v, local.embed(["hello"]), atol=1e-6)
+
+
+def test_retry_after_http_date_is_honoured(make, server, clock):
+    when = email.utils.formatdate(clock.now + 30, usegmt=True)
+    server.queue(Fault("status", status=503, retry_after=when))
+    make().embed(["hello"])
+    assert clock.slept == [pytest.approx(30.0, abs=1.0)]
+
+
+def test_retry_after_is_capped(make, server, clock):
+    server.queue(Fault("status", status=429, retry_after="86400"))
+    make(retry_after_max=60.0).embed(["hello"])
+    assert clock.slept == [60.0]
+
+
+def test_5xx_backs_off_exponentially(make, server, clock):
+    server.queue(Fault("status", status=500), Fault("status", status=503), Fault("status", status=502))
+    make(backoff=0.5).embed(["hello"])
+    assert clock.slept == [0.5, 1.0, 2.0]
+
+
+def test_backoff_is_capped_and_jittered(make, server, clock):
+    server.queue(*[Fault("status", status=503)] * 4)
+    make(backoff=1.0, backoff_max=3.0, jitter=0.5, random=lambda: 1.0).embed(["hello"])
+    assert clock.slept == [1.5, 3.0, 4.5, 4.5]
+
+
+def test_hang_times_out_and_is_retried(make, server, clock, local):
+    server.queue(Fault("hang"))  # waits until server teardown releases it
+    v = make(timeout=0.3).embed(["hello"])
+    assert len(clock.slept) == 1
+    np.testing.assert_allclose(v, local.embed(["hello"]), atol=1e-6)
+
+
+def test_dropped_connection_is_retried(make, server, clock, local):
+    server.queue(Fault("drop"))
+    v = make().embed(["hello"])
+    assert len(clock.slept) == 1 and len(server.seen_bodies(EMB)) == 2
+    np.testing.assert_allclose(v, local.embed(["hello"]), atol=1e-6)
+
+
+def test_garbage_json_is_retried(make, server, clock):
+    server.queue(Fault("garbage"))
+    make().embed(["hello"])
+    assert len(server.seen_bodies(EMB)) == 2
+
+
+def test_retries_are_bounded(make, server, clock):
+    server.queue(*[Fault("status", status=503, message="overloaded")] * 10)
+    with pytest.raises(EmbeddingError) as info:
+        make(retries=3).embed(["hello"])
+    msg = str(info.value)
+    assert "failed after 4 attempt(s)" in msg and "503" in msg and "overloaded" in msg
+    assert len(server.seen_bodies(EMB)) == 4 and len(clock.slept) == 3
+    assert info.value.exit_code == 3
+
+
+def test_one_failing_batch_fails_the_call(make, server):
+    server.queue(Fault("status", status=400, message="input too long", path=EMB))
+    with pytest.raises(EmbeddingError, match="input too long"):
+        make(batch_size=1, concurrency=4).embed([f"t{i}" for i in range(8)])
+
+
+# --- faults that are not -------------------------------------------------------------
+
+def test_4xx_is_permanent_with_status_and_server_message(make, server, clock):
+    server.queue(Fault("status", status=400, message="model 'x' not found"))
+    with pytest.raises(EmbeddingError) as info:
+        make().embed(["hello"])
+    assert "HTTP 400" in str(info.value) and "model 'x' not found" in str(info.value)
+    assert len(server.seen_bodies(EMB)) == 1 and clock.slept == []
+
+
+def test_wrong_path_says_check_base_url(make, server):
+    with pytest.raises(EmbeddingError) as info:
+        make(base_url=server.url + "/nope").embed(["hello"])
+    assert "404" in str(info.value) and "base_url" in str(info.value)
+
+
+def test_nothing_listening_says_cannot_connect(make, clock):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nobody listens here
+    with pytest.raises(EmbeddingError) as info:
+        make(base_url=f"http://127.0.0.1:{port}", retries=2).embed(["hello"])
+    assert "cannot connect" in str(info.value) and f"127.0.0.1:{port}" in str(info.value)
+    assert len(clock.slept) == 2
+
+
+def test_bad_base_url_is_a_usage_error(make):
+    with pytest.raises(UsageError, match="base_url"):
+        make(base_url="localhost:8080")
+    with pytest.raises(UsageError, match="base_url"):
+        make(base_url="ftp://example.com")
+
+
+def test_wrong_dimension_after_the_first_answer(make, server):
+    e = make()
+    e.embed(["fixes the dimension"])
+    server.queue(Fault("wrong_dim"))
+    with pytest.raises(EmbeddingError, match="got 255-dimensional embeddings, expected 256"):
+        e.embed(["hello"])
+    assert len(server.seen_bodies(EMB)) == 2  # not retried
+
+
+def test_configured_dimension_is_enforced(make):
+    with pytest.raises(EmbeddingError, match="got 256-dimensional embeddings, expected 768 .configured"):
+        make(dim=768).embed(["hello"])
+
+
+@pytest.mark.parametrize(("kind", "match"), [
+    ("nan", "NaN or infinity"),
+    ("zero", "all zeros"),
+    ("short", r"sent 3 text\(s\) but got 2 embedding\(s\)"),
+    ("bad_index", "index 0; expected each of 0..2 once"),
+])
+def test_bad_answers_are_rejected(make, server, kind, match):
+    server.queue(Fault(kind))
+    with pytest.raises(EmbeddingError, match=match):
+        make().embed(["one", "two", "three"])
+    assert len(server.seen_bodies(EMB)) == 1
+
+
+# --- the API key ---------------------------------------------------------------------
+
+def test_api_key_is_sent_and_never_leaks(make, server, monkeypatch, caplog):
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.setenv("RAGTUI_TEST_KEY", SECRET)
+    e = make(api_key_env="RAGTUI_TEST_KEY")
+    e.embed(["hello"])
+    assert server.seen[0].headers["Authorization"] == f"Bearer {SECRET}"
+    # A retried error and a permanent one, both echoing the key back.
+    server.queue(Fault("status", status=503, echo_auth=True),
+                 Fault("status", status=401, message="bad key", echo_auth=True))
+    with pytest.raises(EmbeddingError) as info:
+        e.embed(["hello"])
+    texts = [str(info.value), repr(info.value), repr(e), repr(e.tokenizer), caplog.text]
+    cause = info.value.__cause__ or info.value.__context__
+    texts.append(repr(cause))
+    assert "401" in texts[0] and "***" in texts[0] and "api_key_env" in texts[0]
+    assert "***" in caplog.text  # the retry was logged, redacted
+    for text in texts:
+        assert SECRET not in text
+    assert "RAGTUI_TEST_KEY" in repr(e)
+
+
+def test_api_key_variable_must_be_set(make, monkeypatch):
+    monkeypatch.delenv("RAGTUI_TEST_KEY", raising=False)
+    with pytest.raises(UsageError, match="RAGTUI_TEST_KEY"):
+        make(api_key_env="RAGTUI_TEST_KEY")
+
+
+# --- the tokenizer over HTTP ----------------------------------------------------------
+
+STYLES = ["native", "llama.cpp", "vllm", "tei"]
+TOKEN_TEXTS = TEXTS + ["", "😀", "\tx", " leading", "  two", "\nline", "x\u0301y"]
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_remote_tokenizer_matches_local(make, local, style):
+    tok = make(tokenize_style=style).tokenizer
+    assert tok.name == local.model
+    assert tok.count_many(TOKEN_TEXTS) == local.tokenizer.count_many(TOKEN_TEXTS)
+    for text in TOKEN_TEXTS:
+        assert tok.count(text) == local.tokenizer.count(text)
+        assert tok.spans(text) == local.tokenizer.spans(text), text
+
+
+def test_tei_byte_offsets_are_recognised(make, server, local):
+    server.tei_byte_offsets = True
+    tok = make(tokenize_style="tei").tokenizer
+    for text in TOKEN_TEXTS:
+        assert tok.spans(text) == local.tokenizer.spans(text), text
+
+
+def test_tokenize_requests_ask_for_no_special_tokens(make, server):
+    for style in STYLES:
+        make(tokenize_style=style).tokenizer.spans("hi <s>")
+    bodies = server.seen_bodies("/tokenize")
+    assert bodies[0] == {"content": "hi <s>", "add_special": False, "parse_special": False,
+                         "with_pieces": True}
+    assert bodies[1]["add_special_tokens"] is False and bodies[1]["return_token_strs"] is True
+    assert bodies[2] == {"inputs": "hi <s>", "add_special_tokens": False}
+    assert server.seen_bodies("/v1/tokenize")[0]["return_offsets"] is True
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\u2581"), max_size=40))
+def test_piece_alignment_property(text):
+    """vLLM-style raw vocabulary strings, aligned, give the local spans (no server needed)."""
+    local = _shared_local()
+    enc = local.tokenizer.encode(text)
+    spans = align_pieces(text, [vocab_piece_candidates(t) for t in enc.tokens]) if text else []
+    assert spans == local.tokenizer.spans(text)
+
+
+_LOCAL: list[WordLlamaEmbedder] = []
+
+
+def _shared_local() -> WordLlamaEmbedder:
+    if not _LOCAL:
+        _LOCAL.append(WordLlamaEmbedder())
+    return _LOCAL[0]
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_spans_unavailable_is_a_clear_error(make, server, style):
+    server.queue(Fault("no_pieces"))
+    tok = make(tokenize_style=style).tokenizer
+    with pytest.raises(EmbeddingError, match="spans are unavailable.*tokenizer_file"):
+        tok.spans("hello there")
+
+
+def test_normalising_server_tokenizer_cannot_give_spans():
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"tokens": [{"id": 1, "piece": "hello"}]})
+
+    e = HTTPEmbedder("http://tei.invalid", "m", tokenize_style="llama.cpp",
+                     transport=httpx.MockTransport(handler))
+    with pytest.raises(EmbeddingError, match="does not match the text.*local tokenizer"):
+        e.tokenizer.spans("HELLO")
+
+
+def test_local_tokenizer_file_replaces_the_endpoint(make, server, local):
+    from ragtui.core.embedders.wordllama import bundled_files
+
+    e = make(tokenize_style="none", tokenizer_file=str(bundled_files()[1]))
+    assert e.tokenizer.spans("a😀") == local.tokenizer.spans("a😀")
+    assert e.tokenizer.name == local.model
+    assert not [s for s in server.seen if "tokenize" in s.path]
+    with pytest.raises(UsageError, match="tokenize_style='none' needs tokenizer_file"):
+        make(tokenize_style="none")
+
+
+# --- faults easier to inject with a MockTransport --------------------------------------
+
+def mock(handler, **options) -> HTTPEmbedder:
+    options.setdefault("sleep", lambda s: None)
+    return HTTPEmbedder("http://embed.invalid", "m", transport=httpx.MockTransport(handler), **options)
+
+
+def test_base64_embeddings_are_decoded():
+    import base64
+
+    vec = np.array([3.0, 4.0], dtype="<f4")
+
+    def handler(request):
+        n = len(json.loads(request.content)["input"])
+        data = [{"index": i, "embedding": base64.b64encode(vec.tobytes()).decode()} for i in range(n)]
+        return httpx.Response(200, json={"data": data})
+
+    np.testing.assert_allclose(mock(handler).embed(["a", "b"]), [[0.6, 0.8], [0.6, 0.8]], atol=1e-7)
+
+
+@pytest.mark.parametrize(("answer", "match"), [
+    ([1, 2], 'no "data" list'),
+    ({"data": [{"index": 0}]}, 'has no "embedding"'),
+    ({"data": [{"index": 0, "embedding": [1, "x"]}]}, "not lists of numbers"),
+    ({"data": [{"index": 0, "embedding": []}]}, "not lists of numbers"),
+    ({"data": [{"index": 5, "embedding": [1.0]}]}, "index 5"),
+])
+def test_malformed_answers(answer, match):
+    with pytest.raises(EmbeddingError, match=match):
+        mock(lambda r: httpx.Response(200, json=answer)).embed(["a"])
+
+
+def test_ragged_embeddings_are_rejected():
+    answer = {"data": [{"index": 0, "embedding": [1.0, 2.0]}, {"index": 1, "embedding": [1.0]}]}
+    with pytest.raises(EmbeddingError, match="one length"):
+        mock(lambda r: httpx.Response(200, json=answer)).embed(["a", "b"])
+
+
+def test_transport_errors_are_retried_then_succeed():
+    calls = []
+
+    def handler(request):
+        calls.append(1)
+        if len(calls) == 1:
+            raise httpx.ReadTimeout("timed out", request=request)
+        if len(calls) == 2:
+            raise httpx.RemoteProtocolError("peer closed connection", request=request)
+        return httpx.Response(200, json={"data": [{"index": 0, "embedding": [1.0, 0.0]}]})
+
+    slept = []
+    assert mock(handler, sleep=slept.append, jitter=0).embed(["a"]).tolist() == [[1.0, 0.0]]
+    assert len(calls) == 3 and slept == [0.5, 1.0]
+
+
+def test_redirect_is_reported_not_followed():
+    handler = lambda r: httpx.Response(301, headers={"location": "https://elsewhere/v1/embeddings"})
+    with pytest.raises(EmbeddingError, match="redirected to https://elsewhere"):
+        mock(handler).embed(["a"])
+
+
+def test_error_body_shapes():
+    for body, expected in [({"error": "tei says no"}, "tei says no"),
+                           ({"object": "error", "message": "vllm says no"}, "vllm says no"),
+                           ({"detail": [{"msg": "field required"}]}, "field required")]:
+        with pytest.raises(EmbeddingError, match=expected):
+            mock(lambda r, b=body: httpx.Response(422, json=b)).embed(["a"])
+    with pytest.raises(EmbeddingError, match="plain text failure"):
+        mock(lambda r: httpx.Response(400, text="plain text failure")).embed(["a"])
+
+
+def test_retry_after_parsing():
+    assert parse_retry_after(None, 0) is None
+    assert parse_retry_after("3", 0) == 3.0
+    assert parse_retry_after(" 1.5 ", 0) == 1.5
+    assert parse_retry_after("-1", 0) is None
+    assert parse_retry_after("soon", 0) is None
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", 1445412470.0) == 10.0
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", 1445412490.0) == 0.0
+
+
+def test_options_are_validated():
+    for bad in ({"batch_size": 0}, {"concurrency": 0}, {"timeout": 0}, {"retries": -1},
+                {"dim": 0}, {"tokenize_style": "bert"}, {"max_batch_tokens": 0}):
+        with pytest.raises(UsageError):
+            HTTPEmbedder("http://x.invalid", "m", **bad)
+    with pytest.raises(UsageError, match="model"):
+        HTTPEmbedder("http://x.invalid", "")
