@@ -2,7 +2,7 @@
 PYTHON ?= python3
 .DEFAULT_GOAL := help
 
-.PHONY: help install test bench lint ci clean
+.PHONY: help install test bench figures lint ci clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -16,6 +16,9 @@ test: ## run the test suite (the README's test command)
 bench: ## run the benchmarks against their named peers (needs: pip install -e '.[bench]')
 	$(PYTHON) bench/bench_bm25.py
 	$(PYTHON) bench/bench_vectors.py
+
+figures: ## run the retrieval-quality evaluations and draw assets/eval-*.png (needs ../shared/data and '.[eval]')
+	$(PYTHON) bench/plots.py --run
 
 lint: ## static checks (ruff, if installed)
 	$(PYTHON) -m ruff check ragtui tests bench

@@ -28,14 +28,24 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--artifacts", metavar="DIR", help="artifacts root (default: $RAGTUI_ARTIFACTS or /artifacts)")
-    p.add_argument("--index", metavar="ID", help="index id (default: the only index, or the folder's name)")
-    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    # SUPPRESS keeps a value given before the subcommand (`ragtui --artifacts X search q`).
+    p.add_argument("--artifacts", metavar="DIR", default=argparse.SUPPRESS,
+                   help="artifacts root (default: $RAGTUI_ARTIFACTS or /artifacts)")
+    p.add_argument("--index", metavar="ID", default=argparse.SUPPRESS,
+                   help="index id (default: the only index, or the folder's name)")
+    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="ragtui", description="Local retrieval you can watch and look into.")
+    parser = _Parser(
+        prog="ragtui",
+        description="Local retrieval you can watch and look into. "
+        "With no command, opens the terminal UI on an index.",
+    )
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    parser.add_argument("--artifacts", metavar="DIR", help="artifacts root (default: $RAGTUI_ARTIFACTS or /artifacts)")
+    parser.add_argument("--index", metavar="ID", help="the index to open in the UI")
+    parser.add_argument("--watch", metavar="FOLDER", help="UI: also run the sync agent on FOLDER in-process")
     parser.add_argument("--version", action="version", version=f"ragtui {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
@@ -47,6 +57,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the full hits as JSON")
     _common(p)
     p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser(
+        "ingest",
+        help="build or update the index of a folder",
+        description="Build or update <artifacts>/rag/<index_id>/ from a folder of documents. "
+        "Writes nothing when nothing changed.",
+    )
+    p.add_argument("folder", help="the folder of documents (its name is the default index id)")
+    p.add_argument("--include", action="append", metavar="GLOB", help="file names to index (repeatable; replaces the defaults)")
+    p.add_argument("--exclude", action="append", metavar="GLOB", help="file or folder names to leave out (repeatable; added to the defaults)")
+    p.add_argument("--max-bytes", type=int, metavar="N", help="skip files larger than N bytes (default 16 MiB)")
+    p.add_argument("--max-tokens", type=int, metavar="N", help="chunk window in tokens (default 256)")
+    p.add_argument("--overlap", type=int, metavar="N", help="tokens shared by consecutive chunks (default 32)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress display")
+    _common(p)
+    p.set_defaults(func=cmd_ingest)
+
+    import importlib
+
+    from ragtui.commands import COMMANDS
+
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"ragtui.commands.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"ragtui.commands.{name}":
+                raise
+            continue
+        module.register(sub, _common)
 
     p = sub.add_parser("info", help="list indexes, or show one index's stats (validates it)")
     p.add_argument("--json", action="store_true")
@@ -147,6 +187,87 @@ def cmd_search(args) -> int:
     return EXIT_OK if hits else EXIT_NOT_FOUND
 
 
+def cmd_ingest(args) -> int:
+    from ragtui.core.sync import sync
+    from ragtui.core.walk import DEFAULT_EXCLUDE, DEFAULT_INCLUDE, DEFAULT_MAX_BYTES, WalkRules
+
+    settings = load_settings().with_flags(
+        artifacts=getattr(args, "artifacts", None), max_tokens=args.max_tokens, overlap=args.overlap
+    )
+    folder = Path(args.folder)
+    if not folder.is_dir():
+        raise UsageError(f"{folder} is not a folder: give the folder of documents to index")
+    index_id = getattr(args, "index", None) or settings.index or Path(os.path.abspath(folder)).name
+    if args.max_bytes is not None and args.max_bytes < 1:
+        raise UsageError("--max-bytes must be at least 1")
+    rules = WalkRules(
+        include=tuple(args.include) if args.include else DEFAULT_INCLUDE,
+        exclude=DEFAULT_EXCLUDE + tuple(args.exclude or ()),
+        max_bytes=args.max_bytes or DEFAULT_MAX_BYTES,
+    )
+    embedder = open_embedder(settings)
+    show = not args.quiet and not args.json and sys.stderr.isatty()
+    with _Progress(show) as progress:
+        report = sync(
+            folder,
+            artifacts=settings.artifacts,
+            embedder=embedder,
+            index_id=index_id,
+            max_tokens=settings.max_tokens,
+            overlap=settings.overlap,
+            rules=rules,
+            progress=progress.update,
+        )
+    if args.json:
+        print(json.dumps(report.to_json(), ensure_ascii=False, indent=1))
+    else:
+        from ragtui.core.textsafe import neutralize
+
+        for path, reason in report.skipped:
+            print(f"skipped {neutralize(path)}: {reason}", file=sys.stderr)
+        if report.rebuilt:
+            print(f"note: {report.rebuilt}", file=sys.stderr)
+        print(report.summary())
+    return EXIT_OK
+
+
+class _Progress:
+    """A rich progress bar on a terminal; nothing otherwise."""
+
+    def __init__(self, show: bool) -> None:
+        self.show = show
+        self._bar = None
+        self._tasks: dict[str, int] = {}
+
+    def __enter__(self) -> _Progress:
+        if self.show:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._bar = Progress(
+                TextColumn("{task.description:>6}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                transient=True, console=_stderr_console(),
+            )
+            self._bar.__enter__()
+        return self
+
+    def update(self, stage: str, done: int, total: int) -> None:
+        if self._bar is None:
+            return
+        if stage not in self._tasks:
+            self._tasks[stage] = self._bar.add_task(stage, total=total)
+        self._bar.update(self._tasks[stage], completed=done, total=total)
+
+    def __exit__(self, *exc) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(*exc)
+
+
+def _stderr_console():
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
 def cmd_info(args) -> int:
     from ragtui.core.index_format import read_index
 
@@ -171,6 +292,17 @@ def cmd_info(args) -> int:
     return EXIT_OK
 
 
+def _launch_tui(args) -> int:
+    try:
+        from ragtui.tui.launch import launch
+    except ModuleNotFoundError as e:
+        if not (e.name or "").startswith("ragtui.tui"):
+            raise
+        build_parser().print_help()
+        return EXIT_OK
+    return launch(args)
+
+
 def _term_width() -> int:
     try:
         return os.get_terminal_size().columns
@@ -184,8 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     debug = getattr(args, "debug", False) or "--debug" in argv
     if args.command is None:
-        parser.print_help()
-        return EXIT_OK
+        args.func = _launch_tui
     try:
         return args.func(args)
     except RagtuiError as e:

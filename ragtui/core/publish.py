@@ -103,7 +103,8 @@ class IndexLock:
     """One writer per index: an exclusive, non-blocking ``flock`` outside the index directory.
 
     The kernel drops the lock when the holder dies, so a lock left by a
-    killed writer never blocks; the file itself may stay and is reused.
+    killed writer never blocks; the file itself may stay and is reused. The
+    holder's pid, for the refusal message, comes from /proc/locks.
     """
 
     def __init__(self, artifacts: str | os.PathLike, index_id: str) -> None:
@@ -120,11 +121,7 @@ class IndexLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
-            holder = ""
-            try:
-                holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
-            except OSError:
-                pass
+            holder = _flock_holder(fd)
             os.close(fd)
             if e.errno in (errno.EWOULDBLOCK, errno.EACCES):
                 who = f" (pid {holder})" if holder else ""
@@ -133,8 +130,8 @@ class IndexLock:
                     "wait for it to finish or stop it"
                 ) from None
             raise StorageError(f"cannot lock {self.path}: {e.strerror}") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        # Nothing is written into the lock file: a sync that changes nothing
+        # must not even touch it.
         self._fd = fd
         return self
 
@@ -149,6 +146,21 @@ class IndexLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+def _flock_holder(fd: int) -> str:
+    """The pid holding a flock on ``fd``'s file, from /proc/locks ("" when unknown)."""
+    try:
+        st = os.fstat(fd)
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            for line in f:
+                parts = line.split()
+                # "1: FLOCK  ADVISORY  WRITE 12345 fd:01:2146828 0 EOF"
+                if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5].endswith(f":{st.st_ino}"):
+                    return parts[4]
+    except OSError:
+        pass
+    return ""
 
 
 def _fsync_dir(path: Path) -> None:

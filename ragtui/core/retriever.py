@@ -20,7 +20,7 @@ from ragtui.core.index_format import IndexData, generation_of, read_index
 
 __all__ = ["MODES", "Hit", "Retriever"]
 
-MODES = ("flat", "ivf", "bm25")
+MODES = ("flat", "ivf", "bm25", "hybrid")
 
 
 @dataclass(frozen=True)
@@ -132,11 +132,13 @@ class Retriever:
     # -- search --------------------------------------------------------------
 
     def search(self, query: str | np.ndarray, mode: str = "bm25", k: int = 10, **params) -> list[Hit]:
-        """Rank chunks for ``query`` with ``mode`` (flat, ivf, bm25); at most ``k`` hits.
+        """Rank chunks for ``query`` with ``mode`` (flat, ivf, bm25, hybrid); at most ``k`` hits.
 
         Ranking is by descending score, ties by ascending chunk number. BM25
-        needs query text; vector modes take text (embedded with the index's
-        model) or a vector of the index's dimension. IVF accepts ``nprobe``.
+        and hybrid need query text; vector modes take text (embedded with the
+        index's model) or a vector of the index's dimension. IVF accepts
+        ``nprobe``; hybrid accepts ``fusion`` (rrf, weighted), ``weight``,
+        ``rrf_k`` and ``depth``.
         """
         if k < 1:
             raise UsageError(f"k must be at least 1 (got {k})")
@@ -153,10 +155,31 @@ class Retriever:
         elif mode == "ivf":
             vec = self.query_vector(query)
             rows, scores = self.ivf().search(vec, k, nprobe=params.get("nprobe"))
+        elif mode == "hybrid":
+            rows, scores = self._hybrid(query, k, params)
         else:
             raise UsageError(f"unknown mode {mode!r}: choose one of {', '.join(MODES)}")
         self.last_search_seconds = time.perf_counter() - start
         return self.hits(rows, scores, data)
+
+    def _hybrid(self, query, k: int, params: dict):
+        from ragtui.core import fusion
+        from ragtui.core.flat import flat_search
+
+        if not isinstance(query, str):
+            raise UsageError("hybrid search needs query text")
+        data = self._data
+        depth = max(k, int(params.get("depth") or fusion.DEFAULT_DEPTH))
+        lexical = data.bm25.search(query, depth)
+        vector = flat_search(data.vectors, self.query_vector(query), depth)
+        return fusion.fuse(
+            lexical,
+            vector,
+            k,
+            method=params.get("fusion") or fusion.DEFAULT_FUSION,
+            weight=fusion.DEFAULT_WEIGHT if params.get("weight") is None else float(params["weight"]),
+            rrf_k=params.get("rrf_k") or fusion.DEFAULT_RRF_K,
+        )
 
     @staticmethod
     def hits(rows, scores, data: IndexData) -> list[Hit]:

@@ -1,0 +1,463 @@
+"""Ingest: bring an index up to date with a folder, writing nothing when nothing changed.
+
+``sync(folder, ...)`` walks the folder (or re-examines just the paths it is
+given), decides per file whether its content changed (size, times and inode
+first; a SHA-256 of the bytes when those differ), chunks and embeds only what
+is new, reuses the stored vectors of every chunk whose fingerprint it
+already has, and publishes the four files atomically under the index lock.
+When no document changed it writes nothing at all: no index file, no state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ragtui.core.analyzer import analyze
+from ragtui.core.chunker import chunk_text
+from ragtui.core.errors import IndexFormatError, IndexMissingError, StorageError, UsageError
+from ragtui.core.index_format import ChunkRecord, IndexData, IndexMeta, fingerprint, generation_of, read_index
+from ragtui.core.publish import IndexLock, check_index_id, encode_index, index_dir, publish, state_dir, utc_now
+from ragtui.core.walk import WalkRules, candidate, decode_document, read_file, walk_folder
+
+__all__ = ["SyncReport", "load_state", "sync"]
+
+STATE_VERSION = 1
+EMBED_BATCH = 256
+
+Progress = Callable[[str, int, int], None]
+"""progress(stage, done, total): stages "scan", "chunk", "embed", "write"."""
+
+
+@dataclass
+class SyncReport:
+    """What one sync did. ``published`` is False when nothing was written."""
+
+    index_id: str
+    index_path: str
+    added: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    unchanged: int = 0
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    chunks_total: int = 0
+    chunks_added: int = 0
+    chunks_removed: int = 0
+    chunks_embedded: int = 0
+    published: bool = False
+    rebuilt: str | None = None
+    """Why every document was re-chunked (settings changed, unreadable index), if it was."""
+    seconds: dict[str, float] = field(default_factory=dict)
+    bytes_written: int = 0
+
+    def summary(self) -> str:
+        files = f"{len(self.added)} added, {len(self.changed)} changed, {len(self.removed)} removed, {self.unchanged} unchanged"
+        chunks = f"{self.chunks_total} chunks (+{self.chunks_added} -{self.chunks_removed}, {self.chunks_embedded} embedded)"
+        what = "published" if self.published else "nothing to write"
+        skipped = f", {len(self.skipped)} skipped" if self.skipped else ""
+        return f"{self.index_id}: {files}{skipped}; {chunks}; {what} in {self.seconds.get('total', 0.0):.2f} s"
+
+    def to_json(self) -> dict:
+        return {
+            "index_id": self.index_id,
+            "index_path": self.index_path,
+            "published": self.published,
+            "added": self.added,
+            "changed": self.changed,
+            "removed": self.removed,
+            "unchanged": self.unchanged,
+            "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
+            "chunks": {
+                "total": self.chunks_total,
+                "added": self.chunks_added,
+                "removed": self.chunks_removed,
+                "embedded": self.chunks_embedded,
+            },
+            "rebuilt": self.rebuilt,
+            "bytes_written": self.bytes_written,
+            "seconds": {k: round(v, 4) for k, v in self.seconds.items()},
+        }
+
+
+# -- state: what the last sync saw (outside the index; it only saves time) --------------------
+
+
+def _state_file(artifacts: Path, index_id: str) -> Path:
+    return state_dir(artifacts, index_id) / "files.json"
+
+
+def load_state(artifacts: Path, index_id: str) -> dict:
+    """The writer's state for ``index_id`` ({} when absent or unreadable)."""
+    try:
+        state = json.loads(_state_file(artifacts, index_id).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
+        return {}
+    return state
+
+
+def _save_state(artifacts: Path, index_id: str, state: dict) -> None:
+    path = _state_file(artifacts, index_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".files.json.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(state, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+# -- the sync itself ---------------------------------------------------------------------------
+
+
+def sync(
+    folder: str | os.PathLike,
+    *,
+    artifacts: str | os.PathLike,
+    embedder,
+    index_id: str | None = None,
+    max_tokens: int = 256,
+    overlap: int = 32,
+    k1: float = 1.2,
+    b: float = 0.75,
+    rules: WalkRules | None = None,
+    paths: Iterable[str | os.PathLike] | None = None,
+    progress: Progress | None = None,
+) -> SyncReport:
+    """Bring ``<artifacts>/rag/<index_id>`` up to date with ``folder``.
+
+    ``paths`` limits the work to those files (and folders: everything under
+    them) — the watch agent passes what its events named; every other
+    document is taken as unchanged. Raises ``UsageError`` for a bad folder,
+    ``LockedError`` when another writer holds the index, ``EmbeddingError``
+    when the embedder fails (nothing is published then) and ``StorageError``
+    when publishing fails (the previous index stays intact).
+    """
+    t_start = time.perf_counter()
+    folder = Path(os.path.abspath(folder))
+    if not folder.is_dir():
+        raise UsageError(f"{folder} is not a folder: give the folder of documents to index")
+    if folder.parent == folder:
+        raise UsageError("cannot index the root folder itself: give a folder below it")
+    artifacts = Path(os.path.abspath(artifacts))
+    index_id = index_id or folder.name
+    check_index_id(index_id)
+    base_rules = rules or WalkRules()
+    rules = WalkRules(base_rules.include, base_rules.exclude, base_rules.max_bytes, (*base_rules.skip_under, artifacts))
+    target = index_dir(artifacts, index_id)
+    report = SyncReport(index_id, str(target))
+    tick = progress or (lambda stage, done, total: None)
+
+    with IndexLock(artifacts, index_id):
+        state = load_state(artifacts, index_id)
+        settings = {
+            "embedding_model": embedder.model,
+            "dim": embedder.dim,
+            "tokenizer": embedder.tokenizer.name,
+            "max_tokens": max_tokens,
+            "overlap": overlap,
+            "k1": k1,
+            "b": b,
+        }
+        current_gen = generation_of(target)
+        trusted = (
+            state.get("settings") == settings
+            and state.get("generation") is not None
+            and state.get("generation") == current_gen
+            and state.get("folder") == str(folder)
+        )
+        old_files: dict = state.get("files", {}) if trusted else {}
+
+        # 1. Which documents exist now, and which of them may have changed.
+        t0 = time.perf_counter()
+        if paths is None or not trusted:
+            found = walk_folder(folder, rules, report.skipped)
+        else:
+            found = _rescan(folder, rules, paths, old_files, report.skipped)
+        tick("scan", len(found), len(found))
+        seen: dict[str, dict] = {}
+        to_read = []
+        for cand in found:
+            prev = old_files.get(cand.doc_id)
+            stamp = [cand.size, cand.mtime_ns, cand.ctime_ns, cand.ino]
+            if prev is not None and prev.get("stat") == stamp:
+                seen[cand.doc_id] = prev
+            else:
+                to_read.append((cand, prev, stamp))
+        report.seconds["scan"] = time.perf_counter() - t0
+
+        # 2. Read what may have changed; a matching content hash proves it did not.
+        t0 = time.perf_counter()
+        new_texts: dict[str, str] = {}
+        for cand, prev, stamp in to_read:
+            try:
+                data = read_file(cand.path, rules.max_bytes)
+            except FileNotFoundError:
+                report.skipped.append((str(cand.path), "vanished"))
+                continue
+            except OSError as e:
+                report.skipped.append((str(cand.path), f"unreadable: {e.strerror or e}"))
+                continue
+            digest = hashlib.sha256(data).hexdigest()
+            if prev is not None and prev.get("sha256") == digest:
+                seen[cand.doc_id] = {**prev, "stat": stamp}
+                continue
+            text, reason = decode_document(data)
+            if text is None:
+                report.skipped.append((str(cand.path), reason))
+                continue
+            new_texts[cand.doc_id] = text
+            seen[cand.doc_id] = {"stat": stamp, "sha256": digest}
+        report.seconds["read"] = time.perf_counter() - t0
+
+        removed = sorted(set(old_files) - set(seen), key=lambda d: d.encode("utf-8"))
+        report.added = sorted((d for d in new_texts if d not in old_files), key=lambda d: d.encode("utf-8"))
+        report.changed = sorted((d for d in new_texts if d in old_files), key=lambda d: d.encode("utf-8"))
+        report.removed = removed
+        report.unchanged = len(seen) - len(new_texts)
+
+        nothing_changed = trusted and not new_texts and not removed
+        if nothing_changed:
+            report.chunks_total = sum(f.get("n_chunks", 0) for f in seen.values())
+            if seen != old_files:
+                # Only times changed (a touch, a save of the same bytes): remember
+                # the new stamps so the next sync need not read these files again.
+                _save_state(artifacts, index_id, {**state, "files": seen})
+            report.seconds["total"] = time.perf_counter() - t_start
+            return report
+
+        # 3. The previous index: its chunks and vectors are reused where they still fit.
+        old: IndexData | None = None
+        if current_gen is not None:
+            try:
+                old = read_index(target)
+            except (IndexFormatError, IndexMissingError) as e:
+                report.rebuilt = f"the existing index could not be read ({e}); rebuilt from the folder"
+        if old is not None and not trusted:
+            m = old.meta
+            old_settings = {
+                "embedding_model": m.embedding_model,
+                "dim": m.dim,
+                "tokenizer": m.tokenizer,
+                "max_tokens": m.max_tokens,
+                "overlap": m.overlap,
+                "k1": m.k1,
+                "b": m.b,
+            }
+            if old_settings != settings:
+                changed_keys = ", ".join(k for k in settings if settings[k] != old_settings[k])
+                report.rebuilt = f"settings changed ({changed_keys}); every document re-chunked"
+        if not trusted:
+            # Without trustworthy state every present document is re-read above,
+            # so every one of them is in new_texts; classify against the old index.
+            old_docs = {r.doc_id for r in old.records} if old is not None else set()
+            report.added = [d for d in report.added if d not in old_docs]
+            report.changed = sorted((d for d in new_texts if d in old_docs), key=lambda d: d.encode("utf-8"))
+            report.removed = sorted(old_docs - set(seen), key=lambda d: d.encode("utf-8"))
+            report.unchanged = len(seen) - len(new_texts)
+
+        records, vectors, doc_terms = _assemble(
+            folder, seen, new_texts, old, embedder, max_tokens, overlap, report, tick
+        )
+        counts = _chunk_counts(records)
+        for doc_id in seen:
+            seen[doc_id] = {**seen[doc_id], "n_chunks": counts.get(doc_id, 0)}
+        report.chunks_total = len(records)
+        if old is not None:
+            old_fps = {r.fingerprint for r in old.records}
+            new_fps = {r.fingerprint for r in records}
+            report.chunks_added = sum(1 for r in records if r.fingerprint not in old_fps)
+            report.chunks_removed = sum(1 for r in old.records if r.fingerprint not in new_fps)
+        else:
+            report.chunks_added = len(records)
+
+        # 4. Encode and publish as one unit.
+        t0 = time.perf_counter()
+        meta = IndexMeta(index_id, utc_now(), len(records), embedder.dim, embedder.model,
+                         embedder.tokenizer.name, max_tokens, overlap, k1, b)
+        files = encode_index(meta, records, vectors, doc_terms=doc_terms)
+        if old is not None and not trusted and _same_content(old, files):
+            # Every document "changed" only in ways that leave the index bytes
+            # identical (e.g. state was lost): keep the current generation.
+            report.published = False
+        else:
+            tick("write", 0, 1)
+            publish(artifacts, index_id, files)
+            report.published = True
+            report.bytes_written = sum(len(v) for v in files.values())
+            tick("write", 1, 1)
+        report.seconds["write"] = time.perf_counter() - t0
+        _save_state(
+            artifacts,
+            index_id,
+            {
+                "version": STATE_VERSION,
+                "folder": str(folder),
+                "root": str(folder.parent),
+                "settings": settings,
+                "generation": generation_of(target),
+                "files": seen,
+            },
+        )
+    report.seconds["total"] = time.perf_counter() - t_start
+    return report
+
+
+def _chunk_counts(records: Sequence[ChunkRecord]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for r in records:
+        counts[r.doc_id] = counts.get(r.doc_id, 0) + 1
+    return counts
+
+
+def _same_content(old: IndexData, files: dict[str, bytes]) -> bool:
+    """Whether ``files`` differ from the published generation only in created_at."""
+    base = old.path
+    try:
+        for name in ("docs.jsonl", "bm25.idx", "vectors.f32"):
+            if (base / name).read_bytes() != files[name]:
+                return False
+        old_meta = json.loads((base / "meta.json").read_bytes())
+        new_meta = json.loads(files["meta.json"])
+    except (OSError, ValueError):
+        return False
+    old_meta.pop("created_at", None)
+    new_meta.pop("created_at", None)
+    return old_meta == new_meta
+
+
+def _rescan(folder: Path, rules: WalkRules, paths, old_files: dict, skipped) -> list:
+    """Candidates for a partial sync: the old documents plus what ``paths`` names now."""
+    from ragtui.core.walk import doc_id_for, filter_paths
+
+    named = filter_paths(paths, folder)
+    prefixes = []
+    for p in named:
+        d = doc_id_for(folder, p)
+        if d is not None:
+            prefixes.append(d)
+    found: dict[str, object] = {}
+    # Old documents not named by any path are carried over untouched.
+    from ragtui.core.walk import Candidate
+
+    for doc_id, info in old_files.items():
+        if any(doc_id == pre or doc_id.startswith(pre + "/") for pre in prefixes):
+            continue
+        size, mtime_ns, ctime_ns, ino = info["stat"]
+        found[doc_id] = Candidate(folder.parent / doc_id, doc_id, size, mtime_ns, ctime_ns, ino)
+    for p in named:
+        if p.is_dir() and not p.is_symlink():
+            for cand in walk_folder_under(folder, p, rules, skipped):
+                found[cand.doc_id] = cand
+        elif _inside_walkable(folder, p, rules) and rules.wants(p.name):
+            cand = candidate(folder, p, rules, skipped) if os.path.lexists(p) else None
+            if cand is not None:
+                found[cand.doc_id] = cand
+            elif skipped and skipped[-1][1] == "vanished":
+                skipped.pop()  # a deletion, not a skip
+    return sorted(found.values(), key=lambda c: c.doc_id.encode("utf-8"))
+
+
+def walk_folder_under(folder: Path, sub: Path, rules: WalkRules, skipped) -> list:
+    if not _inside_walkable(folder, sub / "x", rules):
+        return []
+    from ragtui.core.walk import walk_folder as _walk
+
+    found = _walk(sub, rules, skipped)
+    # walk_folder computes doc_ids relative to sub's parent; recompute for folder.
+    from ragtui.core.walk import Candidate, doc_id_for
+
+    out = []
+    for c in found:
+        doc_id = doc_id_for(folder, c.path)
+        if doc_id is not None:
+            out.append(Candidate(c.path, doc_id, c.size, c.mtime_ns, c.ctime_ns, c.ino))
+    return out
+
+
+def _inside_walkable(folder: Path, path: Path, rules: WalkRules) -> bool:
+    """Whether every folder between ``folder`` and ``path`` is one the walk enters."""
+    rel = os.path.relpath(path, folder)
+    parts = Path(rel).parts[:-1]
+    if rel.startswith(".."):
+        return False
+    for skip in rules.skip_under:
+        if os.path.commonpath([os.path.abspath(path), os.path.abspath(skip)]) == os.path.abspath(skip):
+            return False
+    return all(rules.walks_into(part) for part in parts)
+
+
+def _assemble(folder, seen, new_texts, old, embedder, max_tokens, overlap, report, tick):
+    """Records, vectors and BM25 terms of the new generation, in doc_id order."""
+    old_rows: dict[str, range] = {}
+    if old is not None:
+        start = 0
+        recs = old.records
+        for i in range(len(recs) + 1):
+            if i == len(recs) or (i > start and recs[i].doc_id != recs[start].doc_id):
+                if i > start:
+                    old_rows[recs[start].doc_id] = range(start, i)
+                start = i
+    tokenizer = embedder.tokenizer
+    t0 = time.perf_counter()
+    new_chunks: dict[str, list] = {}
+    done = 0
+    for doc_id, text in new_texts.items():
+        new_chunks[doc_id] = chunk_text(text, tokenizer, max_tokens, overlap)
+        done += 1
+        if done % 64 == 0:
+            tick("chunk", done, len(new_texts))
+    tick("chunk", len(new_texts), len(new_texts))
+    report.seconds["chunk"] = time.perf_counter() - t0
+
+    records: list[ChunkRecord] = []
+    source_rows: list[int] = []  # old row to copy the vector from, or -1 for "embed"
+    for doc_id in sorted(seen, key=lambda d: d.encode("utf-8")):
+        if doc_id in new_chunks:
+            for k, ch in enumerate(new_chunks[doc_id]):
+                records.append(ChunkRecord(f"{doc_id}#{k}", doc_id, "file", doc_id, ch.text, ch.n_tokens, fingerprint(ch.text)))
+                source_rows.append(-1)
+        elif doc_id in old_rows:
+            for row in old_rows[doc_id]:
+                records.append(old.records[row])
+                source_rows.append(row)
+        else:
+            # Known to state but absent from the index (e.g. an empty document): nothing to carry.
+            continue
+
+    # Reuse any stored vector whose fingerprint matches; embed the rest once each.
+    by_fp: dict[str, int] = {}
+    if old is not None:
+        for row in range(len(old.records)):
+            by_fp.setdefault(old.records[row].fingerprint, row)
+    reuse = old is not None and old.meta.embedding_model == embedder.model and old.meta.dim == embedder.dim
+    vectors = np.zeros((len(records), embedder.dim), dtype=np.float32)
+    pending: dict[str, list[int]] = {}
+    texts_for: dict[str, str] = {}
+    for i, (rec, src) in enumerate(zip(records, source_rows)):
+        if src < 0:
+            src = by_fp.get(rec.fingerprint, -1)
+        if src >= 0 and reuse:
+            vectors[i] = old.vectors[src]
+        else:
+            pending.setdefault(rec.fingerprint, []).append(i)
+            texts_for[rec.fingerprint] = rec.text
+    t0 = time.perf_counter()
+    fps = list(pending)
+    for lo in range(0, len(fps), EMBED_BATCH):
+        batch = fps[lo : lo + EMBED_BATCH]
+        emb = np.asarray(embedder.embed([texts_for[f] for f in batch]), dtype=np.float32)
+        for f, vec in zip(batch, emb):
+            vectors[pending[f]] = vec
+        tick("embed", min(lo + EMBED_BATCH, len(fps)), len(fps))
+    report.chunks_embedded = len(fps)
+    report.seconds["embed"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    doc_terms = [analyze(r.text) for r in records]
+    report.seconds["analyze"] = time.perf_counter() - t0
+    return records, vectors, doc_terms

@@ -1,0 +1,131 @@
+"""The installed `ragtui` command, run as a subprocess: output, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def ragtui(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    exe = shutil.which("ragtui")
+    cmd = [exe, *args] if exe else [sys.executable, "-m", "ragtui", *args]
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(cmd, capture_output=True, text=True, env=full_env, cwd=cwd, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory):
+    """A small folder ingested once with the embedded default embedder."""
+    base = tmp_path_factory.mktemp("cli")
+    docs = base / "docs"
+    docs.mkdir()
+    (docs / "cats.md").write_text("# Cats\n\nCats are small domesticated carnivorous mammals.\n", encoding="utf-8")
+    (docs / "dogs.md").write_text("# Dogs\n\nDogs are loyal companions and good at fetching sticks.\n", encoding="utf-8")
+    (docs / "hostile.txt").write_text("escape \x1b[2J\x1b]0;title\x07 sequences here\n", encoding="utf-8")
+    art = base / "art"
+    result = ragtui("ingest", str(docs), "--artifacts", str(art), "--json")
+    assert result.returncode == 0, result.stderr
+    return docs, art, json.loads(result.stdout)
+
+
+def test_ingest_report(indexed):
+    _, _, report = indexed
+    assert report["published"] and report["added"] == ["docs/cats.md", "docs/dogs.md", "docs/hostile.txt"]
+
+
+def test_reingest_writes_nothing(indexed):
+    docs, art, _ = indexed
+    result = ragtui("ingest", str(docs), "--artifacts", str(art))
+    assert result.returncode == 0
+    assert "nothing to write" in result.stdout
+
+
+@pytest.mark.parametrize("mode", ["bm25", "flat", "ivf", "hybrid"])
+def test_search_every_mode(indexed, mode):
+    _, art, _ = indexed
+    result = ragtui("search", "cats mammals", "--mode", mode, "--artifacts", str(art), "--json")
+    assert result.returncode == 0, result.stderr
+    hits = json.loads(result.stdout)
+    assert hits[0]["chunk_id"] == "docs/cats.md#0"
+    assert [h["rank"] for h in hits] == list(range(1, len(hits) + 1))
+
+
+def test_search_text_output_and_nothing_found(indexed):
+    _, art, _ = indexed
+    result = ragtui("search", "fetching", "--artifacts", str(art))
+    assert result.returncode == 0 and "docs/dogs.md#0" in result.stdout
+    result = ragtui("search", "zeppelin", "--artifacts", str(art))
+    assert result.returncode == 1 and result.stdout == ""
+
+
+def test_search_output_is_neutralised(indexed):
+    _, art, _ = indexed
+    result = ragtui("search", "sequences", "--artifacts", str(art))
+    assert result.returncode == 0
+    assert "\x1b" not in result.stdout and "\x07" not in result.stdout
+    assert "\u241b[2J" in result.stdout
+
+
+def test_info(indexed):
+    _, art, _ = indexed
+    result = ragtui("info", "--artifacts", str(art), "--json")
+    info = json.loads(result.stdout)
+    assert info["n_chunks"] == 3 and info["embedding_model"].startswith("wordllama")
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "needle"),
+    [
+        (["search", "x", "--mode", "nope"], 2, "unknown mode"),
+        (["search", "x", "-k", "0"], 2, "-k must be at least 1"),
+        (["search", "x", "--index", "missing"], 2, "no index"),
+        (["search", "x", "--index", "../etc"], 2, "invalid index id"),
+        (["frobnicate"], 2, "invalid choice"),
+        (["ingest", "/definitely/not/here"], 2, "not a folder"),
+    ],
+)
+def test_errors_are_one_line_with_exit_codes(indexed, args, code, needle):
+    _, art, _ = indexed
+    result = ragtui(*args, "--artifacts", str(art))
+    assert result.returncode == code
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in result.stderr
+
+
+def test_corrupt_index_exits_3(indexed, tmp_path):
+    _, art, _ = indexed
+    copy = tmp_path / "art"
+    shutil.copytree(art, copy, symlinks=True)
+    target = os.path.realpath(copy / "rag" / "docs")
+    with open(os.path.join(target, "bm25.idx"), "r+b") as f:
+        f.write(b"XXXX")
+    result = ragtui("search", "cats", "--artifacts", str(copy))
+    assert result.returncode == 3
+    assert "bm25.idx" in result.stderr and "magic" in result.stderr and "Traceback" not in result.stderr
+    debug = ragtui("search", "cats", "--artifacts", str(copy), "--debug")
+    assert debug.returncode == 3 and "Traceback" in debug.stderr
+
+
+def test_no_index_yet_says_how_to_make_one(tmp_path):
+    result = ragtui("search", "x", "--artifacts", str(tmp_path))
+    assert result.returncode == 2 and "ragtui ingest" in result.stderr
+
+
+def test_environment_variable_sets_the_artifacts_root(indexed):
+    _, art, _ = indexed
+    result = ragtui("search", "cats", env={"RAGTUI_ARTIFACTS": str(art)})
+    assert result.returncode == 0 and "docs/cats.md#0" in result.stdout
+
+
+def test_model_mismatch_is_refused(indexed):
+    _, art, _ = indexed
+    result = ragtui("search", "cats", "--mode", "flat", "--artifacts", str(art),
+                    env={"RAGTUI_EMBEDDER": "http", "RAGTUI_EMBED_URL": "http://127.0.0.1:9", "RAGTUI_EMBED_MODEL": "other"})
+    assert result.returncode in (2, 3)
+    assert len(result.stderr.strip().splitlines()) == 1

@@ -1,0 +1,47 @@
+"""A small deterministic embedder for tests of the write side (the real ones have their own tests)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import numpy as np
+
+
+class WordTokenizer:
+    name = "test-words"
+    _pattern = re.compile(r"\S+")
+
+    def spans(self, text):
+        return [m.span() for m in self._pattern.finditer(text)]
+
+    def count(self, text):
+        return len(self._pattern.findall(text))
+
+    def count_many(self, texts):
+        return [self.count(t) for t in texts]
+
+
+class HashEmbedder:
+    """Bag of hashed words, L2-normalised; counts every text it embeds."""
+
+    def __init__(self, dim: int = 16, model: str = "test-hash") -> None:
+        self.dim = dim
+        self.model = model
+        self.tokenizer = WordTokenizer()
+        self.embedded: list[str] = []
+
+    def embed(self, texts):
+        self.embedded.extend(texts)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for word in text.lower().split():
+                h = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=4).digest(), "little")
+                out[i, h % self.dim] += 1.0 if h & 1 else -1.0
+            if not out[i].any():
+                out[i, 0] = 1.0
+        out /= np.linalg.norm(out, axis=1, keepdims=True)
+        return out
+
+    def close(self):
+        pass
