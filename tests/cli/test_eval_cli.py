@@ -1,0 +1,151 @@
+"""`ragtui eval` as a subprocess: a SMART collection, a native dataset, compare, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def ragtui(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    exe = shutil.which("ragtui")
+    cmd = [exe, *args] if exe else [sys.executable, "-m", "ragtui", *args]
+    return subprocess.run(cmd, check=False, capture_output=True, text=True, env={**os.environ, **(env or {})}, cwd=cwd,
+                          timeout=300)
+
+
+def _one_line_error(result: subprocess.CompletedProcess, code: int, *needles: str) -> None:
+    assert result.returncode == code, (result.returncode, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ragtui: error: "), result.stderr
+    assert "Traceback" not in result.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+ADI_ALL = """.I 1
+.T
+library catalog automation
+.A
+A. WRITER
+.W
+computers automate the library catalog and circulation records .
+.I 2
+.T
+abstracting services
+.A
+B. WRITER
+.A
+C. WRITER
+.W
+a national plan for science abstracting and indexing services .
+.I 3
+.T
+machine translation
+.W
+automatic translation of russian technical text by computer .
+.I 4
+.T
+citation indexing
+.W
+citation indexes link papers that cite each other .
+"""
+ADI_QRY = ".I 1\r\n.W\r\nhow are library catalogs automated?\r\n.I 2\r\n.W\r\nscience abstracting and indexing\r\n.I 3\r\n.W\r\ntranslation by machine\r\n"
+ADI_REL = "1   1   0   0.000000\n2   2   0   0.000000\n2   4   0   0.000000\n3   3   0   0.000000\n"
+
+
+@pytest.fixture(scope="module")
+def adi(tmp_path_factory):
+    base = tmp_path_factory.mktemp("evalcli")
+    d = base / "adi"
+    d.mkdir()
+    (d / "ADI.ALL").write_text(ADI_ALL)
+    (d / "ADI.QRY").write_bytes(ADI_QRY.encode())
+    (d / "ADI.REL").write_text(ADI_REL)
+    art = base / "art"
+    out = base / "k3.json"
+    result = ragtui("eval", str(d), "-k", "3", "--artifacts", str(art), "--json", str(out),
+                    "--nprobe-sweep", "1,2")
+    assert result.returncode == 0, result.stderr
+    return d, art, out, result
+
+
+def test_eval_collection(adi):
+    _, art, out, result = adi
+    report = json.loads(out.read_text())
+    assert report["format"] == "ragtui-eval-report/1" and report["k"] == 3
+    assert list(report["modes"]) == ["flat", "ivf", "bm25", "hybrid"]
+    assert report["dataset"]["n_queries"] == 3 and report["dataset"]["n_docs"] == 4
+    prov = report["provenance"]
+    assert prov["index_id"] == "eval-adi" and len(prov["index_fingerprint"]["files"]) == 4
+    assert prov["embedder"]["kind"] == "wordllama" and prov["chunker"]["max_tokens"] == 256
+    assert prov["sync"]["published"] is True
+    bm25 = report["modes"]["bm25"]
+    assert bm25["per_query"]["3"]["ranked"][0] == "3" and bm25["per_query"]["3"]["ndcg"] == 1.0
+    assert set(bm25["latency_ms"]) == {"median", "p95", "mean"}
+    assert [r["nprobe"] for r in report["nprobe_sweep"]] == [1, 2]
+    for header in ("nDCG@3", "Recall@3", "median ms", "bm25", "hybrid"):
+        assert header in result.stdout
+    assert (art / "eval" / "eval-adi" / "adi" / "1.txt").read_text().startswith("library catalog automation")
+
+
+def test_eval_reuses_index_and_compares(adi, tmp_path):
+    d, art, first, _ = adi
+    second = tmp_path / "again.json"
+    result = ragtui("eval", str(d), "-k", "3", "--modes", "bm25,hybrid", "--artifacts", str(art),
+                    "--json", str(second))
+    assert result.returncode == 0, result.stderr
+    report = json.loads(second.read_text())
+    assert report["provenance"]["sync"]["published"] is False  # reused: nothing written
+    assert report["provenance"]["index_fingerprint"] == json.loads(first.read_text())["provenance"]["index_fingerprint"]
+    result = ragtui("eval", "--compare", str(first), str(second))
+    assert result.returncode == 0, result.stderr
+    assert "bm25" in result.stdout and "hybrid" in result.stdout and "1.0000" in result.stdout  # same runs: p = 1
+    result = ragtui("eval", "--compare", f"{first}:bm25", f"{second}:hybrid", "--json", "-")
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)["rows"]
+    assert [(r["mode_a"], r["mode_b"]) for r in rows] == [("bm25", "hybrid")]
+
+
+def test_eval_native_dataset(tmp_path):
+    docs = tmp_path / "notes"
+    docs.mkdir()
+    (docs / "logs.md").write_text("# Logs\n\nRotate the log files weekly with logrotate.\n")
+    (docs / "backup.md").write_text("# Backup\n\nBack up the database every night to object storage.\n")
+    art = tmp_path / "art"
+    assert ragtui("ingest", str(docs), "--artifacts", str(art)).returncode == 0
+    dataset = tmp_path / "mine.json"
+    dataset.write_text(json.dumps({"format": "ragtui-eval-dataset/1", "name": "notes", "queries": [
+        {"id": "a", "text": "how do I rotate logs", "relevant_doc_ids": ["notes/logs.md"]},
+        {"id": "b", "text": "nightly database backup", "relevant_chunk_ids": {"notes/backup.md#0": 2}},
+    ]}))
+    out = tmp_path / "r.json"
+    result = ragtui("eval", str(dataset), "--modes", "bm25,flat", "--artifacts", str(art), "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    report = json.loads(out.read_text())
+    assert report["provenance"]["index_id"] == "notes"
+    assert report["modes"]["bm25"]["per_query"]["a"]["ranked"][0] == "notes/logs.md"
+    assert report["modes"]["bm25"]["per_query"]["b"]["ranked"][0] == "notes/backup.md#0"
+    assert report["modes"]["bm25"]["metrics"]["mrr"] == 1.0
+    # Every judged id must be known to the index.
+    dataset.write_text(json.dumps({"format": "ragtui-eval-dataset/1", "queries": [
+        {"id": "a", "text": "logs", "relevant_doc_ids": ["notes/missing.md"]}]}))
+    _one_line_error(ragtui("eval", str(dataset), "--artifacts", str(art)), 2, "notes/missing.md")
+
+
+def test_eval_errors(tmp_path):
+    _one_line_error(ragtui("eval", str(tmp_path / "nope")), 2, "no such file or folder")
+    _one_line_error(ragtui("eval", str(tmp_path)), 2, "not a dataset folder")
+    _one_line_error(ragtui("eval", str(tmp_path), "--modes", "bm25,fast"), 2, "unknown mode 'fast'")
+    _one_line_error(ragtui("eval", str(tmp_path), "-k", "0"), 2, "-k must be at least 1")
+    _one_line_error(ragtui("eval"), 2, "give a dataset")
+    _one_line_error(ragtui("eval", str(tmp_path), "--nprobe-sweep", "1,x"), 2, "--nprobe-sweep")
+    _one_line_error(ragtui("eval", "--compare", "a.json", "b.json"), 2, "a.json: no such report")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    _one_line_error(ragtui("eval", "--compare", str(bad), str(bad)), 2, "not a ragtui eval report")
