@@ -1,0 +1,352 @@
+"""``ragtui inspect``: show where chunks came from, open them in an editor, check an answer's citations.
+
+Exit codes: 0 every reference resolved (with ``--check``: and every one is
+fresh) · 1 a reference names no chunk (with ``--check``: or one is not
+fresh) · 2 a malformed reference, one into another index, bad flags · 3 an
+index that fails validation or a doc_id that points outside its folder. With
+several references each is reported on its own and the highest code wins.
+The embedder is never loaded: inspecting needs no embeddings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from ragtui.cli import list_indexes, resolve_index, settings_from
+from ragtui.core.citations import FRESH, Citation, Resolver, parse_refs, split_ref
+from ragtui.core.errors import NotFoundError, RagtuiError, UsageError
+from ragtui.core.textsafe import neutralize
+
+__all__ = ["editor_argv", "register", "run"]
+
+PLUS_LINE_EDITORS = frozenset(
+    {"vi", "vim", "nvim", "gvim", "view", "nano", "emacs", "emacsclient", "micro", "hx", "helix"}
+)
+GOTO_EDITORS = frozenset({"code", "code-insiders", "codium", "vscodium"})
+
+
+def register(sub, common) -> None:
+    p = sub.add_parser(
+        "inspect",
+        help="show a chunk's source lines and freshness; check an answer's citations",
+        description="Show where chunks came from: the chunk, its document, path:start-end in the current "
+        "source file, whether it is still fresh, and the source lines around it. A REF is a chunk_id "
+        "(docs/a.md#2), the short form INDEX#N (chunk N of that index), a citation string "
+        "'[docs/a.md#2][docs/b.md#0]', a JSON list, or - to read any of those from stdin.",
+    )
+    p.add_argument("refs", nargs="+", metavar="REF", help="references to resolve (- reads them from stdin)")
+    p.add_argument("--json", action="store_true", help="print one JSON object per reference (JSON Lines)")
+    p.add_argument("--context", type=int, default=3, metavar="N",
+                   help="source lines shown around the chunk (default 3)")
+    p.add_argument("--check", action="store_true",
+                   help="verify citations: exit 0 only when every one resolves and is fresh; one report line each")
+    p.add_argument("--open", action="store_true", help="open $VISUAL/$EDITOR at the first reference's first line")
+    p.add_argument("--root", metavar="DIR", help="the folder that holds the ingested folder "
+                   "(default: where ingest found it, else the current directory)")
+    common(p)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    if args.context < 0:
+        raise UsageError(f"--context must be 0 or more (got {args.context})")
+    refs = _collect_refs(args.refs)
+    if not refs:
+        raise UsageError("no references given: pass chunk_ids like docs/a.md#2, or - to read them from stdin")
+    root = None
+    if args.root is not None:
+        root = Path(args.root).expanduser().absolute()
+        if not root.is_dir():
+            raise UsageError(f"--root {args.root} is not a folder: give the folder that holds the ingested folder")
+    outcomes = _resolve_all(settings_from(args), refs, root)
+    if args.open:
+        return _open(outcomes)
+    if args.check:
+        return _check(outcomes, args.json)
+    code = 0
+    out = _Output(sys.stdout)
+    said: set[str] = set()
+    for ref, result, resolver in outcomes:
+        if isinstance(result, RagtuiError):
+            code = max(code, result.exit_code)
+            if args.json:
+                out.json_line({"ref": ref, "status": _verdict(result), "error": str(result), "exit_code": result.exit_code})
+            if str(result) not in said:  # an index that cannot be opened fails every reference into it alike
+                said.add(str(result))
+                _error_line(result)
+        elif args.json:
+            out.json_line(result.to_json())
+        else:
+            out.citation(result, resolver.source_text(result), args.context)
+    return code
+
+
+# -- references and indexes --------------------------------------------------------------
+
+
+def _collect_refs(items: list[str]) -> list[str]:
+    """Each argument is one reference, unless it is '-' (stdin) or holds a citation string or JSON list."""
+    refs: list[str] = []
+    for item in items:
+        if item == "-":
+            refs.extend(parse_refs(sys.stdin.read()))
+        elif "[" in item or "\n" in item:
+            refs.extend(parse_refs(item))
+        else:
+            refs.append(item.strip())
+    return refs
+
+
+def _index_for(ref: str, settings, names: list[str]) -> str:
+    """The index a reference points into; raises for a malformed one or one into another index."""
+    head, _n = split_ref(ref)
+    chosen = settings.index  # --index, RAGTUI_INDEX or ragtui.toml
+    if "/" not in head and head in names:  # the short form INDEX#N (doc_ids always hold a '/')
+        if chosen and chosen != head and chosen in names:
+            raise UsageError(
+                f"{ref!r} points into index {head!r}, but the index in use is {chosen!r} "
+                f"(--index or RAGTUI_INDEX): cite {chosen}#<n>, or drop --index"
+            )
+        return chosen or head  # a chosen index that does not exist fails when opened, with its own message
+    if chosen or len(names) == 1:
+        return chosen or names[0]
+    first = head.split("/", 1)[0]
+    if first in names:
+        return first  # several indexes: a doc_id starts with the name of the folder ingested
+    return resolve_index(settings).name  # raises: no index, or several and none chosen
+
+
+Outcome = tuple[str, Citation | RagtuiError, Resolver | None]
+"""(reference, its Citation or the error it met, the Resolver that read its source)."""
+
+
+def _resolve_all(settings, refs: list[str], root: Path | None) -> list[Outcome]:
+    """One outcome per reference, in order; each index is opened (and validated) once."""
+    from ragtui.core.index_format import read_index
+    from ragtui.core.publish import index_dir, rag_root
+
+    names = list_indexes(settings)
+    opened: dict[str, Resolver | RagtuiError] = {}
+
+    def resolver_for(index_id: str) -> Resolver | RagtuiError:
+        if index_id not in opened:
+            try:
+                # full=True: inspect checks every line of docs.jsonl, as info does.
+                cache = rag_root(settings.artifacts) / ".cache"
+                data = read_index(index_dir(settings.artifacts, index_id), cache_dir=cache)
+                opened[index_id] = Resolver(data, root)  # root None: the one ingest remembered, else the cwd
+            except RagtuiError as e:
+                opened[index_id] = e
+        return opened[index_id]
+
+    outcomes: list[Outcome] = []
+    for ref in refs:
+        try:
+            resolver = resolver_for(_index_for(ref, settings, names))
+            if isinstance(resolver, RagtuiError):
+                outcomes.append((ref, resolver, None))
+            else:
+                outcomes.append((ref, resolver.resolve(ref), resolver))
+        except RagtuiError as e:
+            outcomes.append((ref, e, None))
+    return outcomes
+
+
+def _verdict(error: RagtuiError) -> str:
+    return "unknown" if isinstance(error, NotFoundError) else "error"
+
+
+def _error_line(error: RagtuiError) -> None:
+    print(f"ragtui: error: {neutralize(str(error))}", file=sys.stderr)
+
+
+# -- --check ---------------------------------------------------------------------------------
+
+
+def _check(outcomes, as_json: bool) -> int:
+    code = 0
+    counts: dict[str, int] = {}
+    out = _Output(sys.stdout)
+    for ref, result, _resolver in outcomes:
+        if isinstance(result, RagtuiError):
+            verdict = _verdict(result)
+            code = max(code, result.exit_code)
+            detail = str(result)
+            record = {"ref": ref, "ok": False, "status": verdict, "error": detail, "exit_code": result.exit_code}
+        else:
+            verdict = result.status
+            if verdict != FRESH:
+                code = max(code, 1)  # a stale citation fails the check like an unknown one
+            detail = _where(result)
+            record = {**result.to_json(), "ok": verdict == FRESH}
+        counts[verdict] = counts.get(verdict, 0) + 1
+        if as_json:
+            out.json_line(record)
+        else:
+            out.plain(f"{verdict:<8} {neutralize(ref)}  {neutralize(detail)}")
+    if not as_json:
+        order = ("fresh", "moved", "changed", "missing", "unknown", "error")
+        summary = ", ".join(f"{counts[k]} {k}" for k in order if counts.get(k))
+        print(f"{len(outcomes)} citation(s): {summary}", file=sys.stderr)
+    return code
+
+
+def _where(c: Citation) -> str:
+    if c.path is None:
+        return f"{c.doc_id} cannot be located safely inside its folder (a link out of it is never followed)"
+    if c.status == "missing":
+        return f"{c.path} is gone"
+    if c.status == "changed":
+        return f"{c.path} no longer contains the chunk's text"
+    span = f"{c.path}:{c.start_line}-{c.end_line}"
+    return span if c.status == FRESH else f"{span} (found out of order: the document was rearranged)"
+
+
+# -- --open ----------------------------------------------------------------------------------
+
+
+def editor_argv(editor: str, path: str, line: int) -> list[str]:
+    """The argv that opens ``path`` at ``line`` in ``editor`` (a $EDITOR value, shell-quoted)."""
+    try:
+        argv = shlex.split(editor)
+    except ValueError as e:
+        raise UsageError(f"cannot parse the editor command {editor!r}: {e}") from None
+    if not argv:
+        raise UsageError("the editor command is empty: set $EDITOR (e.g. EDITOR=vim)")
+    name = os.path.basename(argv[0]).removesuffix(".exe")
+    if name in GOTO_EDITORS:
+        return [*argv, "--goto", f"{path}:{line}"]
+    if name in PLUS_LINE_EDITORS:
+        return [*argv, f"+{line}", path]
+    return [*argv, path]  # an editor whose line syntax we do not know: at least open the file
+
+
+def _open(outcomes) -> int:
+    _ref, first, _resolver = outcomes[0]
+    if isinstance(first, RagtuiError):
+        raise first
+    if first.path is None or first.status == "missing":
+        raise NotFoundError(f"cannot open {first.chunk_id!r}: {neutralize(_where(first))}")
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
+    if not editor:
+        raise UsageError("no editor set: set $EDITOR (or $VISUAL), e.g. export EDITOR=vim")
+    line = first.start_line or 1
+    if not first.located:
+        print(f"ragtui: note: {neutralize(_where(first))}; opening at line 1", file=sys.stderr)
+    argv = editor_argv(editor, str(first.path), line)
+    try:
+        subprocess.run(argv, check=False)
+    except OSError as e:
+        raise UsageError(
+            f"cannot run the editor {argv[0]!r}: {e.strerror}; set $EDITOR to an editor on PATH"
+        ) from None
+    return 0
+
+
+# -- output ----------------------------------------------------------------------------------
+
+# JSON leaves DEL, C1 controls and bidi overrides raw; escaping them keeps the
+# same decoded value but stops them reaching a terminal.
+_JSON_UNSAFE = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+
+
+class _Output:
+    """Human output: rich (colour, syntax, OSC 8 links) on a terminal, plain lines when piped."""
+
+    def __init__(self, stream) -> None:
+        self.stream = stream
+        self.tty = stream.isatty() and os.environ.get("TERM") != "dumb"
+        self._console = None
+
+    def json_line(self, obj: dict) -> None:
+        text = json.dumps(obj, ensure_ascii=False)
+        self.stream.write(_JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n")
+
+    def plain(self, line: str) -> None:
+        self.stream.write(line + "\n")
+
+    def citation(self, c: Citation, source: str | None, context: int) -> None:
+        lines, first_line = _context_lines(c, source, context)
+        if self.tty:
+            self._rich(c, lines, first_line)
+        else:
+            self._plain(c, lines, first_line)
+
+    def _fields(self, c: Citation) -> list[tuple[str, str]]:
+        r = c.record
+        where = "(cannot be located safely)" if c.path is None else str(c.path)
+        if c.located:
+            where += f":{c.start_line}-{c.end_line}"
+        status = c.status
+        if c.status != FRESH:
+            status += f": {_where(c)}"
+        return [
+            ("index", f"{c.index_id} (chunk {c.row})"),
+            ("document", r.doc_id),
+            ("source", where),
+            ("status", status),
+            ("n_tokens", str(r.n_tokens)),
+            ("fingerprint", r.fingerprint),
+        ]
+
+    def _plain(self, c: Citation, lines: list[str] | None, first_line: int) -> None:
+        w = self.stream.write
+        w(neutralize(c.chunk_id) + "\n")
+        for key, value in self._fields(c):
+            w(f"  {key:<12} {neutralize(value)}\n")
+        if lines is None:
+            w("  text (as indexed):\n")
+            for line in neutralize(c.record.text).split("\n"):
+                w(f"    {line}\n")
+        else:
+            width = len(str(first_line + len(lines) - 1))
+            for i, line in enumerate(neutralize("\n".join(lines)).split("\n")):
+                n = first_line + i
+                mark = ">" if c.start_line <= n <= c.end_line else " "
+                w(f"{mark} {n:>{width}} | {line}\n")
+        w("\n")
+
+    def _rich(self, c: Citation, lines: list[str] | None, first_line: int) -> None:
+        from rich.console import Console
+        from rich.style import Style
+        from rich.syntax import Syntax
+        from rich.text import Text
+
+        if self._console is None:
+            self._console = Console(file=self.stream, highlight=False, soft_wrap=False)
+        con = self._console
+        colour = {"fresh": "green", "moved": "yellow"}.get(c.status, "red")
+        con.print(Text(neutralize(c.chunk_id), style="bold"))
+        for key, value in self._fields(c):
+            style: str | Style = ""
+            if key == "source" and c.path is not None:
+                style = Style(link=c.path.as_uri(), underline=True)  # OSC 8: a click opens the file
+            elif key == "status":
+                style = colour
+            con.print(Text.assemble((f"  {key:<12} ", "dim"), (neutralize(value), style)))
+        if lines is None:
+            con.print(Text("  text (as indexed):", style="dim"))
+            con.print(Text(neutralize(c.record.text)))
+        else:
+            code = neutralize("\n".join(lines))
+            lexer = Syntax.guess_lexer(str(c.path), code)
+            con.print(Syntax(code, lexer, theme="ansi_dark", line_numbers=True, start_line=first_line,
+                             highlight_lines=set(range(c.start_line, c.end_line + 1)), word_wrap=False,
+                             background_color="default"))
+        con.print()
+
+
+def _context_lines(c: Citation, source: str | None, context: int) -> tuple[list[str] | None, int]:
+    """The source lines from ``context`` before the chunk to ``context`` after it (None when not located)."""
+    if not c.located or source is None:
+        return None, 0
+    all_lines = source.split("\n")
+    first = max(1, c.start_line - context)
+    last = min(len(all_lines), c.end_line + context)
+    return [line.removesuffix("\r") for line in all_lines[first - 1 : last]], first

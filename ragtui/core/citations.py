@@ -1,0 +1,389 @@
+"""Citations: from a chunk reference back to the lines of the source file it came from.
+
+``resolve(data, ref)`` turns a reference into a ``Citation``: the chunk's
+record, its document's absolute path, where the chunk's exact text sits in
+the file as it is now (1-based lines and character offsets) and a freshness
+verdict. spec/citations.md is the normative description; in short:
+
+- ``ref`` is a chunk_id (``docs/c4/containers.d2#3``, split at its last
+  ``#``), matched exactly; failing that, ``<index_id>#<n>`` names row n.
+- The source is found at ``root / doc_id``, where ``root`` is the parent of
+  the ingested folder (remembered by ingest; ``source_root``). Nothing outside
+  ``root / <first component of doc_id>`` is ever opened: a doc_id that is
+  absolute or holds ``..`` raises ``IndexFormatError``; a file that turns out
+  to be a link leading out of the folder gives ``path=None``, ``missing``.
+- The document's chunks are located in order (each search starts after the
+  previous chunk's start). ``fresh``: found by that ordered search;
+  ``moved``: not found in order but present elsewhere in the file;
+  ``changed``: the file no longer contains the text; ``missing``: the file is
+  gone.
+
+Errors: ``UsageError`` for a malformed reference, ``NotFoundError`` for one
+that names no chunk, ``IndexFormatError`` for a doc_id that escapes the
+folder, ``StorageError`` for a source that exists but cannot be read.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import json
+import os
+import re
+import stat
+from bisect import bisect_left
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ragtui.core.errors import IndexFormatError, NotFoundError, StorageError, UsageError
+from ragtui.core.index_format import ChunkRecord, IndexData
+from ragtui.core.textsafe import neutralize
+from ragtui.core.walk import decode_document
+
+__all__ = [
+    "STATUSES",
+    "Citation",
+    "Resolver",
+    "parse_refs",
+    "resolve",
+    "resolve_many",
+    "source_root",
+    "split_ref",
+]
+
+FRESH, MOVED, CHANGED, MISSING = "fresh", "moved", "changed", "missing"
+STATUSES = (FRESH, MOVED, CHANGED, MISSING)
+"""Every value ``Citation.status`` takes."""
+
+MAX_SOURCE_BYTES = 1 << 28
+"""A source larger than this (256 MiB) is not read; its chunks are reported ``changed``."""
+
+
+@dataclass(frozen=True)
+class Citation:
+    """Where one chunk came from, as the source file stands now."""
+
+    ref: str
+    """The reference as given."""
+    index_id: str
+    row: int
+    """The chunk's number in the index (its line in docs.jsonl, from 0)."""
+    record: ChunkRecord
+    path: Path | None
+    """Absolute path of the source file; None when it cannot be located safely inside the folder."""
+    status: str
+    """One of ``STATUSES``."""
+    start_line: int | None
+    """1-based, inclusive; None when ``changed`` or ``missing``."""
+    end_line: int | None
+    """1-based, inclusive: the line holding the chunk's last character."""
+    start_char: int | None
+    """Offset of the chunk's first character in the current decoded text (code points, BOM dropped)."""
+    end_char: int | None
+    """Offset just past the chunk's last character: ``source[start_char:end_char] == record.text``."""
+
+    @property
+    def chunk_id(self) -> str:
+        return self.record.chunk_id
+
+    @property
+    def doc_id(self) -> str:
+        return self.record.doc_id
+
+    @property
+    def located(self) -> bool:
+        """Whether line and character ranges are known (``fresh`` or ``moved``)."""
+        return self.start_line is not None
+
+    def to_json(self) -> dict:
+        """Every field, with the record's fields flattened in, for JSON output."""
+        return {
+            "ref": self.ref,
+            "index_id": self.index_id,
+            "row": self.row,
+            **self.record.to_json(),
+            "path": None if self.path is None else str(self.path),
+            "status": self.status,
+            "start_line": self.start_line,
+            "end_line": self.end_line,
+            "start_char": self.start_char,
+            "end_char": self.end_char,
+        }
+
+
+def split_ref(ref: str) -> tuple[str, int]:
+    """``(head, n)`` of ``head#n``; ``UsageError`` for anything else.
+
+    ``n`` is plain decimal without leading zeros (as in every chunk_id); the
+    head may itself hold ``#``.
+    """
+    if not isinstance(ref, str):
+        raise UsageError(f"malformed reference {ref!r}: a reference is a string")
+    head, sep, k = ref.rpartition("#")
+    if not sep or not head:
+        raise UsageError(f"malformed reference {ref!r}: expected a chunk_id like docs/a.md#2 or INDEX#N")
+    if not (k.isascii() and k.isdigit()) or (len(k) > 1 and k[0] == "0"):
+        raise UsageError(
+            f"malformed reference {ref!r}: the part after the last '#' must be a chunk number (0, 1, 2, ...)"
+        )
+    if any(c in ref for c in "\0\n\r"):
+        raise UsageError(f"malformed reference {ref!r}: it holds a control character")
+    return head, int(k)
+
+
+def source_root(artifacts: str | os.PathLike, index_id: str) -> Path | None:
+    """The absolute parent of the folder ingest read for ``index_id`` (None when not remembered)."""
+    from ragtui.core.sync import _state_file  # the writer owns where its state lives
+
+    try:
+        st = os.stat(_state_file(Path(artifacts), index_id))
+    except OSError:
+        return None
+    # The state holds every file's hashes (large for a large folder): parse it
+    # again only when it was rewritten, not on every resolve().
+    return _state_root(os.path.abspath(artifacts), index_id, st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=16)
+def _state_root(artifacts: str, index_id: str, *_stamp) -> Path | None:
+    from ragtui.core.sync import load_state
+
+    root = load_state(Path(artifacts), index_id).get("root")
+    if isinstance(root, str) and os.path.isabs(root):
+        return Path(root)
+    return None
+
+
+def _default_root(data: IndexData) -> Path:
+    # An index opened as <artifacts>/rag/<id> has its writer state beside it.
+    if data.path.parent.name == "rag":
+        found = source_root(data.path.parent.parent, data.meta.index_id)
+        if found is not None:
+            return found
+    return Path.cwd()
+
+
+@dataclass
+class _Doc:
+    """One document's source and the ordered search through its chunks (grown on demand)."""
+
+    first_row: int
+    path: Path | None
+    text: str | None  # None: the file is missing, unsafe or no longer text
+    present: bool  # False: "missing" (gone, not a file, or a link out of the folder)
+    starts: list[int]  # per chunk k: where the ordered search found it, or -1
+    cursor: int = 0  # the next search starts here (previous find + 1)
+    prev_end: int = 0  # end of the previous chunk found
+    newlines: list[int] | None = None
+
+
+class Resolver:
+    """Resolves references against one index, reading each source document at most once.
+
+    Holds the documents it has read; make a new one to see later edits.
+    ``root`` defaults to the root remembered by ingest, else the current directory.
+    """
+
+    def __init__(self, data: IndexData, root: str | os.PathLike | None = None) -> None:
+        self.data = data
+        self.root = Path(os.path.abspath(root if root is not None else _default_root(data)))
+        self._docs: dict[str, _Doc] = {}
+        self._docs_path = data.path / "docs.jsonl"
+
+    def row_of(self, ref: str) -> int:
+        """The row ``ref`` names (exact chunk_id first, then the short form); raises as ``resolve``."""
+        head, n = split_ref(ref)
+        records = self.data.records
+        row = records.find(ref)
+        if row >= 0:
+            return row
+        index_id = self.data.meta.index_id
+        if head == index_id:
+            if n < len(records):
+                return n
+            raise NotFoundError(
+                f"index {index_id!r} has {len(records)} chunk(s) (0..{len(records) - 1}); there is no chunk {n}"
+            )
+        hint = f" (the short form is {index_id}#<n>)" if "/" not in head else ""
+        raise NotFoundError(f"no chunk_id {ref!r} in index {index_id!r}{hint}")
+
+    def resolve(self, ref: str) -> Citation:
+        """The ``Citation`` for ``ref`` (see the module docstring for the errors)."""
+        row = self.row_of(ref)
+        record = self.data.records[row]
+        doc = self._doc(record, row)
+        k = row - doc.first_row
+        start, status = self._locate(doc, k), FRESH
+        if start < 0 and doc.text is not None:
+            start, status = doc.text.find(record.text), MOVED
+        if start < 0:
+            status = CHANGED if doc.present else MISSING
+            return Citation(ref, self.data.meta.index_id, row, record, doc.path, status, None, None, None, None)
+        end = start + len(record.text)
+        if doc.newlines is None:
+            doc.newlines = [m.start() for m in re.finditer("\n", doc.text)]
+        # A line is numbered by the "\n" before it, so CRLF counts once and a lone CR not at all.
+        start_line = bisect_left(doc.newlines, start) + 1
+        end_line = bisect_left(doc.newlines, max(start, end - 1)) + 1
+        return Citation(ref, self.data.meta.index_id, row, record, doc.path, status, start_line, end_line, start, end)
+
+    def source_text(self, citation: Citation) -> str | None:
+        """The decoded source text ``citation`` was located in, as this resolver read it.
+
+        None when the file is missing, could not be located safely, or is no
+        longer text. Offsets and lines of the citation refer to this text.
+        """
+        doc = self._docs.get(citation.doc_id)
+        return None if doc is None else doc.text
+
+    def _doc(self, record: ChunkRecord, row: int) -> _Doc:
+        doc = self._docs.get(record.doc_id)
+        if doc is None:
+            first_row = row - record.k
+            records = self.data.records
+            if first_row < 0 or records[first_row].chunk_id != f"{record.doc_id}#0":
+                raise IndexFormatError(
+                    self._docs_path, f"line {row + 1}: {record.chunk_id!r} does not follow its document's chunk 0"
+                )
+            path, text, present = self._read_source(record.doc_id, row)
+            doc = self._docs[record.doc_id] = _Doc(first_row, path, text, present, [])
+        return doc
+
+    def _locate(self, doc: _Doc, k: int) -> int:
+        """Where the ordered search finds chunk ``k`` of ``doc`` (-1 when it does not)."""
+        if doc.text is None:
+            return -1
+        records = self.data.records
+        while len(doc.starts) <= k:
+            text = records[doc.first_row + len(doc.starts)].text
+            # Chunk starts and ends both strictly increase (spec/chunker.md), so
+            # the next chunk starts after the previous start and ends after the
+            # previous end; using both bounds keeps repeated passages in place.
+            lo = max(doc.cursor, doc.prev_end - len(text) + 1)
+            at = doc.text.find(text, lo)
+            doc.starts.append(at)
+            if at >= 0:
+                doc.cursor, doc.prev_end = at + 1, at + len(text)
+        return doc.starts[k]
+
+    def _read_source(self, doc_id: str, row: int) -> tuple[Path | None, str | None, bool]:
+        """(path, decoded text or None, present) for ``doc_id``, never reading outside its folder."""
+        parts = doc_id.split("/")
+        if (
+            doc_id.startswith("/")
+            or "\0" in doc_id
+            or len(parts) < 2
+            or any(p in ("", ".", "..") for p in parts)
+        ):
+            raise IndexFormatError(
+                self._docs_path,
+                f"line {row + 1}: doc_id {doc_id!r} would point outside the indexed folder or is not a plain "
+                "relative path; it is not read (rebuild the index with `ragtui ingest FOLDER`)",
+            )
+        path = self.root.joinpath(*parts)
+        folder_real = os.path.realpath(self.root / parts[0])
+        real = os.path.realpath(path)
+        if not _inside(real, folder_real):
+            return None, None, False  # a link out of the folder: never followed
+        try:
+            st = os.stat(real)
+        except (FileNotFoundError, NotADirectoryError):
+            return path, None, False
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                return None, None, False  # a link loop: never followed
+            raise StorageError(f"cannot read {neutralize(str(path))}: {e.strerror}") from None
+        if not stat.S_ISREG(st.st_mode):
+            return path, None, False  # a folder or device where the file was: never opened
+        if st.st_size > MAX_SOURCE_BYTES:
+            return path, None, True
+        try:
+            data = _read_inside(real, folder_real, path)
+        except FileNotFoundError:
+            return path, None, False  # deleted just now
+        if data is None:
+            return None, None, False
+        if len(data) > MAX_SOURCE_BYTES:
+            return path, None, True
+        text, _reason = decode_document(data)
+        return path, text, True
+
+
+def _inside(real: str, folder_real: str) -> bool:
+    return real != folder_real and os.path.commonpath([real, folder_real]) == folder_real
+
+
+def _read_inside(real: str, folder_real: str, shown: Path) -> bytes | None:
+    """The file's bytes (at most MAX_SOURCE_BYTES + 1), or None when what was opened is not inside the folder.
+
+    Checking the opened descriptor (not just the path) closes the gap in
+    which a component could be swapped for a link between check and open.
+    """
+    try:
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        raise StorageError(f"cannot read {neutralize(str(shown))}: {e.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        try:
+            opened = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            opened = real  # no /proc: the path check above is all there is
+        if not _inside(opened, folder_real) or not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        try:
+            return f.read(MAX_SOURCE_BYTES + 1)
+        except OSError as e:
+            raise StorageError(f"cannot read {neutralize(str(shown))}: {e.strerror}") from None
+
+
+def resolve(data: IndexData, ref: str, *, root: str | os.PathLike | None = None) -> Citation:
+    """The ``Citation`` for one reference into ``data``.
+
+    ``root`` is the parent of the ingested folder (doc_ids are relative to
+    it); by default the one ingest remembered beside the index, else the
+    current directory.
+    """
+    return Resolver(data, root).resolve(ref)
+
+
+def resolve_many(data: IndexData, refs: Iterable[str], *, root: str | os.PathLike | None = None) -> list[Citation]:
+    """``resolve`` for each reference, in order, reading each source document once.
+
+    Raises at the first reference that fails; use ``Resolver`` to handle each one.
+    """
+    resolver = Resolver(data, root)
+    return [resolver.resolve(ref) for ref in refs]
+
+
+# A bracketed reference inside text: no brackets or line breaks inside, ends in #<n>.
+_BRACKETED = re.compile(r"\[([^\[\]\r\n]+?#[0-9]+)\]")
+
+
+def parse_refs(text: str) -> list[str]:
+    """The references in ``text``, in order.
+
+    Accepted: a JSON list of strings (``["docs/a.md#2", "docs#0"]``); text
+    holding bracketed references (``[docs/a.md#2][docs/b.md#0]``, or an
+    answer whose prose cites them: only the bracketed ``[...#n]`` parts are
+    taken); otherwise whitespace-separated references. References are not
+    validated here (``split_ref`` and ``resolve`` do that).
+    """
+    stripped = text.strip()
+    if not stripped:
+        return []
+    if stripped.startswith("["):
+        try:
+            value = json.loads(stripped)
+        except ValueError:
+            value = None
+        if isinstance(value, list):
+            if not all(isinstance(v, str) for v in value):
+                raise UsageError("a JSON list of references must hold only strings")
+            return list(value)
+    found = _BRACKETED.findall(stripped)
+    if found:
+        return found
+    return stripped.split()
