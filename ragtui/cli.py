@@ -322,7 +322,10 @@ def main(argv: list[str] | None = None) -> int:
     except RagtuiError as e:
         if debug:
             traceback.print_exc()
-        print(f"ragtui: error: {e}", file=sys.stderr)
+        from ragtui.core.textsafe import one_line
+
+        # Messages may quote paths or text from documents: keep them to one safe line.
+        print(f"ragtui: error: {one_line(str(e), 2000)}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("ragtui: interrupted", file=sys.stderr)

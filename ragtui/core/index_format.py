@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+from hashlib import sha256
 import json
 import math
 import mmap
@@ -373,6 +374,8 @@ class DocsFile(Sequence[ChunkRecord]):
                         where, f"line {i + 1}: documents are out of order or not contiguous ({doc_id!r} after {prev_doc!r})"
                     )
                 prev_doc, prev_bytes, next_k = doc_id, doc_bytes, 0
+            if sha256(rec.text.encode("utf-8")).hexdigest() != rec.fingerprint:
+                raise IndexFormatError(where, f"line {i + 1}: fingerprint is not the SHA-256 of the chunk's text")
             if rec.k != next_k:
                 raise IndexFormatError(where, f"line {i + 1}: chunk_id {rec.chunk_id!r} should be {doc_id + '#' + str(next_k)!r}")
             next_k += 1

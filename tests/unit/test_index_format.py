@@ -206,3 +206,10 @@ def test_bm25_cache_gives_the_same_answers_and_survives_damage(tmp_path):
         npy.write_bytes(b"garbage")
     damaged = read_index(path, cache_dir=cache)
     assert damaged.bm25.search("alpha", 5)[0].tolist() == plain.bm25.search("alpha", 5)[0].tolist()
+
+
+def test_fingerprint_must_match_text(index_copy):
+    raw = (index_copy / "docs.jsonl").read_bytes()
+    (index_copy / "docs.jsonl").write_bytes(raw.replace(b"alpha text", b"alpha TEXT", 1))
+    with pytest.raises(IndexFormatError, match="line 1: fingerprint"):
+        read_index(index_copy)
