@@ -78,8 +78,13 @@ def chunk_text(
     tokenizer: _Tokenizer,
     max_tokens: int = DEFAULT_MAX_TOKENS,
     overlap: int = DEFAULT_OVERLAP,
+    spans: Sequence[tuple[int, int]] | None = None,
 ) -> list[Chunk]:
     """Chunk ``text`` into windows of at most ``max_tokens`` tokens (spec/chunker.md).
+
+    ``spans``, when given, must be ``tokenizer.spans(text)`` computed by the
+    caller (ingest tokenizes many documents in one parallel batch); the
+    chunks are the same either way.
 
     ``tokenizer`` is any object with ``count``, ``spans`` and ``count_many``;
     its spans are character offsets whose starts and ends each never decrease
@@ -91,7 +96,7 @@ def chunk_text(
     _check_params(max_tokens, overlap)
     if not text or text.isspace():
         return []
-    return _Chunker(text, tokenizer, max_tokens, overlap).run()
+    return _Chunker(text, tokenizer, max_tokens, overlap, spans).run()
 
 
 def _check_params(max_tokens: object, overlap: object) -> None:
@@ -112,14 +117,16 @@ def _check_params(max_tokens: object, overlap: object) -> None:
 class _Chunker:
     """State for one document; ``run`` returns its chunks."""
 
-    def __init__(self, doc: str, tok: _Tokenizer, max_tokens: int, overlap: int) -> None:
+    def __init__(
+        self, doc: str, tok: _Tokenizer, max_tokens: int, overlap: int, spans: Sequence[tuple[int, int]] | None = None
+    ) -> None:
         self.doc = doc
         self.tok = tok
         self.max_tokens = max_tokens
         self.overlap = overlap
         self.tail = max_tokens // 4
         # Indexed in place: copying millions of offsets would cost more than the cutting.
-        self.spans = tok.spans(doc)
+        self.spans = tok.spans(doc) if spans is None else spans
         self.n = len(self.spans)
         # O(1) guard against a tokenizer that reports byte offsets or other garbage.
         if self.n and not (0 <= self.spans[0][0] and self.spans[-1][1] <= len(doc)):

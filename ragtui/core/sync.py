@@ -31,6 +31,7 @@ __all__ = ["SyncReport", "load_state", "sync"]
 
 STATE_VERSION = 1
 EMBED_BATCH = 256
+CHUNK_BATCH = 64
 
 Progress = Callable[[str, int, int], None]
 """progress(stage, done, total): stages "scan", "chunk", "embed", "write"."""
@@ -407,11 +408,16 @@ def _assemble(folder, seen, new_texts, old, embedder, max_tokens, overlap, repor
     t0 = time.perf_counter()
     new_chunks: dict[str, list] = {}
     done = 0
-    for doc_id, text in new_texts.items():
-        new_chunks[doc_id] = chunk_text(text, tokenizer, max_tokens, overlap)
-        done += 1
-        if done % 64 == 0:
-            tick("chunk", done, len(new_texts))
+    items = list(new_texts.items())
+    spans_many = getattr(tokenizer, "spans_many", None)
+    for lo in range(0, len(items), CHUNK_BATCH):
+        batch = items[lo : lo + CHUNK_BATCH]
+        # One parallel tokenizer call for a batch of documents, when the tokenizer offers it.
+        spans = spans_many([t for _, t in batch]) if spans_many else [None] * len(batch)
+        for (doc_id, text), doc_spans in zip(batch, spans):
+            new_chunks[doc_id] = chunk_text(text, tokenizer, max_tokens, overlap, spans=doc_spans)
+        done += len(batch)
+        tick("chunk", done, len(new_texts))
     tick("chunk", len(new_texts), len(new_texts))
     report.seconds["chunk"] = time.perf_counter() - t0
 

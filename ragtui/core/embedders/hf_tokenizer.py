@@ -8,6 +8,7 @@ fetched.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -49,7 +50,11 @@ class HFTokenizer:
         # encode_batch_fast (tokenizers >= 0.21) skips offset tracking, which
         # counting and embedding do not need; older releases only have encode_batch.
         self._encode_batch = getattr(self._tk, "encode_batch_fast", self._tk.encode_batch)
-        self._splitter = SpmSplitter.build(self._tk) if split_long_texts else None
+        # Built on the first long text: it costs ~0.3 s, and a process that
+        # only embeds queries never needs it.
+        self._splitter: SpmSplitter | None = None
+        self._splitter_ready = not split_long_texts
+        self._splitter_lock = threading.Lock()
 
     @classmethod
     def from_file(cls, path: str | Path, name: str, *, split_long_texts: bool = True) -> HFTokenizer:
@@ -69,12 +74,21 @@ class HFTokenizer:
         """Number of token ids, added tokens included."""
         return int(self._tk.get_vocab_size(with_added_tokens=True))
 
+    def long_text_splitter(self) -> SpmSplitter | None:
+        """The exact parallel path for long texts, or ``None`` when it does not apply."""
+        if not self._splitter_ready:
+            with self._splitter_lock:
+                if not self._splitter_ready:
+                    self._splitter = SpmSplitter.build(self._tk)
+                    self._splitter_ready = True
+        return self._splitter
+
     def count(self, text: str) -> int:
         """Tokens in ``text``."""
         if not text:
             return 0
-        if self._splitter is not None and len(text) >= _LONG:
-            return self._splitter.count(text)
+        if len(text) >= _LONG and (splitter := self.long_text_splitter()) is not None:
+            return splitter.count(text)
         return len(self._tk.encode(text, add_special_tokens=False).ids)
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
@@ -88,12 +102,26 @@ class HFTokenizer:
         """Character spans of the tokens of ``text``; they tile the text."""
         if not text:
             return []
-        if self._splitter is not None and len(text) >= _LONG:
-            return tile_spans(self._splitter.raw_offsets(text), len(text))
+        if len(text) >= _LONG and (splitter := self.long_text_splitter()) is not None:
+            return tile_spans(splitter.raw_offsets(text), len(text))
         enc = self._tk.encode(text, add_special_tokens=False)
         # The Python binding reports offsets in characters of the original
         # string (normalisers are aligned back); only overlaps need fixing.
         return tile_spans(enc.offsets, len(text))
+
+    def spans_many(self, texts: Sequence[str]) -> list[list[tuple[int, int]]]:
+        """``[spans(t) for t in texts]``; short texts batched, parallel in the Rust library.
+
+        Optional: not part of the ``Tokenizer`` protocol (callers look it up with
+        ``getattr``). Long texts take ``spans``, which splits them in parallel.
+        """
+        out: list[list[tuple[int, int]] | None] = [None] * len(texts)
+        short = [i for i, t in enumerate(texts) if t and len(t) < _LONG]
+        if short:
+            encs = self._tk.encode_batch([texts[i] for i in short], add_special_tokens=False)
+            for i, enc in zip(short, encs):
+                out[i] = tile_spans(enc.offsets, len(texts[i]))
+        return [s if s is not None else self.spans(t) for s, t in zip(out, texts)]
 
     def encode(self, text: str) -> Encoding:
         """The library's ``Encoding`` of ``text`` (ids, token strings, raw offsets).
