@@ -1,0 +1,95 @@
+"""Ingest speed with the embedded embedder.
+
+    python bench/bench_ingest.py [--big]
+
+1. Full ingest of ../shared/data/corpora/python-docs: chunks/s end to end and
+   the share of time in scanning, chunking (tokenizing), embedding, BM25
+   analysis and writing.
+2. No-op re-sync of ../shared/data/corpora/tldr-pages (7,425 files): seconds,
+   and bytes written (every file under the artifacts root is compared).
+3. With --big: one changed file in a ~100k-chunk index (tldr-pages and
+   python-docs copied several times into one folder, 64-token chunks): time
+   to publish and bytes rewritten.
+
+There is no named peer for ingest: ragtui's own figures are the comparison
+across runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import corpora  # noqa: E402
+
+from ragtui.core.embedders import make_embedder  # noqa: E402
+from ragtui.core.sync import sync  # noqa: E402
+
+
+def snapshot(root: Path) -> dict:
+    out = {}
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            st = os.lstat(os.path.join(dirpath, name))
+            out[os.path.join(dirpath, name)] = (st.st_ino, st.st_size, st.st_mtime_ns)
+    return out
+
+
+def shares(seconds: dict) -> str:
+    total = seconds["total"]
+    parts = [f"{k} {v:.2f} s ({100 * v / total:.0f}%)" for k, v in seconds.items() if k != "total"]
+    return ", ".join(parts)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--big", action="store_true", help="also the one-change publish at ~100k chunks")
+    args = ap.parse_args()
+    emb = make_embedder("wordllama")
+    print(f"cores {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}")
+    with tempfile.TemporaryDirectory() as tmp:
+        art = Path(tmp) / "art"
+        docs = corpora.need(corpora.SHARED / "corpora" / "python-docs")
+        t0 = time.perf_counter()
+        r = sync(docs, artifacts=art, embedder=emb)
+        dt = time.perf_counter() - t0
+        print(f"full ingest python-docs: {r.chunks_total:,} chunks in {dt:.2f} s = {r.chunks_total / dt:,.0f} chunks/s")
+        print(f"  {shares(r.seconds)}")
+
+        tldr = corpora.need(corpora.SHARED / "corpora" / "tldr-pages")
+        sync(tldr, artifacts=art, embedder=emb)
+        before = snapshot(art)
+        t0 = time.perf_counter()
+        r = sync(tldr, artifacts=art, embedder=emb)
+        dt = time.perf_counter() - t0
+        after = snapshot(art)
+        written = sum(v[1] for k, v in after.items() if before.get(k) != v)
+        print(f"no-op re-sync tldr-pages ({r.unchanged:,} files): {dt:.3f} s, published={r.published}, "
+              f"files changed under artifacts: {sum(1 for k in after if before.get(k) != after[k])}, bytes {written}")
+
+        if args.big:
+            big = Path(tmp) / "big"
+            for i in range(3):
+                shutil.copytree(tldr, big / f"tldr{i}")
+                shutil.copytree(docs, big / f"py{i}")
+            t0 = time.perf_counter()
+            r = sync(big, artifacts=art, embedder=emb, max_tokens=64, overlap=8)
+            print(f"big index: {r.chunks_total:,} chunks built in {time.perf_counter() - t0:.1f} s")
+            target = big / "py0" / "tutorial" / "index.rst.txt"
+            target.write_text(target.read_text() + "\nOne more line about benchmarks.\n")
+            t0 = time.perf_counter()
+            r = sync(big, artifacts=art, embedder=emb, max_tokens=64, overlap=8)
+            dt = time.perf_counter() - t0
+            print(f"one changed file in {r.chunks_total:,} chunks: published in {dt:.2f} s, "
+                  f"{r.chunks_embedded} chunk(s) embedded, {r.bytes_written / 1e6:.1f} MB rewritten")
+            print(f"  {shares(r.seconds)}")
+
+
+if __name__ == "__main__":
+    main()
