@@ -134,7 +134,7 @@ def main() -> None:
     try:
         import bm25s  # noqa: F401
     except ImportError:
-        raise SystemExit("bm25s is not installed: pip install -e '.[bench]'")
+        raise SystemExit("bm25s is not installed: pip install -e '.[bench]'") from None
     print(f"python {sys.version.split()[0]}, numpy {np.__version__}, cores {os.cpu_count()}")
     docs, queries = corpora.scifact()
     run("SciFact", docs, queries)

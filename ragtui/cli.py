@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ragtui.config import Settings, load_settings
 from ragtui.core.errors import RagtuiError, UsageError
+from ragtui.progress import ProgressDisplay
 
 __all__ = ["main"]
 
@@ -207,7 +208,7 @@ def cmd_ingest(args) -> int:
     )
     embedder = open_embedder(settings)
     show = not args.quiet and not args.json and sys.stderr.isatty()
-    with _Progress(show) as progress:
+    with ProgressDisplay(show) as progress:
         report = sync(
             folder,
             artifacts=settings.artifacts,
@@ -229,43 +230,6 @@ def cmd_ingest(args) -> int:
             print(f"note: {report.rebuilt}", file=sys.stderr)
         print(report.summary())
     return EXIT_OK
-
-
-class _Progress:
-    """A rich progress bar on a terminal; nothing otherwise."""
-
-    def __init__(self, show: bool) -> None:
-        self.show = show
-        self._bar = None
-        self._tasks: dict[str, int] = {}
-
-    def __enter__(self) -> _Progress:
-        if self.show:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            self._bar = Progress(
-                TextColumn("{task.description:>6}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                transient=True, console=_stderr_console(),
-            )
-            self._bar.__enter__()
-        return self
-
-    def update(self, stage: str, done: int, total: int) -> None:
-        if self._bar is None:
-            return
-        if stage not in self._tasks:
-            self._tasks[stage] = self._bar.add_task(stage, total=total)
-        self._bar.update(self._tasks[stage], completed=done, total=total)
-
-    def __exit__(self, *exc) -> None:
-        if self._bar is not None:
-            self._bar.__exit__(*exc)
-
-
-def _stderr_console():
-    from rich.console import Console
-
-    return Console(stderr=True)
 
 
 def cmd_info(args) -> int:

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from ragtui.core.errors import UsageError
+from ragtui.progress import ProgressDisplay
 
 MODES = ("flat", "ivf", "bm25", "hybrid")
 
@@ -84,7 +85,7 @@ def _evaluate(args, modes: list[str], sweep_values: list[int] | None) -> int:
     need_embedder = any(m != "bm25" for m in modes) or sweep_values is not None
     show = not args.quiet and sys.stderr.isatty()
     embedder = open_embedder(settings) if (need_embedder or dataset.docs is not None) else None
-    with _Progress(show) as progress:
+    with ProgressDisplay(show) as progress:
         if dataset.docs is not None:
             index_id = settings.index or f"eval-{dataset.name}"
             path, doc_map, sync_report = prepare_collection(
@@ -226,30 +227,3 @@ def _compare(args) -> int:
     for note in result["notes"]:
         console.print(f"note: {note}")
     return 0
-
-
-class _Progress:
-    """A rich progress bar on stderr when it is a terminal; nothing otherwise."""
-
-    def __init__(self, show: bool) -> None:
-        self.show, self._bar, self._tasks = show, None, {}
-
-    def __enter__(self) -> _Progress:
-        if self.show:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            self._bar = Progress(TextColumn("{task.description:>7}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), transient=True, console=_console(True))
-            self._bar.__enter__()
-        return self
-
-    def update(self, stage: str, done: int, total: int) -> None:
-        if self._bar is None:
-            return
-        if stage not in self._tasks:
-            self._tasks[stage] = self._bar.add_task(stage, total=total)
-        self._bar.update(self._tasks[stage], completed=done, total=total)
-
-    def __exit__(self, *exc) -> None:
-        if self._bar is not None:
-            self._bar.__exit__(*exc)

@@ -282,7 +282,7 @@ class BM25Index:
         """
         scores = self.scores(query)
         matched = np.flatnonzero(scores > 0.0)
-        return top_k(scores, k, candidates=matched)
+        return top_k(scores[matched], matched, k)
 
 
 _ARRAYS = ("doc_len", "term_blob", "term_starts", "df", "offsets", "post_doc", "post_tf", "weights")

@@ -57,5 +57,4 @@ def fuse(
             lo, hi = float(s.min()), float(s.max())
             norm = (s - lo) / (hi - lo) if hi > lo else np.ones_like(s)
             fused[pos] += share * norm
-    idx, scores = top_k(fused, k)
-    return rows[idx], scores
+    return top_k(fused, rows, k)

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import errno
 import hashlib
-from hashlib import sha256
 import json
 import math
 import mmap
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from hashlib import sha256
 from pathlib import Path
 
 import numpy as np

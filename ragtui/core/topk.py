@@ -7,25 +7,26 @@ import numpy as np
 __all__ = ["top_k"]
 
 
-def top_k(scores: np.ndarray, k: int, candidates: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Return (rows int64, scores) of the best ``k`` among ``candidates`` (default: all rows).
+def top_k(scores: np.ndarray, rows: np.ndarray | None, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Return the best ``k`` of ``scores``: (rows int64, scores), desc score, ties asc row.
 
-    Partial selection by ``argpartition``; every row tied with the k-th score
-    is kept until the final sort, so ties at the boundary go to the lowest rows.
-    ``candidates`` must be ascending.
+    ``rows`` names the row of each score (None: the position is the row); the
+    rows need not be sorted. ``k`` larger than the candidates returns them all.
     """
-    if candidates is None:
-        candidates = np.arange(scores.shape[0], dtype=np.int64)
+    n = scores.shape[0]
+    k = min(k, n)
+    if k <= 0:
+        return np.empty(0, dtype=np.int64), scores[:0].copy()
+    if k < n:
+        # Introselect by value (np.partition, argpartition's value form), then keep
+        # every candidate >= the k-th value: rows tied with the k-th score all stay
+        # in, so the final sort can keep the lowest of them.
+        kth = np.partition(scores, n - k)[n - k]
+        keep = np.flatnonzero(scores >= kth)
     else:
-        candidates = np.asarray(candidates, dtype=np.int64)
-    if k <= 0 or candidates.size == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=scores.dtype)
-    cand_scores = scores[candidates]
-    if candidates.size > k:
-        part = np.argpartition(-cand_scores, k - 1)[:k]
-        kth = cand_scores[part].min()
-        keep = np.flatnonzero(cand_scores >= kth)
-        candidates = candidates[keep]
-        cand_scores = cand_scores[keep]
-    order = np.lexsort((candidates, -cand_scores))[:k]
-    return candidates[order], cand_scores[order]
+        keep = np.arange(n)
+    kept_scores = scores[keep]
+    kept_rows = keep.astype(np.int64) if rows is None else rows[keep].astype(np.int64, copy=False)
+    # lexsort: last key is primary (score descending), then row ascending.
+    order = np.lexsort((kept_rows, -kept_scores))[:k]
+    return kept_rows[order], kept_scores[order]

@@ -232,10 +232,9 @@ def test_fast_path_matches_plain_reference(embedder):
 
 def test_matches_wordllama_own_embed(embedder):
     """wordllama's own pooling, built from the same bundled files (its load() would download)."""
+    from safetensors import safe_open
     from tokenizers import Tokenizer as HFLibTokenizer
     from wordllama.inference import WordLlamaInference
-
-    from safetensors import safe_open
 
     weights, tok_path = bundled_files()
     with safe_open(str(weights), framework="np") as f:
@@ -296,6 +295,12 @@ def test_crlf_offsets(embedder):
     assert "\r" in pieces and "\n" in pieces
 
 
+def test_spans_many_matches_spans(embedder):
+    texts = SAMPLES + ["", "long " * 3000, "😀 " * 5000]
+    assert embedder.tokenizer.spans_many(texts) == [embedder.tokenizer.spans(t) for t in texts]
+    assert embedder.tokenizer.spans_many([]) == []
+
+
 def test_long_text_spans(embedder):
     text = ("Ünïcödé 😀 line\r\n" * 3000) + "end"
     spans = embedder.tokenizer.spans(text)
@@ -347,7 +352,7 @@ def tiny_splitter(embedder):
 
 
 def test_wordllama_tokenizer_qualifies_for_splitting(embedder):
-    assert embedder.tokenizer._splitter is not None
+    assert embedder.tokenizer.long_text_splitter() is not None
 
 
 @settings(max_examples=300, deadline=None)
