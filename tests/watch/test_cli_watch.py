@@ -1,0 +1,104 @@
+"""``ragtui watch`` as a process: --once, JSON log lines, signals, exit codes (the installed command)."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.watch import WAIT, write
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def ragtui_command() -> list[str]:
+    exe = Path(sys.executable).parent / "ragtui"
+    found = str(exe) if exe.exists() else shutil.which("ragtui")
+    if found is None:
+        pytest.skip("the ragtui command is not installed (pip install -e .)")
+    return [found]
+
+
+class Process:
+    """A running ``ragtui watch --json``; its stdout lines parsed as they come."""
+
+    def __init__(self, args: list[str]) -> None:
+        self.proc = subprocess.Popen(ragtui_command() + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.lines: queue.Queue = queue.Queue()
+        self.seen: list[dict] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def close(self) -> None:
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.put(json.loads(line))
+        self.lines.put(None)
+
+    def wait_line(self, predicate, what: str, timeout: float = WAIT) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                obj = self.lines.get(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                obj = "timeout"
+            if obj is None or obj == "timeout":
+                self.proc.kill()
+                pytest.fail(f"no line with {what} ({obj or 'exited'}); seen {self.seen}; stderr {self.proc.stderr.read()}")
+            self.seen.append(obj)
+            if predicate(obj):
+                return obj
+
+
+@pytest.fixture()
+def docs(tmp_path):
+    folder = tmp_path / "docs"
+    write(folder / "a.md", "alpha document about the command line\n")
+    return folder
+
+
+def test_once_reconciles_and_exits(docs, tmp_path):
+    art = tmp_path / "art"
+    run = subprocess.run(ragtui_command() + ["watch", str(docs), "--artifacts", str(art), "--once", "--json"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    line = json.loads(run.stdout.splitlines()[-1])
+    assert line["event"] == "publish" and line["added"] == ["docs/a.md"] and line["chunks"]["embedded"] == 1
+    again = subprocess.run(ragtui_command() + ["watch", str(docs), "--artifacts", str(art), "--once"],
+                           capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and "is up to date (1 documents" in again.stdout
+
+
+def test_bad_usage_exits_2_with_one_line(tmp_path):
+    run = subprocess.run(ragtui_command() + ["watch", str(tmp_path / "missing"), "--artifacts", str(tmp_path), "--once"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and run.stderr.count("\n") == 1 and "is not a folder" in run.stderr
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_follows_changes_and_stops_cleanly_on_a_signal(docs, tmp_path, signum):
+    art = tmp_path / "art"
+    p = Process(["watch", str(docs), "--artifacts", str(art), "--json", "--quiet-ms", "200"])
+    p.wait_line(lambda o: o["event"] == "started" and o["mode"] == "inotify", "started")
+    p.wait_line(lambda o: o["event"] == "publish" and o["added"] == ["docs/a.md"], "the start publish")
+    write(docs / "b.md", "bravo arrives while watching\n")
+    line = p.wait_line(lambda o: o["event"] == "publish", "the publish of b.md")
+    assert line["added"] == ["docs/b.md"] and line["chunks"]["embedded"] == 1 and line["ms"] > 0
+    assert line["latency_ms"] >= 200
+    os.kill(p.proc.pid, signum)
+    assert p.proc.wait(WAIT) == 0
+    p.wait_line(lambda o: o["event"] == "stopped", "stopped")
+    assert [o["event"] for o in p.seen][-2:] == ["stopping", "stopped"]
+    assert p.proc.stderr.read() == ""
+    p.close()
