@@ -137,6 +137,8 @@ def test_make_embedder_rejects_unknown_kind_and_options():
         make_embedder("bert")
     with pytest.raises(UsageError, match="wordllama embedder"):
         make_embedder("wordllama", dims=512)
+    with pytest.raises(UsageError, match="batch_size"):
+        make_embedder("wordllama", batch_size=0)
     with pytest.raises(UsageError, match="http embedder"):
         make_embedder("http")  # base_url and model are required
 

@@ -15,10 +15,10 @@ What every implementation guarantees (and tests pin):
   *last* of them and the others get zero-width spans ``(s, s)`` at its start.
   Characters no token covers (spaces a WordPiece tokenizer drops) belong to
   the preceding token, or to the first token at the start of the text. So a
-  non-empty span is exactly the text of its token plus the zero-width tokens
-  just before it, ``text[s:e]`` never splits a character, and cutting the
-  text at ``spans[i][0]`` splits no token's text unless ``spans[i - 1]`` is
-  zero-width.
+  non-empty span is exactly the text of its token and of the zero-width tokens
+  just before it (plus any dropped whitespace after it), ``text[s:e]`` never
+  splits a character, and cutting the text at ``spans[i][0]`` splits no
+  token's text unless ``spans[i - 1]`` is zero-width.
 * ``Embedder.embed(texts)`` returns a ``(len(texts), dim)`` C-contiguous
   float32 array whose rows are finite, L2-normalised (norm 1 within 1e-6) and
   never all-zero. ``embed([])`` returns shape ``(0, dim)``.

@@ -32,7 +32,7 @@ import numpy as np
 
 from ragtui.core.embedders.base import check_texts, empty_text_vector
 from ragtui.core.embedders.hf_tokenizer import HFTokenizer
-from ragtui.core.errors import EmbeddingError
+from ragtui.core.errors import EmbeddingError, UsageError
 
 __all__ = ["MODEL_NAME", "WordLlamaEmbedder", "bundled_files"]
 
@@ -107,8 +107,8 @@ class WordLlamaEmbedder:
 
     def __init__(self, *, batch_size: int = 256) -> None:
         """``batch_size``: texts tokenised per call into the (parallel) tokenizer."""
-        if batch_size < 1:
-            raise ValueError("batch_size must be >= 1")
+        if type(batch_size) is not int or batch_size < 1:
+            raise UsageError("wordllama embedder: batch_size must be an integer >= 1")
         self._batch_size = batch_size
         self._table, self.tokenizer = _load(*bundled_files())
 
