@@ -233,8 +233,9 @@ def _parse(path: Path, real: str, files: dict, full: bool, cache_dir) -> IndexDa
 def _parse_meta(raw: bytes, where: str, dir_name: str) -> IndexMeta:
     try:
         obj = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise IndexFormatError(where, f"not valid JSON ({e})") from None
+    except (ValueError, RecursionError) as e:
+        # ValueError also covers integers too long to convert; RecursionError, absurd nesting.
+        raise IndexFormatError(where, f"not valid JSON ({type(e).__name__}: {str(e)[:200]})") from None
     if not isinstance(obj, dict):
         raise IndexFormatError(where, "is not a JSON object")
     missing = [k for k in _META_KEYS if k not in obj]
@@ -323,8 +324,10 @@ class DocsFile(Sequence[ChunkRecord]):
             line = self._raw[int(self._starts[i]) : int(self._ends[i])]
             try:
                 obj = json.loads(line)
-            except (ValueError, UnicodeDecodeError) as e:
-                raise IndexFormatError(self._where, f"line {i + 1} is not valid JSON ({e})") from None
+            except (ValueError, RecursionError) as e:
+                raise IndexFormatError(
+                    self._where, f"line {i + 1} is not valid JSON ({type(e).__name__}: {str(e)[:200]})"
+                ) from None
             rec = self._cache[i] = self._record(obj, i + 1)
         return rec
 
@@ -338,9 +341,20 @@ class DocsFile(Sequence[ChunkRecord]):
             raise IndexFormatError(where, f"line {line}: a text field has the wrong type")
         if type(n_tokens) is not int or not 1 <= n_tokens <= self._max_tokens:
             raise IndexFormatError(where, f"line {line}: n_tokens {n_tokens!r} is not in 1..{self._max_tokens}")
+        try:
+            for value in (chunk_id, doc_id, source, uri, fp):
+                value.encode("utf-8")
+            text_bytes = text.encode("utf-8")
+        except UnicodeEncodeError:
+            # A \ud800-style escape decodes to a lone surrogate, which no UTF-8 text holds.
+            raise IndexFormatError(where, f"line {line}: a text field holds a lone surrogate (not UTF-8)") from None
+        # Checked per line, not only in verify(): a lazily opened index must not show damaged text.
+        if sha256(text_bytes).hexdigest() != fp:
+            raise IndexFormatError(where, f"line {line}: fingerprint is not the SHA-256 of the chunk's text")
         head, sep, k = chunk_id.rpartition("#")
-        if head != doc_id or not sep or not k.isdigit() or not k.isascii() or (k != "0" and k[0] == "0"):
-            raise IndexFormatError(where, f"line {line}: chunk_id {chunk_id!r} is not {doc_id!r} + '#<n>'")
+        if (head != doc_id or not sep or not k.isdigit() or not k.isascii() or (k != "0" and k[0] == "0")
+                or len(k) > 19):  # more digits than any chunk count; int() refuses beyond 4300
+            raise IndexFormatError(where, f"line {line}: chunk_id {chunk_id[:200]!r} is not {doc_id[:200]!r} + '#<n>'")
         return ChunkRecord(chunk_id, doc_id, source, uri, text, n_tokens, fp)
 
     def verify(self) -> None:
@@ -354,7 +368,7 @@ class DocsFile(Sequence[ChunkRecord]):
             objs = json.loads(b"[" + raw[:-1].replace(b"\n", b",") + b"]")
             if len(objs) != len(self):
                 raise ValueError("line count")
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, RecursionError):
             for i in range(len(self)):
                 self._cache.pop(i, None)
                 self[i]  # raises with the line number
@@ -374,8 +388,6 @@ class DocsFile(Sequence[ChunkRecord]):
                         where, f"line {i + 1}: documents are out of order or not contiguous ({doc_id!r} after {prev_doc!r})"
                     )
                 prev_doc, prev_bytes, next_k = doc_id, doc_bytes, 0
-            if sha256(rec.text.encode("utf-8")).hexdigest() != rec.fingerprint:
-                raise IndexFormatError(where, f"line {i + 1}: fingerprint is not the SHA-256 of the chunk's text")
             if rec.k != next_k:
                 raise IndexFormatError(where, f"line {i + 1}: chunk_id {rec.chunk_id!r} should be {doc_id + '#' + str(next_k)!r}")
             next_k += 1
@@ -384,7 +396,7 @@ class DocsFile(Sequence[ChunkRecord]):
     def find(self, chunk_id: str) -> int:
         """The line (chunk number) holding ``chunk_id``, or -1. Bisects the ordered file."""
         head, sep, k = chunk_id.rpartition("#")
-        if not sep or not k.isdigit() or not k.isascii():
+        if not sep or not k.isdigit() or not k.isascii() or len(k) > 19:
             return -1
         key = (head.encode("utf-8"), int(k))
         lo, hi = 0, len(self)

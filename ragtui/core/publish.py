@@ -5,25 +5,32 @@ Layout under ``<artifacts>/rag/`` (see spec/index-format.md, "Publishing"):
     <index_id>            a symbolic link to the current generation directory
     .gen/<index_id>/<g>/  generation directories, each holding exactly the four files
     .locks/<index_id>.lock   the writer lock (flock; released by the kernel if the writer dies)
-    .state/<index_id>/    writer state that only saves time (file hash cache, source root)
+    .state/<index_id>/    writer state that only saves time (file hash cache, embedded vectors)
 
 Publishing writes a new generation directory, flushes every file and the
 directory, then renames a fresh link over ``<index_id>`` (one atomic rename)
 and flushes ``rag/``. A reader resolves the link once and opens all four
 files from that one generation, so it sees the old index or the new one,
 never a mix; a writer killed at any point leaves the old link and its
-generation untouched.
+generation untouched, and the next writer removes what it left behind
+(``remove_leftovers``). spec/reliability.md lists the steps and what each
+failure leaves.
+
+Every filesystem call the writer makes goes through an ``FsOps`` object
+(``OS_OPS`` unless one is passed), so tests can record the calls or make
+any one of them fail.
 """
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import fcntl
+import functools
 import os
-import shutil
 import time
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -44,11 +51,14 @@ from ragtui.core.index_format import (
     encode_vectors,
 )
 
-__all__ = ["IndexLock", "encode_index", "index_dir", "publish", "rag_root", "state_dir", "utc_now"]
+__all__ = [
+    "OS_OPS", "FsOps", "IndexLock", "check_index_id", "encode_index", "index_dir", "publish",
+    "rag_root", "remove_leftovers", "remove_stale_generations", "state_dir", "utc_now",
+]
 
 
 def utc_now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def rag_root(artifacts: str | os.PathLike) -> Path:
@@ -99,6 +109,63 @@ def encode_index(
     }
 
 
+# -- the filesystem seam -----------------------------------------------------------------------
+
+
+class FsOps:
+    """The filesystem calls of the writer, one method per system call.
+
+    Each method does exactly that call through ``os`` (looked up at call
+    time) and raises ``OSError`` as the call does. A subclass may record
+    calls or raise instead of calling; ``publish`` relies on nothing else.
+    """
+
+    def mkdir(self, path: Path) -> None:
+        os.mkdir(path, 0o755)
+
+    def open(self, path: Path, flags: int, mode: int = 0o644) -> int:
+        return os.open(path, flags | os.O_CLOEXEC, mode)
+
+    def write(self, fd: int, data: memoryview) -> int:
+        return os.write(fd, data)
+
+    def fsync(self, fd: int) -> None:
+        os.fsync(fd)
+
+    def close(self, fd: int) -> None:
+        os.close(fd)
+
+    def rename(self, src: Path, dst: Path) -> None:
+        os.rename(src, dst)
+
+    def exchange(self, a: Path, b: Path) -> None:
+        """Swap two names atomically (renameat2 RENAME_EXCHANGE); OSError(ENOSYS/EINVAL) if unsupported."""
+        fn = getattr(_libc(), "renameat2", None)
+        if fn is None:
+            raise OSError(errno.ENOSYS, "renameat2 is not available")
+        at_fdcwd, rename_exchange = -100, 2
+        if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err), str(a), None, str(b))
+
+    def symlink(self, target: str, path: Path) -> None:
+        os.symlink(target, path)
+
+    def unlink(self, path: Path) -> None:
+        os.unlink(path)
+
+    def rmdir(self, path: Path) -> None:
+        os.rmdir(path)
+
+
+OS_OPS = FsOps()
+"""The calls ``publish`` makes unless given ``ops``; tests may replace it to inject faults."""
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
 class IndexLock:
     """One writer per index: an exclusive, non-blocking ``flock`` outside the index directory.
 
@@ -117,7 +184,7 @@ class IndexLock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         except OSError as e:
-            raise StorageError(f"cannot create the lock {self.path}: {e.strerror}") from None
+            raise StorageError(f"cannot open the writer lock {self.path}: {e.strerror}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
@@ -163,86 +230,221 @@ def _flock_holder(fd: int) -> str:
     return ""
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+# -- publishing ----------------------------------------------------------------------------------
+
+
+class _Step:
+    """The step in progress, named in the error message."""
+
+    what = "starting"
+
+    def __call__(self, what: str) -> None:
+        self.what = what
+
+
+def _fsync_dir(ops: FsOps, path: Path) -> None:
+    fd = ops.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        os.fsync(fd)
+        ops.fsync(fd)
     finally:
-        os.close(fd)
+        ops.close(fd)
 
 
-def _write_file(dir_path: Path, name: str, data: bytes) -> None:
-    fd = os.open(dir_path / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+def _write_file(ops: FsOps, path: Path, data: bytes, step: _Step) -> None:
+    step(f"creating {path}")
+    fd = ops.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     try:
+        step(f"writing {path}")
         view = memoryview(data)
         while view:
-            n = os.write(fd, view)
+            n = ops.write(fd, view)
             view = view[n:]
-        os.fsync(fd)
+        step(f"flushing {path} to disk")
+        ops.fsync(fd)
     finally:
-        os.close(fd)
+        ops.close(fd)
 
 
-def publish(artifacts: str | os.PathLike, index_id: str, files: dict[str, bytes]) -> Path:
+def _make_dirs(ops: FsOps, path: Path, step: _Step) -> None:
+    """``mkdir -p``, flushing each parent that gained an entry so the new folders survive a crash."""
+    missing = []
+    p = path
+    while not p.is_dir():
+        missing.append(p)
+        if p.parent == p:
+            break
+        p = p.parent
+    for d in reversed(missing):
+        step(f"creating {d}")
+        try:
+            ops.mkdir(d)
+        except FileExistsError:
+            continue  # another process made it meanwhile
+        step(f"flushing {d.parent} to disk")
+        _fsync_dir(ops, d.parent)
+
+
+def _hint(e: OSError) -> str:
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "free some disk space and run again"
+    if e.errno in (errno.EACCES, errno.EPERM):
+        return "check that you may write there"
+    if e.errno == errno.EROFS:
+        return "the filesystem is mounted read-only"
+    if e.errno == errno.EIO:
+        return "the disk reported an I/O error; check it before writing again"
+    return "run again once the cause is fixed"
+
+
+def publish(artifacts: str | os.PathLike, index_id: str, files: dict[str, bytes], *, ops: FsOps | None = None) -> Path:
     """Publish ``files`` (the four names) as the new generation of ``index_id``.
 
     The caller must hold ``IndexLock`` for ``index_id``. Returns the index
-    directory path. On any failure the previous generation stays current and
-    ``StorageError`` says what failed.
+    directory path. Every file and directory is flushed before the link that
+    publishes it is renamed. On any failure before that rename, ``StorageError``
+    says which step failed, the previous generation stays current and intact,
+    and the new one is deleted: nothing is retried, in particular not an fsync
+    that failed. If only the final flush of ``rag/`` fails, the new generation
+    is already visible; ``StorageError`` says so and the previous generation is
+    kept on disk, so after a crash the index is still one of the two.
     """
     if set(files) != set(FILES):
         raise ValueError("publish needs exactly the four index files")
+    ops = ops or OS_OPS
     root = rag_root(artifacts)
     link = index_dir(artifacts, index_id)
     gens = root / ".gen" / index_id
     name = f"g{time.time_ns():020d}-{os.getpid()}"
-    tmp_gen = gens / (name + ".tmp")
+    tmp_gen, final_gen = gens / (name + ".tmp"), gens / name
+    tmp_link = root / f".{index_id}.link.tmp"
+    made: Path | None = None  # the new generation directory, deleted if the publish fails
+    step = _Step()
     try:
-        gens.mkdir(parents=True, exist_ok=True)
-        tmp_gen.mkdir()
+        _make_dirs(ops, gens, step)
+        step(f"creating {tmp_gen}")
+        ops.mkdir(tmp_gen)
+        made = tmp_gen
         for fname in FILES:
-            _write_file(tmp_gen, fname, files[fname])
-        _fsync_dir(tmp_gen)
-        final_gen = gens / name
-        os.rename(tmp_gen, final_gen)
-        _fsync_dir(gens)
-        tmp_link = root / f".{index_id}.link.tmp"
-        try:
-            os.unlink(tmp_link)
-        except FileNotFoundError:
-            pass
-        os.symlink(os.path.relpath(final_gen, root), tmp_link)
+            _write_file(ops, tmp_gen / fname, files[fname], step)
+        step(f"flushing {tmp_gen} to disk")
+        _fsync_dir(ops, tmp_gen)
+        step(f"renaming {tmp_gen} to {final_gen.name}")
+        ops.rename(tmp_gen, final_gen)
+        made = final_gen
+        step(f"flushing {gens} to disk")
+        _fsync_dir(ops, gens)
+        step(f"creating the link {tmp_link}")
+        _remove_entry(ops, tmp_link)
+        ops.symlink(os.path.relpath(final_gen, root), tmp_link)
+        step(f"renaming the link over {link}")
         if link.is_dir() and not link.is_symlink():
-            # An index directory written in place by another tool: keep it as
-            # an old generation, then point the name at the new one.
-            os.rename(link, gens / f"g{0:020d}-adopted-{time.time_ns()}")
-        os.rename(tmp_link, link)
-        _fsync_dir(root)
+            _replace_plain_dir(ops, tmp_link, link, gens)
+        else:
+            ops.rename(tmp_link, link)
+        made = None  # committed: readers now open the new generation
     except OSError as e:
-        shutil.rmtree(tmp_gen, ignore_errors=True)
-        raise StorageError(f"cannot publish index {index_id!r} under {root}: {e.strerror or e}") from None
-    remove_stale_generations(artifacts, index_id)
+        if made is not None:
+            _remove_entry(ops, made)
+        _remove_entry(ops, tmp_link)
+        raise StorageError(
+            f"cannot publish index {index_id!r}: {step.what} failed: {e.strerror or e}; "
+            f"the previous index is unchanged ({_hint(e)})"
+        ) from None
+    try:
+        _fsync_dir(ops, root)
+    except OSError as e:
+        # The rename is visible but may not be on disk; keep the old generation
+        # so that whichever link survives a crash names a complete one.
+        raise StorageError(
+            f"published index {index_id!r} but flushing {root} to disk failed: {e.strerror or e}; "
+            f"after a crash the index may be the previous one ({_hint(e)})"
+        ) from None
+    remove_stale_generations(artifacts, index_id, ops=ops)
     return link
 
 
-def remove_stale_generations(artifacts: str | os.PathLike, index_id: str) -> None:
+def _replace_plain_dir(ops: FsOps, tmp_link: Path, link: Path, gens: Path) -> None:
+    """Put the link where another tool wrote the index as a plain directory.
+
+    A directory cannot be renamed over, so the two names are swapped in one
+    step when the filesystem can (readers see the old or the new index), and
+    the old directory is kept as an old generation.
+    """
+    adopted = gens / f"g{0:020d}-adopted-{time.time_ns()}"
+    try:
+        ops.exchange(tmp_link, link)
+    except OSError as e:
+        if e.errno not in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP):
+            raise
+        # No atomic swap here: for a moment between the two renames there is no index.
+        ops.rename(link, adopted)
+        try:
+            ops.rename(tmp_link, link)
+        except OSError:
+            try:
+                ops.rename(adopted, link)  # put the old index back rather than leave none
+            except OSError:
+                pass
+            raise
+        return
+    try:
+        ops.rename(tmp_link, adopted)
+    except OSError:
+        pass  # the old directory is now a leftover under the temporary name; removed later
+
+
+def _remove_entry(ops: FsOps, path: Path) -> None:
+    """Remove a file, link or directory tree, best effort (what stays is a leftover for later)."""
+    try:
+        if not os.path.lexists(path):
+            return
+        if path.is_dir() and not path.is_symlink():
+            for entry in os.scandir(path):
+                _remove_entry(ops, Path(entry.path))
+            ops.rmdir(path)
+        else:
+            ops.unlink(path)
+    except OSError:
+        pass
+
+
+def remove_stale_generations(artifacts: str | os.PathLike, index_id: str, *, ops: FsOps | None = None) -> None:
     """Delete generation directories that the link no longer names (writer only, under the lock).
 
+    Also deletes unfinished ``<gen>.tmp`` directories and the temporary link.
     A reader that resolved an old generation keeps its open files; one that
-    had not opened them yet retries on the new generation.
+    had not opened them yet retries on the new generation. Best effort:
+    what cannot be removed now is removed by a later writer.
     """
+    ops = ops or OS_OPS
     root = rag_root(artifacts)
     gens = root / ".gen" / index_id
     current = os.path.realpath(root / index_id)
     try:
         entries = list(os.scandir(gens))
-    except FileNotFoundError:
-        return
+    except OSError:
+        entries = []
     for entry in entries:
         if os.path.realpath(entry.path) != current:
-            shutil.rmtree(entry.path, ignore_errors=True)
-    tmp_link = root / f".{index_id}.link.tmp"
+            _remove_entry(ops, Path(entry.path))
+    _remove_entry(ops, root / f".{index_id}.link.tmp")
+
+
+def remove_leftovers(artifacts: str | os.PathLike, index_id: str, *, ops: FsOps | None = None) -> None:
+    """Remove what killed writers left: unpublished or stale generations, temporary links and state files.
+
+    Call it holding ``IndexLock``. It writes nothing when there is nothing to
+    remove, so a sync that changes nothing still writes nothing.
+    """
+    ops = ops or OS_OPS
+    remove_stale_generations(artifacts, index_id, ops=ops)
     try:
-        os.unlink(tmp_link)
-    except FileNotFoundError:
-        pass
+        entries = list(os.scandir(state_dir(artifacts, index_id)))
+    except OSError:
+        return
+    for entry in entries:
+        if entry.name.endswith(".tmp"):
+            _remove_entry(ops, Path(entry.path))
+
+
+# -- vectors embedded but not yet published ----------------------------------------------------

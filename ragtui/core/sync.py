@@ -22,10 +22,29 @@ import numpy as np
 
 from ragtui.core.analyzer import analyze
 from ragtui.core.chunker import chunk_text
-from ragtui.core.errors import IndexFormatError, IndexMissingError, StorageError, UsageError
+from ragtui.core.errors import IndexFormatError, IndexMissingError, UsageError
 from ragtui.core.index_format import ChunkRecord, IndexData, IndexMeta, fingerprint, generation_of, read_index
-from ragtui.core.publish import IndexLock, check_index_id, encode_index, index_dir, publish, state_dir, utc_now
-from ragtui.core.walk import WalkRules, candidate, decode_document, read_file, walk_folder
+from ragtui.core.journal import EmbedJournal
+from ragtui.core.publish import (
+    IndexLock,
+    check_index_id,
+    encode_index,
+    index_dir,
+    publish,
+    remove_leftovers,
+    state_dir,
+    utc_now,
+)
+from ragtui.core.walk import (
+    Candidate,
+    WalkRules,
+    candidate,
+    decode_document,
+    doc_id_for,
+    filter_paths,
+    read_file,
+    walk_folder,
+)
 
 __all__ = ["SyncReport", "load_state", "sync"]
 
@@ -107,10 +126,18 @@ def load_state(artifacts: Path, index_id: str) -> dict:
 
 def _save_state(artifacts: Path, index_id: str, state: dict) -> None:
     path = _state_file(artifacts, index_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".files.json.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(state, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(state, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        # The state only saves time: without it the next sync re-reads every
+        # file (and still reuses every stored vector). Not worth failing for.
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
 
 
 # -- the sync itself ---------------------------------------------------------------------------
@@ -137,7 +164,9 @@ def sync(
     document is taken as unchanged. Raises ``UsageError`` for a bad folder,
     ``LockedError`` when another writer holds the index, ``EmbeddingError``
     when the embedder fails (nothing is published then) and ``StorageError``
-    when publishing fails (the previous index stays intact).
+    when publishing fails (the previous index stays intact). After either
+    failure the vectors already embedded are kept (``EmbedJournal``), so the
+    next sync does not ask the embedder for them again.
     """
     t_start = time.perf_counter()
     folder = Path(os.path.abspath(folder))
@@ -155,6 +184,8 @@ def sync(
     tick = progress or (lambda stage, done, total: None)
 
     with IndexLock(artifacts, index_id):
+        # A writer killed earlier may have left a half-written generation or state file.
+        remove_leftovers(artifacts, index_id)
         state = load_state(artifacts, index_id)
         settings = {
             "embedding_model": embedder.model,
@@ -195,9 +226,10 @@ def sync(
         # 2. Read what may have changed; a matching content hash proves it did not.
         t0 = time.perf_counter()
         new_texts: dict[str, str] = {}
+        real_folder = os.path.realpath(folder)
         for cand, prev, stamp in to_read:
             try:
-                data = read_file(cand.path, rules.max_bytes)
+                data = read_file(cand.path, rules.max_bytes, inside=real_folder)
             except FileNotFoundError:
                 report.skipped.append((str(cand.path), "vanished"))
                 continue
@@ -262,8 +294,9 @@ def sync(
             report.removed = sorted(old_docs - set(seen), key=lambda d: d.encode("utf-8"))
             report.unchanged = len(seen) - len(new_texts)
 
+        journal = EmbedJournal(artifacts, index_id, embedder.model, embedder.dim)
         records, vectors, doc_terms = _assemble(
-            folder, seen, new_texts, old, embedder, max_tokens, overlap, report, tick
+            folder, seen, new_texts, old, embedder, max_tokens, overlap, report, tick, journal
         )
         counts = _chunk_counts(records)
         for doc_id in seen:
@@ -292,6 +325,7 @@ def sync(
             report.published = True
             report.bytes_written = sum(len(v) for v in files.values())
             tick("write", 1, 1)
+        journal.clear()
         report.seconds["write"] = time.perf_counter() - t0
         _save_state(
             artifacts,
@@ -334,27 +368,22 @@ def _same_content(old: IndexData, files: dict[str, bytes]) -> bool:
 
 def _rescan(folder: Path, rules: WalkRules, paths, old_files: dict, skipped) -> list:
     """Candidates for a partial sync: the old documents plus what ``paths`` names now."""
-    from ragtui.core.walk import doc_id_for, filter_paths
-
     named = filter_paths(paths, folder)
-    prefixes = []
-    for p in named:
-        d = doc_id_for(folder, p)
-        if d is not None:
-            prefixes.append(d)
-    found: dict[str, object] = {}
-    # Old documents not named by any path are carried over untouched.
-    from ragtui.core.walk import Candidate
-
+    prefixes = {d for d in (doc_id_for(folder, p) for p in named) if d is not None}
+    found: dict[str, Candidate] = {}
+    # Old documents not named by any path (nor under a named folder) are
+    # carried over untouched; checking each one's ancestors keeps this linear.
     for doc_id, info in old_files.items():
-        if any(doc_id == pre or doc_id.startswith(pre + "/") for pre in prefixes):
+        parts = doc_id.split("/")
+        if any("/".join(parts[:i]) in prefixes for i in range(1, len(parts) + 1)):
             continue
         size, mtime_ns, ctime_ns, ino = info["stat"]
         found[doc_id] = Candidate(folder.parent / doc_id, doc_id, size, mtime_ns, ctime_ns, ino)
     for p in named:
         if p.is_dir() and not p.is_symlink():
-            for cand in walk_folder_under(folder, p, rules, skipped):
-                found[cand.doc_id] = cand
+            if _inside_walkable(folder, p / "x", rules):
+                for cand in walk_folder(folder, rules, skipped, start=p):
+                    found[cand.doc_id] = cand
         elif _inside_walkable(folder, p, rules) and rules.wants(p.name):
             cand = candidate(folder, p, rules, skipped) if os.path.lexists(p) else None
             if cand is not None:
@@ -362,23 +391,6 @@ def _rescan(folder: Path, rules: WalkRules, paths, old_files: dict, skipped) -> 
             elif skipped and skipped[-1][1] == "vanished":
                 skipped.pop()  # a deletion, not a skip
     return sorted(found.values(), key=lambda c: c.doc_id.encode("utf-8"))
-
-
-def walk_folder_under(folder: Path, sub: Path, rules: WalkRules, skipped) -> list:
-    if not _inside_walkable(folder, sub / "x", rules):
-        return []
-    from ragtui.core.walk import walk_folder as _walk
-
-    found = _walk(sub, rules, skipped)
-    # walk_folder computes doc_ids relative to sub's parent; recompute for folder.
-    from ragtui.core.walk import Candidate, doc_id_for
-
-    out = []
-    for c in found:
-        doc_id = doc_id_for(folder, c.path)
-        if doc_id is not None:
-            out.append(Candidate(c.path, doc_id, c.size, c.mtime_ns, c.ctime_ns, c.ino))
-    return out
 
 
 def _inside_walkable(folder: Path, path: Path, rules: WalkRules) -> bool:
@@ -393,7 +405,7 @@ def _inside_walkable(folder: Path, path: Path, rules: WalkRules) -> bool:
     return all(rules.walks_into(part) for part in parts)
 
 
-def _assemble(folder, seen, new_texts, old, embedder, max_tokens, overlap, report, tick):
+def _assemble(folder, seen, new_texts, old, embedder, max_tokens, overlap, report, tick, journal):
     """Records, vectors and BM25 terms of the new generation, in doc_id order."""
     old_rows: dict[str, range] = {}
     if old is not None:
@@ -454,12 +466,18 @@ def _assemble(folder, seen, new_texts, old, embedder, max_tokens, overlap, repor
             pending.setdefault(rec.fingerprint, []).append(i)
             texts_for[rec.fingerprint] = rec.text
     t0 = time.perf_counter()
+    if pending:
+        # Vectors a failed earlier run already had embedded are not asked for again.
+        for f, vec in journal.load().items():
+            if f in pending:
+                vectors[pending.pop(f)] = vec
     fps = list(pending)
     for lo in range(0, len(fps), EMBED_BATCH):
         batch = fps[lo : lo + EMBED_BATCH]
         emb = np.asarray(embedder.embed([texts_for[f] for f in batch]), dtype=np.float32)
         for f, vec in zip(batch, emb):
             vectors[pending[f]] = vec
+        journal.append(batch, emb)
         tick("embed", min(lo + EMBED_BATCH, len(fps)), len(fps))
     report.chunks_embedded = len(fps)
     report.seconds["embed"] = time.perf_counter() - t0

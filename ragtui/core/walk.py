@@ -8,6 +8,7 @@ every file it passes over with the reason.
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import os
 import stat
@@ -94,15 +95,19 @@ def doc_id_for(folder: Path, path: Path) -> str | None:
     return doc_id
 
 
-def walk_folder(folder: Path, rules: WalkRules, skipped: list[tuple[str, str]]) -> list[Candidate]:
+def walk_folder(
+    folder: Path, rules: WalkRules, skipped: list[tuple[str, str]], start: Path | None = None
+) -> list[Candidate]:
     """Every document candidate under ``folder`` (absolute), sorted by doc_id bytes.
 
-    Files passed over are appended to ``skipped`` as (path, reason).
+    ``start`` (a folder inside ``folder``) limits the walk to that subtree;
+    doc_ids and the "inside the folder" rule for links stay those of
+    ``folder``. Files passed over are appended to ``skipped`` as (path, reason).
     """
     out: list[Candidate] = []
     skip_under = {os.path.realpath(p) for p in rules.skip_under}
     real_folder = os.path.realpath(folder)
-    stack = [str(folder)]
+    stack = [str(start or folder)]
     while stack:
         current = stack.pop()
         if os.path.realpath(current) in skip_under:
@@ -184,10 +189,32 @@ def decode_document(data: bytes) -> tuple[str | None, str | None]:
     return text, None
 
 
-def read_file(path: Path, max_bytes: int) -> bytes:
-    """Read a regular file without blocking on FIFOs (O_NONBLOCK) and without following a swap to a device."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+def read_file(path: Path, max_bytes: int, inside: str | os.PathLike | None = None) -> bytes:
+    """Read a regular file without blocking on FIFOs (O_NONBLOCK) and without following a swap to a device.
+
+    With ``inside`` (a folder's real path), a file that resolves outside it is
+    refused with ``OSError`` even if a link was re-pointed after the walk checked
+    it: the path is resolved and checked, opened without following a final
+    link, and the descriptor's own path is checked again after the open.
+    """
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+    target = path
+    if inside is not None:
+        inside = os.path.realpath(inside)
+        target = os.path.realpath(path)
+        if os.path.commonpath([target, inside]) != inside:
+            raise OSError(errno.EXDEV, "resolves outside the folder (not followed)")
+        flags |= os.O_NOFOLLOW
+    fd = os.open(target, flags)
     try:
+        if inside is not None:
+            try:
+                # A folder on the way may have been swapped for a link after realpath looked.
+                opened = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                opened = target  # no /proc: the checks before the open stand
+            if os.path.commonpath([opened, inside]) != inside:
+                raise OSError(errno.EXDEV, "resolves outside the folder (not followed)")
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise OSError(0, "not a regular file")

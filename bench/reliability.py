@@ -1,0 +1,161 @@
+"""The reliability harness of issue #8 at full size: every class of fault, how many cases, how many passed.
+
+    python bench/reliability.py              # everything (a few minutes), prints the README table
+    python bench/reliability.py --fuzz 1000  # fewer generated corruptions per file
+
+Each row runs one of the runners in tests/reliability/helpers_*.py — the
+same code the tests run at CI size — and counts cases: a kill point, an
+injected error, a generated corruption, a read during publishing, a hostile
+file, a command's output. Failures are listed under the table and make the
+exit code 1. Cases that need root (mount, mknod, setuid) are reported as
+skipped where that is not available. spec/reliability.md says what each row
+checks; the table there was produced by this script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import errno
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.reliability.helpers import Tally  # noqa: E402
+
+
+class _Row:
+    def __init__(self, tally: Tally, seconds: float, notes: str = "") -> None:
+        self.tally, self.seconds, self.notes = tally, seconds, notes
+
+
+def _pytest_tally(name: str, *paths: str) -> Tally:
+    """Run test files with pytest and count their tests (the TUI rows need Textual's Pilot)."""
+    import pytest
+
+    tally = Tally(name)
+
+    class Count:
+        def pytest_runtest_logreport(self, report):
+            if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+                if report.outcome == "skipped":
+                    return
+                tally.case(report.outcome == "passed", report.nodeid)
+
+    # pytest's report goes to stderr: stdout is the table; failures are listed under it by node id.
+    with contextlib.redirect_stdout(sys.stderr):
+        pytest.main(["-q", "-p", "no:cacheprovider", *[str(REPO / p) for p in paths]], plugins=[Count()])
+    return tally
+
+
+def run(args) -> list[_Row]:
+    from tests.helpers.embed_server import EmbedServer
+    from tests.reliability import (
+        helpers_cli_http,
+        helpers_concurrency,
+        helpers_embed,
+        helpers_faults,
+        helpers_fuzz,
+        helpers_hostile,
+        helpers_io_cli,
+        helpers_kill,
+        helpers_terminal,
+    )
+    from tests.reliability.helpers_child import ForkServer
+
+    rows: list[_Row] = []
+
+    def timed(fn, notes=""):
+        t0 = time.perf_counter()
+        result = fn()
+        tally, extra = result if isinstance(result, tuple) else (result, "")
+        rows.append(_Row(tally, time.perf_counter() - t0, notes or extra))
+        print(f"  {tally.name}: {tally.passed}/{tally.tried}", file=sys.stderr, flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="ragtui-reliability-") as tmp, ForkServer() as server:
+        base = Path(tmp)
+
+        def kills():
+            total, counts = Tally("Writer killed (SIGKILL) before each I/O step of a publish"), []
+            for scenario in helpers_kill.SCENARIOS:
+                tally, steps = helpers_kill.run_kill_harness(base / f"kill-{scenario}", server, scenario)
+                total.merge(tally)
+                counts.append(f"{scenario} {len(steps)}")
+            return total, "steps per publish: " + ", ".join(counts) + " (+1 each: killed after the last)"
+
+        timed(kills)
+        timed(lambda: helpers_faults.run_durability(base / "durability"), "3 kinds of publish x 4 write sizes")
+        errnos = (errno.ENOSPC, errno.EIO, errno.EACCES, errno.EROFS, errno.EDQUOT)
+        timed(lambda: helpers_faults.run_io_matrix(base / "io", errnos=errnos),
+              "10 kinds of call x 5 errnos x (each occurrence, every time)")
+        timed(lambda: helpers_io_cli.run_cli_faults(base / "io-cli", server), "write/fsync/rename x 3 errnos x once/always")
+        real = {}
+
+        def real_fs():
+            tally, skipped = helpers_io_cli.run_real_fs_faults(server)
+            real["skipped"] = skipped
+            return tally, ("skipped: " + "; ".join(skipped)) if skipped else "full tmpfs, ro remount, EACCES as nobody"
+
+        timed(real_fs)
+        fuzz = helpers_fuzz.run_fuzz(base / "fuzz", args.fuzz)
+        for tally in fuzz.values():
+            rows.append(_Row(tally, 0.0, "judged against the reference validator"))
+            print(f"  {tally.name}: {tally.passed}/{tally.tried}", file=sys.stderr, flush=True)
+        timed(lambda: helpers_fuzz.run_cli_corrupt(base / "fuzz-cli", server, per_file=25, installed=3),
+              "info + search per case, forked and installed command")
+        timed(lambda: _pytest_tally("TUI on corrupt indexes (error state, then recovery)",
+                                    "tests/reliability/test_tui_corrupt.py"))
+
+        def reader():
+            tally, s = helpers_concurrency.run_reader_vs_writer(base / "reader", args.generations)
+            return tally, (f"{s['reads']} reads saw {s['generations']} distinct generations "
+                           f"of {s['publishes']} published in {s['publish_seconds']} s")
+
+        timed(reader)
+        timed(lambda: helpers_concurrency.run_races(base / "races", 10), "10 rounds x 2 racers x 50 publishes")
+        timed(lambda: helpers_concurrency.run_lock_cases(base / "locks", 10))
+        with EmbedServer() as embed_server:
+            def backend():
+                tally = helpers_embed.run_backend_faults(base / "backend")
+                return tally.merge(helpers_cli_http.run_backend_cli(base / "backend-cli", embed_server))
+
+            timed(backend, "10 fault kinds + a killed server process (library) and 4 through the CLI")
+            timed(lambda: helpers_hostile.run_hostile(base / "hostile"), "one case per file, plus 3 for the run")
+            timed(lambda: helpers_hostile.run_same_name(base / "same-name", 5000))
+            timed(lambda: helpers_terminal.run_terminal(base / "terminal"))
+            timed(lambda: _pytest_tally("Terminal escapes in documents: TUI", "tests/reliability/test_tui_terminal.py"),
+                  "15 hostile documents in results and detail, one session")
+            timed(lambda: helpers_cli_http.run_secrets(base / "secrets", embed_server))
+    return rows
+
+
+def table(rows: list[_Row]) -> str:
+    lines = ["| Class of fault | Cases tried | Passed | Notes |", "|---|---:|---:|---|"]
+    for row in rows:
+        t = row.tally
+        lines.append(f"| {t.name} | {t.tried:,} | {t.passed:,} | {row.notes} |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fuzz", type=int, default=5000, help="generated corruptions per index file (default 5000)")
+    parser.add_argument("--generations", type=int, default=500, help="publishes under the searching reader")
+    args = parser.parse_args()
+    t0 = time.perf_counter()
+    rows = run(args)
+    print(table(rows))
+    print(f"\n{sum(r.tally.tried for r in rows):,} cases, {sum(r.tally.passed for r in rows):,} passed, "
+          f"in {time.perf_counter() - t0:.0f} s")
+    failures = [f"{r.tally.name}: {f}" for r in rows for f in r.tally.failures]
+    for f in failures[:100]:
+        print("FAILED", f)
+    return 1 if failures or any(r.tally.passed != r.tally.tried for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

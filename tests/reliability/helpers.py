@@ -1,0 +1,147 @@
+"""Shared pieces of the reliability harness: folders, index snapshots, leftovers, tallies, the CLI.
+
+Every runner (``helpers_*.run_*``) returns a ``Tally``: how many cases of
+one class of fault it tried, how many passed, and what failed. The tests
+run them at a size CI can afford and assert no failure; bench/reliability.py
+runs them at full size and prints the README table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ragtui.core.index_format import FILES, read_index
+from ragtui.core.sync import sync
+from tests.unit.fakes import HashEmbedder
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+MAX_TOKENS, OVERLAP = 16, 4
+"""Small chunks, so a few short documents make a realistic number of chunks."""
+
+
+@dataclass
+class Tally:
+    """One row of the README table."""
+
+    name: str
+    tried: int = 0
+    passed: int = 0
+    failures: list[str] = field(default_factory=list)
+
+    def case(self, ok: bool, what: str = "") -> bool:
+        self.tried += 1
+        if ok:
+            self.passed += 1
+        elif len(self.failures) < 50:
+            self.failures.append(what)
+        return ok
+
+    def check(self, label: str, fn) -> bool:
+        """Run ``fn`` (which raises AssertionError or anything else on failure) as one case."""
+        try:
+            fn()
+        except Exception as e:  # noqa: BLE001 - any failure is a failed case, reported with its cause
+            return self.case(False, f"{label}: {type(e).__name__}: {e}")
+        return self.case(True)
+
+    def merge(self, other: Tally) -> Tally:
+        self.tried += other.tried
+        self.passed += other.passed
+        self.failures += other.failures
+        return self
+
+
+def write(path: Path, text: str | bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma "
+         "tau upsilon phi chi psi omega cats dogs birds rivers hills stones").split()
+
+
+def doc_text(seed: int, n_words: int = 60) -> str:
+    """Deterministic prose: ``n_words`` words chosen by ``seed``, in lines of ten."""
+    words = [WORDS[(seed * 7 + i * (seed % 5 + 3)) % len(WORDS)] for i in range(n_words)]
+    return "\n".join(" ".join(words[i : i + 10]) for i in range(0, n_words, 10)) + "\n"
+
+
+def make_folder(folder: Path, version: int = 1, n_docs: int = 8) -> Path:
+    """A folder of documents; ``version`` 2 changes two, adds one and deletes one of version 1."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(n_docs):
+        write(folder / ("sub" if i % 3 == 0 else "") / f"doc{i}.md", doc_text(i))
+    if version >= 2:
+        write(folder / "doc1.md", doc_text(101))
+        write(folder / "doc2.md", doc_text(102, 90))
+        write(folder / "new.md", doc_text(103, 40))
+        (folder / "doc4.md").unlink()
+    return folder
+
+
+def run_sync(folder: Path, artifacts: Path, embedder=None, **kw):
+    return sync(folder, artifacts=artifacts, embedder=embedder or HashEmbedder(),
+                max_tokens=MAX_TOKENS, overlap=OVERLAP, **kw)
+
+
+def snapshot(link: Path) -> dict[str, bytes]:
+    """The validated index at ``link`` as comparable bytes (meta.json without ``created_at``).
+
+    ``read_index`` validates it first (raising if it is broken); the bytes
+    come from the one generation the link named then.
+    """
+    data = read_index(link)
+    real = Path(data.generation.rsplit(":", 2)[0])
+    out = {name: (real / name).read_bytes() for name in FILES}
+    meta = json.loads(out["meta.json"])
+    meta.pop("created_at")
+    out["meta.json"] = json.dumps(meta, sort_keys=True).encode()
+    return out
+
+
+def leftovers(artifacts: Path, index_id: str = "docs") -> list[str]:
+    """Everything under ``rag/`` a finished writer should not leave: temporary names, stale generations, journals."""
+    root = artifacts / "rag"
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            if ".tmp" in name or name == "embedded.bin":
+                out.append(os.path.relpath(os.path.join(dirpath, name), root))
+    gens = root / ".gen" / index_id
+    current = os.path.realpath(root / index_id)
+    if gens.is_dir():
+        out += [f".gen/{index_id}/{g} (stale)" for g in os.listdir(gens) if os.path.realpath(gens / g) != current]
+    return sorted(out)
+
+
+def ragtui_exe() -> list[str]:
+    """The installed ``ragtui`` command (beside this Python), else ``python -m ragtui``."""
+    exe = Path(sys.executable).parent / "ragtui"
+    if exe.exists():
+        return [str(exe)]
+    found = shutil.which("ragtui")
+    return [found] if found else [sys.executable, "-m", "ragtui"]
+
+
+def ragtui(*args: str, env: dict | None = None, cwd: Path | None = None, timeout: float = 300):
+    """Run the installed command; a CompletedProcess with text output."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("RAGTUI_")}
+    full_env.update(env or {})
+    return subprocess.run([*ragtui_exe(), *args], capture_output=True, text=True, env=full_env, cwd=cwd,
+                          timeout=timeout)
+
+
+def one_clear_line(stderr: str) -> bool:
+    """Exactly one line, ``ragtui: error: ...``, with no traceback."""
+    lines = stderr.strip("\n").split("\n")
+    return len(lines) == 1 and lines[0].startswith("ragtui: error: ") and "Traceback" not in stderr

@@ -1,0 +1,94 @@
+"""Corrupt indexes in the TUI: the app shows its error state (and recovers), it never crashes.
+
+Cases come from the fuzzer (helpers_fuzz.invalid_cases): for each of the
+four files, corruptions that the lazy open the TUI uses already rejects
+(a damaged line of docs.jsonl is otherwise found when that line is shown).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from ragtui.core.errors import IndexFormatError
+from ragtui.core.index_format import FILES, read_index
+from tests.reliability.helpers_fuzz import invalid_cases
+from tests.reliability.helpers_mutations import INDEX_ID, base_files
+from tests.unit.fakes import HashEmbedder
+
+app_module = pytest.importorskip("ragtui.tui.app", reason="the TUI (ragtui/tui/app.py) is not there yet")
+
+PER_FILE = 3
+WAIT = 30.0
+
+
+def _cases():
+    """PER_FILE corruptions of each file that ``read_index(full=False)`` rejects at open."""
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        index = Path(tmp) / INDEX_ID
+        for name, kind, data in invalid_cases(60, seed=1):
+            if sum(1 for n, _, _ in out if n == name) < PER_FILE:
+                _write(index, name, data)
+                if _rejected_at_open(index):
+                    out.append((name, kind, data))
+    return out
+
+
+def _write(index, name, data):
+    index.mkdir(parents=True, exist_ok=True)
+    for fname, content in {**base_files(), name: data}.items():
+        (index / fname).unlink(missing_ok=True)
+        (index / fname).write_bytes(content)
+
+
+def _rejected_at_open(index) -> bool:
+    try:
+        read_index(index, full=False)
+    except IndexFormatError:
+        return True
+    return False
+
+
+CASES = _cases()
+
+
+async def _wait(pilot, predicate, what: str) -> None:
+    deadline = time.monotonic() + WAIT
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await pilot.pause(0.01)
+
+
+@pytest.mark.parametrize("name,kind,data", CASES, ids=[f"{n}-{k}-{i}" for i, (n, k, _) in enumerate(CASES)])
+def test_the_app_shows_its_error_state(tmp_path, monkeypatch, name, kind, data):
+    from ragtui.config import Settings
+    from ragtui.tui.history import QueryHistory
+
+    monkeypatch.setattr(app_module.RagtuiApp, "CURSOR_BLINK", False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    art = tmp_path / "art"
+    index = art / "rag" / INDEX_ID
+    _write(index, name, data)
+    app = app_module.create_app(Settings(artifacts=art, index=INDEX_ID), embedder_factory=lambda s: HashEmbedder(4),
+                                debounce=0.0, poll_seconds=0.05, history=QueryHistory(None))
+
+    async def scenario():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await _wait(pilot, lambda: app.index_state == "invalid", "the invalid state")
+            notice = app.main.notice
+            assert app.main.showing_notice == "invalid" and "failed validation" in notice.title
+            assert any(f in notice.body for f in FILES), notice.body
+            # Fixed on disk (as a writer would: a new generation under the same name): the app recovers.
+            for fname, content in base_files().items():
+                (index / fname).unlink()
+                (index / fname).write_bytes(content)
+            await _wait(pilot, lambda: app.index_state == "ready", "the repaired index to open")
+
+    asyncio.run(scenario())
+    assert app.return_code in (None, 0)
