@@ -16,6 +16,8 @@ test: ## run the test suite (the README's test command)
 bench: ## run the benchmarks against their named peers (needs: pip install -e '.[bench]')
 	$(PYTHON) bench/bench_bm25.py
 	$(PYTHON) bench/bench_vectors.py
+	$(PYTHON) bench/bench_ingest.py
+	$(PYTHON) bench/reliability.py
 
 figures: ## run the retrieval-quality evaluations and draw assets/eval-*.png (needs ../shared/data and '.[eval]')
 	$(PYTHON) bench/plots.py --run

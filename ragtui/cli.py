@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ragtui.config import Settings, load_settings
 from ragtui.core.errors import RagtuiError, UsageError
+from ragtui.core.textsafe import json_text
 from ragtui.progress import ProgressDisplay
 
 __all__ = ["main"]
@@ -177,8 +178,7 @@ def cmd_search(args) -> int:
             {"rank": h.rank, "score": h.score, "chunk_id": h.chunk_id, "doc_id": h.doc_id, "row": h.row, "text": h.text}
             for h in hits
         ]
-        json.dump(out, sys.stdout, ensure_ascii=False, indent=1)
-        sys.stdout.write("\n")
+        sys.stdout.write(json_text(out, indent=1) + "\n")
     else:
         width = max(40, _term_width() - 40)
         for h in hits:
@@ -220,7 +220,7 @@ def cmd_ingest(args) -> int:
             progress=progress.update,
         )
     if args.json:
-        print(json.dumps(report.to_json(), ensure_ascii=False, indent=1))
+        print(json_text(report.to_json(), indent=1))
     else:
         from ragtui.core.textsafe import neutralize
 
@@ -249,7 +249,7 @@ def cmd_info(args) -> int:
     info = {"path": str(data.path), **data.meta.to_json(), "n_documents": len({r.doc_id for r in data.records})}
     info["n_terms"] = data.bm25.n_terms
     if args.json:
-        print(json.dumps(info, ensure_ascii=False, indent=1))
+        print(json_text(info, indent=1))
     else:
         for key, value in info.items():
             print(f"{key:>16}: {value}")

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from ragtui.core.errors import UsageError
+from ragtui.core.textsafe import json_text
 from ragtui.progress import ProgressDisplay
 
 MODES = ("flat", "ivf", "bm25", "hybrid")
@@ -126,7 +127,7 @@ def _evaluate(args, modes: list[str], sweep_values: list[int] | None) -> int:
 
 
 def _write_json(report: dict, out: str) -> None:
-    text = json.dumps(report, ensure_ascii=False, indent=1) + "\n"
+    text = json_text(report, indent=1) + "\n"
     if out == "-":
         sys.stdout.write(text)
         return

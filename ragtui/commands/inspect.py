@@ -10,9 +10,7 @@ The embedder is never loaded: inspecting needs no embeddings.
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import shlex
 import subprocess
 import sys
@@ -21,7 +19,7 @@ from pathlib import Path
 from ragtui.cli import list_indexes, resolve_index, settings_from
 from ragtui.core.citations import FRESH, Citation, Resolver, parse_refs, split_ref
 from ragtui.core.errors import NotFoundError, RagtuiError, UsageError
-from ragtui.core.textsafe import neutralize
+from ragtui.core.textsafe import json_text, neutralize
 
 __all__ = ["editor_argv", "register", "run"]
 
@@ -251,9 +249,6 @@ def _open(outcomes) -> int:
 
 # -- output ----------------------------------------------------------------------------------
 
-# JSON leaves DEL, C1 controls and bidi overrides raw; escaping them keeps the
-# same decoded value but stops them reaching a terminal.
-_JSON_UNSAFE = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
 
 
 class _Output:
@@ -265,8 +260,7 @@ class _Output:
         self._console = None
 
     def json_line(self, obj: dict) -> None:
-        text = json.dumps(obj, ensure_ascii=False)
-        self.stream.write(_JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n")
+        self.stream.write(json_text(obj) + "\n")
 
     def plain(self, line: str) -> None:
         self.stream.write(line + "\n")

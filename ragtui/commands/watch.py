@@ -14,7 +14,6 @@ half-published: publishing is atomic).
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -23,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ragtui.core.errors import UsageError
+from ragtui.core.textsafe import json_text
 
 DEFAULT_RECONCILE_EVERY = 600.0
 
@@ -64,7 +64,7 @@ class _Log:
 
     def _write(self, event: str, text: str, data: dict) -> None:
         ts = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-        line = json.dumps({"ts": ts, "event": event, **data}, ensure_ascii=False) if self.as_json else f"{ts} {text}"
+        line = json_text({"ts": ts, "event": event, **data}) if self.as_json else f"{ts} {text}"
         with self._lock:
             self.stream.write(line + "\n")
             self.stream.flush()

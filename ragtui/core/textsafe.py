@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["neutralize", "one_line"]
+__all__ = ["json_text", "neutralize", "one_line"]
 
 # C0 controls but tab and newline, DEL, C1 controls, and the bidi
 # embedding/override/isolate characters.
@@ -39,3 +39,20 @@ def one_line(text: str, width: int) -> str:
     """A neutralised single-line snippet of at most ``width`` characters."""
     flat = " ".join(neutralize(text).split())
     return flat if len(flat) <= width else flat[: max(0, width - 1)] + "…"
+
+
+# What JSON leaves raw with ensure_ascii=False but a terminal would obey: DEL,
+# the C1 controls (\x9b alone is a CSI) and the bidi controls. JSON itself
+# escapes C0 controls.
+_JSON_UNSAFE = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+
+
+def json_text(obj, **kwargs) -> str:
+    """``json.dumps(obj, ensure_ascii=False, **kwargs)`` with terminal-unsafe characters as ``\\u`` escapes.
+
+    The output decodes to the same value; it only cannot drive a terminal.
+    """
+    import json
+
+    text = json.dumps(obj, ensure_ascii=False, **kwargs)
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)

@@ -22,6 +22,7 @@ HEADLESS = [
     "ragtui.core.fusion",
     "ragtui.core.index_format",
     "ragtui.core.ivf",
+    "ragtui.core.journal",
     "ragtui.core.metrics",
     "ragtui.core.publish",
     "ragtui.core.retriever",
