@@ -53,12 +53,14 @@ class Settings:
 
 
 def _config_path() -> Path | None:
-    local = Path("ragtui.toml")
-    if local.is_file():
-        return local
     base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
-    user = base / "ragtui" / "ragtui.toml"
-    return user if user.is_file() else None
+    for path in (Path("ragtui.toml"), base / "ragtui" / "ragtui.toml"):
+        try:
+            if path.is_file():
+                return path
+        except OSError as e:  # an unreadable config folder is the user's to fix, not a crash
+            raise UsageError(f"cannot read {path}: {e.strerror}") from None
+    return None
 
 
 def _positive(value, name: str, allow_zero: bool = False) -> int:
