@@ -18,6 +18,7 @@ bench: ## run the benchmarks against their named peers (needs: pip install -e '.
 	$(PYTHON) bench/bench_vectors.py
 	$(PYTHON) bench/bench_ingest.py
 	$(PYTHON) bench/reliability.py
+	$(PYTHON) bench/bench_tui.py
 
 figures: ## run the retrieval-quality evaluations and draw assets/eval-*.png (needs ../shared/data and '.[eval]')
 	$(PYTHON) bench/plots.py --run

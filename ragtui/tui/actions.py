@@ -1,0 +1,200 @@
+"""What the keys, the mouse and the command palette do: the app's actions.
+
+``Actions`` is a mixin for ``RagtuiApp``; it changes the session's mode, k
+and nprobe, follows a result to its source or to ``$EDITOR``, and opens the
+other views. Everything slow it starts is a worker (``workers.Workers``).
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+from textual.app import SuspendNotSupported, SystemCommand
+
+from ragtui.tui import backend, fmt
+from ragtui.tui.screens.compare import CompareScreen
+from ragtui.tui.screens.help import HelpScreen
+from ragtui.tui.screens.indexes import IndexScreen
+from ragtui.tui.widgets.mode_bar import MODE_LABELS
+
+__all__ = ["K_STEPS", "Actions"]
+
+K_STEPS = (1, 3, 5, 10, 20, 50, 100)
+"""The values of k that + and - step through."""
+
+
+class Actions:
+    """Key, mouse and palette actions of ``RagtuiApp`` (see spec/tui.md for the keys)."""
+
+    def action_pick_index(self) -> None:
+        """Open the index picker (its choice is opened in a worker; esc keeps the open index)."""
+        if not isinstance(self.screen, IndexScreen):
+            self.push_screen(IndexScreen(self.index_id), self._index_picked)
+
+    def _index_picked(self, index_id: str | None) -> None:
+        if index_id is None or (self.retriever is not None and index_id == self.index_id):
+            return
+        self.index_id = index_id
+        self.open_index_worker(index_id)
+
+    def start_list_indexes(self, screen) -> None:
+        """List the indexes for ``screen`` (it receives ``IndexListed``)."""
+        self.list_worker(screen)
+
+    def start_index_stats(self, screen, index_id: str) -> None:
+        """Read ``index_id``'s stats for ``screen`` (it receives ``StatsReady``)."""
+        self.stats_worker(screen, index_id, self.retriever, self.ivf_state_text())
+
+    def ivf_state_text(self) -> str:
+        """The IVF lists' state in words, for the stats view."""
+        if self.vectors == "off":
+            return f"off: {self.vectors_reason}"
+        if self.ivf_state == "built" and self.ivf_info is not None:
+            i = self.ivf_info
+            how = "from the cache" if i.from_cache else f"in {fmt.seconds(i.build_seconds)}"
+            return f"built {how} (nlist {i.nlist}, default nprobe {i.nprobe})"
+        if self.ivf_state == "building":
+            return "building in the background…"
+        return self.ivf_state
+
+    def action_set_mode(self, mode: str) -> None:
+        """Search with ``mode`` from now on; a vector mode that is off is refused with the reason."""
+        if mode != "bm25" and self.vectors == "off":
+            self.notify(f"{MODE_LABELS[mode]} is off: {self.vectors_reason}", title="vector search off",
+                        severity="warning", timeout=6)
+            return
+        if mode != self.mode:
+            self.mode = mode
+            self.search_now()
+            self._refresh()
+
+    def action_change_k(self, delta: int) -> None:
+        """Move k ``delta`` steps through ``K_STEPS`` and search again."""
+        i = max(j for j, step in enumerate(K_STEPS) if step <= self.k)
+        self.k = K_STEPS[min(len(K_STEPS) - 1, max(0, i + delta))]
+        self.search_now()
+        self._refresh()
+
+    def action_change_nprobe(self, delta: int, factor: float = 1.0) -> None:
+        """Add ``delta`` to nprobe, or multiply it by ``factor``; kept within 1..nlist."""
+        if self.retriever is None:
+            return
+        nlist, default = backend.resolved_ivf(self.retriever)
+        current = self.nprobe or default
+        wanted = round(current * factor) if factor != 1.0 else current + delta
+        self.nprobe = min(max(1, wanted), max(1, nlist))
+        if self.mode == "ivf":
+            self.search_now()
+        self._refresh()
+
+    def nprobe_shown(self) -> str:
+        """"nprobe/nlist" as the bars show it ("–" without an index)."""
+        if self.retriever is None:
+            return "–"
+        nlist, default = backend.resolved_ivf(self.retriever)
+        return f"{self.nprobe or default}/{nlist}"
+
+    def _selected_chunk(self, chunk_id: str | None) -> str | None:
+        if chunk_id:
+            return chunk_id
+        hit = self.main.results.selected_hit
+        if hit is None or self.retriever is None:
+            self.notify("select a result first", severity="warning", timeout=3)
+            return None
+        return hit.chunk_id
+
+    def action_jump(self, chunk_id: str | None = None) -> None:
+        """Open the source view at ``chunk_id`` (default: the selected result) once it is resolved."""
+        chunk_id = self._selected_chunk(chunk_id)
+        if chunk_id is not None:
+            self.history.add(self.query_text)
+            self.jump_worker(self.retriever, chunk_id, "jump")
+
+    def action_edit(self, chunk_id: str | None = None) -> None:
+        """Open ``chunk_id``'s source (default: the selected result) in the editor at its line."""
+        chunk_id = self._selected_chunk(chunk_id)
+        if chunk_id is not None:
+            self.jump_worker(self.retriever, chunk_id, "edit")
+
+    def open_in_editor(self, citation) -> None:
+        """Suspend the app, run $VISUAL / $EDITOR on the citation's file at its first line, come back."""
+        if citation.path is None or citation.status == "missing":
+            self.notify(f"cannot open {citation.doc_id}: the source file is missing", severity="error")
+            return
+        argv = backend.editor_command(citation.path, citation.start_line)
+        self.editor_runs.append(argv)
+        try:
+            with self.suspend():
+                error = _call(argv, quiet=False)
+        except SuspendNotSupported:
+            error = _call(argv, quiet=True)  # no terminal to hand over (headless): just run it
+        if error is not None:
+            self.notify(f"cannot run {argv[0]!r}: {error}. Set $EDITOR (or $VISUAL) to your editor.",
+                        severity="error", timeout=8)
+        hit = self.main.results.selected_hit
+        if hit is not None and self.retriever is not None:
+            self.forget_citation()
+            self.hit_highlighted(hit)  # the file may have changed: resolve its freshness again
+
+    def action_copy_chunk_id(self) -> None:
+        """Copy the selected result's chunk_id."""
+        chunk_id = self._selected_chunk(None)
+        if chunk_id is not None:
+            self.copy_chunk(chunk_id)
+
+    def copy_chunk(self, chunk_id: str) -> None:
+        """Put ``chunk_id`` on the clipboard (``App.clipboard`` and OSC 52) and say so."""
+        self.copy_to_clipboard(chunk_id)
+        self.notify(f"copied {chunk_id}", timeout=2)
+
+    def action_compare(self) -> None:
+        """Open the compare view for the current query."""
+        query = self.query_text.strip()
+        if self.retriever is None or self.index_state != "ready":
+            self.notify("no index to search yet", severity="warning", timeout=3)
+        elif not query:
+            self.notify("type a query first: compare runs it under flat, IVF and BM25", severity="warning")
+        else:
+            self.history.add(query)
+            self.push_screen(CompareScreen(query))
+
+    def start_compare(self, screen: CompareScreen, query: str) -> None:
+        """Run the comparison for ``screen`` with the current k and nprobe (it receives ``CompareDone``)."""
+        off = None if self.vectors == "ready" else self.vectors_reason
+        self.compare_worker(screen, self.retriever, query, self.k, self.nprobe, off)
+
+    def action_reload(self) -> None:
+        """Check for a new generation now."""
+        self.poll_index()
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_toggle_theme(self) -> None:
+        self.theme = "textual-light" if self.current_theme.dark else "textual-dark"
+
+    def get_system_commands(self, screen):
+        yield from super().get_system_commands(screen)
+        for mode, label in MODE_LABELS.items():
+            yield SystemCommand(f"Mode: {label}", f"search with {label}", lambda m=mode: self.action_set_mode(m))
+        yield SystemCommand("Compare modes", "flat, IVF and BM25 side by side for this query", self.action_compare)
+        yield SystemCommand("Pick index", "choose the index and see its stats", self.action_pick_index)
+        yield SystemCommand("Jump to citation", "open the selected chunk's source", self.action_jump)
+        yield SystemCommand("Open in $EDITOR", "the selected chunk's source at its line", self.action_edit)
+        yield SystemCommand("Copy chunk_id", "copy the selected chunk_id", self.action_copy_chunk_id)
+        yield SystemCommand("Reload index", "re-read the index if it changed on disk", self.action_reload)
+        yield SystemCommand("Toggle light/dark", "switch between the light and dark themes", self.action_toggle_theme)
+        yield SystemCommand("Help", "keys and views", self.action_help)
+
+
+def _call(argv: list[str], *, quiet: bool) -> str | None:
+    """Run ``argv`` to completion; the error as text when it could not be started."""
+    try:
+        if quiet:
+            subprocess.call(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        else:
+            subprocess.call(argv)
+    except OSError as e:
+        return e.strerror or str(e)
+    return None

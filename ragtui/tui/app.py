@@ -1,0 +1,408 @@
+"""The ragtui terminal app, and ``create_app``, the one factory the CLI and the tests use.
+
+The app owns the search session (index, embedder, mode, k, nprobe, query,
+results) and every worker (``workers.Workers``); its screens only show what
+it tells them. Public attributes below are what tests and the benchmark read.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import ClassVar, NamedTuple
+
+from textual.app import App
+from textual.binding import Binding
+
+from ragtui.config import Settings
+from ragtui.core.errors import ModelMismatchError, RagtuiError
+from ragtui.tui import backend, fmt, states
+from ragtui.tui.actions import Actions
+from ragtui.tui.commands import HistoryCommands
+from ragtui.tui.highlight import query_terms
+from ragtui.tui.history import QueryHistory, default_history_path
+from ragtui.tui.live import LiveAgent, LiveFollower
+from ragtui.tui.messages import (
+    CitationReady,
+    EmbedderReady,
+    IndexChanged,
+    IndexOpened,
+    IndexPublished,
+    IndexReloaded,
+    IvfBuilt,
+    SearchDone,
+    WatchActivity,
+    while_running,
+)
+from ragtui.tui.screens.search import SearchScreen
+from ragtui.tui.screens.source import SourceScreen
+from ragtui.tui.widgets.mode_bar import MODE_LABELS
+from ragtui.tui.workers import Workers
+
+__all__ = ["Latency", "RagtuiApp", "create_app"]
+
+
+class Latency(NamedTuple):
+    """One typed search, timed: ``time.perf_counter()`` stamps and the core's own seconds."""
+
+    mode: str
+    core: float
+    """Seconds ``Retriever.search`` took (in the worker)."""
+    typed: float
+    """The keystroke (its ``Input.Changed``)."""
+    shown: float
+    """The results put into the widgets."""
+    painted: float
+    """The screen refreshed with them and everything else pending (citation included)."""
+
+
+class RagtuiApp(Actions, Workers, App[int]):
+    """Search one index, look into each result, follow it to its source.
+
+    State a caller may read: ``retriever`` (None until opened); ``index_state``
+    ("opening", "ready", "empty", "missing", "invalid", "choose");
+    ``vectors`` ("loading", "ready", "off") and ``vectors_reason``;
+    ``ivf_state`` ("not built", "building", "built", "failed: ..."); ``mode``,
+    ``k``, ``nprobe`` (None: the index's default); ``query_text``; ``results``
+    (the ``SearchOutcome`` on screen); ``stale_dropped`` (results discarded
+    because a newer search was asked for); ``reloads``; ``rendered_seq`` (the
+    request whose results are painted); ``latencies`` (a ``Latency`` per typed
+    search); ``timings`` (seconds from construction: "usable", a searchable
+    screen; "vectors", vector modes ready); ``editor_runs`` (argv lists run).
+    """
+
+    CSS_PATH = "app.tcss"
+    TITLE = "ragtui"
+    COMMANDS = App.COMMANDS | {HistoryCommands}
+    CURSOR_BLINK: ClassVar[bool] = True
+    """Tests turn this off so screenshots do not depend on when they are taken."""
+
+    BINDINGS = [
+        Binding("f1", "set_mode('flat')", "flat", show=False),
+        Binding("f2", "set_mode('ivf')", "IVF", show=False),
+        Binding("f3", "set_mode('bm25')", "BM25", show=False),
+        Binding("f4", "set_mode('hybrid')", "hybrid", show=False),
+    ]
+
+    def __init__(
+        self, settings: Settings, *, watch: Path | None = None, embedder_factory=None, debounce: float = 0.12,
+        poll_seconds: float = 1.0, history: QueryHistory | None = None, debug: bool = False,
+    ) -> None:
+        self._t0 = time.perf_counter()
+        self.settings = settings
+        self.watch_folder = Path(watch).resolve() if watch else None
+        self.index_id: str | None = settings.index or (LiveAgent.index_id_for(watch, settings) if watch else None)
+        self.index_path: Path | None = None
+        self.embedder_factory = embedder_factory
+        self.debounce, self.poll_seconds, self.debug_errors = debounce, poll_seconds, debug
+        self.history = history if history is not None else QueryHistory(default_history_path())
+        self.retriever = None
+        self.index_state, self.index_problem = "opening", ""
+        self.embedder = None
+        self.vectors, self.vectors_reason = "loading", states.vectors_loading_reason
+        self.ivf_state, self.ivf_info = "not built", None
+        self.mode, self.k, self.nprobe = "bm25", 10, None
+        self.query_text, self.terms, self.results = "", frozenset(), None
+        self.query_time = ""
+        self.stale_dropped = self.reloads = 0
+        self.rendered_seq = 0
+        self.latencies: list[Latency] = []
+        self.timings: dict[str, float] = {}
+        self.editor_runs: list[list[str]] = []
+        self.live_text, self.live_error = ("live: reloads when the index changes", False)
+        self.agent: LiveAgent | None = None
+        self.follower: LiveFollower | None = None
+        self._seq = 0
+        self._typed_at: float | None = None
+        self._debounce_timer = None
+        self._bad_generation: str | None = None
+        self._citing: str | None = None  # the chunk a detail citation worker is resolving
+        self._main = SearchScreen()
+        super().__init__()
+
+    @property
+    def requested_seq(self) -> int:
+        """The number of the newest search asked for (``rendered_seq`` catches up with it)."""
+        return self._seq
+
+    def get_default_screen(self) -> SearchScreen:
+        return self._main
+
+    @property
+    def main(self) -> SearchScreen:
+        """The search screen (always at the bottom of the screen stack)."""
+        return self._main
+
+    def main_mounted(self) -> None:
+        """Start everything once the search screen exists (called by its ``on_mount``)."""
+        self.main.query_box.cursor_blink = self.CURSOR_BLINK
+        self.main.query_box.focus()
+        self.main.detail.clear("type a query: results appear as you type")
+        self._refresh()
+        self.history_worker()
+        self.open_index_worker(self.index_id)
+        self.load_embedder_worker()
+        self.set_interval(self.poll_seconds, self.poll_index, name="poll-index")
+
+    def on_unmount(self) -> None:
+        if self.follower is not None:
+            self.follower.stop()
+        if self.agent is not None:
+            self.agent.stop()
+
+    # -- the index --------------------------------------------------------------------------
+
+    @while_running
+    def on_index_opened(self, message: IndexOpened) -> None:
+        self.retriever, self.index_path = message.retriever, message.path
+        self.index_id = self.retriever.meta.index_id
+        self.ivf_state, self.ivf_info, self._bad_generation = "not built", None, None
+        if self.follower is not None:
+            self.follower.stop()
+        self.follower = LiveFollower(self.post_message, self.settings.artifacts, self.index_id).start()
+        self.main.detail.clear("type a query: results appear as you type")
+        self._index_state_from_meta()
+        self.call_after_refresh(lambda: self.timings.setdefault("usable", time.perf_counter() - self._t0))
+        self._attach_vectors()
+        self.search_now()
+
+    @while_running
+    def on_index_reloaded(self, message: IndexReloaded) -> None:
+        if message.retriever is not self.retriever:
+            return  # another index was opened meanwhile
+        self.reloads += 1
+        self.ivf_state, self.ivf_info, self._bad_generation = "not built", None, None
+        self.live_error = False
+        n = self.retriever.meta.n_chunks
+        self.notify(f"index reloaded: {message.old_n:,} → {n:,} chunks", timeout=3)
+        self.forget_citation()
+        self._index_state_from_meta()
+        self._attach_vectors()
+        self.search_now()
+
+    @while_running
+    def on_index_published(self, message: IndexPublished) -> None:
+        self.live_text, self.live_error = f"watch: {message.summary}", False
+        self._refresh()
+        self.poll_index()
+
+    @while_running
+    def on_index_changed(self, message: IndexChanged) -> None:
+        self.poll_index()
+
+    @while_running
+    def on_watch_activity(self, message: WatchActivity) -> None:
+        self.live_text, self.live_error = message.text, message.error
+        self._refresh()
+
+    def poll_index(self) -> None:
+        """Reload the open index if a new generation was published; open one if none is open yet."""
+        if any(w.group in ("reload", "open") and w.is_running for w in self.workers):
+            return
+        if self.retriever is not None:
+            self.reload_worker(self.retriever, self._bad_generation)
+        elif self.index_state in ("missing", "invalid"):
+            self.open_index_worker(self.index_id, self._bad_generation)
+
+    def _index_state_from_meta(self) -> None:
+        meta = self.retriever.meta
+        if meta.n_chunks == 0:
+            self.index_state = "empty"
+            self.main.show_notice("empty", *states.empty(meta.index_id))
+        else:
+            self.index_state = "ready"
+            self.main.show_panes()
+        self._refresh()
+
+    # -- vectors ------------------------------------------------------------------------------
+
+    @while_running
+    def on_embedder_ready(self, message: EmbedderReady) -> None:
+        self.embedder = message.embedder
+        if self.retriever is None:  # no index yet: the model is checked against it when it opens
+            self.vectors, self.vectors_reason = "ready", ""
+        self._attach_vectors()
+        if self.watch_folder is not None and self.agent is None:
+            self.agent = LiveAgent(self.post_message, self.watch_folder, self.settings,
+                                   LiveAgent.index_id_for(self.watch_folder, self.settings), self.embedder)
+            try:
+                self.agent.start()
+            except RagtuiError as e:
+                self.live_text, self.live_error = f"watch off: {e}", True
+            else:
+                self.live_text = f"watch: indexing {self.watch_folder.name}…"
+            self._refresh()
+
+    def _attach_vectors(self) -> None:
+        r = self.retriever
+        if r is None or self.embedder is None:
+            return
+        try:
+            r.check_embedder(self.embedder)
+        except ModelMismatchError as e:
+            r.embedder = None
+            self._vectors_off(str(e))
+            return
+        r.embedder = self.embedder
+        self.vectors, self.vectors_reason = "ready", ""
+        if self.ivf_state == "not built" and r.meta.n_chunks > 0:
+            self.ivf_state = "building"
+            self.build_ivf_worker(r)
+        self._refresh()
+        if self.mode != "bm25":
+            self.search_now()
+
+    def _vectors_off(self, reason: str) -> None:
+        self.vectors, self.vectors_reason, self.ivf_state = "off", reason, "not built"
+        if self.watch_folder is not None and self.embedder is None:
+            self.live_text, self.live_error = f"watch off: no embedder ({reason})", True
+        if self.mode != "bm25":
+            self.notify(f"vector search is off: {reason}. BM25 still works.", severity="warning", timeout=8)
+            self.mode = "bm25"
+            self.search_now()
+        self._refresh()
+
+    @while_running
+    def on_ivf_built(self, message: IvfBuilt) -> None:
+        r = self.retriever
+        if r is None or message.generation != r.data.generation:
+            return  # built for a generation that has since been replaced; the reload started a new build
+        self.ivf_state, self.ivf_info = "built", message.info
+        self.timings.setdefault("vectors", time.perf_counter() - self._t0)
+        self._refresh()
+
+    # -- searching ----------------------------------------------------------------------------
+
+    def query_changed(self, value: str) -> None:
+        self.query_text = value
+        self._typed_at = time.perf_counter()
+        if self._debounce_timer is not None:
+            self._debounce_timer.stop()
+            self._debounce_timer = None
+        if self.debounce <= 0:
+            self.search_now()
+        else:
+            self._debounce_timer = self.set_timer(self.debounce, self.search_now, name="debounce")
+
+    def query_submitted(self, value: str) -> None:
+        self.history.add(value)
+        if self._debounce_timer is not None:
+            self.search_now()  # still in the pause: search now rather than after it
+
+    def use_query(self, query: str) -> None:
+        """Put ``query`` in the query box and search it (from the palette's history)."""
+        self.main.query_box.value = query
+        self.query_changed(query)
+        self.search_now()
+
+    def search_now(self) -> None:
+        """Search the current query with the current mode, k and nprobe (newest request wins)."""
+        if self._debounce_timer is not None:
+            self._debounce_timer.stop()
+            self._debounce_timer = None
+        self._seq += 1
+        r = self.retriever
+        if r is None or self.index_state != "ready":
+            return
+        query = self.query_text.strip()
+        if not query:
+            self.results, self.query_time = None, ""
+            self.main.results.show((), self.mode, frozenset())
+            self.main.detail.clear("type a query: results appear as you type")
+            self.rendered_seq = self._seq
+            self._refresh()
+            return
+        if self.mode != "bm25" and self.vectors != "ready":
+            self._refresh()  # the bar says why; EmbedderReady searches again
+            return
+        self.search_worker(r, backend.SearchRequest(self._seq, query, self.mode, self.k, self.nprobe))
+
+    @while_running
+    def on_search_done(self, message: SearchDone) -> None:
+        outcome = message.outcome
+        if outcome.request.seq != self._seq:
+            self.stale_dropped += 1
+            return
+        self.results, self.terms = outcome, query_terms(outcome.request.query)
+        self.query_time = fmt.ms(outcome.seconds)
+        table = self.main.results
+        table.show(outcome.hits, outcome.request.mode, self.terms)
+        if table.selected_hit is not None:
+            self.hit_highlighted(table.selected_hit)
+        else:
+            self.main.detail.clear(f"no results for this query in {MODE_LABELS[outcome.request.mode]}")
+        self._refresh()
+        self.call_after_refresh(self._painted, outcome, time.perf_counter())
+
+    @while_running
+    def _painted(self, outcome: backend.SearchOutcome, shown: float) -> None:
+        self.rendered_seq = outcome.request.seq
+        if self._typed_at is not None:
+            self.latencies.append(Latency(outcome.request.mode, outcome.seconds, self._typed_at, shown,
+                                          time.perf_counter()))
+            self._typed_at = None
+
+    def hit_highlighted(self, hit) -> None:
+        """Show ``hit`` in the detail pane and resolve its citation (once per chunk)."""
+        detail = self.main.detail
+        known = detail.chunk_id == hit.chunk_id and detail.citation is not None
+        detail.show_hit(hit, self.terms, self._record_for(hit))
+        if not known and self._citing != hit.chunk_id and self.retriever is not None:
+            self._citing = hit.chunk_id
+            self.cite_worker(self.retriever, hit.chunk_id)
+
+    def forget_citation(self) -> None:
+        """The source or the index may have changed: resolve the shown chunk's citation again."""
+        self.main.detail.forget_citation()
+        self._citing = None
+
+    def _record_for(self, hit):
+        try:
+            record = self.retriever.data.records[hit.row]
+        except (RagtuiError, IndexError, AttributeError):
+            return None
+        return record if record.chunk_id == hit.chunk_id else None
+
+    @while_running
+    def on_citation_ready(self, message: CitationReady) -> None:
+        citation = message.source.citation
+        if message.purpose == "detail":
+            if self._citing == message.chunk_id:
+                self._citing = None
+            self.main.detail.show_citation(message.chunk_id, citation)
+        elif message.purpose == "jump":
+            if message.source.text is None:
+                self.notify(f"cannot show {citation.doc_id}: the source file is {citation.status}",
+                            severity="warning")
+                return
+            self.push_screen(SourceScreen(citation, message.source.text))
+        else:
+            self.open_in_editor(citation)
+
+    # -- what the bars show ------------------------------------------------------------------
+
+    def _refresh(self) -> None:
+        """Show the session's state in the mode bar and the status line."""
+        if self.main.is_mounted:
+            self.main.show_session(self)
+
+
+def create_app(
+    settings: Settings | None = None, *, watch: str | Path | None = None, embedder_factory=None,
+    debounce: float = 0.12, poll_seconds: float = 1.0, history: QueryHistory | None = None, debug: bool = False,
+) -> RagtuiApp:
+    """The app for ``settings`` (default: ``load_settings()``).
+
+    ``watch``: run the sync agent on that folder in-process.
+    ``embedder_factory(settings) -> Embedder`` replaces the configured embedder
+    (tests pass a fast deterministic one). ``debounce``: seconds of quiet
+    typing before a search (0: search on every keystroke). ``poll_seconds``:
+    how often the index is checked for a new generation. ``history``: the
+    query history (default: kept in ``$XDG_STATE_HOME/ragtui/history``).
+    """
+    if settings is None:
+        from ragtui.config import load_settings
+
+        settings = load_settings()
+    return RagtuiApp(settings, watch=Path(watch) if watch else None, embedder_factory=embedder_factory,
+                     debounce=debounce, poll_seconds=poll_seconds, history=history, debug=debug)

@@ -1,0 +1,298 @@
+"""What the TUI's workers call: plain functions over ``ragtui.core``, with no Textual in them.
+
+Every function here may block (disk, embedding, building IVF lists) and is
+meant to run in a worker thread; each returns a frozen value the UI renders.
+Errors are the core's ``RagtuiError`` classes, plus ``SeveralIndexes`` when
+the UI must ask which index to open. Nothing here reads index files itself:
+``Retriever`` and ``ragtui.core.citations`` do.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ragtui.config import Settings
+from ragtui.core.errors import IndexMissingError, RagtuiError
+from ragtui.core.retriever import Hit, Retriever
+
+__all__ = [
+    "COMPARED",
+    "CompareOutcome",
+    "IndexStats",
+    "IvfInfo",
+    "SearchOutcome",
+    "SearchRequest",
+    "SeveralIndexes",
+    "SourceText",
+    "build_ivf",
+    "cite",
+    "compare",
+    "editor_command",
+    "generation",
+    "index_stats",
+    "list_index_names",
+    "locate_index",
+    "open_index",
+    "run_search",
+]
+
+VECTOR_MODES = ("flat", "ivf", "hybrid")
+COMPARED = ("flat", "ivf", "bm25")
+"""The modes the compare view lines up, in column order."""
+
+
+class SeveralIndexes(Exception):
+    """There are several indexes and none was named: the user picks one of ``names``."""
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__(f"several indexes: {', '.join(names)}")
+        self.names = names
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """One search the UI asked for. ``seq`` increases with every request, so newer wins."""
+
+    seq: int
+    query: str
+    mode: str
+    k: int
+    nprobe: int | None = None
+    """IVF lists to probe; None: the index's default."""
+
+
+@dataclass(frozen=True)
+class SearchOutcome:
+    """The hits for one ``SearchRequest`` and how long the core took (wall seconds)."""
+
+    request: SearchRequest
+    hits: tuple[Hit, ...]
+    seconds: float
+
+
+@dataclass(frozen=True)
+class IvfInfo:
+    """The IVF lists of one generation: sizes and how they were obtained."""
+
+    nlist: int
+    nprobe: int
+    """The default number of lists probed."""
+    build_seconds: float
+    from_cache: bool
+
+
+@dataclass(frozen=True)
+class IndexStats:
+    """What the index picker shows about one index."""
+
+    index_id: str
+    n_chunks: int
+    dim: int
+    embedding_model: str
+    tokenizer: str
+    created_at: str
+    max_tokens: int
+    overlap: int
+    nlist: int
+    """nlist by the configured or default rule (what a build would use)."""
+    nprobe: int
+    ivf_state: str
+    """"built (...)", "building", "not built", or why vectors are off."""
+
+
+@dataclass(frozen=True)
+class CompareOutcome:
+    """The same query under each of ``COMPARED``, and how the rankings agree.
+
+    ``runs[mode]`` holds the hits, or ``off[mode]`` says why that mode could
+    not run. ``overlap[(a, b)]`` counts chunk_ids in both top-k lists;
+    ``ivf_recall`` is |ivf ∩ flat| / |flat| (None when either is off).
+    """
+
+    query: str
+    k: int
+    nprobe: int | None
+    runs: dict[str, tuple[Hit, ...]]
+    off: dict[str, str]
+    seconds: dict[str, float]
+    overlap: dict[tuple[str, str], int] = field(default_factory=dict)
+    ivf_recall: float | None = None
+
+    def rank_in(self, mode: str, chunk_id: str) -> int | None:
+        """The rank of ``chunk_id`` in ``mode``'s top-k, or None."""
+        for hit in self.runs.get(mode, ()):
+            if hit.chunk_id == chunk_id:
+                return hit.rank
+        return None
+
+
+@dataclass(frozen=True)
+class SourceText:
+    """A resolved citation and, when asked for, the source text it was located in (raw, not neutralised)."""
+
+    citation: object
+    """A ``ragtui.core.citations.Citation``."""
+    text: str | None
+
+
+# -- finding and opening an index ---------------------------------------------------
+
+
+def list_index_names(settings: Settings) -> list[str]:
+    """The index ids under the artifacts root, sorted (empty when there is none)."""
+    from ragtui.cli import list_indexes
+
+    return list_indexes(settings)
+
+
+def locate_index(settings: Settings, index_id: str | None) -> Path:
+    """The directory of the index to open.
+
+    Raises ``IndexMissingError`` (with what to run) when there is none, and
+    ``SeveralIndexes`` when there are several and ``index_id`` is None.
+    """
+    from ragtui.core.publish import index_dir
+
+    if index_id:
+        return index_dir(settings.artifacts, index_id)
+    names = list_index_names(settings)
+    if len(names) == 1:
+        return index_dir(settings.artifacts, names[0])
+    if names:
+        raise SeveralIndexes(names)
+    raise IndexMissingError(f"no index under {settings.artifacts}/rag yet")
+
+
+def open_index(path: Path, settings: Settings) -> Retriever:
+    """Open and validate the index at ``path`` without an embedder (BM25 works at once)."""
+    from ragtui.core.publish import rag_root
+
+    return Retriever.open(
+        path, embedder=None, ivf_params=ivf_params(settings), cache_dir=rag_root(settings.artifacts) / ".cache"
+    )
+
+
+def ivf_params(settings: Settings):
+    """The configured ``IVFParams``, or None for the defaults."""
+    from ragtui.core.ivf import IVFParams
+
+    if settings.nlist or settings.nprobe:
+        return IVFParams(nlist=settings.nlist, nprobe=settings.nprobe)
+    return None
+
+
+def resolved_ivf(retriever: Retriever) -> tuple[int, int]:
+    """(nlist, default nprobe) the IVF build uses for this index; cheap (no build)."""
+    from ragtui.core.ivf import IVFParams
+
+    params = (retriever.ivf_params or IVFParams()).resolve(retriever.meta.n_chunks)
+    return params.nlist, params.nprobe
+
+
+def build_ivf(retriever: Retriever) -> IvfInfo:
+    """Build (or load from the cache) the IVF lists of the retriever's current generation."""
+    ivf = retriever.ivf()
+    return IvfInfo(ivf.nlist, ivf.params.nprobe, ivf.build_seconds, ivf.from_cache)
+
+
+def index_stats(retriever: Retriever, ivf_state: str) -> IndexStats:
+    """The stats of an open index; ``ivf_state`` is the UI's word for its IVF lists."""
+    meta = retriever.meta
+    nlist, nprobe = resolved_ivf(retriever)
+    return IndexStats(
+        meta.index_id, meta.n_chunks, meta.dim, meta.embedding_model, meta.tokenizer, meta.created_at,
+        meta.max_tokens, meta.overlap, nlist, nprobe, ivf_state,
+    )
+
+
+def load_embedder(settings: Settings, factory: Callable[[Settings], object] | None):
+    """The configured embedder (``factory(settings)``, by default the CLI's ``open_embedder``)."""
+    if factory is None:
+        from ragtui.cli import open_embedder as factory  # type: ignore[no-redef]
+    return factory(settings)
+
+
+# -- searching ----------------------------------------------------------------------
+
+
+def run_search(retriever: Retriever, request: SearchRequest) -> SearchOutcome:
+    """Run one request; the time is measured here because ``last_search_seconds`` is shared between threads."""
+    params = {"nprobe": request.nprobe} if request.mode == "ivf" and request.nprobe else {}
+    start = time.perf_counter()
+    hits = retriever.search(request.query, mode=request.mode, k=request.k, **params)
+    return SearchOutcome(request, tuple(hits), time.perf_counter() - start)
+
+
+def compare(retriever: Retriever, query: str, k: int, nprobe: int | None, vectors_off: str | None) -> CompareOutcome:
+    """Search ``query`` in each of ``COMPARED`` and measure how the top-k lists agree."""
+    from ragtui.core.metrics import recall
+
+    runs: dict[str, tuple[Hit, ...]] = {}
+    off: dict[str, str] = {}
+    seconds: dict[str, float] = {}
+    for mode in COMPARED:
+        if mode in VECTOR_MODES and vectors_off:
+            off[mode] = vectors_off
+            continue
+        try:
+            outcome = run_search(retriever, SearchRequest(0, query, mode, k, nprobe))
+        except RagtuiError as e:
+            off[mode] = str(e)
+            continue
+        runs[mode], seconds[mode] = outcome.hits, outcome.seconds
+    ids = {mode: [h.chunk_id for h in hits] for mode, hits in runs.items()}
+    overlap = {}
+    for i, a in enumerate(COMPARED):
+        for b in COMPARED[i + 1 :]:
+            if a in ids and b in ids:
+                overlap[(a, b)] = len(set(ids[a]) & set(ids[b]))
+    ivf_recall = None
+    if "flat" in ids and "ivf" in ids and ids["flat"]:
+        ivf_recall = recall(ids["ivf"], {cid: 1.0 for cid in ids["flat"]}, k)
+    return CompareOutcome(query, k, nprobe, runs, off, seconds, overlap, ivf_recall)
+
+
+# -- citations and editors ----------------------------------------------------------
+
+
+def cite(retriever: Retriever, chunk_id: str, *, with_source: bool = False) -> SourceText:
+    """Resolve ``chunk_id`` against the retriever's current generation (reads the source file).
+
+    Raises the errors of ``ragtui.core.citations.resolve``; a ``RagtuiError``
+    saying so when the citations module is not available.
+    """
+    try:
+        from ragtui.core.citations import Resolver
+    except ModuleNotFoundError as e:  # degrade: the detail pane still shows the chunk
+        raise RagtuiError(f"citations are unavailable ({e.name} is not installed)") from None
+    resolver = Resolver(retriever.data)
+    citation = resolver.resolve(chunk_id)
+    return SourceText(citation, resolver.source_text(citation) if with_source else None)
+
+
+# Editors that take FILE:LINE instead of +LINE FILE.
+_COLON_STYLE = {"code": ["-g"], "code-insiders": ["-g"], "codium": ["-g"], "subl": [], "zed": [], "hx": [], "helix": []}
+
+
+def editor_command(path: Path, line: int | None, environ: dict | None = None) -> list[str]:
+    """The argv that opens ``path`` at ``line`` in ``$VISUAL``, else ``$EDITOR``, else ``vi``."""
+    env = os.environ if environ is None else environ
+    editor = shlex.split(env.get("VISUAL") or env.get("EDITOR") or "vi")
+    name = os.path.basename(editor[0]) if editor else "vi"
+    if line is None:
+        return [*editor, str(path)]
+    if name in _COLON_STYLE:
+        return [*editor, *_COLON_STYLE[name], f"{path}:{line}"]
+    return [*editor, f"+{line}", str(path)]
+
+
+def generation(path: Path) -> str | None:
+    """The identity of the generation at ``path`` now (None when there is none); a stat, cheap."""
+    from ragtui.core.index_format import generation_of
+
+    return generation_of(path)

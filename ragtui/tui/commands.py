@@ -1,0 +1,35 @@
+"""The command palette's extra provider: previous queries, to run again."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+from ragtui.core.textsafe import one_line
+
+__all__ = ["HistoryCommands"]
+
+_SHOWN = 12
+
+
+class HistoryCommands(Provider):
+    """Offers "search: <query>" for each history entry, newest first."""
+
+    def _entries(self) -> list[str]:
+        history = getattr(self.app, "history", None)
+        return list(reversed(history.entries)) if history is not None else []
+
+    async def discover(self) -> Hits:
+        for query in self._entries()[:_SHOWN]:
+            yield DiscoveryHit(f"search: {one_line(query, 60)}", partial(self.app.use_query, query),
+                               help="run this earlier query again")
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for entry in self._entries():
+            label = f"search: {one_line(entry, 60)}"
+            score = matcher.match(label)
+            if score > 0:
+                yield Hit(score, matcher.highlight(label), partial(self.app.use_query, entry),
+                          help="run this earlier query again")

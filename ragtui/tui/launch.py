@@ -1,0 +1,28 @@
+"""``ragtui`` with no subcommand: open the terminal UI (called by ``ragtui.cli``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ragtui.core.errors import UsageError
+
+__all__ = ["launch"]
+
+
+def launch(args) -> int:
+    """Run the app for the parsed ``args`` (artifacts, index, watch, debug) until the person quits.
+
+    Returns the exit code. Problems the UI can show (no index, a broken
+    index, no embedder) are shown there; only a bad ``--watch`` folder or a
+    bad configuration file stops it before it starts (``UsageError``).
+    """
+    from ragtui.cli import settings_from
+    from ragtui.tui.app import create_app
+
+    settings = settings_from(args)
+    watch = getattr(args, "watch", None)
+    if watch is not None and not Path(watch).is_dir():
+        raise UsageError(f"--watch {watch}: not a folder (give the folder of documents to keep indexed)")
+    app = create_app(settings, watch=watch, debug=bool(getattr(args, "debug", False)))
+    app.run()
+    return app.return_code or 0

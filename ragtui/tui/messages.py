@@ -1,0 +1,149 @@
+"""Messages that workers and the watch agent post to the app when slow work ends.
+
+Each worker ends with exactly one of these (or with an error, which the
+app's one worker-error handler turns into a visible state). They may be
+posted from any thread: ``post_message`` is thread-safe.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from textual.message import Message
+
+__all__ = [
+    "while_running",
+    "CitationReady",
+    "CompareDone",
+    "EmbedderReady",
+    "IndexChanged",
+    "IndexListed",
+    "IndexOpened",
+    "IndexPublished",
+    "IndexReloaded",
+    "IvfBuilt",
+    "SearchDone",
+    "StatsReady",
+    "WatchActivity",
+]
+
+
+def while_running(handler):
+    """Drop a message that arrives while the app shuts down: a worker may finish after the
+    widgets it would update are gone."""
+
+    @functools.wraps(handler)
+    def guarded(self, *args):
+        if self.is_running:
+            return handler(self, *args)
+        return None
+
+    return guarded
+
+
+class IndexOpened(Message):
+    """An index was opened and validated; ``retriever`` is ready for BM25 at once."""
+
+    def __init__(self, retriever, path) -> None:
+        super().__init__()
+        self.retriever = retriever
+        self.path = path
+
+
+class IndexReloaded(Message):
+    """``retriever`` moved to a new generation on disk; ``old_n`` was its previous chunk count."""
+
+    def __init__(self, retriever, old_n: int) -> None:
+        super().__init__()
+        self.retriever = retriever
+        self.old_n = old_n
+
+
+class EmbedderReady(Message):
+    """The configured embedder is loaded (vector modes can run once it matches the index)."""
+
+    def __init__(self, embedder) -> None:
+        super().__init__()
+        self.embedder = embedder
+
+
+class IvfBuilt(Message):
+    """The IVF lists of generation ``generation`` are built (``info``: a ``backend.IvfInfo``)."""
+
+    def __init__(self, info, generation: str) -> None:
+        super().__init__()
+        self.info = info
+        self.generation = generation
+
+
+class SearchDone(Message):
+    """One search finished (``outcome``: a ``backend.SearchOutcome``); stale ones are dropped by seq."""
+
+    def __init__(self, outcome) -> None:
+        super().__init__()
+        self.outcome = outcome
+
+
+class CitationReady(Message):
+    """A chunk was resolved to its source (``source``: a ``backend.SourceText``) for ``purpose``:
+    "detail" (the detail pane), "jump" (the source view) or "edit" ($EDITOR)."""
+
+    def __init__(self, chunk_id: str, source, purpose: str) -> None:
+        super().__init__()
+        self.chunk_id = chunk_id
+        self.source = source
+        self.purpose = purpose
+
+
+class CompareDone(Message):
+    """The compare view's searches finished (``outcome``: a ``backend.CompareOutcome``)."""
+
+    def __init__(self, outcome) -> None:
+        super().__init__()
+        self.outcome = outcome
+
+
+class IndexListed(Message):
+    """The index ids under the artifacts root."""
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__()
+        self.names = names
+
+
+class StatsReady(Message):
+    """Stats of one index (``stats``: a ``backend.IndexStats``), or ``error`` saying why there are none."""
+
+    def __init__(self, index_id: str, stats=None, error: str | None = None) -> None:
+        super().__init__()
+        self.index_id = index_id
+        self.stats = stats
+        self.error = error
+
+
+class IndexPublished(Message):
+    """The in-process watch agent published a new generation (``summary``: one line)."""
+
+    def __init__(self, summary: str) -> None:
+        super().__init__()
+        self.summary = summary
+
+
+class IndexChanged(Message):
+    """Something was published under the open index's name (from the index follower); check it."""
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, IndexChanged)
+
+
+class WatchActivity(Message):
+    """One line about what the watch agent is doing; only the newest matters."""
+
+    def __init__(self, text: str, error: bool = False) -> None:
+        super().__init__()
+        self.text = text
+        self.error = error
+
+    def can_replace(self, message: Message) -> bool:
+        # A burst of agent events must not queue up: the status line shows only the latest.
+        return isinstance(message, WatchActivity) and not self.error

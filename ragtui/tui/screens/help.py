@@ -1,0 +1,94 @@
+"""The help screen (``?``): every key, the modes, and what the views are for."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+__all__ = ["KEYS", "HelpScreen"]
+
+KEYS: list[tuple[str, list[tuple[str, str]]]] = [
+    ("Anywhere", [
+        ("F1 F2 F3 F4", "mode: flat · IVF · BM25 · hybrid"),
+        ("ctrl+p", "command palette (commands, previous queries)"),
+        ("ctrl+q", "quit"),
+    ]),
+    ("Query box", [
+        ("type", "search as you type (debounced)"),
+        ("↑ ↓", "walk the query history"),
+        ("enter", "keep the query in the history, go to the results"),
+        ("tab / esc", "leave the query box"),
+    ]),
+    ("Results", [
+        ("1 2 3 4", "mode: flat · IVF · BM25 · hybrid"),
+        ("+ −", "k: more or fewer results"),
+        ("] [", "nprobe ±1 (IVF lists probed);  } {  ×2 ÷2"),
+        ("↑ ↓ pgup pgdn", "select a result (the detail pane follows)"),
+        ("enter / o", "jump to the citation: the source, scrolled to the chunk"),
+        ("e", "open the source in $EDITOR at the chunk's first line"),
+        ("c / y", "copy the chunk_id to the clipboard"),
+        ("v", "compare flat, IVF and BM25 for this query"),
+        ("i", "pick the index, see its stats"),
+        ("r", "reload the index now (it also reloads by itself)"),
+        ("t", "light / dark theme"),
+        ("/ s esc", "back to the query box"),
+        ("?", "this help"),
+        ("q", "quit"),
+    ]),
+    ("Source view", [
+        ("esc / q", "back"),
+        ("g", "scroll to the chunk again"),
+        ("e  c", "$EDITOR · copy chunk_id"),
+    ]),
+    ("Compare view", [
+        ("tab", "next column"),
+        ("enter", "jump to the selected chunk's source"),
+        ("+ − ] [", "k and nprobe (the comparison re-runs)"),
+        ("esc / q", "back"),
+    ]),
+]
+
+MODES_TEXT = (
+    "flat: exact cosine over every vector · IVF: only the nprobe nearest of nlist lists "
+    "(fast, may miss) · BM25: the index's term scores · hybrid: BM25 and flat fused. "
+    "Vector modes need the index's embedding model; BM25 always works."
+)
+
+
+class HelpScreen(ModalScreen[None]):
+    """Closes on esc, q or ?."""
+
+    DEFAULT_CSS = """
+    HelpScreen {
+        align: center middle;
+    }
+    HelpScreen #help-box {
+        width: 90%;
+        max-width: 100;
+        height: 90%;
+        border: round $accent;
+        background: $surface;
+        padding: 0 1;
+    }
+    """
+
+    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
+
+    def compose(self) -> ComposeResult:
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold", no_wrap=True)
+        table.add_column()
+        for section, rows in KEYS:
+            table.add_row(Text(section, style="underline"), "")
+            for key, what in rows:
+                table.add_row(key, what)
+            table.add_row("", "")
+        with VerticalScroll(id="help-box") as box:
+            box.border_title = "ragtui help"
+            yield Static(table)
+            yield Static(Text(MODES_TEXT, style="dim"))

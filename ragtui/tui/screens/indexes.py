@@ -1,0 +1,104 @@
+"""Pick the index to search (when the artifacts root holds several) and see each one's stats."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
+
+from ragtui.core.textsafe import neutralize
+from ragtui.tui.messages import IndexListed, StatsReady
+from ragtui.tui.widgets.index_stats import IndexStatsView
+
+__all__ = ["IndexScreen"]
+
+
+class IndexScreen(ModalScreen[str | None]):
+    """Dismisses with the chosen index id, or None (esc). ``names`` holds the ids listed."""
+
+    DEFAULT_CSS = """
+    IndexScreen {
+        align: center middle;
+    }
+    IndexScreen #index-box {
+        width: 90%;
+        max-width: 110;
+        height: 80%;
+        border: round $accent;
+        background: $surface;
+    }
+    IndexScreen #index-list {
+        width: 1fr;
+        max-width: 36;
+        height: 1fr;
+    }
+    IndexScreen #index-stats {
+        width: 2fr;
+    }
+    IndexScreen #index-hint {
+        height: 1;
+        color: $text-muted;
+        padding: 0 1;
+    }
+    """
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, current: str | None) -> None:
+        super().__init__()
+        self.current = current
+        """The open index's id (marked in the list), if any."""
+        self.names: list[str] = []
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="index-box") as box:
+            box.border_title = "indexes"
+            with Horizontal():
+                yield OptionList(id="index-list")
+                yield IndexStatsView(id="index-stats")
+            yield Static("enter: open · esc: back", id="index-hint")
+
+    def on_mount(self) -> None:
+        self.query_one(IndexStatsView).show_message("listing indexes…")
+        self.app.start_list_indexes(self)
+
+    def on_index_listed(self, message: IndexListed) -> None:
+        message.stop()
+        self.names = message.names
+        options = self.query_one(OptionList)
+        options.clear_options()
+        if not self.names:
+            self.query_one(IndexStatsView).show_message("no index under the artifacts root", error=True)
+            return
+        for name in self.names:
+            marker = "● " if name == self.current else "  "
+            options.add_option(Option(Text(marker + neutralize(name)), id=name))
+        options.highlighted = self.names.index(self.current) if self.current in self.names else 0
+        options.focus()
+
+    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        event.stop()
+        self.query_one(IndexStatsView).show_message("reading…")
+        self.app.start_index_stats(self, event.option.id)
+
+    def on_stats_ready(self, message: StatsReady) -> None:
+        message.stop()
+        options = self.query_one(OptionList)
+        if options.highlighted is None or self.names[options.highlighted] != message.index_id:
+            return  # the person moved on
+        view = self.query_one(IndexStatsView)
+        if message.stats is not None:
+            view.show(message.stats)
+        else:
+            view.show_message(message.error or "no stats", error=True)
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self.dismiss(event.option.id)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,85 @@
+"""The jump-to-citation view: the source document scrolled to the chunk, its lines marked."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from ragtui.core.textsafe import neutralize
+from ragtui.tui.widgets.detail_pane import FRESHNESS_STYLES
+from ragtui.tui.widgets.source_view import SourceView
+
+__all__ = ["SourceScreen"]
+
+_WHY_UNMARKED = {
+    "changed": "the file no longer holds this chunk's text: re-ingest to refresh the index",
+    "missing": "the source file is gone",
+}
+
+
+class SourceScreen(Screen):
+    """Shows ``text`` (the source as ``citation`` located the chunk in it). ``citation`` is public."""
+
+    DEFAULT_CSS = """
+    SourceScreen #source-head {
+        height: auto;
+        background: $panel;
+        padding: 0 1;
+    }
+    """
+
+    BINDINGS = [
+        Binding("escape,q", "close", "Back"),
+        Binding("e", "edit", "$EDITOR"),
+        Binding("c,y", "copy", "Copy id"),
+        Binding("g", "chunk", "To chunk"),
+        Binding("question_mark", "app.help", "Help", show=False),
+    ]
+
+    def __init__(self, citation, text: str) -> None:
+        super().__init__()
+        self.citation = citation
+        """The ``Citation`` shown."""
+        self.text = text
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="source-head")
+        yield SourceView(id="source")
+        yield Footer()
+
+    @property
+    def view(self) -> SourceView:
+        return self.query_one("#source", SourceView)
+
+    def on_mount(self) -> None:
+        c = self.citation
+        lines = (c.start_line, c.end_line) if c.start_line is not None else None
+        name = c.path.name if c.path is not None else c.doc_id
+        chars = (c.start_char, c.end_char) if c.start_char is not None else None
+        self.view.load(name, self.text, lines, dark=self.app.current_theme.dark, chars=chars)
+        head = Text(no_wrap=True, overflow="ellipsis")
+        head.append(neutralize(c.doc_id), "bold")
+        head.append("  ")
+        head.append(c.status, FRESHNESS_STYLES.get(c.status, "bold"))
+        if lines:
+            head.append(f"  lines {lines[0]}–{lines[1]} of {self.view.n_lines}")
+        head.append(f"  {self.view.lexer}", "dim")
+        if c.status in _WHY_UNMARKED:
+            head.append(f"\n{_WHY_UNMARKED[c.status]}", "italic")
+        self.query_one("#source-head", Static).update(head)
+        self.view.focus()
+
+    def action_close(self) -> None:
+        self.dismiss()
+
+    def action_edit(self) -> None:
+        self.app.open_in_editor(self.citation)
+
+    def action_copy(self) -> None:
+        self.app.copy_chunk(self.citation.chunk_id)
+
+    def action_chunk(self) -> None:
+        self.view.scroll_to_chunk()

@@ -1,0 +1,60 @@
+"""The words for the states with nothing to search, and for vector search being off.
+
+Each says what happened and what to do; none is an error dialog, and the
+app keeps watching for the index to appear or be fixed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["empty", "invalid", "missing", "several", "vectors_loading_reason"]
+
+vectors_loading_reason = "the embedder is still loading"
+
+
+def missing(artifacts: Path, watch: Path | None, index_id: str | None = None) -> tuple[str, str]:
+    if watch is not None:
+        return (
+            "No index yet",
+            f"The sync agent is indexing {watch} into {artifacts}/rag.\n"
+            "This screen opens the index as soon as it is published.",
+        )
+    where = f"no index {index_id!r}" if index_id else "no index"
+    return (
+        "No index yet",
+        f"There is {where} under {artifacts}/rag.\n\n"
+        "Build one from a folder of documents:\n"
+        "    ragtui ingest ./docs\n"
+        "or build it and keep it fresh while you search:\n"
+        "    ragtui --watch ./docs\n\n"
+        "(--artifacts DIR or RAGTUI_ARTIFACTS picks another artifacts root.)\n"
+        "This screen opens the index as soon as it appears.",
+    )
+
+
+def empty(index_id: str) -> tuple[str, str]:
+    return (
+        f"Index {index_id!r} is empty",
+        "It holds 0 chunks: the folder it was built from had no documents to index.\n\n"
+        "Add documents there and run `ragtui ingest FOLDER` again (or search with "
+        "`ragtui --watch FOLDER`). The index reloads here by itself.",
+    )
+
+
+def invalid(index_id: str | None, problem: str) -> tuple[str, str]:
+    name = f"Index {index_id!r}" if index_id else "The index"
+    return (
+        f"{name} failed validation",
+        f"{problem}\n\n"
+        "Rebuild it with `ragtui ingest FOLDER` (the folder it was built from).\n"
+        "A newly published index is picked up here by itself.",
+    )
+
+
+def several(names: list[str]) -> tuple[str, str]:
+    return (
+        "Several indexes",
+        f"The artifacts root holds {len(names)} indexes ({', '.join(names)}).\n"
+        "Press i to pick one (or start with --index ID).",
+    )

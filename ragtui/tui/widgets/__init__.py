@@ -1,0 +1,1 @@
+"""The TUI's widgets, one per module, each carrying its own CSS."""

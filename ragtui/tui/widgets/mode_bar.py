@@ -1,0 +1,111 @@
+"""The retriever selector: one chip per mode (click or press its key), then k, nprobe and the query time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.message import Message
+from textual.widgets import Static
+
+__all__ = ["MODE_KEYS", "MODE_LABELS", "ModeBar", "ModeBarState"]
+
+MODE_LABELS = {"flat": "flat", "ivf": "IVF", "bm25": "BM25", "hybrid": "hybrid"}
+MODE_KEYS = {"flat": "F1", "ivf": "F2", "bm25": "F3", "hybrid": "F4"}
+"""The key that selects each mode anywhere (``1``–``4`` also work outside the query box)."""
+
+
+@dataclass(frozen=True)
+class ModeBarState:
+    """Everything the bar shows."""
+
+    mode: str
+    k: int
+    nprobe: int | None
+    """The user's nprobe; None: the index's default."""
+    default_nprobe: int
+    nlist: int
+    vectors: str
+    """"ready", "loading" or "off"."""
+    query_time: str = ""
+
+
+class ModeChip(Static):
+    """One mode; a click selects it."""
+
+    DEFAULT_CSS = """
+    ModeChip {
+        width: auto;
+        padding: 0 1;
+        color: $text-muted;
+    }
+    ModeChip:hover {
+        background: $boost;
+    }
+    ModeChip.-current {
+        background: $accent;
+        color: $text;
+        text-style: bold;
+    }
+    ModeChip.-off {
+        color: $text-disabled;
+        text-style: strike;
+    }
+    """
+
+    class Clicked(Message):
+        def __init__(self, mode: str) -> None:
+            super().__init__()
+            self.mode = mode
+
+    def __init__(self, mode: str) -> None:
+        super().__init__(f"{MODE_KEYS[mode]} {MODE_LABELS[mode]}", id=f"mode-{mode}")
+        self.mode = mode
+
+    def on_click(self) -> None:
+        self.post_message(self.Clicked(self.mode))
+
+
+class ModeBar(Horizontal):
+    """Shows ``ModeBarState``; posts ``ModeChip.Clicked`` when a chip is clicked."""
+
+    DEFAULT_CSS = """
+    ModeBar {
+        height: 1;
+        background: $panel;
+    }
+    ModeBar #mode-params {
+        width: 1fr;
+        padding: 0 1;
+        color: $text-muted;
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
+    }
+    """
+
+    def compose(self) -> ComposeResult:
+        for mode in MODE_LABELS:
+            yield ModeChip(mode)
+        yield Static(id="mode-params")
+
+    def show(self, state: ModeBarState) -> None:
+        for chip in self.query(ModeChip):
+            chip.set_class(chip.mode == state.mode, "-current")
+            chip.set_class(chip.mode != "bm25" and state.vectors == "off", "-off")
+        line = Text()
+        line.append("│ k ", "dim")
+        line.append(str(state.k), "bold")
+        line.append(" │ nprobe ", "dim")
+        if state.nlist:
+            line.append(str(state.nprobe or state.default_nprobe), "bold")
+            line.append(f"/{state.nlist}", "dim")
+        else:
+            line.append("–", "dim")
+        if state.vectors == "loading" and state.mode != "bm25":
+            line.append(" │ loading embedder…", "italic")
+        elif state.query_time:
+            line.append(" │ ", "dim")
+            line.append(state.query_time)
+        self.query_one("#mode-params", Static).update(line)

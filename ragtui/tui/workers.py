@@ -1,0 +1,189 @@
+"""Every slow call of the TUI, each a declared thread worker that ends with one message; and
+the one handler that turns any worker's error into something the person sees.
+
+``Workers`` is a mixin for ``RagtuiApp`` (the workers belong to the app, so
+all their state changes arrive at ``on_worker_state_changed`` here). Thread
+workers cannot be interrupted; a superseded one finishes and its result is
+dropped: each checks ``is_cancelled`` before posting, and the app compares
+sequence numbers and generations as well.
+"""
+
+from __future__ import annotations
+
+from textual import work
+from textual.worker import Worker, WorkerState, get_current_worker
+
+from ragtui.core.errors import EmbeddingError, IndexMissingError, ModelMismatchError, RagtuiError
+from ragtui.tui import backend, states
+from ragtui.tui.messages import (
+    CitationReady,
+    CompareDone,
+    EmbedderReady,
+    IndexListed,
+    IndexOpened,
+    IndexReloaded,
+    IvfBuilt,
+    SearchDone,
+    StatsReady,
+    while_running,
+)
+from ragtui.tui.screens.compare import CompareScreen
+from ragtui.tui.screens.indexes import IndexScreen
+from ragtui.tui.widgets.index_stats import IndexStatsView
+
+__all__ = ["Workers"]
+
+
+def _live() -> bool:
+    return not get_current_worker().is_cancelled
+
+
+class Workers:
+    """The app's workers. Groups: open, embedder, ivf, search, cite, jump, reload, compare, list,
+    stats, history. Failures go to ``self.work_failed(group, error)``."""
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="open")
+    def open_index_worker(self, index_id: str | None, unless_generation: str | None = None) -> None:
+        """Open ``index_id`` (or the only index); with ``unless_generation``, only if it changed since."""
+        path = backend.locate_index(self.settings, index_id)
+        if unless_generation is not None and backend.generation(path) == unless_generation:
+            return
+        self.index_path = path  # a failure handler records the broken generation, to skip it until it changes
+        retriever = backend.open_index(path, self.settings)
+        if _live():
+            self.post_message(IndexOpened(retriever, path))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="embedder")
+    def load_embedder_worker(self) -> None:
+        embedder = backend.load_embedder(self.settings, self.embedder_factory)
+        self.post_message(EmbedderReady(embedder))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="ivf")
+    def build_ivf_worker(self, retriever) -> None:
+        generation = retriever.data.generation
+        info = backend.build_ivf(retriever)
+        if _live():
+            self.post_message(IvfBuilt(info, generation))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="search")
+    def search_worker(self, retriever, request: backend.SearchRequest) -> None:
+        outcome = backend.run_search(retriever, request)
+        if _live():
+            self.post_message(SearchDone(outcome))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="cite")
+    def cite_worker(self, retriever, chunk_id: str) -> None:
+        """Resolve the detail pane's chunk (line range and freshness)."""
+        source = backend.cite(retriever, chunk_id)
+        if _live():
+            self.post_message(CitationReady(chunk_id, source, "detail"))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="jump")
+    def jump_worker(self, retriever, chunk_id: str, purpose: str) -> None:
+        """Resolve a chunk with its source text, for the source view ("jump") or $EDITOR ("edit")."""
+        source = backend.cite(retriever, chunk_id, with_source=purpose == "jump")
+        if _live():
+            self.post_message(CitationReady(chunk_id, source, purpose))
+
+    @work(thread=True, exit_on_error=False, group="reload")
+    def reload_worker(self, retriever, skip_generation: str | None = None) -> None:
+        """Move to a newly published generation; ``skip_generation`` is one known to be broken."""
+        if skip_generation is not None and backend.generation(retriever.data.path) == skip_generation:
+            return
+        old_n = retriever.meta.n_chunks
+        if retriever.reload():
+            self.post_message(IndexReloaded(retriever, old_n))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="compare")
+    def compare_worker(self, target, retriever, query: str, k: int, nprobe: int | None, vectors_off: str | None) -> None:
+        outcome = backend.compare(retriever, query, k, nprobe, vectors_off)
+        if _live():
+            target.post_message(CompareDone(outcome))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="list")
+    def list_worker(self, target) -> None:
+        target.post_message(IndexListed(backend.list_index_names(self.settings)))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="stats")
+    def stats_worker(self, target, index_id: str, retriever, ivf_state: str) -> None:
+        """Stats of ``index_id``: from ``retriever`` when it is the open one, else by opening it."""
+        if retriever is None or retriever.meta.index_id != index_id:
+            path = backend.locate_index(self.settings, index_id)
+            retriever = backend.open_index(path, self.settings)
+        stats = backend.index_stats(retriever, ivf_state)
+        if _live():
+            target.post_message(StatsReady(index_id, stats))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="history")
+    def history_worker(self) -> None:
+        self.history.load()
+
+    # -- the one error handler -----------------------------------------------------------
+
+    @while_running
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        worker = event.worker
+        if event.state is not WorkerState.ERROR or worker.is_cancelled:
+            return  # a superseded worker's failure concerns nobody
+        error = worker.error
+        if not isinstance(error, RagtuiError | backend.SeveralIndexes):
+            # A bug, not a state: say so in one line, keep the app alive, keep the traceback in the log.
+            self.log.error(f"worker {worker.group} failed", error)
+            if getattr(self, "debug_errors", False):
+                import traceback
+
+                self.log.error("".join(traceback.format_exception(error)))
+        self.work_failed(worker.group, error)
+
+    # -- where each group's failure shows ------------------------------------------------------
+
+    def work_failed(self, group: str, error: BaseException) -> None:
+        """Show ``error`` where ``group``'s work would have shown its result; never raises."""
+        message = str(error) or type(error).__name__
+        if not isinstance(error, RagtuiError | backend.SeveralIndexes):
+            message = f"internal error: {type(error).__name__}: {message}"
+        if group == "open":
+            self._open_failed(error, message)
+        elif group == "embedder":
+            self._vectors_off(message)
+        elif group == "ivf":
+            self.ivf_state = f"failed: {message}"
+            self.notify(f"IVF build failed: {message}", severity="error")
+        elif group == "search" and isinstance(error, ModelMismatchError | EmbeddingError):
+            self._vectors_off(message)
+        elif group == "cite":
+            self._citing = None
+            self.main.detail.show_problem(self.main.detail.chunk_id, message)
+        elif group == "reload":
+            if self.index_path is not None:
+                self._bad_generation = backend.generation(self.index_path)
+            self.live_text, self.live_error = f"reload failed: {message} (showing the previous index)", True
+        elif group == "compare":
+            for screen in self.screen_stack:
+                if isinstance(screen, CompareScreen):
+                    screen.show_error(message)
+        elif group in ("list", "stats"):
+            for screen in self.screen_stack:
+                if isinstance(screen, IndexScreen):
+                    screen.query_one(IndexStatsView).show_message(message, error=True)
+        elif group != "history":
+            self.notify(f"{group} failed: {message}", severity="error", timeout=8)
+        self._refresh()
+
+    def _open_failed(self, error: BaseException, message: str) -> None:
+        if self.retriever is not None:  # switching failed: keep searching the index that is open
+            self.notify(f"cannot open {self.index_id}: {message}", severity="error", timeout=8)
+            self.index_id, self.index_path = self.retriever.meta.index_id, self.retriever.data.path
+            return
+        if isinstance(error, backend.SeveralIndexes):
+            self.index_state = "choose"
+            self.main.show_notice("choose", *states.several(error.names))
+            self.action_pick_index()
+        elif isinstance(error, IndexMissingError):
+            self.index_state, self._bad_generation = "missing", None
+            self.main.show_notice("missing", *states.missing(self.settings.artifacts, self.watch_folder, self.index_id))
+        else:
+            self.index_state, self.index_problem = "invalid", message
+            if self.index_path is not None:
+                self._bad_generation = backend.generation(self.index_path)
+            self.main.show_notice("invalid", *states.invalid(self.index_id, message), error=True)

@@ -1,0 +1,49 @@
+import asyncio
+import inspect
+import os
+
+import pytest
+
+from ragtui.tui import fmt
+from ragtui.tui.app import RagtuiApp
+from tests.tui import build_demo
+
+
+@pytest.fixture(autouse=True)
+def _tui_isolation(monkeypatch, tmp_path):
+    """No blinking cursor, no editor, history or terminal settings of the person running the tests."""
+    monkeypatch.setattr(RagtuiApp, "CURSOR_BLINK", False)
+    for name in list(os.environ):
+        # TEXTUAL_SNAPSHOT_* belong to the snapshot plugin, not to the person.
+        if name in ("EDITOR", "VISUAL") or (name.startswith("TEXTUAL_") and not name.startswith("TEXTUAL_SNAPSHOT")):
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+
+
+@pytest.fixture
+def stable_times(monkeypatch):
+    """Fixed durations on screen, for snapshots."""
+    monkeypatch.setattr(fmt, "ms", lambda seconds: "0.42 ms")
+    monkeypatch.setattr(fmt, "seconds", lambda seconds: "12 ms")
+
+
+@pytest.fixture(scope="session")
+def demo_index(tmp_path_factory):
+    """(artifacts, folder) of the demo index, shared read-only by the tests that only search it."""
+    return build_demo(tmp_path_factory.mktemp("demo"))
+
+
+@pytest.fixture
+def own_demo(tmp_path):
+    """(artifacts, folder) of a demo index this test may change."""
+    return build_demo(tmp_path)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """Run ``async def`` tests in a fresh event loop (Pilot needs one; no plugin needed for that)."""
+    if not inspect.iscoroutinefunction(pyfuncitem.obj):
+        return None
+    args = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
+    asyncio.run(pyfuncitem.obj(**args))
+    return True

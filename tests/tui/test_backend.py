@@ -1,0 +1,79 @@
+"""The TUI's headless parts: what workers call, highlighting, number formats, the history."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from ragtui.core.retriever import Retriever
+from ragtui.tui import backend, fmt
+from ragtui.tui.highlight import TERM_STYLE, highlighted, query_terms, snippet
+from ragtui.tui.history import QueryHistory
+
+
+def _lit(text) -> list[str]:
+    return [text.plain[s.start : s.end] for s in text.spans if str(s.style) == TERM_STYLE]
+
+
+def test_backend_loads_no_ui_library():
+    code = "import ragtui.tui.backend, sys; print(' '.join(m for m in ('textual', 'rich') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == ""
+
+
+def test_terms_are_lit_by_the_index_analyzer():
+    terms = query_terms("BM25 Ranking!")
+    assert terms == {"bm25", "ranking"}
+    text = highlighted("bm25 does ranking; BM25_x is not a term; RANKING is", terms)
+    assert _lit(text) == ["bm25", "ranking", "RANKING"]  # "BM25_x" is one analyzer term, not "bm25"
+
+
+def test_document_text_is_neutralised_before_display():
+    text = highlighted("evil \x1b[2J title\x1b]0;owned\x07 end", frozenset())
+    assert "\x1b" not in text.plain and "\x07" not in text.plain
+    line = snippet("a\x1b[31mred\nline", frozenset({"red"}), 40)
+    assert "\x1b" not in line.plain and "\n" not in line.plain
+
+
+def test_a_snippet_is_one_line_around_the_first_term():
+    body = "word " * 50 + "needle here " + "tail " * 50
+    line = snippet(body, frozenset({"needle"}), 40)
+    assert len(line.plain) <= 40 and line.plain.startswith("…") and line.plain.endswith("…")
+    assert _lit(line) == ["needle"]
+    assert snippet("short text", frozenset(), 40).plain == "short text"
+
+
+def test_scores_and_times_are_formatted_for_people():
+    assert fmt.score(12.3456, "bm25") == "12.35"
+    assert fmt.score(0.812345, "flat") == "0.8123"
+    assert fmt.score(0.0327869, "hybrid") == "0.03279"
+    assert fmt.ms(0.000412) == "0.41 ms" and fmt.ms(0.0234) == "23.4 ms" and fmt.ms(0.4) == "400 ms"
+
+
+def test_history_walks_like_a_shell_and_drops_repeats(tmp_path):
+    h = QueryHistory(tmp_path / "h", limit=3)
+    for q in ("a", "b", "a", "c", "d"):
+        h.add(q)
+    assert h.entries == ["a", "c", "d"]
+    assert h.older("draft") == "d" and h.older("x") == "c" and h.older("x") == "a" and h.older("x") is None
+    assert h.newer() == "c" and h.newer() == "d" and h.newer() == "draft" and h.newer() is None
+    assert QueryHistory(tmp_path / "h").load().entries == ["a", "c", "d"]
+    assert QueryHistory(tmp_path / "missing").load().entries == []
+
+
+def test_compare_measures_overlap_and_ivf_recall(demo_index):
+    from ragtui.config import Settings
+    from ragtui.tui.backend import compare, open_index
+    from tests.unit.fakes import HashEmbedder
+
+    settings = Settings(artifacts=demo_index[0])
+    retriever: Retriever = open_index(backend.locate_index(settings, None), settings)
+    retriever.embedder = HashEmbedder()
+    nlist, _ = backend.resolved_ivf(retriever)
+    full = compare(retriever, "vectors and lists", 5, nlist, None)
+    assert full.ivf_recall == 1.0 and full.overlap[("flat", "ivf")] == len(full.runs["flat"])
+    off = compare(retriever, "vectors", 5, None, "no embedder")
+    assert set(off.runs) == {"bm25"} and off.off == {"flat": "no embedder", "ivf": "no embedder"}
+    assert off.overlap == {} and off.ivf_recall is None
+    hit = off.runs["bm25"][0]
+    assert off.rank_in("bm25", hit.chunk_id) == 1 and off.rank_in("flat", hit.chunk_id) is None

@@ -1,0 +1,132 @@
+"""SVG snapshots of the main screens at 80×24 and 140×40 (update with ``--snapshot-update``).
+
+The index is built from assets/demo with the deterministic test embedder and
+a fixed created_at; durations on screen are fixed by ``stable_times``; each
+``run_before`` waits on the app's state, never on the clock.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from ragtui.tui.screens.compare import CompareScreen
+from ragtui.tui.screens.indexes import IndexScreen
+from ragtui.tui.screens.source import SourceScreen
+from ragtui.tui.widgets.index_stats import IndexStatsView
+from tests.tui import DEMO, build_demo, ingest, make_app, ready, search, settled, wait_for
+
+pytestmark = pytest.mark.usefixtures("stable_times")
+
+SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((140, 40), id="140x40")]
+QUERY = "how does ivf probe lists"
+
+
+async def _results(pilot) -> None:
+    await ready(pilot)
+    await search(pilot, QUERY)
+    await pilot.press("escape", "down")
+    await settled(pilot)
+    await wait_for(pilot, lambda: pilot.app.main.detail.citation is not None, "the citation")
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_main_screen(snap_compare, demo_index, size):
+    assert snap_compare(make_app(demo_index[0]), terminal_size=size, run_before=_results)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_compare_view(snap_compare, demo_index, size):
+    async def run_before(pilot):
+        await _results(pilot)
+        await pilot.press("v")
+        app = pilot.app
+        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen.outcome, "the comparison")
+
+    assert snap_compare(make_app(demo_index[0]), terminal_size=size, run_before=run_before)
+
+
+def test_source_view(snap_compare, demo_index):
+    async def run_before(pilot):
+        await _results(pilot)
+        await pilot.press("down", "down")  # a chunk from the middle of its file
+        await settled(pilot)
+        await pilot.press("enter")
+        app = pilot.app
+        await wait_for(pilot, lambda: isinstance(app.screen, SourceScreen), "the source view")
+        view = app.screen.view
+        await wait_for(pilot, lambda: view.scroll_y == max(0, min(view.chunk_lines[0] - 4, view.max_scroll_y)), "the scroll")
+
+    assert snap_compare(make_app(demo_index[0]), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_help_screen(snap_compare, demo_index):
+    async def run_before(pilot):
+        await ready(pilot)
+        await pilot.press("escape", "question_mark")
+
+    assert snap_compare(make_app(demo_index[0]), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_light_theme(snap_compare, demo_index):
+    async def run_before(pilot):
+        await _results(pilot)
+        await pilot.press("t")
+
+    assert snap_compare(make_app(demo_index[0]), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_index_picker(snap_compare, tmp_path):
+    artifacts, _ = build_demo(tmp_path)
+    faq = tmp_path / "src" / "faq"
+    faq.mkdir()
+    shutil.copy(DEMO / "faq.md", faq / "faq.md")
+    ingest(faq, artifacts)
+
+    async def run_before(pilot):
+        app = pilot.app
+        await wait_for(pilot, lambda: isinstance(app.screen, IndexScreen), "the picker")
+        view = app.screen.query_one(IndexStatsView)
+        await wait_for(pilot, lambda: view.stats is not None, "the stats")
+        await wait_for(pilot, lambda: app.embedder is not None, "the embedder")
+
+    assert snap_compare(make_app(artifacts), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_no_index_yet(snap_compare, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a relative artifacts root keeps temporary paths off the screen
+
+    async def run_before(pilot):
+        await wait_for(pilot, lambda: pilot.app.index_state == "missing", "the missing state")
+        await wait_for(pilot, lambda: pilot.app.embedder is not None, "the embedder")
+
+    assert snap_compare(make_app(tmp_path.joinpath("artifacts").relative_to(tmp_path)), run_before=run_before)
+
+
+def test_index_failing_validation(snap_compare, tmp_path, monkeypatch):
+    build_demo(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    with open(os.path.realpath("artifacts/rag/demo/vectors.f32"), "r+b") as f:
+        f.truncate(7)
+
+    async def run_before(pilot):
+        await wait_for(pilot, lambda: pilot.app.index_state == "invalid", "the invalid state")
+        await wait_for(pilot, lambda: pilot.app.embedder is not None, "the embedder")
+
+    assert snap_compare(make_app(tmp_path.joinpath("artifacts").relative_to(tmp_path)), run_before=run_before)
+
+
+def test_vectors_off(snap_compare, demo_index):
+    from ragtui.core.errors import EmbeddingError
+
+    def broken(settings):
+        raise EmbeddingError("wordllama could not load its weights")
+
+    async def run_before(pilot):
+        await ready(pilot, vectors="off")
+        await search(pilot, QUERY)
+
+    assert snap_compare(make_app(demo_index[0], embedder_factory=broken), terminal_size=(80, 24),
+                        run_before=run_before)
