@@ -29,6 +29,36 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"ragtui: error: {message} (see `{self.prog} --help`)\n")
 
 
+def add_folder_options(p: argparse.ArgumentParser) -> None:
+    """The walk and chunker flags shared by ``ingest`` and ``watch`` (the same flags give the same index)."""
+    p.add_argument("--include", action="append", metavar="GLOB", help="file names to index (repeatable; replaces the defaults)")
+    p.add_argument("--exclude", action="append", metavar="GLOB", help="file or folder names to leave out (repeatable; added to the defaults)")
+    p.add_argument("--max-bytes", type=int, metavar="N", help="skip files larger than N bytes (default 16 MiB)")
+    p.add_argument("--max-tokens", type=int, metavar="N", help="chunk window in tokens (default 256)")
+    p.add_argument("--overlap", type=int, metavar="N", help="tokens shared by consecutive chunks (default 32)")
+
+
+def folder_settings(args, verb: str):
+    """(settings, folder, index_id, WalkRules) from ``add_folder_options`` flags; UsageError when they are off."""
+    from ragtui.core.walk import DEFAULT_EXCLUDE, DEFAULT_INCLUDE, DEFAULT_MAX_BYTES, WalkRules
+
+    settings = load_settings().with_flags(
+        artifacts=getattr(args, "artifacts", None), max_tokens=args.max_tokens, overlap=args.overlap
+    )
+    folder = Path(args.folder)
+    if not folder.is_dir():
+        raise UsageError(f"{folder} is not a folder: give the folder of documents to {verb}")
+    if args.max_bytes is not None and args.max_bytes < 1:
+        raise UsageError(f"--max-bytes must be at least 1 (got {args.max_bytes})")
+    index_id = getattr(args, "index", None) or settings.index or Path(os.path.abspath(folder)).name
+    rules = WalkRules(
+        include=tuple(args.include) if args.include else DEFAULT_INCLUDE,
+        exclude=DEFAULT_EXCLUDE + tuple(args.exclude or ()),
+        max_bytes=args.max_bytes or DEFAULT_MAX_BYTES,
+    )
+    return settings, folder, index_id, rules
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     # SUPPRESS keeps a value given before the subcommand (`ragtui --artifacts X search q`).
     p.add_argument("--artifacts", metavar="DIR", default=argparse.SUPPRESS,
@@ -67,11 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Writes nothing when nothing changed.",
     )
     p.add_argument("folder", help="the folder of documents (its name is the default index id)")
-    p.add_argument("--include", action="append", metavar="GLOB", help="file names to index (repeatable; replaces the defaults)")
-    p.add_argument("--exclude", action="append", metavar="GLOB", help="file or folder names to leave out (repeatable; added to the defaults)")
-    p.add_argument("--max-bytes", type=int, metavar="N", help="skip files larger than N bytes (default 16 MiB)")
-    p.add_argument("--max-tokens", type=int, metavar="N", help="chunk window in tokens (default 256)")
-    p.add_argument("--overlap", type=int, metavar="N", help="tokens shared by consecutive chunks (default 32)")
+    add_folder_options(p)
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress display")
     _common(p)
@@ -190,22 +216,8 @@ def cmd_search(args) -> int:
 
 def cmd_ingest(args) -> int:
     from ragtui.core.sync import sync
-    from ragtui.core.walk import DEFAULT_EXCLUDE, DEFAULT_INCLUDE, DEFAULT_MAX_BYTES, WalkRules
 
-    settings = load_settings().with_flags(
-        artifacts=getattr(args, "artifacts", None), max_tokens=args.max_tokens, overlap=args.overlap
-    )
-    folder = Path(args.folder)
-    if not folder.is_dir():
-        raise UsageError(f"{folder} is not a folder: give the folder of documents to index")
-    index_id = getattr(args, "index", None) or settings.index or Path(os.path.abspath(folder)).name
-    if args.max_bytes is not None and args.max_bytes < 1:
-        raise UsageError("--max-bytes must be at least 1")
-    rules = WalkRules(
-        include=tuple(args.include) if args.include else DEFAULT_INCLUDE,
-        exclude=DEFAULT_EXCLUDE + tuple(args.exclude or ()),
-        max_bytes=args.max_bytes or DEFAULT_MAX_BYTES,
-    )
+    settings, folder, index_id, rules = folder_settings(args, "index")
     embedder = open_embedder(settings)
     show = not args.quiet and not args.json and sys.stderr.isatty()
     with ProgressDisplay(show) as progress:

@@ -14,12 +14,10 @@ half-published: publishing is atomic).
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 import threading
 from datetime import UTC, datetime
-from pathlib import Path
 
 from ragtui.core.errors import UsageError
 from ragtui.core.textsafe import json_text
@@ -28,6 +26,8 @@ DEFAULT_RECONCILE_EVERY = 600.0
 
 
 def register(sub, common) -> None:
+    from ragtui.cli import add_folder_options
+
     p = sub.add_parser(
         "watch",
         help="keep the index of a folder up to date as its files change",
@@ -43,11 +43,7 @@ def register(sub, common) -> None:
                    help="wait until events pause this long before syncing a batch (default 300)")
     p.add_argument("--reconcile-every", type=float, default=DEFAULT_RECONCILE_EVERY, metavar="S",
                    help=f"also reconcile the whole folder every S seconds (0: never; default {DEFAULT_RECONCILE_EVERY:.0f})")
-    p.add_argument("--include", action="append", metavar="GLOB", help="file names to index (repeatable; replaces the defaults)")
-    p.add_argument("--exclude", action="append", metavar="GLOB", help="file or folder names to leave out (repeatable; added to the defaults)")
-    p.add_argument("--max-bytes", type=int, metavar="N", help="skip files larger than N bytes (default 16 MiB)")
-    p.add_argument("--max-tokens", type=int, metavar="N", help="chunk window in tokens (default 256)")
-    p.add_argument("--overlap", type=int, metavar="N", help="tokens shared by consecutive chunks (default 32)")
+    add_folder_options(p)
     p.add_argument("--json", action="store_true", help="log one JSON object per line")
     common(p)
     p.set_defaults(func=run)
@@ -125,25 +121,14 @@ def _raise_stop(signum, frame) -> None:
 
 
 def run(args) -> int:
-    from ragtui.cli import load_settings, open_embedder
-    from ragtui.core.walk import DEFAULT_EXCLUDE, DEFAULT_INCLUDE, DEFAULT_MAX_BYTES, WalkRules
+    from ragtui.cli import folder_settings, open_embedder
     from ragtui.watch import WatchAgent
 
-    settings = load_settings().with_flags(artifacts=args.artifacts, max_tokens=args.max_tokens, overlap=args.overlap)
-    folder = Path(args.folder)
-    if not folder.is_dir():
-        raise UsageError(f"{folder} is not a folder: give the folder of documents to watch")
-    for name, value, low in (("--max-bytes", args.max_bytes, 1), ("--quiet-ms", args.quiet_ms, 0)):
-        if value is not None and value < low:
-            raise UsageError(f"{name} must be at least {low} (got {value})")
+    settings, folder, index_id, rules = folder_settings(args, "watch")
+    if args.quiet_ms < 0:
+        raise UsageError(f"--quiet-ms must be at least 0 (got {args.quiet_ms})")
     if args.poll_seconds <= 0 or args.reconcile_every < 0:
         raise UsageError("--poll-seconds must be positive and --reconcile-every at least 0")
-    rules = WalkRules(
-        include=tuple(args.include) if args.include else DEFAULT_INCLUDE,
-        exclude=DEFAULT_EXCLUDE + tuple(args.exclude or ()),
-        max_bytes=args.max_bytes or DEFAULT_MAX_BYTES,
-    )
-    index_id = args.index or settings.index or Path(os.path.abspath(folder)).name
     log = _Log(args.json)
     embedder = open_embedder(settings)
     agent = WatchAgent(
