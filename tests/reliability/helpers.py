@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ragtui.core.index_format import FILES, read_index
 from ragtui.core.sync import sync
+from tests.files import write  # noqa: F401 - re-exported for the tests that import it from here
 from tests.unit.fakes import HashEmbedder
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -57,13 +58,6 @@ class Tally:
         return self
 
 
-def write(path: Path, text: str | bytes) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(text, bytes):
-        path.write_bytes(text)
-    else:
-        path.write_text(text, encoding="utf-8")
-    return path
 
 
 WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma "

@@ -25,19 +25,13 @@ from ragtui.core.errors import IndexFormatError, NotFoundError, UsageError
 from ragtui.core.index_format import ChunkRecord, IndexMeta, fingerprint, read_index
 from ragtui.core.publish import encode_index
 from ragtui.core.sync import sync
+from tests.files import write
 
 from .fakes import HashEmbedder, WordTokenizer
 
 PROSE = "".join(f"Paragraph {i} talks about topic number {i} in some detail.\n\n" for i in range(12))
 
 
-def write(path: Path, data: str | bytes) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(data, bytes):
-        path.write_bytes(data)
-    else:
-        path.write_text(data, encoding="utf-8")
-    return path
 
 
 def build(folder: Path, art: Path):
@@ -405,9 +399,8 @@ def test_ordered_search_finds_every_chunk_of_an_unchanged_document(tmp_path_fact
 @pytest.mark.parametrize("window", [(256, 32), (64, 8)])
 def test_every_chunk_of_a_real_corpus_is_found_where_the_chunker_put_it(tmp_path, window):
     """On real documents the ordered search reports the chunker's own offsets for every chunk."""
-    from tests.conftest import shared_data
-
     from ragtui.core.walk import decode_document
+    from tests.conftest import shared_data
 
     folder = shared_data("corpora", "python-docs")
     texts = {}

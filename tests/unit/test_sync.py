@@ -13,17 +13,9 @@ from ragtui.core.index_format import read_index
 from ragtui.core.publish import IndexLock
 from ragtui.core.sync import load_state, sync
 from ragtui.core.walk import WalkRules
+from tests.files import write
 
 from .fakes import HashEmbedder
-
-
-def write(path: Path, text: str | bytes) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(text, bytes):
-        path.write_bytes(text)
-    else:
-        path.write_text(text, encoding="utf-8")
-    return path
 
 
 def tree_snapshot(root: Path) -> dict[str, tuple]:
