@@ -219,7 +219,7 @@ class EmbedServer:
         text = body["inputs"]  # TEI
         enc = tok.encode(text)
         out = []
-        for i, t, (s, e) in zip(enc.ids, enc.tokens, enc.offsets):
+        for i, (s, e) in zip(enc.ids, enc.offsets):
             item = {"id": i, "text": text[s:e], "special": False, "start": s, "stop": e}
             if self.tei_byte_offsets:
                 item["start"] = len(text[:s].encode("utf-8"))

@@ -238,7 +238,7 @@ def check_invariants(doc: str, tok, chunks: list[Chunk], max_tokens: int, overla
         for prev, nxt in zip(chunks, chunks[1:]):
             lo = bisect_right(span_starts, nxt.start - 1)
             shared = 0
-            for s, e in spans[lo:]:
+            for _s, e in spans[lo:]:
                 if e > prev.end:
                     break
                 shared += 1

@@ -517,7 +517,9 @@ def test_transport_errors_are_retried_then_succeed():
 
 
 def test_redirect_is_reported_not_followed():
-    handler = lambda r: httpx.Response(301, headers={"location": "https://elsewhere/v1/embeddings"})
+    def handler(request):
+        return httpx.Response(301, headers={"location": "https://elsewhere/v1/embeddings"})
+
     with pytest.raises(EmbeddingError, match="redirected to https://elsewhere"):
         mock(handler).embed(["a"])
 

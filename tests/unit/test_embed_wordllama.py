@@ -55,7 +55,7 @@ def check_spans(text: str, spans: list[tuple[int, int]]) -> None:
     assert spans, "non-empty text has tokens (byte fallback covers everything)"
     assert spans[0][0] == 0
     assert spans[-1][1] == len(text)
-    for (s0, e0), (s1, e1) in zip(spans, spans[1:]):
+    for (_s0, e0), (s1, _e1) in zip(spans, spans[1:]):
         assert e0 == s1
     for s, e in spans:
         assert 0 <= s <= e <= len(text)
