@@ -43,3 +43,24 @@ def test_headless_module_loads_no_ui(module):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     allowed = {"watchdog"} if module.startswith("ragtui.watch") else set()
     assert set(out.split()) - allowed == set()
+
+
+def test_public_api_is_pinned_and_lazy():
+    code = (
+        "import sys, ragtui\n"
+        "loaded = sorted(m for m in ('numpy', 'textual', 'rich', 'watchdog', 'httpx') if m in sys.modules)\n"
+        "print(' '.join(loaded) or '-')\n"
+        "print(' '.join(ragtui.__all__))\n"
+        "missing = [n for n in ragtui.__all__ if not hasattr(ragtui, n)]\n"
+        "print(' '.join(missing) or '-')\n"
+    )
+    loaded, names, missing = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split("\n")[:3]
+    assert loaded == "-"
+    assert names.split() == sorted(names.split())
+    assert names.split() == [
+        "Citation", "Hit", "IVFParams", "RagtuiError", "Retriever", "SyncReport", "WatchAgent",
+        "__version__", "analyze", "make_embedder", "read_index", "resolve", "sync",
+    ]
+    assert missing == "-"
