@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["cached_arrays"]
+__all__ = ["cached_arrays", "remove_dead_temporaries", "store_arrays"]
 
 _MARKER = "complete"
 
@@ -55,6 +55,18 @@ def cached_arrays(
     return arrays, False
 
 
+def store_arrays(cache_dir: Path, kind: str, name: str, key: str, arrays: dict[str, np.ndarray], keep: int = 2) -> None:
+    """Put ``arrays`` in the cache under ``key`` ahead of any reader (best effort, like every write here)."""
+    entry = Path(cache_dir) / f"{kind}-{name}-{key}"
+    if (entry / _MARKER).is_file():
+        return
+    try:
+        _store(entry, arrays)
+        _evict(Path(cache_dir), f"{kind}-{name}-", keep)
+    except OSError:
+        pass
+
+
 def _store(entry: Path, arrays: dict[str, np.ndarray]) -> None:
     tmp = entry.with_name(entry.name + f".tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -70,8 +82,27 @@ def _store(entry: Path, arrays: dict[str, np.ndarray]) -> None:
     os.utime(entry)
 
 
+def remove_dead_temporaries(cache_dir: Path) -> None:
+    """Delete half-written entries (``<entry>.tmp<pid>``) of processes that no longer run."""
+    try:
+        names = os.listdir(cache_dir)
+    except OSError:
+        return
+    for name in names:
+        _, sep, pid = name.rpartition(".tmp")
+        if not sep or not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(Path(cache_dir) / name, ignore_errors=True)
+        except OSError:
+            pass  # alive under another user: not ours to judge
+
+
 def _evict(cache_dir: Path, prefix: str, keep: int) -> None:
     entries = [p for p in cache_dir.iterdir() if p.name.startswith(prefix) and ".tmp" not in p.name]
     entries.sort(key=lambda p: p.stat().st_mtime_ns, reverse=True)
     for old in entries[keep:]:
         shutil.rmtree(old, ignore_errors=True)
+    remove_dead_temporaries(cache_dir)

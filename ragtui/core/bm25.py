@@ -20,15 +20,40 @@ import numpy as np
 
 from ragtui.core import leb128
 from ragtui.core.analyzer import analyze
-from ragtui.core.arraycache import cached_arrays
+from ragtui.core.arraycache import cached_arrays, store_arrays
 from ragtui.core.errors import IndexFormatError
 from ragtui.core.topk import top_k
 
-__all__ = ["BM25Index", "MAGIC", "VERSION", "encode_bm25"]
+__all__ = ["BM25Index", "MAGIC", "Postings", "VERSION", "build_postings", "encode_bm25", "encode_postings", "splice_postings"]
 
 MAGIC = b"TLBM"
 VERSION = 1
 _HEADER = struct.Struct("<4sIIId")
+
+
+@dataclass(frozen=True, eq=False)
+class Postings:
+    """The content of a bm25.idx before encoding: terms, per-chunk lengths and postings.
+
+    ``term_blob``/``term_starts`` hold the terms in ascending UTF-8 byte
+    order; the postings of term t are ``[offsets[t], offsets[t+1])`` in
+    ascending chunk order.
+    """
+
+    doc_len: np.ndarray
+    term_blob: np.ndarray
+    term_starts: np.ndarray
+    offsets: np.ndarray
+    post_doc: np.ndarray
+    post_tf: np.ndarray
+
+    @property
+    def n_docs(self) -> int:
+        return int(self.doc_len.size)
+
+    @property
+    def df(self) -> np.ndarray:
+        return np.diff(self.offsets)
 
 
 def encode_bm25(doc_terms: Sequence[Sequence[str]]) -> bytes:
@@ -36,6 +61,11 @@ def encode_bm25(doc_terms: Sequence[Sequence[str]]) -> bytes:
 
     The output depends only on ``doc_terms``: the same input gives the same bytes.
     """
+    return encode_postings(build_postings(doc_terms))
+
+
+def build_postings(doc_terms: Sequence[Sequence[str]]) -> Postings:
+    """The postings of chunks given as their analyzed terms (chunk i is ``doc_terms[i]``)."""
     n_docs = len(doc_terms)
     doc_len = np.fromiter((len(t) for t in doc_terms), dtype=np.uint32, count=n_docs)
     vocab: dict[str, int] = {}
@@ -56,40 +86,167 @@ def encode_bm25(doc_terms: Sequence[Sequence[str]]) -> bytes:
     key = rank[term_ids] * max(n_docs, 1) + docs
     uniq, tf = np.unique(key, return_counts=True)
     post_term = uniq // max(n_docs, 1)
-    post_doc = uniq % max(n_docs, 1)
-    df = np.bincount(post_term, minlength=n_terms)
-    first = np.zeros(n_terms + 1, dtype=np.int64)
-    np.cumsum(df, out=first[1:])
+    offsets = np.zeros(n_terms + 1, dtype=np.int64)
+    np.cumsum(np.bincount(post_term, minlength=n_terms), out=offsets[1:])
+    blob, starts = _blob([terms_by_id[t].encode("utf-8") for t in order])
+    return Postings(doc_len, blob, starts, offsets, uniq % max(n_docs, 1), tf)
 
+
+def _blob(raws: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    starts = np.zeros(len(raws) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter((len(r) for r in raws), dtype=np.int64, count=len(raws)), out=starts[1:])
+    return np.frombuffer(b"".join(raws), dtype=np.uint8), starts
+
+
+def _scatter(out: np.ndarray, dest_start: np.ndarray, src: np.ndarray, src_start: np.ndarray) -> None:
+    """Copy the runs ``src[src_start[i]:src_start[i+1]]`` to ``out[dest_start[i]:...]``, all at once."""
+    lengths = np.diff(src_start)
+    if src.size:
+        out[np.repeat(dest_start - src_start[:-1], lengths) + np.arange(src.size)] = src
+
+
+def _put_le(out: np.ndarray, pos: np.ndarray, values: np.ndarray, width: int) -> None:
+    v = values.astype(np.uint64)
+    for k in range(width):
+        out[pos + k] = ((v >> np.uint64(8 * k)) & np.uint64(0xFF)).astype(np.uint8)
+
+
+def encode_postings(p: Postings) -> bytes:
+    """bm25.idx bytes for ``p``: every field written with array operations, no per-term loop."""
+    n_docs, n_terms = p.n_docs, p.term_starts.size - 1
+    df = np.diff(p.offsets)
+    post_doc = np.asarray(p.post_doc, dtype=np.int64)
     gaps = post_doc.copy()
     if gaps.size:
         gaps[1:] -= post_doc[:-1]
-        starts = first[:-1][df > 0]
-        gaps[starts] = post_doc[starts]
-    pairs = np.empty(2 * gaps.size, dtype=np.uint64)
+        firsts = p.offsets[:-1][df > 0]
+        gaps[firsts] = post_doc[firsts]
+    tf = np.asarray(p.post_tf)
+    pairs = np.empty(2 * gaps.size, dtype=np.int64)
     pairs[0::2] = gaps
     pairs[1::2] = tf
-    payload = leb128.encode(pairs)
-    nbytes = np.ones(pairs.shape, dtype=np.int64)
-    for shift in (7, 14, 21, 28):
-        nbytes += pairs >= (1 << shift)
-    per_posting = nbytes[0::2] + nbytes[1::2]
-    byte_end = np.zeros(n_terms + 1, dtype=np.int64)
-    if per_posting.size:
-        cum = np.concatenate(([0], np.cumsum(per_posting)))
-        byte_end = cum[first]
+    payload = np.frombuffer(leb128.encode(pairs), dtype=np.uint8)
+    cum = np.zeros(gaps.size + 1, dtype=np.int64)
+    np.cumsum(leb128.sizes(gaps) + leb128.sizes(tf), out=cum[1:])
+    pay_start = cum[p.offsets]  # payload bytes of term t: [pay_start[t], pay_start[t+1])
 
-    avgdl = float(doc_len.mean(dtype=np.float64)) if n_docs else 0.0
-    parts = [_HEADER.pack(MAGIC, VERSION, n_docs, n_terms, avgdl), doc_len.astype("<u4").tobytes()]
-    pack_entry = struct.Struct("<II").pack
-    for r, t in enumerate(order):
-        raw = terms_by_id[t].encode("utf-8")
-        lo, hi = int(byte_end[r]), int(byte_end[r + 1])
-        parts.append(len(raw).to_bytes(2, "little"))
-        parts.append(raw)
-        parts.append(pack_entry(int(df[r]), hi - lo))
-        parts.append(payload[lo:hi])
-    return b"".join(parts)
+    term_len = np.diff(p.term_starts)
+    if n_terms and int(term_len.max()) > 0xFFFF:
+        raise ValueError("a term is longer than 65,535 bytes, which bm25.idx cannot hold")
+    entry = 10 + term_len + np.diff(pay_start)
+    head = _HEADER.size + 4 * n_docs
+    at = np.zeros(n_terms + 1, dtype=np.int64)
+    np.cumsum(entry, out=at[1:])
+    at += head
+    out = np.empty(int(at[-1]), dtype=np.uint8)
+    avgdl = float(p.doc_len.mean(dtype=np.float64)) if n_docs else 0.0
+    out[: _HEADER.size] = np.frombuffer(_HEADER.pack(MAGIC, VERSION, n_docs, n_terms, avgdl), dtype=np.uint8)
+    out[_HEADER.size : head] = np.frombuffer(np.asarray(p.doc_len, dtype="<u4").tobytes(), dtype=np.uint8)
+    starts = at[:-1]
+    _put_le(out, starts, term_len, 2)
+    _scatter(out, starts + 2, np.asarray(p.term_blob, dtype=np.uint8), p.term_starts)
+    _put_le(out, starts + 2 + term_len, df, 4)
+    _put_le(out, starts + 6 + term_len, np.diff(pay_start), 4)
+    _scatter(out, starts + 10 + term_len, payload, pay_start)
+    return out.tobytes()
+
+
+def splice_postings(
+    old: BM25Index,
+    row_map: np.ndarray,
+    n_docs: int,
+    new_rows: Sequence[int],
+    new_terms: Sequence[Sequence[str]],
+) -> Postings:
+    """The postings of a new generation that keeps some chunks of ``old`` and adds others.
+
+    ``row_map[i]`` is the new number of old chunk i, or -1 if it is dropped;
+    kept chunks must keep their relative order. Chunk ``new_rows[j]`` of the
+    new generation has the analyzed terms ``new_terms[j]``. Equal, posting for
+    posting, to ``build_postings`` over all the new generation's chunks, at a
+    cost that grows with the old postings' size (array operations) and the
+    new chunks' text (Python), not with the number of old chunks re-analyzed.
+    """
+    row_map = np.asarray(row_map, dtype=np.int64)
+    old_doc = np.asarray(old.post_doc, dtype=np.int64)
+    keep = row_map[old_doc] >= 0 if old_doc.size else np.zeros(0, dtype=bool)
+    n_old_terms = old.n_terms
+    old_term = np.repeat(np.arange(n_old_terms, dtype=np.int64), np.diff(old.offsets))[keep]
+    kept_doc = row_map[old_doc[keep]]
+    kept_tf = np.asarray(old.post_tf, dtype=np.int64)[keep]
+
+    # The new chunks' (term, chunk, tf) triples, and where each new term sits among the old ones.
+    counts = [Counter(terms) for terms in new_terms]
+    vocab = sorted({t for c in counts for t in c})
+    found = np.empty(len(vocab), dtype=np.int64)  # old term number, or -1
+    place = np.empty(len(vocab), dtype=np.int64)  # old terms before it
+    for j, term in enumerate(vocab):
+        found[j], place[j] = _bisect(old.term_blob, old.term_starts, term.encode("utf-8"))
+    fresh = found < 0
+    fresh_place = place[fresh]
+    # Merged dictionary: old term t moves up by the fresh terms sorted before it.
+    old_rank = np.arange(n_old_terms, dtype=np.int64) + np.searchsorted(fresh_place, np.arange(n_old_terms), side="right")
+    vocab_rank = np.empty(len(vocab), dtype=np.int64)
+    vocab_rank[~fresh] = old_rank[found[~fresh]]
+    vocab_rank[fresh] = fresh_place + np.arange(int(fresh.sum()))
+    n_merged = n_old_terms + int(fresh.sum())
+
+    index_of = {t: j for j, t in enumerate(vocab)}
+    triples = [(vocab_rank[index_of[t]], row, tf) for row, c in zip(new_rows, counts) for t, tf in c.items()]
+    add = np.array(triples, dtype=np.int64).reshape(-1, 3)
+    width = max(n_docs, 1)
+    kept_key = old_rank[old_term] * width + kept_doc
+    add_key = add[:, 0] * width + add[:, 1]
+    order = np.argsort(add_key, kind="stable")
+    add_key, add_tf = add_key[order], add[order, 2]
+    at = np.searchsorted(kept_key, add_key)
+    key = np.insert(kept_key, at, add_key)
+    tf = np.insert(kept_tf, at, add_tf)
+    term = key // width
+    doc = key % width
+
+    df = np.bincount(term, minlength=n_merged)
+    live = df > 0  # a term only the dropped chunks held leaves the dictionary
+    offsets = np.zeros(int(live.sum()) + 1, dtype=np.int64)
+    np.cumsum(df[live], out=offsets[1:])
+
+    # Term bytes in merged order: old terms from the old blob, fresh ones from their own.
+    fresh_blob, fresh_starts = _blob([t.encode("utf-8") for t, f in zip(vocab, fresh) if f])
+    src = np.concatenate((np.asarray(old.term_blob, dtype=np.uint8), fresh_blob))
+    src_lo = np.empty(n_merged, dtype=np.int64)
+    src_len = np.empty(n_merged, dtype=np.int64)
+    old_starts = np.asarray(old.term_starts, dtype=np.int64)
+    src_lo[old_rank] = old_starts[:-1]
+    src_len[old_rank] = np.diff(old_starts)
+    fresh_rank = vocab_rank[fresh]
+    src_lo[fresh_rank] = fresh_starts[:-1] + old_starts[-1]
+    src_len[fresh_rank] = np.diff(fresh_starts)
+    src_lo, src_len = src_lo[live], src_len[live]
+    starts = np.zeros(src_len.size + 1, dtype=np.int64)
+    np.cumsum(src_len, out=starts[1:])
+    blob = src[np.repeat(src_lo - starts[:-1], src_len) + np.arange(int(starts[-1]))]
+
+    doc_len = np.zeros(n_docs, dtype=np.uint32)
+    kept_rows = np.flatnonzero(row_map >= 0)
+    doc_len[row_map[kept_rows]] = np.asarray(old.doc_len)[kept_rows]
+    for row, terms in zip(new_rows, new_terms):
+        doc_len[row] = len(terms)
+    return Postings(doc_len, blob, starts, offsets, doc, tf)
+
+
+def _bisect(blob: np.ndarray, starts: np.ndarray, key: bytes) -> tuple[int, int]:
+    """(the number of ``key`` among the sorted terms or -1, how many terms sort before it)."""
+    lo, hi = 0, starts.size - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        here = bytes(blob[starts[mid] : starts[mid + 1]])
+        if here < key:
+            lo = mid + 1
+        elif here > key:
+            hi = mid
+        else:
+            return mid, mid
+    return -1, lo
 
 
 @dataclass(frozen=True, eq=False)
@@ -129,19 +286,7 @@ class BM25Index:
 
     def lookup(self, term: str) -> int:
         """The number of ``term`` in the dictionary, or -1."""
-        key = term.encode("utf-8")
-        blob, starts = self.term_blob, self.term_starts
-        lo, hi = 0, self.n_terms
-        while lo < hi:
-            mid = (lo + hi) // 2
-            here = bytes(blob[starts[mid] : starts[mid + 1]])
-            if here < key:
-                lo = mid + 1
-            elif here > key:
-                hi = mid
-            else:
-                return mid
-        return -1
+        return _bisect(self.term_blob, self.term_starts, term.encode("utf-8"))[0]
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         scalars = np.array([self.n_docs, self.avgdl, self.k1, self.b], dtype=np.float64)
@@ -154,15 +299,38 @@ class BM25Index:
         return cls(int(n_docs), avgdl, k1, b, **{name: arrays[name] for name in _ARRAYS})
 
     @classmethod
+    def from_postings(cls, p: Postings, k1: float, b: float) -> BM25Index:
+        """The index ``encode_postings(p)`` decodes to, without encoding or decoding."""
+        n_docs = p.n_docs
+        avgdl = float(p.doc_len.mean(dtype=np.float64)) if n_docs else 0.0
+        df = np.diff(p.offsets)
+        post_doc = np.asarray(p.post_doc, dtype=np.int64)
+        post_tf = np.asarray(p.post_tf, dtype=np.int64)
+        doc_len = np.asarray(p.doc_len, dtype=np.uint32)
+        weights = _weights(df, p.offsets, post_doc, post_tf, doc_len, avgdl, n_docs, k1, b)
+        return cls(n_docs, avgdl, k1, b, doc_len, np.asarray(p.term_blob, dtype=np.uint8),
+                   np.asarray(p.term_starts, dtype=np.int64), df, np.asarray(p.offsets, dtype=np.int64),
+                   post_doc.astype(np.uint32), post_tf.astype(np.uint32), weights)
+
+    @staticmethod
+    def cache_key(data: bytes | memoryview, k1: float, b: float) -> str:
+        digest = hashlib.sha256(data)
+        digest.update(struct.pack("<dd", k1, b))
+        return f"v{VERSION}-" + digest.hexdigest()[:40]
+
+    def store(self, data: bytes | memoryview, cache_dir, name: str = "index") -> None:
+        """Put this index in ``cache_dir`` as the decoding of ``data``, so a reader's ``load`` finds it."""
+        if cache_dir is not None:
+            store_arrays(cache_dir, "bm25", name, self.cache_key(data, self.k1, self.b), self.to_arrays())
+
+    @classmethod
     def load(
         cls, data: bytes | memoryview, k1: float, b: float, path: str = "bm25.idx", cache_dir=None, name: str = "index"
     ) -> BM25Index:
         """``decode``, reusing decoded arrays from ``cache_dir`` keyed by the file's SHA-256 (and k1, b)."""
         if cache_dir is None:
             return cls.decode(data, k1, b, path)
-        digest = hashlib.sha256(data)
-        digest.update(struct.pack("<dd", k1, b))
-        key = f"v{VERSION}-" + digest.hexdigest()[:40]
+        key = cls.cache_key(data, k1, b)
         arrays, _ = cached_arrays(cache_dir, "bm25", name, key, lambda: cls.decode(data, k1, b, path).to_arrays())
         return cls.from_arrays(arrays)
 

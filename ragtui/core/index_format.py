@@ -42,6 +42,13 @@ _DOC_KEYS = ("chunk_id", "doc_id", "source", "uri", "text", "n_tokens", "fingerp
 _META_KEYS = ("index_id", "created_at", "n_chunks", "dim", "embedding_model", "tokenizer", "chunker", "bm25")
 
 
+_FP_HEAD = b',"fingerprint":"'
+_FP_HEAD_ARRAY = np.frombuffer(_FP_HEAD, dtype=np.uint8)
+_FP_TAIL_ARRAY = np.frombuffer(b'"}', dtype=np.uint8)
+_HEX = np.zeros(256, dtype=bool)
+_HEX[np.frombuffer(b"0123456789abcdef", dtype=np.uint8)] = True
+
+
 def fingerprint(text: str) -> str:
     """Lowercase hex SHA-256 of the UTF-8 bytes of ``text``."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -392,6 +399,35 @@ class DocsFile(Sequence[ChunkRecord]):
                 raise IndexFormatError(where, f"line {i + 1}: chunk_id {rec.chunk_id!r} should be {doc_id + '#' + str(next_k)!r}")
             next_k += 1
         self._verified = True
+
+    def raw_lines(self, lo: int, hi: int) -> memoryview:
+        """The bytes of lines ``lo`` to ``hi - 1``, newlines included, without copying or parsing them."""
+        if lo >= hi:
+            return memoryview(b"")
+        return memoryview(self._raw)[int(self._starts[lo]) : int(self._ends[hi - 1]) + 1]
+
+    def written_fingerprints(self) -> np.ndarray | None:
+        """Every line's fingerprint as ASCII bytes (dtype S64), read straight from the file.
+
+        Only for a file whose every line ends the way ``encode_docs`` writes
+        it (``,"fingerprint":"<64 lowercase hex>"}``); returns None for any
+        other file. The values are not checked against the texts: callers
+        use this on a generation they wrote themselves.
+        """
+        n = len(self)
+        if n == 0:
+            return np.zeros(0, dtype="S64")
+        tail = len(_FP_HEAD) + 64 + 2
+        if int((self._ends - self._starts).min()) < tail:
+            return None
+        raw = np.frombuffer(self._raw, dtype=np.uint8)
+        block = raw[self._ends[:, None] + np.arange(-tail, 0)]
+        if not (block[:, : len(_FP_HEAD)] == _FP_HEAD_ARRAY).all() or not (block[:, -2:] == _FP_TAIL_ARRAY).all():
+            return None
+        hexes = np.ascontiguousarray(block[:, len(_FP_HEAD) : -2])
+        if not _HEX[hexes].all():
+            return None
+        return hexes.view("S64").ravel()
 
     def find(self, chunk_id: str) -> int:
         """The line (chunk number) holding ``chunk_id``, or -1. Bisects the ordered file."""

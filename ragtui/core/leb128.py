@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["VarintError", "decode", "encode"]
+__all__ = ["VarintError", "decode", "encode", "sizes"]
 
 _MAX_BYTES = 5
 
@@ -17,26 +17,42 @@ class VarintError(ValueError):
 
 
 def encode(values: np.ndarray) -> bytes:
-    """Encode a 1-d array of integers in [0, 2**32) as concatenated varints."""
-    v = np.asarray(values, dtype=np.uint64)
+    """Encode a 1-d array of integers in [0, 2**32) as concatenated varints.
+
+    All values are laid out as rows of ``width`` bytes (the longest varint
+    present), each byte with its continuation bit; a mask of the bytes each
+    value really uses, read in row order, is the encoding.
+    """
+    v = np.asarray(values)
     if v.size == 0:
         return b""
-    if int(v.max()) >= 1 << 32:
+    if int(v.min()) < 0 or int(v.max()) >= 1 << 32:
         raise ValueError("varint value does not fit in 32 bits")
-    nbytes = np.ones(v.shape, dtype=np.int64)
-    for shift in (7, 14, 21, 28):
-        nbytes += v >= (1 << shift)
-    starts = np.zeros(v.shape, dtype=np.int64)
-    np.cumsum(nbytes[:-1], out=starts[1:])
-    out = np.zeros(int(starts[-1] + nbytes[-1]), dtype=np.uint8)
-    for j in range(_MAX_BYTES):
-        has = nbytes > j
-        if not has.any():
+    v = v.astype(np.uint32)
+    nbytes = sizes(v)
+    width = int(nbytes.max())
+    if width == 1:
+        return v.astype(np.uint8).tobytes()
+    rows = np.empty((v.size, width), dtype=np.uint8)
+    for j in range(width):
+        rows[:, j] = (v >> (7 * j)) & 0x7F
+        if j < width - 1:
+            rows[:, j] |= (nbytes > j + 1).view(np.uint8) << 7
+    return rows[np.arange(width, dtype=np.uint8) < nbytes[:, None]].tobytes()
+
+
+def sizes(values: np.ndarray) -> np.ndarray:
+    """The length in bytes (uint8, 1 to 5) of each value's varint."""
+    v = np.asarray(values)
+    out = np.ones(v.shape, dtype=np.uint8)
+    if v.size == 0:
+        return out
+    top = int(v.max())
+    for j in range(1, _MAX_BYTES):
+        if top < 1 << (7 * j):
             break
-        byte = (v[has] >> np.uint64(7 * j)) & np.uint64(0x7F)
-        more = nbytes[has] > j + 1
-        out[starts[has] + j] = (byte | (more.astype(np.uint64) << np.uint64(7))).astype(np.uint8)
-    return out.tobytes()
+        out += v >= (1 << (7 * j))
+    return out
 
 
 def decode(data: np.ndarray | bytes, expected: int | None = None) -> np.ndarray:

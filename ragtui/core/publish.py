@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from ragtui.core.analyzer import analyze
+from ragtui.core.arraycache import remove_dead_temporaries
 from ragtui.core.bm25 import encode_bm25
 from ragtui.core.errors import LockedError, StorageError, UsageError
 from ragtui.core.index_format import (
@@ -52,7 +53,7 @@ from ragtui.core.index_format import (
 )
 
 __all__ = [
-    "OS_OPS", "FsOps", "IndexLock", "check_index_id", "encode_index", "index_dir", "publish",
+    "OS_OPS", "FsOps", "IndexLock", "check_index_id", "encode_index", "file_size", "index_dir", "publish",
     "rag_root", "remove_leftovers", "remove_stale_generations", "state_dir", "utc_now",
 ]
 
@@ -250,19 +251,30 @@ def _fsync_dir(ops: FsOps, path: Path) -> None:
         ops.close(fd)
 
 
-def _write_file(ops: FsOps, path: Path, data: bytes, step: _Step) -> None:
+def _write_file(ops: FsOps, path: Path, data, step: _Step) -> None:
     step(f"creating {path}")
     fd = ops.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     try:
         step(f"writing {path}")
-        view = memoryview(data)
-        while view:
-            n = ops.write(fd, view)
-            view = view[n:]
+        for piece in _pieces(data):
+            view = memoryview(piece).cast("B")
+            while view:
+                n = ops.write(fd, view)
+                view = view[n:]
         step(f"flushing {path} to disk")
         ops.fsync(fd)
     finally:
         ops.close(fd)
+
+
+def _pieces(data) -> Sequence:
+    """A file's content: one buffer, or a sequence of buffers written one after another."""
+    return (data,) if isinstance(data, (bytes, bytearray, memoryview)) else data
+
+
+def file_size(data) -> int:
+    """The number of bytes ``publish`` writes for one file's content."""
+    return sum(memoryview(p).nbytes for p in _pieces(data))
 
 
 def _make_dirs(ops: FsOps, path: Path, step: _Step) -> None:
@@ -296,8 +308,12 @@ def _hint(e: OSError) -> str:
     return "run again once the cause is fixed"
 
 
-def publish(artifacts: str | os.PathLike, index_id: str, files: dict[str, bytes], *, ops: FsOps | None = None) -> Path:
+def publish(artifacts: str | os.PathLike, index_id: str, files: dict, *, ops: FsOps | None = None) -> Path:
     """Publish ``files`` (the four names) as the new generation of ``index_id``.
+
+    Each file's content is a bytes-like object or a sequence of them (pieces
+    written in order: an incremental publish passes unchanged stretches of
+    the previous generation as memory views, without copying them first).
 
     The caller must hold ``IndexLock`` for ``index_id``. Returns the index
     directory path. Every file and directory is flushed before the link that
@@ -438,6 +454,7 @@ def remove_leftovers(artifacts: str | os.PathLike, index_id: str, *, ops: FsOps 
     """
     ops = ops or OS_OPS
     remove_stale_generations(artifacts, index_id, ops=ops)
+    remove_dead_temporaries(rag_root(artifacts) / ".cache")
     try:
         entries = list(os.scandir(state_dir(artifacts, index_id)))
     except OSError:

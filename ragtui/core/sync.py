@@ -21,16 +21,33 @@ from pathlib import Path
 import numpy as np
 
 from ragtui.core.analyzer import analyze
+from ragtui.core.bm25 import BM25Index, build_postings, encode_postings, splice_postings
 from ragtui.core.chunker import chunk_text
 from ragtui.core.errors import IndexFormatError, IndexMissingError, UsageError
-from ragtui.core.index_format import ChunkRecord, IndexData, IndexMeta, fingerprint, generation_of, read_index
+from ragtui.core.index_format import (
+    BM25,
+    DOCS,
+    FILES,
+    META,
+    VECTORS,
+    ChunkRecord,
+    IndexData,
+    IndexMeta,
+    encode_docs,
+    encode_meta,
+    encode_vectors,
+    fingerprint,
+    generation_of,
+    read_index,
+)
 from ragtui.core.journal import EmbedJournal
 from ragtui.core.publish import (
     IndexLock,
     check_index_id,
-    encode_index,
+    file_size,
     index_dir,
     publish,
+    rag_root,
     remove_leftovers,
     state_dir,
     utc_now,
@@ -72,6 +89,8 @@ class SyncReport:
     chunks_removed: int = 0
     chunks_embedded: int = 0
     published: bool = False
+    incremental: bool = False
+    """Whether the publish spliced the previous generation (only changed documents rebuilt)."""
     rebuilt: str | None = None
     """Why every document was re-chunked (settings changed, unreadable index), if it was."""
     seconds: dict[str, float] = field(default_factory=dict)
@@ -89,6 +108,7 @@ class SyncReport:
             "index_id": self.index_id,
             "index_path": self.index_path,
             "published": self.published,
+            "incremental": self.incremental,
             "added": self.added,
             "changed": self.changed,
             "removed": self.removed,
@@ -185,8 +205,10 @@ def sync(
 
     with IndexLock(artifacts, index_id):
         # A writer killed earlier may have left a half-written generation or state file.
+        t0 = time.perf_counter()
         remove_leftovers(artifacts, index_id)
         state = load_state(artifacts, index_id)
+        report.seconds["load"] = time.perf_counter() - t0
         settings = {
             "embedding_model": embedder.model,
             "dim": embedder.dim,
@@ -207,12 +229,13 @@ def sync(
 
         # 1. Which documents exist now, and which of them may have changed.
         t0 = time.perf_counter()
+        seen: dict[str, dict] = {}
         if paths is None or not trusted:
             found = walk_folder(folder, rules, report.skipped)
         else:
-            found = _rescan(folder, rules, paths, old_files, report.skipped)
-        tick("scan", len(found), len(found))
-        seen: dict[str, dict] = {}
+            # Documents the paths do not cover are carried over as they were.
+            seen, found = _rescan(folder, rules, paths, old_files, report.skipped)
+        tick("scan", len(seen) + len(found), len(seen) + len(found))
         to_read = []
         for cand in found:
             prev = old_files.get(cand.doc_id)
@@ -264,6 +287,23 @@ def sync(
             report.seconds["total"] = time.perf_counter() - t_start
             return report
 
+        cache_dir = rag_root(artifacts) / ".cache"
+        journal = EmbedJournal(artifacts, index_id, embedder.model, embedder.dim)
+        t0 = time.perf_counter()
+        spliceable = _open_for_splice(target, state, old_files, cache_dir) if trusted and current_gen else None
+        report.seconds["open"] = time.perf_counter() - t0
+        if spliceable is not None:
+            # 3'. The common case: keep the previous generation's bytes for every
+            # unchanged document and build only what changed.
+            _splice_publish(
+                artifacts, index_id, spliceable, seen, new_texts, embedder, settings, report, tick, journal, cache_dir
+            )
+            t0 = time.perf_counter()
+            _save_state(artifacts, index_id, _new_state(folder, settings, target, seen))
+            report.seconds["state"] = time.perf_counter() - t0
+            report.seconds["total"] = time.perf_counter() - t_start
+            return report
+
         # 3. The previous index: its chunks and vectors are reused where they still fit.
         old: IndexData | None = None
         if current_gen is not None:
@@ -294,7 +334,6 @@ def sync(
             report.removed = sorted(old_docs - set(seen), key=lambda d: d.encode("utf-8"))
             report.unchanged = len(seen) - len(new_texts)
 
-        journal = EmbedJournal(artifacts, index_id, embedder.model, embedder.dim)
         records, vectors, doc_terms = _assemble(
             folder, seen, new_texts, old, embedder, max_tokens, overlap, report, tick, journal
         )
@@ -314,31 +353,28 @@ def sync(
         t0 = time.perf_counter()
         meta = IndexMeta(index_id, utc_now(), len(records), embedder.dim, embedder.model,
                          embedder.tokenizer.name, max_tokens, overlap, k1, b)
-        files = encode_index(meta, records, vectors, doc_terms=doc_terms)
+        postings = build_postings(doc_terms)
+        files = {
+            META: encode_meta(meta),
+            DOCS: encode_docs(records),
+            VECTORS: encode_vectors(vectors),
+            BM25: encode_postings(postings),
+        }
         if old is not None and not trusted and _same_content(old, files):
             # Every document "changed" only in ways that leave the index bytes
             # identical (e.g. state was lost): keep the current generation.
             report.published = False
         else:
             tick("write", 0, 1)
+            # Readers find the decoded BM25 arrays ready instead of decoding the new file.
+            BM25Index.from_postings(postings, k1, b).store(files[BM25], cache_dir, index_id)
             publish(artifacts, index_id, files)
             report.published = True
             report.bytes_written = sum(len(v) for v in files.values())
             tick("write", 1, 1)
         journal.clear()
         report.seconds["write"] = time.perf_counter() - t0
-        _save_state(
-            artifacts,
-            index_id,
-            {
-                "version": STATE_VERSION,
-                "folder": str(folder),
-                "root": str(folder.parent),
-                "settings": settings,
-                "generation": generation_of(target),
-                "files": seen,
-            },
-        )
+        _save_state(artifacts, index_id, _new_state(folder, settings, target, seen))
     report.seconds["total"] = time.perf_counter() - t_start
     return report
 
@@ -366,19 +402,27 @@ def _same_content(old: IndexData, files: dict[str, bytes]) -> bool:
     return old_meta == new_meta
 
 
-def _rescan(folder: Path, rules: WalkRules, paths, old_files: dict, skipped) -> list:
-    """Candidates for a partial sync: the old documents plus what ``paths`` names now."""
+def _rescan(folder: Path, rules: WalkRules, paths, old_files: dict, skipped) -> tuple[dict, list]:
+    """For a partial sync: (old documents no path covers, candidates for what the paths name now)."""
     named = filter_paths(paths, folder)
-    prefixes = {d for d in (doc_id_for(folder, p) for p in named) if d is not None}
+    prefixes = sorted({d for d in (doc_id_for(folder, p) for p in named) if d is not None})
+    carried = dict(old_files)
+    if 0 < len(prefixes) <= 8:
+        # A few named paths against many documents: drop each named one and
+        # everything under a named folder, by prefix, without splitting every doc_id.
+        for doc_id in old_files:
+            for prefix in prefixes:
+                if doc_id.startswith(prefix) and (len(doc_id) == len(prefix) or doc_id[len(prefix)] == "/"):
+                    del carried[doc_id]
+                    break
+    elif prefixes:
+        # Many paths: look each document's ancestors up instead (linear in the documents).
+        named_set = set(prefixes)
+        for doc_id in old_files:
+            parts = doc_id.split("/")
+            if any("/".join(parts[:i]) in named_set for i in range(1, len(parts) + 1)):
+                del carried[doc_id]
     found: dict[str, Candidate] = {}
-    # Old documents not named by any path (nor under a named folder) are
-    # carried over untouched; checking each one's ancestors keeps this linear.
-    for doc_id, info in old_files.items():
-        parts = doc_id.split("/")
-        if any("/".join(parts[:i]) in prefixes for i in range(1, len(parts) + 1)):
-            continue
-        size, mtime_ns, ctime_ns, ino = info["stat"]
-        found[doc_id] = Candidate(folder.parent / doc_id, doc_id, size, mtime_ns, ctime_ns, ino)
     for p in named:
         if p.is_dir() and not p.is_symlink():
             if _inside_walkable(folder, p / "x", rules):
@@ -390,7 +434,9 @@ def _rescan(folder: Path, rules: WalkRules, paths, old_files: dict, skipped) -> 
                 found[cand.doc_id] = cand
             elif skipped and skipped[-1][1] == "vanished":
                 skipped.pop()  # a deletion, not a skip
-    return sorted(found.values(), key=lambda c: c.doc_id.encode("utf-8"))
+    for doc_id in found:
+        carried.pop(doc_id, None)
+    return carried, sorted(found.values(), key=lambda c: c.doc_id.encode("utf-8"))
 
 
 def _inside_walkable(folder: Path, path: Path, rules: WalkRules) -> bool:
@@ -416,22 +462,7 @@ def _assemble(folder, seen, new_texts, old, embedder, max_tokens, overlap, repor
                 if i > start:
                     old_rows[recs[start].doc_id] = range(start, i)
                 start = i
-    tokenizer = embedder.tokenizer
-    t0 = time.perf_counter()
-    new_chunks: dict[str, list] = {}
-    done = 0
-    items = list(new_texts.items())
-    spans_many = getattr(tokenizer, "spans_many", None)
-    for lo in range(0, len(items), CHUNK_BATCH):
-        batch = items[lo : lo + CHUNK_BATCH]
-        # One parallel tokenizer call for a batch of documents, when the tokenizer offers it.
-        spans = spans_many([t for _, t in batch]) if spans_many else [None] * len(batch)
-        for (doc_id, text), doc_spans in zip(batch, spans):
-            new_chunks[doc_id] = chunk_text(text, tokenizer, max_tokens, overlap, spans=doc_spans)
-        done += len(batch)
-        tick("chunk", done, len(new_texts))
-    tick("chunk", len(new_texts), len(new_texts))
-    report.seconds["chunk"] = time.perf_counter() - t0
+    new_chunks = _chunk_all(new_texts, embedder.tokenizer, max_tokens, overlap, report, tick)
 
     records: list[ChunkRecord] = []
     source_rows: list[int] = []  # old row to copy the vector from, or -1 for "embed"
@@ -465,6 +496,35 @@ def _assemble(folder, seen, new_texts, old, embedder, max_tokens, overlap, repor
         else:
             pending.setdefault(rec.fingerprint, []).append(i)
             texts_for[rec.fingerprint] = rec.text
+    _embed_pending(pending, texts_for, vectors, embedder, journal, report, tick)
+    t0 = time.perf_counter()
+    doc_terms = [analyze(r.text) for r in records]
+    report.seconds["analyze"] = time.perf_counter() - t0
+    return records, vectors, doc_terms
+
+
+def _chunk_all(new_texts: dict[str, str], tokenizer, max_tokens, overlap, report, tick) -> dict[str, list]:
+    """Each new document's chunks."""
+    t0 = time.perf_counter()
+    new_chunks: dict[str, list] = {}
+    done = 0
+    items = list(new_texts.items())
+    spans_many = getattr(tokenizer, "spans_many", None)
+    for lo in range(0, len(items), CHUNK_BATCH):
+        batch = items[lo : lo + CHUNK_BATCH]
+        # One parallel tokenizer call for a batch of documents, when the tokenizer offers it.
+        spans = spans_many([t for _, t in batch]) if spans_many else [None] * len(batch)
+        for (doc_id, text), doc_spans in zip(batch, spans):
+            new_chunks[doc_id] = chunk_text(text, tokenizer, max_tokens, overlap, spans=doc_spans)
+        done += len(batch)
+        tick("chunk", done, len(new_texts))
+    tick("chunk", len(new_texts), len(new_texts))
+    report.seconds["chunk"] = time.perf_counter() - t0
+    return new_chunks
+
+
+def _embed_pending(pending: dict[str, list[int]], texts_for, vectors, embedder, journal, report, tick) -> None:
+    """Fill ``vectors[rows]`` for each fingerprint in ``pending``: from the journal, else from the embedder."""
     t0 = time.perf_counter()
     if pending:
         # Vectors a failed earlier run already had embedded are not asked for again.
@@ -481,7 +541,179 @@ def _assemble(folder, seen, new_texts, old, embedder, max_tokens, overlap, repor
         tick("embed", min(lo + EMBED_BATCH, len(fps)), len(fps))
     report.chunks_embedded = len(fps)
     report.seconds["embed"] = time.perf_counter() - t0
+
+
+# -- the incremental publish: splice the previous generation ----------------------------------
+
+
+def _index_stamp(target: Path) -> dict | None:
+    """Size, mtime and inode of each file of the generation ``target`` names (None if one is missing)."""
+    real = os.path.realpath(target)
+    stamp: dict = {"dir": real}
+    for name in FILES:
+        try:
+            st = os.stat(os.path.join(real, name))
+        except OSError:
+            return None
+        stamp[name] = [st.st_size, st.st_mtime_ns, st.st_ino]
+    return stamp
+
+
+def _new_state(folder: Path, settings: dict, target: Path, seen: dict) -> dict:
+    return {
+        "version": STATE_VERSION,
+        "folder": str(folder),
+        "root": str(folder.parent),
+        "settings": settings,
+        "generation": generation_of(target),
+        "index_files": _index_stamp(target),
+        "files": seen,
+    }
+
+
+@dataclass
+class _Spliceable:
+    old: IndexData
+    rows: dict[str, tuple[int, int]]
+    """Each old document's rows [lo, hi)."""
+    fingerprints: np.ndarray
+    """S64: each old row's fingerprint as ASCII."""
+
+
+def _open_for_splice(target: Path, state: dict, old_files: dict, cache_dir: Path) -> _Spliceable | None:
+    """The previous generation, when it is exactly the one this writer's state describes.
+
+    That is: the state names this generation and every one of its four
+    files is the one written then (size, mtime, inode), and the state's chunk
+    counts add up. Anything else (an index written by another tool, a file
+    touched since) returns None, and the caller reads and re-checks the whole
+    previous index instead.
+    """
+    stamp = state.get("index_files")
+    if stamp is None or stamp != _index_stamp(target):
+        return None
+    try:
+        old = read_index(target, full=False, cache_dir=cache_dir)
+    except (IndexFormatError, IndexMissingError):
+        return None
+    if old.generation != state.get("generation"):
+        return None
+    fps = old.records.written_fingerprints()
+    if fps is None:
+        return None
+    rows: dict[str, tuple[int, int]] = {}
+    at = 0
+    for doc_id in sorted(old_files, key=lambda d: d.encode("utf-8")):
+        n = old_files[doc_id].get("n_chunks")
+        if type(n) is not int or n < 0:
+            return None
+        if n:
+            rows[doc_id] = (at, at + n)
+        at += n
+    if at != old.n_chunks:
+        return None
+    return _Spliceable(old, rows, fps)
+
+
+def _splice_publish(artifacts, index_id, sp: _Spliceable, seen, new_texts, embedder, settings, report, tick, journal, cache_dir):
+    """Publish the next generation from the previous one plus the changed documents.
+
+    Unchanged documents keep their docs.jsonl lines and vector rows byte for
+    byte (written straight from the previous generation's memory maps), and
+    their BM25 postings (renumbered, not re-analyzed); only the changed
+    documents are chunked, embedded and analyzed. The bytes equal what a full
+    rebuild writes (tests compare them).
+    """
+    old = sp.old
+    new_chunks = _chunk_all(new_texts, embedder.tokenizer, settings["max_tokens"], settings["overlap"], report, tick)
     t0 = time.perf_counter()
-    doc_terms = [analyze(r.text) for r in records]
+    segments: list[list] = []  # ["old", lo, hi, new_lo] or ["new", first new record, end]
+    new_records: list[ChunkRecord] = []
+    new_rows: list[int] = []
+    n = 0
+    for doc_id in sorted(seen, key=lambda d: d.encode("utf-8")):
+        chunks = new_chunks.get(doc_id)
+        if chunks is not None:
+            seen[doc_id] = {**seen[doc_id], "n_chunks": len(chunks)}
+            if not chunks:
+                continue
+            first = len(new_records)
+            for k, ch in enumerate(chunks):
+                new_records.append(
+                    ChunkRecord(f"{doc_id}#{k}", doc_id, "file", doc_id, ch.text, ch.n_tokens, fingerprint(ch.text))
+                )
+            new_rows.extend(range(n, n + len(chunks)))
+            n += len(chunks)
+            if segments and segments[-1][0] == "new":
+                segments[-1][2] = len(new_records)
+            else:
+                segments.append(["new", first, len(new_records)])
+        elif doc_id in sp.rows:
+            lo, hi = sp.rows[doc_id]
+            if segments and segments[-1][0] == "old" and segments[-1][2] == lo:
+                segments[-1][2] = hi
+            else:
+                segments.append(["old", lo, hi, n])
+            n += hi - lo
+    row_map = np.full(old.n_chunks, -1, dtype=np.int64)
+    for seg in segments:
+        if seg[0] == "old":
+            _, lo, hi, new_lo = seg
+            row_map[lo:hi] = np.arange(new_lo, new_lo + hi - lo)
+
+    # Vectors of the new chunks: a stored one wherever the fingerprint is known, else embedded.
+    old_fps = sp.fingerprints.tolist()
+    by_fp = dict(zip(old_fps, range(len(old_fps)))) if new_records else {}
+    new_vectors = np.zeros((len(new_records), embedder.dim), dtype=np.float32)
+    pending: dict[str, list[int]] = {}
+    texts_for: dict[str, str] = {}
+    for i, rec in enumerate(new_records):
+        src = by_fp.get(rec.fingerprint.encode("ascii"))
+        if src is not None:
+            new_vectors[i] = old.vectors[src]
+        else:
+            pending.setdefault(rec.fingerprint, []).append(i)
+            texts_for[rec.fingerprint] = rec.text
+    report.chunks_added = sum(len(v) for v in pending.values())
+    report.seconds["plan"] = time.perf_counter() - t0
+    _embed_pending(pending, texts_for, new_vectors, embedder, journal, report, tick)
+    dropped = np.flatnonzero(row_map < 0).tolist()
+    if dropped:
+        now = {r.fingerprint.encode("ascii") for r in new_records}
+        gone = [old_fps[r] for r in dropped if old_fps[r] not in now]
+        if gone:
+            kept = set(old_fps[r] for r in np.flatnonzero(row_map >= 0).tolist())
+            report.chunks_removed = sum(1 for f in gone if f not in kept)
+    report.chunks_total = n
+
+    t0 = time.perf_counter()
+    new_terms = [analyze(r.text) for r in new_records]
     report.seconds["analyze"] = time.perf_counter() - t0
-    return records, vectors, doc_terms
+
+    t0 = time.perf_counter()
+    postings = splice_postings(old.bm25, row_map, n, new_rows, new_terms)
+    bm25_bytes = encode_postings(postings)
+    docs: list = []
+    vectors: list = []
+    for seg in segments:
+        if seg[0] == "old":
+            docs.append(old.records.raw_lines(seg[1], seg[2]))
+            vectors.append(memoryview(old.vectors[seg[1] : seg[2]]))
+        else:
+            docs.append(encode_docs(new_records[seg[1] : seg[2]]))
+            vectors.append(memoryview(new_vectors[seg[1] : seg[2]]))
+    meta = IndexMeta(index_id, utc_now(), n, embedder.dim, embedder.model, embedder.tokenizer.name,
+                     settings["max_tokens"], settings["overlap"], settings["k1"], settings["b"])
+    files = {META: encode_meta(meta), DOCS: docs, VECTORS: vectors, BM25: bm25_bytes}
+    report.seconds["encode"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    tick("write", 0, 1)
+    BM25Index.from_postings(postings, settings["k1"], settings["b"]).store(bm25_bytes, cache_dir, index_id)
+    report.seconds["cache"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    publish(artifacts, index_id, files)
+    report.published = report.incremental = True
+    report.bytes_written = sum(file_size(v) for v in files.values())
+    tick("write", 1, 1)
+    journal.clear()
+    report.seconds["write"] = time.perf_counter() - t0
