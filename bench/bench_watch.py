@@ -155,14 +155,13 @@ def latency(work: Path, label: str, sources: list[tuple[str, Path]], trials: int
             t0 = time.perf_counter()
             with open(target, "w", encoding="utf-8") as f:  # a save in place
                 f.write(f"{original}\nbench token {token}\n")
-            t_pub, line = daemon.wait(lambda o: o["event"] == "publish")
+            _, line = daemon.wait(lambda o: o["event"] == "publish")
             while want["seen"] is None:
                 time.sleep(0.001)
             rows.append({
                 "total": want["seen"] - t0,
                 "quiet": (line["latency_ms"] - line["ms"]) / 1000,
                 "sync": line["ms"] / 1000,
-                "reader": want["seen"] - t_pub,
                 "reload": want["reload"],
                 **{f"s_{k}": v for k, v in line["seconds"].items()},
             })
@@ -191,7 +190,7 @@ def latency(work: Path, label: str, sources: list[tuple[str, Path]], trials: int
         "median_ms": 1000 * statistics.median(totals), "p95_ms": 1000 * pct(totals, 0.95),
         "ingest_peer_ms": 1000 * statistics.median(peer),
         "parts_median_ms": {k: round(1000 * statistics.median(r[k] for r in rows if k in r), 1)
-                            for k in ["quiet", "sync", "reader", "reload", *stages]},
+                            for k in ["quiet", "sync", "reload", *stages]},
     }
     print(f"  {label}: {n_chunks:,} chunks; save -> searchable median {out['median_ms']:.0f} ms, "
           f"p95 {out['p95_ms']:.0f} ms over {trials} saves; ragtui ingest (peer) {out['ingest_peer_ms']:.0f} ms "

@@ -39,8 +39,8 @@ def register(sub, common) -> None:
     p.add_argument("--once", action="store_true", help="reconcile and exit (for scripts and CI)")
     p.add_argument("--poll", action="store_true", help="poll the folder instead of using inotify (e.g. network filesystems)")
     p.add_argument("--poll-seconds", type=float, default=1.0, metavar="S", help="polling interval (default 1)")
-    p.add_argument("--quiet-ms", type=int, default=300, metavar="MS",
-                   help="wait until events pause this long before syncing a batch (default 300)")
+    p.add_argument("--quiet-ms", type=int, default=100, metavar="MS",
+                   help="wait until events pause this long before syncing a batch (default 100)")
     p.add_argument("--reconcile-every", type=float, default=DEFAULT_RECONCILE_EVERY, metavar="S",
                    help=f"also reconcile the whole folder every S seconds (0: never; default {DEFAULT_RECONCILE_EVERY:.0f})")
     add_folder_options(p)

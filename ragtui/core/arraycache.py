@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["cached_arrays", "remove_dead_temporaries", "store_arrays"]
+__all__ = ["cached_arrays", "evict", "remove_dead_temporaries", "store_arrays"]
 
 _MARKER = "complete"
 
@@ -55,13 +55,24 @@ def cached_arrays(
     return arrays, False
 
 
-def store_arrays(cache_dir: Path, kind: str, name: str, key: str, arrays: dict[str, np.ndarray], keep: int = 2) -> None:
-    """Put ``arrays`` in the cache under ``key`` ahead of any reader (best effort, like every write here)."""
+def store_arrays(cache_dir: Path, kind: str, name: str, key: str, arrays: dict[str, np.ndarray]) -> None:
+    """Put ``arrays`` in the cache under ``key`` ahead of any reader (best effort, like every write here).
+
+    Nothing is evicted here: the caller calls ``evict`` once it is off its
+    critical path (deleting large files is slow on some filesystems).
+    """
     entry = Path(cache_dir) / f"{kind}-{name}-{key}"
     if (entry / _MARKER).is_file():
         return
     try:
         _store(entry, arrays)
+    except OSError:
+        pass
+
+
+def evict(cache_dir: Path, kind: str, name: str, keep: int = 2) -> None:
+    """Keep only the ``keep`` newest entries of ``kind`` and ``name`` (best effort)."""
+    try:
         _evict(Path(cache_dir), f"{kind}-{name}-", keep)
     except OSError:
         pass

@@ -20,11 +20,11 @@ import numpy as np
 
 from ragtui.core import leb128
 from ragtui.core.analyzer import analyze
-from ragtui.core.arraycache import cached_arrays, store_arrays
+from ragtui.core.arraycache import cached_arrays, evict, store_arrays
 from ragtui.core.errors import IndexFormatError
 from ragtui.core.topk import top_k
 
-__all__ = ["BM25Index", "MAGIC", "Postings", "VERSION", "build_postings", "encode_bm25", "encode_postings", "splice_postings"]
+__all__ = ["BM25Index", "MAGIC", "Postings", "VERSION", "build_postings", "encode_bm25", "encode_postings", "encode_spliced", "splice_postings"]
 
 MAGIC = b"TLBM"
 VERSION = 1
@@ -46,6 +46,10 @@ class Postings:
     offsets: np.ndarray
     post_doc: np.ndarray
     post_tf: np.ndarray
+    kept: np.ndarray | None = None
+    """After ``splice_postings``: the old posting number of each posting carried over, in order."""
+    inserted: np.ndarray | None = None
+    """After ``splice_postings``: the positions of the postings that are new (the rest are ``kept``)."""
 
     @property
     def n_docs(self) -> int:
@@ -151,6 +155,125 @@ def encode_postings(p: Postings) -> bytes:
     return out.tobytes()
 
 
+def encode_spliced(old_data, old: BM25Index, p: Postings) -> bytes:
+    """``encode_postings(p)`` for ``p`` from ``splice_postings(old, ...)``, reusing ``old_data``'s bytes.
+
+    ``old_data`` is the bm25.idx that ``old`` was decoded from. A carried-over
+    posting whose gap did not change has the same varint bytes as before, so
+    those bytes are copied in bulk; only new postings, postings whose gap
+    changed and the term headers are encoded. The result is byte for byte
+    what ``encode_postings`` gives.
+    """
+    if p.kept is None or p.inserted is None:
+        return encode_postings(p)
+    raw = np.frombuffer(old_data, dtype=np.uint8)
+    old_offsets = np.asarray(old.offsets, dtype=np.int64)
+    old_gap = _gaps(np.asarray(old.post_doc, dtype=np.int64), old_offsets)
+    old_len = leb128.sizes(old_gap) + leb128.sizes(old.post_tf)
+    new_offsets = np.asarray(p.offsets, dtype=np.int64)
+    new_tf = np.asarray(p.post_tf)
+    new_gap = _gaps(np.asarray(p.post_doc, dtype=np.int64), new_offsets)
+    new_len = leb128.sizes(new_gap) + leb128.sizes(new_tf)
+    n_post = new_gap.size
+
+    # Which postings keep their bytes: carried over with the same gap (tf never changes).
+    is_old = np.ones(n_post, dtype=bool)
+    is_old[p.inserted] = False
+    same_kept = new_gap[is_old] == old_gap[p.kept]
+    same = np.zeros(n_post, dtype=bool)
+    same[is_old] = same_kept
+    reuse = np.zeros(old_gap.size, dtype=bool)
+    reuse[p.kept] = same_kept
+
+    # The old file's bytes minus every header and every posting not reused.
+    old_cum = np.zeros(old_gap.size + 1, dtype=np.int64)
+    np.cumsum(old_len, dtype=np.int64, out=old_cum[1:])
+    old_term_len = np.diff(np.asarray(old.term_starts, dtype=np.int64))
+    old_head = _HEADER.size + 4 * old.n_docs
+    hdr_len = 10 + old_term_len
+    entry_at = old_head + np.concatenate(([0], np.cumsum(hdr_len + np.diff(old_cum[old_offsets]))))
+    if int(entry_at[-1]) != raw.size:
+        raise ValueError("old_data is not the file old was decoded from")
+    hdr_cum = np.concatenate(([0], np.cumsum(hdr_len)))
+    drop = np.zeros(raw.size, dtype=bool)
+    drop[:old_head] = True
+    drop[np.repeat(entry_at[:-1] - hdr_cum[:-1], hdr_len) + np.arange(int(hdr_cum[-1]))] = True
+    gone = np.flatnonzero(~reuse)
+    if gone.size:
+        term = np.searchsorted(old_offsets, gone, side="right") - 1
+        # A posting's place in the file: its term's postings start, plus the bytes before it in that term.
+        at = entry_at[term] + hdr_len[term] + old_cum[gone] - old_cum[old_offsets[term]]
+        gone_len = old_len[gone].astype(np.int64)
+        gone_cum = np.concatenate(([0], np.cumsum(gone_len)))
+        drop[np.repeat(at - gone_cum[:-1], gone_len) + np.arange(int(gone_cum[-1]))] = True
+    kept_bytes = raw[~drop]
+
+    # What goes between the reused bytes: every term's header, and each posting not reused.
+    n_terms = new_offsets.size - 1
+    fresh = np.flatnonzero(~same)
+    reused_len = np.where(same, new_len, 0)
+    marks = np.unique(np.concatenate(([0], new_offsets[:-1], fresh)))
+    marks = marks[marks < n_post]
+    if marks.size:
+        seg = np.add.reduceat(reused_len, marks, dtype=np.int64)
+        ahead = np.concatenate(([0], np.cumsum(seg)[:-1]))
+    else:
+        ahead = np.zeros(0, dtype=np.int64)
+
+    def before(i: np.ndarray) -> np.ndarray:
+        """Reused bytes ahead of posting i."""
+        return ahead[np.searchsorted(marks, i)]
+
+    post_bytes = (
+        np.add.reduceat(new_len, new_offsets[:-1], dtype=np.int64) if n_terms else np.zeros(0, dtype=np.int64)
+    )
+    term_len = np.diff(np.asarray(p.term_starts, dtype=np.int64))
+    if n_terms and int(term_len.max()) > 0xFFFF:
+        raise ValueError("a term is longer than 65,535 bytes, which bm25.idx cannot hold")
+    h_len = 10 + term_len
+    h_at = np.zeros(n_terms + 1, dtype=np.int64)
+    np.cumsum(h_len, out=h_at[1:])
+    headers = np.empty(int(h_at[-1]), dtype=np.uint8)
+    _put_le(headers, h_at[:-1], term_len, 2)
+    _scatter(headers, h_at[:-1] + 2, np.asarray(p.term_blob, dtype=np.uint8), np.asarray(p.term_starts, dtype=np.int64))
+    _put_le(headers, h_at[:-1] + 2 + term_len, np.diff(new_offsets), 4)
+    _put_le(headers, h_at[:-1] + 6 + term_len, post_bytes, 4)
+    pairs = np.empty(2 * fresh.size, dtype=np.int64)
+    pairs[0::2] = new_gap[fresh]
+    pairs[1::2] = new_tf[fresh]
+    fresh_bytes = np.frombuffer(leb128.encode(pairs), dtype=np.uint8)
+    fresh_len = new_len[fresh].astype(np.int64)
+    fresh_at = np.zeros(fresh.size + 1, dtype=np.int64)
+    np.cumsum(fresh_len, out=fresh_at[1:])
+    # Stream order: term t's header, then its postings; both kinds sorted into it by that order.
+    order_key = np.concatenate((new_offsets[:-1] + np.arange(n_terms), fresh + np.searchsorted(new_offsets, fresh, side="right")))
+    order = np.argsort(order_key, kind="stable")
+    item_pos = np.concatenate((before(new_offsets[:-1]), before(fresh)))[order]
+    item_len = np.concatenate((h_len, fresh_len))[order]
+    item_src = np.concatenate((h_at[:-1], headers.size + fresh_at[:-1]))[order]
+    src = np.concatenate((headers, fresh_bytes))
+    item_cum = np.zeros(item_len.size + 1, dtype=np.int64)
+    np.cumsum(item_len, out=item_cum[1:])
+    values = src[np.repeat(item_src - item_cum[:-1], item_len) + np.arange(int(item_cum[-1]))]
+    body = np.insert(kept_bytes, np.repeat(item_pos, item_len), values)
+
+    n_docs = p.n_docs
+    avgdl = float(p.doc_len.mean(dtype=np.float64)) if n_docs else 0.0
+    head = _HEADER.pack(MAGIC, VERSION, n_docs, n_terms, avgdl) + np.asarray(p.doc_len, dtype="<u4").tobytes()
+    return head + body.tobytes()
+
+
+def _gaps(post_doc: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Each posting's gap: its document number minus the previous one in the same term (the first: itself)."""
+    gaps = post_doc.copy()
+    if gaps.size:
+        gaps[1:] -= post_doc[:-1]
+        df = np.diff(offsets)
+        firsts = offsets[:-1][df > 0]
+        gaps[firsts] = post_doc[firsts]
+    return gaps
+
+
 def splice_postings(
     old: BM25Index,
     row_map: np.ndarray,
@@ -168,12 +291,16 @@ def splice_postings(
     new chunks' text (Python), not with the number of old chunks re-analyzed.
     """
     row_map = np.asarray(row_map, dtype=np.int64)
-    old_doc = np.asarray(old.post_doc, dtype=np.int64)
-    keep = row_map[old_doc] >= 0 if old_doc.size else np.zeros(0, dtype=bool)
+    mapped = row_map[np.asarray(old.post_doc)] if old.post_doc.size else np.zeros(0, dtype=np.int64)
+    keep = mapped >= 0
     n_old_terms = old.n_terms
-    old_term = np.repeat(np.arange(n_old_terms, dtype=np.int64), np.diff(old.offsets))[keep]
-    kept_doc = row_map[old_doc[keep]]
-    kept_tf = np.asarray(old.post_tf, dtype=np.int64)[keep]
+    kept_idx = np.flatnonzero(keep)
+    kept_doc = mapped[kept_idx]
+    kept_tf = np.asarray(old.post_tf)[kept_idx]
+    old_offsets = np.asarray(old.offsets, dtype=np.int64)
+    kept_cum = np.zeros(keep.size + 1, dtype=np.int64)
+    np.cumsum(keep, out=kept_cum[1:])
+    kept_df = np.diff(kept_cum[old_offsets])  # postings each old term keeps
 
     # The new chunks' (term, chunk, tf) triples, and where each new term sits among the old ones.
     counts = [Counter(terms) for terms in new_terms]
@@ -192,20 +319,23 @@ def splice_postings(
     n_merged = n_old_terms + int(fresh.sum())
 
     index_of = {t: j for j, t in enumerate(vocab)}
-    triples = [(vocab_rank[index_of[t]], row, tf) for row, c in zip(new_rows, counts) for t, tf in c.items()]
-    add = np.array(triples, dtype=np.int64).reshape(-1, 3)
-    width = max(n_docs, 1)
-    kept_key = old_rank[old_term] * width + kept_doc
-    add_key = add[:, 0] * width + add[:, 1]
-    order = np.argsort(add_key, kind="stable")
-    add_key, add_tf = add_key[order], add[order, 2]
-    at = np.searchsorted(kept_key, add_key)
-    key = np.insert(kept_key, at, add_key)
-    tf = np.insert(kept_tf, at, add_tf)
-    term = key // width
-    doc = key % width
-
-    df = np.bincount(term, minlength=n_merged)
+    add = np.array(
+        sorted((int(vocab_rank[index_of[t]]), row, tf) for row, c in zip(new_rows, counts) for t, tf in c.items()),
+        dtype=np.int64,
+    ).reshape(-1, 3)
+    # Where each new posting goes among the kept ones: after the kept postings
+    # of earlier terms, and after those of its own term with a lower chunk number.
+    df = np.zeros(n_merged, dtype=np.int64)
+    df[old_rank] = kept_df
+    term_start = np.zeros(n_merged + 1, dtype=np.int64)
+    np.cumsum(df, out=term_start[1:])
+    at = np.empty(len(add), dtype=np.int64)
+    for j, (rank, row, _) in enumerate(add.tolist()):
+        lo, hi = term_start[rank], term_start[rank + 1]
+        at[j] = lo + np.searchsorted(kept_doc[lo:hi], row)
+    doc = np.insert(kept_doc, at, add[:, 1])
+    tf = np.insert(kept_tf, at, add[:, 2])
+    df += np.bincount(add[:, 0], minlength=n_merged)
     live = df > 0  # a term only the dropped chunks held leaves the dictionary
     offsets = np.zeros(int(live.sum()) + 1, dtype=np.int64)
     np.cumsum(df[live], out=offsets[1:])
@@ -231,7 +361,7 @@ def splice_postings(
     doc_len[row_map[kept_rows]] = np.asarray(old.doc_len)[kept_rows]
     for row, terms in zip(new_rows, new_terms):
         doc_len[row] = len(terms)
-    return Postings(doc_len, blob, starts, offsets, doc, tf)
+    return Postings(doc_len, blob, starts, offsets, doc, tf, kept_idx, at + np.arange(at.size))
 
 
 def _bisect(blob: np.ndarray, starts: np.ndarray, key: bytes) -> tuple[int, int]:
@@ -322,6 +452,12 @@ class BM25Index:
         """Put this index in ``cache_dir`` as the decoding of ``data``, so a reader's ``load`` finds it."""
         if cache_dir is not None:
             store_arrays(cache_dir, "bm25", name, self.cache_key(data, self.k1, self.b), self.to_arrays())
+
+    @staticmethod
+    def evict(cache_dir, name: str = "index") -> None:
+        """Drop all but the newest cached decodings of ``name`` (after a ``store``)."""
+        if cache_dir is not None:
+            evict(cache_dir, "bm25", name)
 
     @classmethod
     def load(

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ragtui.core.analyzer import analyze
-from ragtui.core.bm25 import BM25Index, build_postings, encode_postings, splice_postings
+from ragtui.core.bm25 import BM25Index, build_postings, encode_postings, encode_spliced, splice_postings
 from ragtui.core.chunker import chunk_text
 from ragtui.core.errors import IndexFormatError, IndexMissingError, UsageError
 from ragtui.core.index_format import (
@@ -372,6 +372,7 @@ def sync(
             report.published = True
             report.bytes_written = sum(len(v) for v in files.values())
             tick("write", 1, 1)
+            BM25Index.evict(cache_dir, index_id)
         journal.clear()
         report.seconds["write"] = time.perf_counter() - t0
         _save_state(artifacts, index_id, _new_state(folder, settings, target, seen))
@@ -578,6 +579,8 @@ class _Spliceable:
     """Each old document's rows [lo, hi)."""
     fingerprints: np.ndarray
     """S64: each old row's fingerprint as ASCII."""
+    bm25_raw: bytes
+    """The old bm25.idx, whose postings' bytes are reused."""
 
 
 def _open_for_splice(target: Path, state: dict, old_files: dict, cache_dir: Path) -> _Spliceable | None:
@@ -612,7 +615,14 @@ def _open_for_splice(target: Path, state: dict, old_files: dict, cache_dir: Path
         at += n
     if at != old.n_chunks:
         return None
-    return _Spliceable(old, rows, fps)
+    try:
+        with open(os.path.join(stamp["dir"], BM25), "rb") as f:
+            if [os.fstat(f.fileno()).st_size, os.fstat(f.fileno()).st_mtime_ns, os.fstat(f.fileno()).st_ino] != stamp[BM25]:
+                return None
+            bm25_raw = f.read()
+    except OSError:
+        return None
+    return _Spliceable(old, rows, fps, bm25_raw)
 
 
 def _splice_publish(artifacts, index_id, sp: _Spliceable, seen, new_texts, embedder, settings, report, tick, journal, cache_dir):
@@ -692,7 +702,7 @@ def _splice_publish(artifacts, index_id, sp: _Spliceable, seen, new_texts, embed
 
     t0 = time.perf_counter()
     postings = splice_postings(old.bm25, row_map, n, new_rows, new_terms)
-    bm25_bytes = encode_postings(postings)
+    bm25_bytes = encode_spliced(sp.bm25_raw, old.bm25, postings)
     docs: list = []
     vectors: list = []
     for seg in segments:
@@ -715,5 +725,6 @@ def _splice_publish(artifacts, index_id, sp: _Spliceable, seen, new_texts, embed
     report.published = report.incremental = True
     report.bytes_written = sum(file_size(v) for v in files.values())
     tick("write", 1, 1)
+    BM25Index.evict(cache_dir, index_id)
     journal.clear()
     report.seconds["write"] = time.perf_counter() - t0

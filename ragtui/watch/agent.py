@@ -119,7 +119,7 @@ class WatchAgent:
         rules: WalkRules | None = None,
         max_tokens: int = 256,
         overlap: int = 32,
-        quiet_seconds: float = 0.3,
+        quiet_seconds: float = 0.1,
         max_delay: float = 3.0,
         settle_seconds: float = 2.0,
         reconcile_every: float | None = None,

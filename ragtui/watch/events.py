@@ -196,7 +196,7 @@ class ChangeBuffer:
 
     def __init__(
         self,
-        quiet_seconds: float = 0.3,
+        quiet_seconds: float = 0.1,
         max_delay: float = 3.0,
         settle_seconds: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
