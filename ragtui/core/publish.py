@@ -308,7 +308,7 @@ def _hint(e: OSError) -> str:
     return "run again once the cause is fixed"
 
 
-def publish(artifacts: str | os.PathLike, index_id: str, files: dict, *, ops: FsOps | None = None) -> Path:
+def publish(artifacts: str | os.PathLike, index_id: str, files: dict, *, ops: FsOps | None = None, tidy: bool = True) -> Path:
     """Publish ``files`` (the four names) as the new generation of ``index_id``.
 
     Each file's content is a bytes-like object or a sequence of them (pieces
@@ -322,7 +322,9 @@ def publish(artifacts: str | os.PathLike, index_id: str, files: dict, *, ops: Fs
     and the new one is deleted: nothing is retried, in particular not an fsync
     that failed. If only the final flush of ``rag/`` fails, the new generation
     is already visible; ``StorageError`` says so and the previous generation is
-    kept on disk, so after a crash the index is still one of the two.
+    kept on disk, so after a crash the index is still one of the two. With
+    ``tidy=False`` the generations no longer named are left for the caller to
+    remove (``remove_stale_generations``) once readers are not waiting on it.
     """
     if set(files) != set(FILES):
         raise ValueError("publish needs exactly the four index files")
@@ -375,7 +377,8 @@ def publish(artifacts: str | os.PathLike, index_id: str, files: dict, *, ops: Fs
             f"published index {index_id!r} but flushing {root} to disk failed: {e.strerror or e}; "
             f"after a crash the index may be the previous one ({_hint(e)})"
         ) from None
-    remove_stale_generations(artifacts, index_id, ops=ops)
+    if tidy:
+        remove_stale_generations(artifacts, index_id, ops=ops)
     return link
 
 

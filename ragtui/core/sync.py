@@ -49,6 +49,7 @@ from ragtui.core.publish import (
     publish,
     rag_root,
     remove_leftovers,
+    remove_stale_generations,
     state_dir,
     utc_now,
 )
@@ -718,13 +719,20 @@ def _splice_publish(artifacts, index_id, sp: _Spliceable, seen, new_texts, embed
     report.seconds["encode"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     tick("write", 0, 1)
-    BM25Index.from_postings(postings, settings["k1"], settings["b"]).store(bm25_bytes, cache_dir, index_id)
+    decoded = BM25Index.from_postings(postings, settings["k1"], settings["b"])
+    report.seconds["weights"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    decoded.store(bm25_bytes, cache_dir, index_id)
     report.seconds["cache"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    publish(artifacts, index_id, files)
+    publish(artifacts, index_id, files, tidy=False)
     report.published = report.incremental = True
     report.bytes_written = sum(file_size(v) for v in files.values())
+    report.seconds["write"] = time.perf_counter() - t0
     tick("write", 1, 1)
+    # Readers already see the new generation; what follows only tidies up.
+    t0 = time.perf_counter()
+    remove_stale_generations(artifacts, index_id)
     BM25Index.evict(cache_dir, index_id)
     journal.clear()
-    report.seconds["write"] = time.perf_counter() - t0
+    report.seconds["tidy"] = time.perf_counter() - t0

@@ -40,6 +40,7 @@ from ragtui.core.publish import check_index_id, index_dir
 from ragtui.core.sync import SyncReport, sync
 from ragtui.core.walk import WalkRules
 from ragtui.watch.events import ROOT_GONE, Batch, ChangeBuffer, Scope, classify, compact_paths
+from ragtui.watch.memory import IDLE_RELEASE_SECONDS, release_freed_memory, retain_freed_memory
 from ragtui.watch.observers import EVENT_FILTER, LIMITS, Handler, Hooks, limit_message, make_observer, stop_observer
 
 __all__ = ["AgentEvent", "AgentStats", "WatchAgent"]
@@ -163,6 +164,7 @@ class WatchAgent:
         self._backoff = 0.0
         self._next_periodic: float | None = None
         self._writing = False
+        self._last_sync: float | None = None
         self._thread: threading.Thread | None = None
         self._finished = threading.Event()
 
@@ -183,6 +185,7 @@ class WatchAgent:
         if not os.path.isdir(self.folder):
             raise UsageError(f"{self.folder} is not a folder: give the folder of documents to watch")
         self._buffer.request_full("start")
+        retain_freed_memory()
         self._thread = threading.Thread(target=self._run, name=f"ragtui-watch-{self.index_id}", daemon=True)
         self._thread.start()
         return self
@@ -294,6 +297,10 @@ class WatchAgent:
                     self._buffer.request_full("periodic")
                 if batch is not None:
                     self._process(batch)
+                    self._last_sync = time.monotonic()
+                elif self._last_sync is not None and time.monotonic() - self._last_sync >= IDLE_RELEASE_SECONDS:
+                    self._last_sync = None  # idle: give the memory the syncs kept back to the system
+                    release_freed_memory()
         except BaseException as e:  # noqa: BLE001 - the agent's one place for fatal errors
             self.error = e
             self.stats.errors += 1
