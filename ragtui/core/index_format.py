@@ -301,14 +301,16 @@ class DocsFile(Sequence[ChunkRecord]):
     raises ``IndexFormatError`` naming the file and the line.
     """
 
-    def __init__(self, raw, where: str, meta: IndexMeta) -> None:
+    def __init__(self, raw, where: str, meta: IndexMeta, ends: np.ndarray | None = None) -> None:
+        """``ends`` (each line's newline offset) may be passed by a writer that knows them; they are not checked then."""
         self._raw = raw
         self._where = where
         self._max_tokens = meta.max_tokens
         size = len(raw)
         if size and raw[size - 1 : size] != b"\n":
             raise IndexFormatError(where, "the last line does not end in a newline (truncated?)")
-        ends = np.flatnonzero(np.frombuffer(raw, dtype=np.uint8) == 10) if size else np.zeros(0, dtype=np.int64)
+        if ends is None:
+            ends = np.flatnonzero(np.frombuffer(raw, dtype=np.uint8) == 10) if size else np.zeros(0, dtype=np.int64)
         if ends.size != meta.n_chunks:
             raise IndexFormatError(where, f"has {ends.size} lines, but meta.json says n_chunks {meta.n_chunks}")
         self._ends = ends
@@ -405,6 +407,12 @@ class DocsFile(Sequence[ChunkRecord]):
         if lo >= hi:
             return memoryview(b"")
         return memoryview(self._raw)[int(self._starts[lo]) : int(self._ends[hi - 1]) + 1]
+
+    def line_ends(self, lo: int, hi: int) -> np.ndarray:
+        """The newline offsets of lines ``lo`` to ``hi - 1``, counted from the start of line ``lo``."""
+        if lo >= hi:
+            return np.zeros(0, dtype=np.int64)
+        return self._ends[lo:hi] - self._starts[lo]
 
     def written_fingerprints(self) -> np.ndarray | None:
         """Every line's fingerprint as ASCII bytes (dtype S64), read straight from the file.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import mmap
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -31,6 +32,7 @@ from ragtui.core.index_format import (
     META,
     VECTORS,
     ChunkRecord,
+    DocsFile,
     IndexData,
     IndexMeta,
     encode_docs,
@@ -145,13 +147,14 @@ def load_state(artifacts: Path, index_id: str) -> dict:
     return state
 
 
-def _save_state(artifacts: Path, index_id: str, state: dict) -> None:
+def _save_state(artifacts: Path, index_id: str, state: dict) -> bool:
     path = _state_file(artifacts, index_id)
     tmp = path.with_name(f".files.json.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_text(json.dumps(state, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
         os.replace(tmp, path)
+        return True
     except OSError:
         # The state only saves time: without it the next sync re-reads every
         # file (and still reuses every stored vector). Not worth failing for.
@@ -159,6 +162,42 @@ def _save_state(artifacts: Path, index_id: str, state: dict) -> None:
             os.unlink(tmp)
         except OSError:
             pass
+        return False
+
+
+# -- what this process published last: the next sync of the same index starts from it --------
+
+_CARRIED_STATE: dict[tuple[str, str], tuple[list, dict]] = {}
+_CARRIED_INDEX: dict[tuple[str, str], tuple[dict, _Spliceable]] = {}
+_CARRY_LIMIT = 4
+
+
+def _file_stamp(path: Path) -> list | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ino]
+
+
+def _carried_state(key, artifacts: Path, index_id: str) -> dict:
+    """The writer state: the one this process saved last if the file is still that one, else read."""
+    carried = _CARRIED_STATE.get(key)
+    if carried is not None and carried[0] == _file_stamp(_state_file(artifacts, index_id)):
+        return carried[1]
+    return load_state(artifacts, index_id)
+
+
+def _carry(key, state: dict, following: tuple[dict, _Spliceable], state_path: Path) -> None:
+    """Keep what the next sync of this index needs (a few indexes at most: the rest are re-read)."""
+    stamp = _file_stamp(state_path)
+    if stamp is None:
+        return
+    for table, value in ((_CARRIED_STATE, (stamp, state)), (_CARRIED_INDEX, following)):
+        table.pop(key, None)
+        table[key] = value
+        while len(table) > _CARRY_LIMIT:
+            table.pop(next(iter(table)))
 
 
 # -- the sync itself ---------------------------------------------------------------------------
@@ -208,7 +247,8 @@ def sync(
         # A writer killed earlier may have left a half-written generation or state file.
         t0 = time.perf_counter()
         remove_leftovers(artifacts, index_id)
-        state = load_state(artifacts, index_id)
+        key = (str(artifacts), index_id)
+        state = _carried_state(key, artifacts, index_id)
         report.seconds["load"] = time.perf_counter() - t0
         settings = {
             "embedding_model": embedder.model,
@@ -291,16 +331,25 @@ def sync(
         cache_dir = rag_root(artifacts) / ".cache"
         journal = EmbedJournal(artifacts, index_id, embedder.model, embedder.dim)
         t0 = time.perf_counter()
-        spliceable = _open_for_splice(target, state, old_files, cache_dir) if trusted and current_gen else None
+        spliceable = None
+        if trusted and current_gen:
+            carried = _CARRIED_INDEX.pop(key, None)
+            stamp = state.get("index_files")
+            if carried is not None and stamp is not None and carried[0] == stamp == _index_stamp(target):
+                spliceable = carried[1]  # this process published it: nothing to re-read
+            else:
+                spliceable = _open_for_splice(target, state, old_files, cache_dir)
         report.seconds["open"] = time.perf_counter() - t0
         if spliceable is not None:
             # 3'. The common case: keep the previous generation's bytes for every
             # unchanged document and build only what changed.
-            _splice_publish(
+            following = _splice_publish(
                 artifacts, index_id, spliceable, seen, new_texts, embedder, settings, report, tick, journal, cache_dir
             )
             t0 = time.perf_counter()
-            _save_state(artifacts, index_id, _new_state(folder, settings, target, seen))
+            new_state = _new_state(folder, settings, target, seen)
+            if _save_state(artifacts, index_id, new_state) and following is not None:
+                _carry(key, new_state, following, _state_file(artifacts, index_id))
             report.seconds["state"] = time.perf_counter() - t0
             report.seconds["total"] = time.perf_counter() - t_start
             return report
@@ -641,6 +690,7 @@ def _splice_publish(artifacts, index_id, sp: _Spliceable, seen, new_texts, embed
     segments: list[list] = []  # ["old", lo, hi, new_lo] or ["new", first new record, end]
     new_records: list[ChunkRecord] = []
     new_rows: list[int] = []
+    next_rows: dict[str, tuple[int, int]] = {}
     n = 0
     for doc_id in sorted(seen, key=lambda d: d.encode("utf-8")):
         chunks = new_chunks.get(doc_id)
@@ -654,6 +704,7 @@ def _splice_publish(artifacts, index_id, sp: _Spliceable, seen, new_texts, embed
                     ChunkRecord(f"{doc_id}#{k}", doc_id, "file", doc_id, ch.text, ch.n_tokens, fingerprint(ch.text))
                 )
             new_rows.extend(range(n, n + len(chunks)))
+            next_rows[doc_id] = (n, n + len(chunks))
             n += len(chunks)
             if segments and segments[-1][0] == "new":
                 segments[-1][2] = len(new_records)
@@ -665,6 +716,7 @@ def _splice_publish(artifacts, index_id, sp: _Spliceable, seen, new_texts, embed
                 segments[-1][2] = hi
             else:
                 segments.append(["old", lo, hi, n])
+            next_rows[doc_id] = (n, n + hi - lo)
             n += hi - lo
     row_map = np.full(old.n_chunks, -1, dtype=np.int64)
     for seg in segments:
@@ -673,13 +725,12 @@ def _splice_publish(artifacts, index_id, sp: _Spliceable, seen, new_texts, embed
             row_map[lo:hi] = np.arange(new_lo, new_lo + hi - lo)
 
     # Vectors of the new chunks: a stored one wherever the fingerprint is known, else embedded.
-    old_fps = sp.fingerprints.tolist()
-    by_fp = dict(zip(old_fps, range(len(old_fps)))) if new_records else {}
+    find_row = _fingerprint_finder(sp.fingerprints, len(new_records))
     new_vectors = np.zeros((len(new_records), embedder.dim), dtype=np.float32)
     pending: dict[str, list[int]] = {}
     texts_for: dict[str, str] = {}
     for i, rec in enumerate(new_records):
-        src = by_fp.get(rec.fingerprint.encode("ascii"))
+        src = find_row(rec.fingerprint.encode("ascii"))
         if src is not None:
             new_vectors[i] = old.vectors[src]
         else:
@@ -688,13 +739,17 @@ def _splice_publish(artifacts, index_id, sp: _Spliceable, seen, new_texts, embed
     report.chunks_added = sum(len(v) for v in pending.values())
     report.seconds["plan"] = time.perf_counter() - t0
     _embed_pending(pending, texts_for, new_vectors, embedder, journal, report, tick)
-    dropped = np.flatnonzero(row_map < 0).tolist()
-    if dropped:
+    dropped = np.flatnonzero(row_map < 0)
+    if dropped.size:
         now = {r.fingerprint.encode("ascii") for r in new_records}
-        gone = [old_fps[r] for r in dropped if old_fps[r] not in now]
+        gone = [f for f in sp.fingerprints[dropped].tolist() if f not in now]
         if gone:
-            kept = set(old_fps[r] for r in np.flatnonzero(row_map >= 0).tolist())
-            report.chunks_removed = sum(1 for f in gone if f not in kept)
+            kept = sp.fingerprints[row_map >= 0]
+            if len(gone) <= 8:
+                report.chunks_removed = sum(1 for f in gone if not (kept == f).any())
+            else:
+                kept_set = set(kept.tolist())
+                report.chunks_removed = sum(1 for f in gone if f not in kept_set)
     report.chunks_total = n
 
     t0 = time.perf_counter()
@@ -732,7 +787,58 @@ def _splice_publish(artifacts, index_id, sp: _Spliceable, seen, new_texts, embed
     tick("write", 1, 1)
     # Readers already see the new generation; what follows only tidies up.
     t0 = time.perf_counter()
+    following = _following(artifacts, index_id, meta, segments, docs, sp, new_records, next_rows, decoded, bm25_bytes)
     remove_stale_generations(artifacts, index_id)
     BM25Index.evict(cache_dir, index_id)
     journal.clear()
     report.seconds["tidy"] = time.perf_counter() - t0
+    return following
+
+
+def _fingerprint_finder(fingerprints: np.ndarray, wanted: int):
+    """A function from a fingerprint (ASCII bytes) to a row holding it, or None."""
+    if wanted <= 8:
+        def scan(fp: bytes):
+            hit = np.flatnonzero(fingerprints == fp)
+            return int(hit[0]) if hit.size else None
+        return scan
+    rows = dict(zip(fingerprints.tolist(), range(len(fingerprints))))
+    return rows.get
+
+
+def _following(artifacts, index_id, meta, segments, docs, sp: _Spliceable, new_records, next_rows, decoded, bm25_bytes):
+    """The just-published generation as the next splice's starting point, or None if it cannot be had cheaply."""
+    target = index_dir(artifacts, index_id)
+    stamp = _index_stamp(target)
+    if stamp is None:
+        return None
+    old = sp.old
+    ends, fps, pos = [], [], 0
+    for seg, piece in zip(segments, docs):
+        if seg[0] == "old":
+            ends.append(old.records.line_ends(seg[1], seg[2]) + pos)
+            fps.append(sp.fingerprints[seg[1] : seg[2]])
+        else:
+            ends.append(np.flatnonzero(np.frombuffer(piece, dtype=np.uint8) == 10) + pos)
+            fps.append(np.array([r.fingerprint.encode("ascii") for r in new_records[seg[1] : seg[2]]], dtype="S64"))
+        pos += memoryview(piece).nbytes
+    try:
+        mapped = {}
+        for name in (DOCS, VECTORS):
+            with open(os.path.join(stamp["dir"], name), "rb") as f:
+                st = os.fstat(f.fileno())
+                if [st.st_size, st.st_mtime_ns, st.st_ino] != stamp[name]:
+                    return None
+                mapped[name] = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if st.st_size else b""
+    except (OSError, ValueError):
+        return None
+    where = os.path.join(target, DOCS)
+    records = DocsFile(mapped[DOCS], where, meta, ends=np.concatenate(ends) if ends else np.zeros(0, dtype=np.int64))
+    vectors = (
+        np.frombuffer(mapped[VECTORS], dtype="<f4").reshape(meta.n_chunks, meta.dim)
+        if meta.n_chunks else np.zeros((0, meta.dim), dtype=np.float32)
+    )
+    data = IndexData(path=target, generation=generation_of(target) or "", meta=meta, records=records,
+                     vectors=vectors, bm25=decoded)
+    fingerprints = np.concatenate(fps) if fps else np.zeros(0, dtype="S64")
+    return stamp, _Spliceable(data, next_rows, fingerprints, bm25_bytes)

@@ -128,3 +128,26 @@ def test_a_damaged_previous_index_is_rebuilt_not_carried(tmp_path):
     report = run(folder, art)
     assert report.published and not report.incremental
     assert b"ALPHA" not in docs.read_bytes()
+
+
+def test_the_next_sync_starts_from_what_this_process_published(tmp_path):
+    """A writer keeps the generation it just published (maps, postings, state) for its next sync."""
+    from ragtui.core import sync as sync_module
+
+    folder, art = tmp_path / "docs", tmp_path / "art"
+    for i in range(5):
+        write(folder / f"f{i}.md", f"file {i} cat dog " * (i + 2))
+    run(folder, art)
+    key = (str(art), "docs")
+    for i in range(4):
+        write(folder / "f2.md", f"edit {i} " + "zebra park " * i)
+        report = run(folder, art, paths=[folder / "f2.md"])
+        assert report.incremental
+        assert key in sync_module._CARRIED_INDEX and key in sync_module._CARRIED_STATE
+        assert_same_as_rebuild(folder, art, tmp_path / "scratch")
+    # Lost state on disk: the carried copy is not trusted over it.
+    (art / "rag" / ".state" / "docs" / "files.json").unlink()
+    write(folder / "f3.md", "rewritten after the state was lost")
+    report = run(folder, art)
+    assert report.published and not report.incremental
+    assert_same_as_rebuild(folder, art, tmp_path / "scratch")
