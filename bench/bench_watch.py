@@ -188,6 +188,7 @@ def latency(work: Path, label: str, sources: list[tuple[str, Path]], trials: int
     out = {
         "index": label, "chunks": n_chunks, "trials": trials,
         "median_ms": 1000 * statistics.median(totals), "p95_ms": 1000 * pct(totals, 0.95),
+        "totals_ms": [round(1000 * t) for t in totals],
         "ingest_peer_ms": 1000 * statistics.median(peer),
         "parts_median_ms": {k: round(1000 * statistics.median(r[k] for r in rows if k in r), 1)
                             for k in ["quiet", "sync", "reload", *stages]},
@@ -195,6 +196,7 @@ def latency(work: Path, label: str, sources: list[tuple[str, Path]], trials: int
     print(f"  {label}: {n_chunks:,} chunks; save -> searchable median {out['median_ms']:.0f} ms, "
           f"p95 {out['p95_ms']:.0f} ms over {trials} saves; ragtui ingest (peer) {out['ingest_peer_ms']:.0f} ms "
           f"-> agent/ingest = {out['median_ms'] / out['ingest_peer_ms']:.2f}")
+    print(f"    every save, in order (ms): {out['totals_ms']}")
     print(f"    where the time goes (medians, ms): {out['parts_median_ms']}")
     return out
 
