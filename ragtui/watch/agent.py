@@ -329,7 +329,7 @@ class WatchAgent:
         # across more than one poll, whatever settle_seconds says for inotify.
         self._buffer.settle_seconds = self._settle if kind == "inotify" else 1.5 * self.poll_seconds
         hooks = Hooks(overflow=lambda: self._buffer.request_full("overflow"), watch_limit=self._on_watch_limit,
-                      enters=lambda path: self._scope.matters(path, True))
+                      enters=lambda path: path == self.folder or self._scope.matters(path, True))
         self._root_id = _identity(self.folder)
         observer = None
         try:

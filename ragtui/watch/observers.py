@@ -73,7 +73,8 @@ class Hooks:
     overflow: Callable[[], None] = lambda: None
     watch_limit: Callable[[OSError], None] = lambda error: None
     enters: Callable[[str], bool] = lambda path: True
-    """Whether a poller should descend into this folder (the walk's rules: not hidden, not excluded, not the artifacts)."""
+    """Whether to watch (inotify) or descend into (polling) this folder: the walk's rules (not hidden, not
+    excluded, not the artifacts root). Must be True for the watched folder itself."""
 
 
 def limit_message(error: OSError) -> str:
@@ -139,6 +140,11 @@ def _hooked_inotify_observer(hooks: Hooks) -> BaseObserver:
                 hooks.overflow()
 
         def add_callback(self, path, mask, callback, id_):
+            if not hooks.enters(os.fsdecode(path)):
+                # A folder the walk never enters (.git, node_modules, hidden
+                # ones, the artifacts root): no watch, so its churn costs
+                # nothing. watchdog passes over a sub-folder it cannot watch.
+                raise OSError(errno.EPERM, "not watched: the walk does not enter this folder", os.fsdecode(path))
             try:
                 return super().add_callback(path, mask, callback, id_)
             except OSError as e:

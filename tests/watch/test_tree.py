@@ -122,3 +122,30 @@ def test_the_folder_vanishing_and_coming_back(harness):
     write(harness.folder / "d.md", "delta after coming back\n")
     rec.wait_for(lambda: set(indexed(harness.artifacts)) == {"docs/b.md", "docs/c.md", "docs/d.md"}, "d.md")
     assert agent.running and not rec.errors
+
+
+def _inotify_watches(agent) -> int:
+    """How many inotify watches the agent's observer holds (from the kernel's fdinfo)."""
+    fd = agent._observer.inotify_fd._inotify_fd
+    with open(f"/proc/self/fdinfo/{fd}", encoding="ascii") as f:
+        return sum(1 for line in f if line.startswith("inotify wd:"))
+
+
+def test_folders_the_walk_skips_get_no_inotify_watch(harness):
+    write(harness.folder / "a.md", "alpha\n")
+    write(harness.folder / "sub" / "b.md", "beta\n")
+    for skipped in (".git/objects/aa", "node_modules/pkg/lib", ".hidden/deep"):
+        (harness.folder / skipped).mkdir(parents=True)
+    art = harness.folder / "artifacts"
+    agent, rec = harness.agent(artifacts=art)
+    rec.wait_for(lambda: rec.publishes, "the start publish")
+    assert agent.mode == "inotify"
+    assert _inotify_watches(agent) == 2  # docs/ and docs/sub/: the artifacts root neither
+    # A skipped folder renamed into view is watched from then on.
+    write(harness.folder / ".hidden" / "deep" / "c.md", "gamma\n")
+    os.rename(harness.folder / ".hidden", harness.folder / "shown")
+    rec.wait_for(lambda: "docs/shown/deep/c.md" in indexed(art), "the folder renamed into view")
+    write(harness.folder / "shown" / "deep" / "c.md", "gamma edited\n")
+    rec.wait_for(lambda: indexed(art).get("docs/shown/deep/c.md") == "gamma edited",
+                 "an edit inside it")
+    assert _inotify_watches(agent) == 4
