@@ -402,6 +402,12 @@ class DocsFile(Sequence[ChunkRecord]):
             next_k += 1
         self._verified = True
 
+    def byte_range(self, lo: int, hi: int) -> tuple[int, int]:
+        """Where lines ``lo`` to ``hi - 1`` (newlines included) lie in the file: [start, end)."""
+        if lo >= hi:
+            return 0, 0
+        return int(self._starts[lo]), int(self._ends[hi - 1]) + 1
+
     def raw_lines(self, lo: int, hi: int) -> memoryview:
         """The bytes of lines ``lo`` to ``hi - 1``, newlines included, without copying or parsing them."""
         if lo >= hi:

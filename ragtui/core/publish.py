@@ -30,6 +30,7 @@ import functools
 import os
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -53,7 +54,7 @@ from ragtui.core.index_format import (
 )
 
 __all__ = [
-    "OS_OPS", "FsOps", "IndexLock", "check_index_id", "encode_index", "file_size", "index_dir", "publish",
+    "OS_OPS", "FileRange", "FsOps", "IndexLock", "check_index_id", "encode_index", "file_size", "index_dir", "publish",
     "rag_root", "remove_leftovers", "remove_stale_generations", "state_dir", "utc_now",
 ]
 
@@ -129,6 +130,22 @@ class FsOps:
 
     def write(self, fd: int, data: memoryview) -> int:
         return os.write(fd, data)
+
+    def copy_range(self, src_fd: int, dst_fd: int, count: int, offset: int) -> int:
+        """Copy up to ``count`` bytes of ``src_fd`` from ``offset`` to ``dst_fd``'s position, in the kernel.
+
+        Like ``write``, returns how many bytes it copied. Where the kernel
+        cannot copy between these files, reads and writes them instead.
+        """
+        try:
+            return os.copy_file_range(src_fd, dst_fd, count, offset)
+        except OSError as e:
+            if e.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP):
+                raise
+        data = os.pread(src_fd, min(count, 1 << 24), offset)
+        if not data:
+            return 0
+        return os.write(dst_fd, data)
 
     def fsync(self, fd: int) -> None:
         os.fsync(fd)
@@ -257,6 +274,14 @@ def _write_file(ops: FsOps, path: Path, data, step: _Step) -> None:
     try:
         step(f"writing {path}")
         for piece in _pieces(data):
+            if isinstance(piece, FileRange):
+                offset, left = piece.offset, piece.length
+                while left:
+                    n = ops.copy_range(piece.fd, fd, left, offset)
+                    if n <= 0:
+                        raise OSError(errno.EIO, "the file copied from is shorter than expected")
+                    offset, left = offset + n, left - n
+                continue
             view = memoryview(piece).cast("B")
             while view:
                 n = ops.write(fd, view)
@@ -267,14 +292,23 @@ def _write_file(ops: FsOps, path: Path, data, step: _Step) -> None:
         ops.close(fd)
 
 
+@dataclass(frozen=True)
+class FileRange:
+    """``length`` bytes of the open file ``fd`` from ``offset``: a piece ``publish`` copies in the kernel."""
+
+    fd: int
+    offset: int
+    length: int
+
+
 def _pieces(data) -> Sequence:
-    """A file's content: one buffer, or a sequence of buffers written one after another."""
+    """A file's content: one buffer, or a sequence of buffers and ``FileRange`` written one after another."""
     return (data,) if isinstance(data, (bytes, bytearray, memoryview)) else data
 
 
 def file_size(data) -> int:
     """The number of bytes ``publish`` writes for one file's content."""
-    return sum(memoryview(p).nbytes for p in _pieces(data))
+    return sum(p.length if isinstance(p, FileRange) else memoryview(p).nbytes for p in _pieces(data))
 
 
 def _make_dirs(ops: FsOps, path: Path, step: _Step) -> None:
@@ -311,9 +345,10 @@ def _hint(e: OSError) -> str:
 def publish(artifacts: str | os.PathLike, index_id: str, files: dict, *, ops: FsOps | None = None, tidy: bool = True) -> Path:
     """Publish ``files`` (the four names) as the new generation of ``index_id``.
 
-    Each file's content is a bytes-like object or a sequence of them (pieces
-    written in order: an incremental publish passes unchanged stretches of
-    the previous generation as memory views, without copying them first).
+    Each file's content is a bytes-like object or a sequence of pieces
+    written in order: bytes-like objects, or ``FileRange`` (an incremental
+    publish passes unchanged stretches of the previous generation that way,
+    and the kernel copies them without them passing through this process).
 
     The caller must hold ``IndexLock`` for ``index_id``. Returns the index
     directory path. Every file and directory is flushed before the link that

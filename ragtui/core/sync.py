@@ -10,6 +10,7 @@ When no document changed it writes nothing at all: no index file, no state.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import mmap
@@ -44,6 +45,7 @@ from ragtui.core.index_format import (
 )
 from ragtui.core.journal import EmbedJournal
 from ragtui.core.publish import (
+    FileRange,
     IndexLock,
     check_index_id,
     file_size,
@@ -631,6 +633,8 @@ class _Spliceable:
     """S64: each old row's fingerprint as ASCII."""
     bm25_raw: bytes
     """The old bm25.idx, whose postings' bytes are reused."""
+    stamp: dict
+    """Where the old generation's files are, and the size, mtime and inode each had when it was opened."""
 
 
 def _open_for_splice(target: Path, state: dict, old_files: dict, cache_dir: Path) -> _Spliceable | None:
@@ -672,7 +676,7 @@ def _open_for_splice(target: Path, state: dict, old_files: dict, cache_dir: Path
             bm25_raw = f.read()
     except OSError:
         return None
-    return _Spliceable(old, rows, fps, bm25_raw)
+    return _Spliceable(old, rows, fps, bm25_raw, stamp)
 
 
 def _splice_publish(artifacts, index_id, sp: _Spliceable, seen, new_texts, embedder, settings, report, tick, journal, cache_dir):
@@ -759,28 +763,41 @@ def _splice_publish(artifacts, index_id, sp: _Spliceable, seen, new_texts, embed
     t0 = time.perf_counter()
     postings = splice_postings(old.bm25, row_map, n, new_rows, new_terms)
     bm25_bytes = encode_spliced(sp.bm25_raw, old.bm25, postings)
-    docs: list = []
-    vectors: list = []
-    for seg in segments:
-        if seg[0] == "old":
-            docs.append(old.records.raw_lines(seg[1], seg[2]))
-            vectors.append(memoryview(old.vectors[seg[1] : seg[2]]))
-        else:
-            docs.append(encode_docs(new_records[seg[1] : seg[2]]))
-            vectors.append(memoryview(new_vectors[seg[1] : seg[2]]))
-    meta = IndexMeta(index_id, utc_now(), n, embedder.dim, embedder.model, embedder.tokenizer.name,
-                     settings["max_tokens"], settings["overlap"], settings["k1"], settings["b"])
-    files = {META: encode_meta(meta), DOCS: docs, VECTORS: vectors, BM25: bm25_bytes}
-    report.seconds["encode"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    tick("write", 0, 1)
-    decoded = BM25Index.from_postings(postings, settings["k1"], settings["b"])
-    report.seconds["weights"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    decoded.store(bm25_bytes, cache_dir, index_id)
-    report.seconds["cache"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    publish(artifacts, index_id, files, tidy=False)
+    sources = _open_sources(sp.stamp)
+    try:
+        docs: list = []
+        vectors: list = []
+        row_bytes = 4 * old.meta.dim
+        for seg in segments:
+            if seg[0] == "old":
+                # Unchanged stretches of the old files: the kernel copies them (or, when the
+                # files cannot be opened again, they are written from the old maps).
+                if sources is not None:
+                    start, end = old.records.byte_range(seg[1], seg[2])
+                    docs.append(FileRange(sources[DOCS], start, end - start))
+                    vectors.append(FileRange(sources[VECTORS], seg[1] * row_bytes, (seg[2] - seg[1]) * row_bytes))
+                else:
+                    docs.append(old.records.raw_lines(seg[1], seg[2]))
+                    vectors.append(memoryview(old.vectors[seg[1] : seg[2]]))
+            else:
+                docs.append(encode_docs(new_records[seg[1] : seg[2]]))
+                vectors.append(memoryview(new_vectors[seg[1] : seg[2]]))
+        meta = IndexMeta(index_id, utc_now(), n, embedder.dim, embedder.model, embedder.tokenizer.name,
+                         settings["max_tokens"], settings["overlap"], settings["k1"], settings["b"])
+        files = {META: encode_meta(meta), DOCS: docs, VECTORS: vectors, BM25: bm25_bytes}
+        report.seconds["encode"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        tick("write", 0, 1)
+        decoded = BM25Index.from_postings(postings, settings["k1"], settings["b"])
+        report.seconds["weights"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        decoded.store(bm25_bytes, cache_dir, index_id)
+        report.seconds["cache"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        publish(artifacts, index_id, files, tidy=False)
+    finally:
+        for fd in (sources or {}).values():
+            os.close(fd)
     report.published = report.incremental = True
     report.bytes_written = sum(file_size(v) for v in files.values())
     report.seconds["write"] = time.perf_counter() - t0
@@ -793,6 +810,23 @@ def _splice_publish(artifacts, index_id, sp: _Spliceable, seen, new_texts, embed
     journal.clear()
     report.seconds["tidy"] = time.perf_counter() - t0
     return following
+
+
+def _open_sources(stamp: dict) -> dict[str, int] | None:
+    """Read-only descriptors of the old docs.jsonl and vectors.f32, if they are still the files stamped."""
+    fds: dict[str, int] = {}
+    try:
+        for name in (DOCS, VECTORS):
+            fd = os.open(os.path.join(stamp["dir"], name), os.O_RDONLY | os.O_CLOEXEC)
+            fds[name] = fd
+            st = os.fstat(fd)
+            if [st.st_size, st.st_mtime_ns, st.st_ino] != stamp[name]:
+                raise OSError(errno.ESTALE, "changed since it was opened")
+    except OSError:
+        for fd in fds.values():
+            os.close(fd)
+        return None
+    return fds
 
 
 def _fingerprint_finder(fingerprints: np.ndarray, wanted: int):
@@ -821,7 +855,7 @@ def _following(artifacts, index_id, meta, segments, docs, sp: _Spliceable, new_r
         else:
             ends.append(np.flatnonzero(np.frombuffer(piece, dtype=np.uint8) == 10) + pos)
             fps.append(np.array([r.fingerprint.encode("ascii") for r in new_records[seg[1] : seg[2]]], dtype="S64"))
-        pos += memoryview(piece).nbytes
+        pos += file_size([piece])
     try:
         mapped = {}
         for name in (DOCS, VECTORS):
@@ -841,4 +875,4 @@ def _following(artifacts, index_id, meta, segments, docs, sp: _Spliceable, new_r
     data = IndexData(path=target, generation=generation_of(target) or "", meta=meta, records=records,
                      vectors=vectors, bm25=decoded)
     fingerprints = np.concatenate(fps) if fps else np.zeros(0, dtype="S64")
-    return stamp, _Spliceable(data, next_rows, fingerprints, bm25_bytes)
+    return stamp, _Spliceable(data, next_rows, fingerprints, bm25_bytes, stamp)

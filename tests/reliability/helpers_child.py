@@ -52,7 +52,8 @@ class Tracer:
         self.failed = 0
         self.matched = 0
         self._orig = {name: getattr(os, name) for name in
-                      ("open", "write", "fsync", "close", "mkdir", "rename", "replace", "symlink", "unlink", "rmdir")}
+                      ("open", "write", "copy_file_range", "fsync", "close", "mkdir", "rename", "replace", "symlink",
+                       "unlink", "rmdir")}
         self._io_open = io.open
         self._write_fds: set[int] = set()
         self._log_fd = self._orig["open"](log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644) if log else None
@@ -90,6 +91,15 @@ class Tracer:
                 data = memoryview(data)[: self.write_max]
             return o["write"](fd, data)
 
+        def copy_file_range(src, dst, count, offset_src=None, offset_dst=None):
+            # A copy in the kernel is a write step of its destination.
+            if dst not in self._write_fds:
+                return o["copy_file_range"](src, dst, count, offset_src, offset_dst)
+            self.step("write", f"{_fd_path(dst)} {count} bytes copied")
+            if self.write_max:
+                count = min(count, self.write_max)
+            return o["copy_file_range"](src, dst, count, offset_src, offset_dst)
+
         def fsync(fd):
             self.step("fsync", _fd_path(fd))
             return o["fsync"](fd)
@@ -113,6 +123,7 @@ class Tracer:
             return self._io_open(file, mode, *args, **kwargs)
 
         os.open, os.write, os.fsync, os.close = open_, write, fsync, close
+        os.copy_file_range = copy_file_range
         for op, name in (("mkdir", "mkdir"), ("rename", "rename"), ("rename", "replace"), ("symlink", "symlink"),
                          ("unlink", "unlink"), ("rmdir", "rmdir")):
             setattr(os, name, simple(op, name))

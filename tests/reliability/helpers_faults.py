@@ -50,6 +50,11 @@ class RecordingOps(FsOps):
         self._call("write", self._paths.get(fd, fd))
         return super().write(fd, data[: self.write_max] if self.write_max else data)
 
+    def copy_range(self, src_fd, dst_fd, count, offset):
+        # A copy in the kernel is a write to its destination, for the order checks and the faults.
+        self._call("write", self._paths.get(dst_fd, dst_fd))
+        return super().copy_range(src_fd, dst_fd, min(count, self.write_max) if self.write_max else count, offset)
+
     def fsync(self, fd):
         self._call("fsync", self._paths.get(fd, fd))
         return super().fsync(fd)
