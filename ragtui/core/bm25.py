@@ -115,6 +115,16 @@ def _put_le(out: np.ndarray, pos: np.ndarray, values: np.ndarray, width: int) ->
         out[pos + k] = ((v >> np.uint64(8 * k)) & np.uint64(0xFF)).astype(np.uint8)
 
 
+def _put_entry_heads(out: np.ndarray, at: np.ndarray, p: Postings, df: np.ndarray, postings_bytes: np.ndarray) -> None:
+    """Write each term's entry head (u16 length, its bytes, u32 df, u32 postings_bytes) at ``at``."""
+    starts = np.asarray(p.term_starts, dtype=np.int64)
+    term_len = np.diff(starts)
+    _put_le(out, at, term_len, 2)
+    _scatter(out, at + 2, np.asarray(p.term_blob, dtype=np.uint8), starts)
+    _put_le(out, at + 2 + term_len, df, 4)
+    _put_le(out, at + 6 + term_len, postings_bytes, 4)
+
+
 def encode_postings(p: Postings) -> bytes:
     """bm25.idx bytes for ``p``: every field written with array operations, no per-term loop."""
     n_docs, n_terms = p.n_docs, p.term_starts.size - 1
@@ -147,10 +157,7 @@ def encode_postings(p: Postings) -> bytes:
     out[: _HEADER.size] = np.frombuffer(_HEADER.pack(MAGIC, VERSION, n_docs, n_terms, avgdl), dtype=np.uint8)
     out[_HEADER.size : head] = np.frombuffer(np.asarray(p.doc_len, dtype="<u4").tobytes(), dtype=np.uint8)
     starts = at[:-1]
-    _put_le(out, starts, term_len, 2)
-    _scatter(out, starts + 2, np.asarray(p.term_blob, dtype=np.uint8), p.term_starts)
-    _put_le(out, starts + 2 + term_len, df, 4)
-    _put_le(out, starts + 6 + term_len, np.diff(pay_start), 4)
+    _put_entry_heads(out, starts, p, df, np.diff(pay_start))
     _scatter(out, starts + 10 + term_len, payload, pay_start)
     return out.tobytes()
 
@@ -234,10 +241,7 @@ def encode_spliced(old_data, old: BM25Index, p: Postings) -> bytes:
     h_at = np.zeros(n_terms + 1, dtype=np.int64)
     np.cumsum(h_len, out=h_at[1:])
     headers = np.empty(int(h_at[-1]), dtype=np.uint8)
-    _put_le(headers, h_at[:-1], term_len, 2)
-    _scatter(headers, h_at[:-1] + 2, np.asarray(p.term_blob, dtype=np.uint8), np.asarray(p.term_starts, dtype=np.int64))
-    _put_le(headers, h_at[:-1] + 2 + term_len, np.diff(new_offsets), 4)
-    _put_le(headers, h_at[:-1] + 6 + term_len, post_bytes, 4)
+    _put_entry_heads(headers, h_at[:-1], p, np.diff(new_offsets), post_bytes)
     pairs = np.empty(2 * fresh.size, dtype=np.int64)
     pairs[0::2] = new_gap[fresh]
     pairs[1::2] = new_tf[fresh]
