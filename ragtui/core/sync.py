@@ -15,6 +15,7 @@ import hashlib
 import json
 import mmap
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -172,6 +173,7 @@ def _save_state(artifacts: Path, index_id: str, state: dict) -> bool:
 _CARRIED_STATE: dict[tuple[str, str], tuple[list, dict]] = {}
 _CARRIED_INDEX: dict[tuple[str, str], tuple[dict, _Spliceable]] = {}
 _CARRY_LIMIT = 4
+_CARRY_LOCK = threading.Lock()  # syncs of different indexes may run on different threads
 
 
 def _file_stamp(path: Path) -> list | None:
@@ -184,7 +186,8 @@ def _file_stamp(path: Path) -> list | None:
 
 def _carried_state(key, artifacts: Path, index_id: str) -> dict:
     """The writer state: the one this process saved last if the file is still that one, else read."""
-    carried = _CARRIED_STATE.get(key)
+    with _CARRY_LOCK:
+        carried = _CARRIED_STATE.get(key)
     if carried is not None and carried[0] == _file_stamp(_state_file(artifacts, index_id)):
         return carried[1]
     return load_state(artifacts, index_id)
@@ -195,11 +198,12 @@ def _carry(key, state: dict, following: tuple[dict, _Spliceable], state_path: Pa
     stamp = _file_stamp(state_path)
     if stamp is None:
         return
-    for table, value in ((_CARRIED_STATE, (stamp, state)), (_CARRIED_INDEX, following)):
-        table.pop(key, None)
-        table[key] = value
-        while len(table) > _CARRY_LIMIT:
-            table.pop(next(iter(table)))
+    with _CARRY_LOCK:
+        for table, value in ((_CARRIED_STATE, (stamp, state)), (_CARRIED_INDEX, following)):
+            table.pop(key, None)
+            table[key] = value
+            while len(table) > _CARRY_LIMIT:
+                table.pop(next(iter(table)))
 
 
 # -- the sync itself ---------------------------------------------------------------------------
@@ -335,7 +339,8 @@ def sync(
         t0 = time.perf_counter()
         spliceable = None
         if trusted and current_gen:
-            carried = _CARRIED_INDEX.pop(key, None)
+            with _CARRY_LOCK:
+                carried = _CARRIED_INDEX.pop(key, None)
             stamp = state.get("index_files")
             if carried is not None and stamp is not None and carried[0] == stamp == _index_stamp(target):
                 spliceable = carried[1]  # this process published it: nothing to re-read
