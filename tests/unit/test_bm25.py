@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from ragtui.core import leb128
 from ragtui.core.analyzer import analyze
-from ragtui.core.bm25 import BM25Index, encode_bm25
+from ragtui.core.bm25 import BM25Index, encode_bm25, encode_postings, encode_spliced, splice_postings
 from ragtui.core.errors import IndexFormatError
 
 
@@ -253,3 +253,45 @@ def test_leb128_round_trip(values):
     data = leb128.encode(np.array(values, dtype=np.uint64))
     assert data == b"".join(varint(v) for v in values)
     assert leb128.decode(data).tolist() == values
+
+
+splice_words = st.sampled_from(["alpha", "beta", "gamma", "σοφία", "東京", "x1", "zz", "a"])
+new_words = st.sampled_from(["alpha", "beta", "new1", "new2", "ünï", "zz", "0"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    old=st.lists(st.lists(splice_words, max_size=12), max_size=40),
+    keep=st.lists(st.booleans(), min_size=40, max_size=40),
+    inserts=st.lists(st.tuples(st.integers(0, 60), st.lists(new_words, max_size=10)), max_size=6),
+)
+def test_splicing_equals_building_from_scratch(old, keep, inserts):
+    """Postings carried over from an old index plus new chunks: the same bytes as a full build."""
+    old_data = encode_bm25(old)
+    old_ix = BM25Index.decode(old_data, 1.2, 0.75)
+    rows = [("old", i, terms) for i, terms in enumerate(old) if keep[i]]
+    for at, terms in inserts:
+        rows.insert(min(at, len(rows)), ("new", -1, terms))
+    row_map = np.full(len(old), -1, dtype=np.int64)
+    new_rows, new_terms = [], []
+    for n, (kind, i, terms) in enumerate(rows):
+        if kind == "old":
+            row_map[i] = n
+        else:
+            new_rows.append(n)
+            new_terms.append(terms)
+    spliced = splice_postings(old_ix, row_map, len(rows), new_rows, new_terms)
+    want = encode_bm25([terms for _, _, terms in rows])
+    assert encode_postings(spliced) == want
+    assert encode_spliced(old_data, old_ix, spliced) == want
+    decoded = BM25Index.decode(want, 1.2, 0.75).to_arrays()
+    for key, value in BM25Index.from_postings(spliced, 1.2, 0.75).to_arrays().items():
+        assert np.array_equal(value, decoded[key]), key
+
+
+def test_varint_sizes_match_the_encoding():
+    values = np.array([0, 1, 127, 128, 16383, 16384, 2**21 - 1, 2**21, 2**28 - 1, 2**28, 2**32 - 1], dtype=np.uint64)
+    assert [len(leb128.encode(np.array([v]))) for v in values] == leb128.sizes(values).tolist()
+    assert leb128.decode(leb128.encode(values)).tolist() == values.tolist()
+    with pytest.raises(ValueError):
+        leb128.encode(np.array([2**32], dtype=np.uint64))
