@@ -69,7 +69,7 @@ from ragtui.core.walk import (
     walk_folder,
 )
 
-__all__ = ["SyncReport", "load_state", "sync"]
+__all__ = ["SyncReport", "load_state", "prepare", "sync"]
 
 STATE_VERSION = 1
 EMBED_BATCH = 256
@@ -204,6 +204,29 @@ def _carry(key, state: dict, following: tuple[dict, _Spliceable], state_path: Pa
             table[key] = value
             while len(table) > _CARRY_LIMIT:
                 table.pop(next(iter(table)))
+
+
+def prepare(artifacts: str | os.PathLike, index_id: str) -> bool:
+    """Open the current generation of ``index_id`` for this process's next sync of it.
+
+    A long-running writer (the watch agent) calls this when idle, so that
+    its first save does not pay for reading the index it did not publish
+    itself. Only reads; True when the next sync can start from it.
+    """
+    artifacts = Path(os.path.abspath(artifacts))
+    key = (str(artifacts), index_id)
+    with _CARRY_LOCK:
+        if key in _CARRIED_INDEX:
+            return True
+    target = index_dir(artifacts, index_id)
+    state = _carried_state(key, artifacts, index_id)
+    if not state.get("index_files") or state.get("generation") != generation_of(target):
+        return False
+    spliceable = _open_for_splice(target, state, state.get("files", {}), rag_root(artifacts) / ".cache")
+    if spliceable is None:
+        return False
+    _carry(key, state, (state["index_files"], spliceable), _state_file(artifacts, index_id))
+    return True
 
 
 # -- the sync itself ---------------------------------------------------------------------------

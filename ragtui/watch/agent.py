@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 from ragtui.core.errors import EmbeddingError, StorageError, UsageError
 from ragtui.core.publish import check_index_id, index_dir
-from ragtui.core.sync import SyncReport, sync
+from ragtui.core.sync import SyncReport, prepare, sync
 from ragtui.core.walk import WalkRules
 from ragtui.watch.events import ROOT_GONE, Batch, ChangeBuffer, Scope, classify, compact_paths
 from ragtui.watch.memory import IDLE_RELEASE_SECONDS, release_freed_memory, retain_freed_memory
@@ -425,6 +425,15 @@ class WatchAgent:
             self._reported(report, latency=time.monotonic() - batch.since if batch.since else None)
         finally:
             self._buffer.done()  # after the callbacks: wait_idle() then sees what they did
+        if paths is None:
+            self._prepare()
+
+    def _prepare(self) -> None:
+        """Have the index open before the first save needs it (a no-op once this process published)."""
+        try:
+            prepare(self.artifacts, self.index_id)
+        except Exception:  # noqa: BLE001 - it only saves time; the next sync reads what it needs itself
+            pass
 
     def _sync(self, paths: list[str] | None) -> SyncReport:
         self._writing = False

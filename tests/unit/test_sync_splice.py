@@ -151,3 +151,20 @@ def test_the_next_sync_starts_from_what_this_process_published(tmp_path):
     report = run(folder, art)
     assert report.published and not report.incremental
     assert_same_as_rebuild(folder, art, tmp_path / "scratch")
+
+
+def test_prepare_opens_an_index_another_process_published(tmp_path):
+    from ragtui.core import sync as sync_module
+    from ragtui.core.sync import prepare
+
+    folder, art = tmp_path / "docs", tmp_path / "art"
+    write(folder / "a.md", "alpha cat")
+    write(folder / "b.md", "beta dog")
+    run(folder, art)  # a full build: nothing carried
+    key = (str(art), "docs")
+    assert key not in sync_module._CARRIED_INDEX
+    assert prepare(art, "docs") and key in sync_module._CARRIED_INDEX
+    write(folder / "b.md", "beta dog edited")
+    assert run(folder, art, paths=[folder / "b.md"]).incremental
+    assert_same_as_rebuild(folder, art, tmp_path / "scratch")
+    assert not prepare(tmp_path / "nowhere", "docs")
