@@ -206,12 +206,15 @@ def _carry(key, state: dict, following: tuple[dict, _Spliceable], state_path: Pa
                 table.pop(next(iter(table)))
 
 
-def prepare(artifacts: str | os.PathLike, index_id: str) -> bool:
+def prepare(artifacts: str | os.PathLike, index_id: str, *, warm: bool = False) -> bool:
     """Open the current generation of ``index_id`` for this process's next sync of it.
 
     A long-running writer (the watch agent) calls this when idle, so that
     its first save does not pay for reading the index it did not publish
-    itself. Only reads; True when the next sync can start from it.
+    itself. With ``warm``, it also runs the BM25 splice once without
+    publishing, so the arrays a save works on are read in and the heap has
+    grown to its working size (about a second of CPU at 100k chunks, once).
+    Only reads; True when the next sync can start from it.
     """
     artifacts = Path(os.path.abspath(artifacts))
     key = (str(artifacts), index_id)
@@ -225,6 +228,12 @@ def prepare(artifacts: str | os.PathLike, index_id: str) -> bool:
     spliceable = _open_for_splice(target, state, state.get("files", {}), rag_root(artifacts) / ".cache")
     if spliceable is None:
         return False
+    if warm:
+        old = spliceable.old
+        same = np.arange(old.n_chunks, dtype=np.int64)
+        postings = splice_postings(old.bm25, same, old.n_chunks, [], [])
+        encode_spliced(spliceable.bm25_raw, old.bm25, postings)
+        BM25Index.from_postings(postings, old.meta.k1, old.meta.b)
     _carry(key, state, (state["index_files"], spliceable), _state_file(artifacts, index_id))
     return True
 

@@ -431,7 +431,7 @@ class WatchAgent:
     def _prepare(self) -> None:
         """Have the index open before the first save needs it (a no-op once this process published)."""
         try:
-            prepare(self.artifacts, self.index_id)
+            prepare(self.artifacts, self.index_id, warm=True)
         except Exception:  # noqa: BLE001 - it only saves time; the next sync reads what it needs itself
             pass
 

@@ -20,7 +20,7 @@ import os
 
 __all__ = ["IDLE_RELEASE_SECONDS", "release_freed_memory", "retain_freed_memory"]
 
-IDLE_RELEASE_SECONDS = 60.0
+IDLE_RELEASE_SECONDS = 600.0
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
