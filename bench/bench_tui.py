@@ -42,20 +42,9 @@ sys.path.insert(0, str(HERE.parent))
 
 from ragtui.config import Settings  # noqa: E402
 from ragtui.core.analyzer import analyze  # noqa: E402
-from ragtui.core.bm25 import BM25Index, build_postings, encode_postings  # noqa: E402
-from ragtui.core.index_format import (  # noqa: E402
-    BM25,
-    DOCS,
-    META,
-    VECTORS,
-    ChunkRecord,
-    IndexMeta,
-    encode_docs,
-    encode_meta,
-    encode_vectors,
-    fingerprint,
-)
-from ragtui.core.publish import IndexLock, index_dir, publish, rag_root  # noqa: E402
+from ragtui.core.bm25 import BM25Index, build_postings  # noqa: E402
+from ragtui.core.index_format import BM25, ChunkRecord, IndexMeta, fingerprint  # noqa: E402
+from ragtui.core.publish import IndexLock, encode_index, index_dir, publish, rag_root  # noqa: E402
 
 INDEX_ID = "bench"
 CHUNKS_PER_DOC = 10
@@ -89,8 +78,7 @@ def publish_records(artifacts: Path, records, vectors, embedder) -> None:
     meta = IndexMeta(INDEX_ID, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), len(records), embedder.dim,
                      embedder.model, embedder.tokenizer.name, 256, 32)
     postings = build_postings([analyze(r.text) for r in records])
-    files = {META: encode_meta(meta), DOCS: encode_docs(records), VECTORS: encode_vectors(vectors),
-             BM25: encode_postings(postings)}
+    files = encode_index(meta, records, vectors, postings=postings)
     with IndexLock(artifacts, INDEX_ID):
         # As core.sync does: readers of the new generation find its BM25 arrays already decoded.
         BM25Index.from_postings(postings, meta.k1, meta.b).store(files[BM25], rag_root(artifacts) / ".cache", INDEX_ID)

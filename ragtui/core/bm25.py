@@ -129,17 +129,9 @@ def encode_postings(p: Postings) -> bytes:
     """bm25.idx bytes for ``p``: every field written with array operations, no per-term loop."""
     n_docs, n_terms = p.n_docs, p.term_starts.size - 1
     df = np.diff(p.offsets)
-    post_doc = np.asarray(p.post_doc, dtype=np.int64)
-    gaps = post_doc.copy()
-    if gaps.size:
-        gaps[1:] -= post_doc[:-1]
-        firsts = p.offsets[:-1][df > 0]
-        gaps[firsts] = post_doc[firsts]
+    gaps = _gaps(np.asarray(p.post_doc, dtype=np.int64), np.asarray(p.offsets, dtype=np.int64))
     tf = np.asarray(p.post_tf)
-    pairs = np.empty(2 * gaps.size, dtype=np.int64)
-    pairs[0::2] = gaps
-    pairs[1::2] = tf
-    payload = np.frombuffer(leb128.encode(pairs), dtype=np.uint8)
+    payload = _encode_pairs(gaps, tf)
     cum = np.zeros(gaps.size + 1, dtype=np.int64)
     np.cumsum(leb128.sizes(gaps) + leb128.sizes(tf), out=cum[1:])
     pay_start = cum[p.offsets]  # payload bytes of term t: [pay_start[t], pay_start[t+1])
@@ -242,10 +234,7 @@ def encode_spliced(old_data, old: BM25Index, p: Postings) -> bytes:
     np.cumsum(h_len, out=h_at[1:])
     headers = np.empty(int(h_at[-1]), dtype=np.uint8)
     _put_entry_heads(headers, h_at[:-1], p, np.diff(new_offsets), post_bytes)
-    pairs = np.empty(2 * fresh.size, dtype=np.int64)
-    pairs[0::2] = new_gap[fresh]
-    pairs[1::2] = new_tf[fresh]
-    fresh_bytes = np.frombuffer(leb128.encode(pairs), dtype=np.uint8)
+    fresh_bytes = _encode_pairs(new_gap[fresh], new_tf[fresh])
     fresh_len = new_len[fresh].astype(np.int64)
     fresh_at = np.zeros(fresh.size + 1, dtype=np.int64)
     np.cumsum(fresh_len, out=fresh_at[1:])
@@ -265,6 +254,14 @@ def encode_spliced(old_data, old: BM25Index, p: Postings) -> bytes:
     avgdl = float(p.doc_len.mean(dtype=np.float64)) if n_docs else 0.0
     head = _HEADER.pack(MAGIC, VERSION, n_docs, n_terms, avgdl) + np.asarray(p.doc_len, dtype="<u4").tobytes()
     return head + body.tobytes()
+
+
+def _encode_pairs(gaps: np.ndarray, tf: np.ndarray) -> np.ndarray:
+    """The postings' varints, (gap, tf) after (gap, tf), as uint8."""
+    pairs = np.empty(2 * gaps.size, dtype=np.int64)
+    pairs[0::2] = gaps
+    pairs[1::2] = tf
+    return np.frombuffer(leb128.encode(pairs), dtype=np.uint8)
 
 
 def _gaps(post_doc: np.ndarray, offsets: np.ndarray) -> np.ndarray:

@@ -410,9 +410,8 @@ class DocsFile(Sequence[ChunkRecord]):
 
     def raw_lines(self, lo: int, hi: int) -> memoryview:
         """The bytes of lines ``lo`` to ``hi - 1``, newlines included, without copying or parsing them."""
-        if lo >= hi:
-            return memoryview(b"")
-        return memoryview(self._raw)[int(self._starts[lo]) : int(self._ends[hi - 1]) + 1]
+        start, end = self.byte_range(lo, hi)
+        return memoryview(self._raw)[start:end] if end > start else memoryview(b"")
 
     def line_ends(self, lo: int, hi: int) -> np.ndarray:
         """The newline offsets of lines ``lo`` to ``hi - 1``, counted from the start of line ``lo``."""

@@ -38,7 +38,7 @@ import numpy as np
 
 from ragtui.core.analyzer import analyze
 from ragtui.core.arraycache import remove_dead_temporaries
-from ragtui.core.bm25 import encode_bm25
+from ragtui.core.bm25 import Postings, build_postings, encode_postings
 from ragtui.core.errors import LockedError, StorageError, UsageError
 from ragtui.core.index_format import (
     BM25,
@@ -91,23 +91,24 @@ def check_index_id(index_id: str) -> None:
 
 
 def encode_index(
-    meta: IndexMeta, records: Sequence[ChunkRecord], vectors: np.ndarray, doc_terms=None
+    meta: IndexMeta, records: Sequence[ChunkRecord], vectors: np.ndarray, doc_terms=None, postings: Postings | None = None
 ) -> dict[str, bytes]:
     """The four files' bytes. Deterministic: only ``meta.created_at`` varies between runs.
 
-    ``doc_terms`` (each chunk's analyzed terms) may be passed when the caller
+    The caller may pass the BM25 ``postings`` (to keep them, e.g. for the
+    readers' cache) or ``doc_terms`` (each chunk's analyzed terms) when it
     already has them; otherwise the texts are analyzed here.
     """
     vectors = np.asarray(vectors, dtype=np.float32)
     if vectors.shape != (len(records), meta.dim) or meta.n_chunks != len(records):
         raise ValueError("records, vectors and meta disagree on n_chunks or dim")
-    if doc_terms is None:
-        doc_terms = [analyze(r.text) for r in records]
+    if postings is None:
+        postings = build_postings(doc_terms if doc_terms is not None else [analyze(r.text) for r in records])
     return {
         META: encode_meta(meta),
         DOCS: encode_docs(records),
         VECTORS: encode_vectors(vectors),
-        BM25: encode_bm25(doc_terms),
+        BM25: encode_postings(postings),
     }
 
 

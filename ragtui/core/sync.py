@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ragtui.core.analyzer import analyze
-from ragtui.core.bm25 import BM25Index, build_postings, encode_postings, encode_spliced, splice_postings
+from ragtui.core.bm25 import BM25Index, build_postings, encode_spliced, splice_postings
 from ragtui.core.chunker import chunk_text
 from ragtui.core.errors import IndexFormatError, IndexMissingError, UsageError
 from ragtui.core.index_format import (
@@ -39,7 +39,6 @@ from ragtui.core.index_format import (
     IndexMeta,
     encode_docs,
     encode_meta,
-    encode_vectors,
     fingerprint,
     generation_of,
     read_index,
@@ -49,6 +48,7 @@ from ragtui.core.publish import (
     FileRange,
     IndexLock,
     check_index_id,
+    encode_index,
     file_size,
     index_dir,
     publish,
@@ -443,12 +443,7 @@ def sync(
         meta = IndexMeta(index_id, utc_now(), len(records), embedder.dim, embedder.model,
                          embedder.tokenizer.name, max_tokens, overlap, k1, b)
         postings = build_postings(doc_terms)
-        files = {
-            META: encode_meta(meta),
-            DOCS: encode_docs(records),
-            VECTORS: encode_vectors(vectors),
-            BM25: encode_postings(postings),
-        }
+        files = encode_index(meta, records, vectors, postings=postings)
         if old is not None and not trusted and _same_content(old, files):
             # Every document "changed" only in ways that leave the index bytes
             # identical (e.g. state was lost): keep the current generation.

@@ -129,15 +129,26 @@ def _ingest(folder: Path, art: Path, **kw):
     return ragtui("ingest", str(folder), "--artifacts", str(art), **kw)
 
 
-def check_full_disk(base: Path) -> None:
+def _indexed_on_tmpfs(base: Path, size: str) -> tuple[Path, Path, Path, dict]:
+    """A small tmpfs holding the index of a first version of the folder, then a second version
+    of the folder: (the mount, folder, artifacts, the first index's snapshot)."""
     fs = base / "fs"
-    _mount_tmpfs(fs, "4m")
+    _mount_tmpfs(fs, size)
     try:
         folder, art = base / "docs", fs / "art"
         make_folder(folder, 1)
         assert _ingest(folder, art).returncode == 0
         old = snapshot(art / "rag" / "docs")
         make_folder(folder, 2)
+    except BaseException:
+        _umount(fs)
+        raise
+    return fs, folder, art, old
+
+
+def check_full_disk(base: Path) -> None:
+    fs, folder, art, old = _indexed_on_tmpfs(base, "4m")
+    try:
         try:
             filler = _fill(fs)
         except OSError:
@@ -155,14 +166,8 @@ def check_full_disk(base: Path) -> None:
 
 
 def check_read_only(base: Path) -> None:
-    fs = base / "fs"
-    _mount_tmpfs(fs, "8m")
+    fs, folder, art, old = _indexed_on_tmpfs(base, "8m")
     try:
-        folder, art = base / "docs", fs / "art"
-        make_folder(folder, 1)
-        assert _ingest(folder, art).returncode == 0
-        old = snapshot(art / "rag" / "docs")
-        make_folder(folder, 2)
         r = subprocess.run(["mount", "-o", "remount,ro", str(fs)], capture_output=True, text=True)
         if r.returncode != 0:
             raise Skip(f"cannot remount read-only: {r.stderr.strip()}")

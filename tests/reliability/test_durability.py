@@ -58,14 +58,20 @@ def test_the_checker_catches_a_missing_flush(tmp_path):
     assert durability_problems(late_rename, root) != []
 
 
-def test_adopting_a_plain_directory_swaps_atomically(tmp_path):
-    rec = RecordingOps()
+def _plain_index(tmp_path):
+    """An index another tool wrote: a plain directory at rag/docs, not a link to a generation."""
     plain = tmp_path / "rag" / "docs"
     with IndexLock(tmp_path, "docs"):
         publish(tmp_path, "docs", _files("docs", {"a.md": ["alpha"]}))
     real = os.path.realpath(plain)
     os.unlink(plain)
     os.rename(real, plain)
+    return plain
+
+
+def test_adopting_a_plain_directory_swaps_atomically(tmp_path):
+    rec = RecordingOps()
+    plain = _plain_index(tmp_path)
     with IndexLock(tmp_path, "docs"):
         publish(tmp_path, "docs", _files("docs", {"b.md": ["beta"]}), ops=rec)
     assert plain.is_symlink()
@@ -88,12 +94,7 @@ def test_adopting_without_an_atomic_swap_keeps_the_old_index_if_the_link_cannot_
                 raise OSError(errno.EIO, os.strerror(errno.EIO))
             return super().rename(src, dst)
 
-    plain = tmp_path / "rag" / "docs"
-    with IndexLock(tmp_path, "docs"):
-        publish(tmp_path, "docs", _files("docs", {"a.md": ["alpha"]}))
-    real = os.path.realpath(plain)
-    os.unlink(plain)
-    os.rename(real, plain)
+    plain = _plain_index(tmp_path)
     with IndexLock(tmp_path, "docs"):
         with pytest.raises(StorageError, match="previous index is unchanged"):
             publish(tmp_path, "docs", _files("docs", {"b.md": ["beta"]}), ops=NoExchange())
