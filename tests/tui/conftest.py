@@ -1,5 +1,3 @@
-import asyncio
-import inspect
 import os
 
 import pytest
@@ -38,12 +36,3 @@ def own_demo(tmp_path):
     """(artifacts, folder) of a demo index this test may change."""
     return build_demo(tmp_path)
 
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_pyfunc_call(pyfuncitem):
-    """Run ``async def`` tests in a fresh event loop (Pilot needs one; no plugin needed for that)."""
-    if not inspect.iscoroutinefunction(pyfuncitem.obj):
-        return None
-    args = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
-    asyncio.run(pyfuncitem.obj(**args))
-    return True
