@@ -14,8 +14,6 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.1.0"
-
 _EXPORTS = {
     "Citation": "ragtui.core.citations",
     "Hit": "ragtui.core.retriever",
@@ -34,7 +32,34 @@ _EXPORTS = {
 __all__ = sorted([*_EXPORTS, "__version__"])
 
 
+def _read_version() -> str:
+    """The version pyproject.toml declares: from the installed package's metadata, else from the checkout.
+
+    A source checkout that is not installed (``PYTHONPATH=.``) has no
+    metadata; its pyproject.toml sits beside the package. Neither: "0+unknown".
+    """
+    from importlib import metadata
+
+    try:
+        return metadata.version("ragtui")
+    except metadata.PackageNotFoundError:
+        pass
+    import tomllib
+    from pathlib import Path
+
+    try:
+        project = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text("utf-8"))["project"]
+        if project["name"] == "ragtui":
+            return str(project["version"])
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+        pass
+    return "0+unknown"
+
+
 def __getattr__(name: str) -> Any:
+    if name == "__version__":  # read on first use, so `import ragtui` stays cheap
+        value = globals()["__version__"] = _read_version()
+        return value
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'ragtui' has no attribute {name!r}")
