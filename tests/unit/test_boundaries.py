@@ -1,9 +1,8 @@
 """The headless packages never load a UI library (checked in a fresh interpreter)."""
 
-import subprocess
-import sys
-
 import pytest
+
+from tests.helpers.imports import UI_LIBRARIES, loaded_by_import
 
 HEADLESS = [
     "ragtui",
@@ -35,32 +34,20 @@ HEADLESS = [
 
 @pytest.mark.parametrize("module", HEADLESS)
 def test_headless_module_loads_no_ui(module):
-    code = (
-        "import importlib, sys\n"
-        f"importlib.import_module({module!r})\n"
-        "print(' '.join(sorted(m for m in ('textual', 'rich', 'watchdog') if m in sys.modules)))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    loaded = loaded_by_import(module, (*UI_LIBRARIES, "watchdog"))
     allowed = {"watchdog"} if module.startswith("ragtui.watch") else set()
-    assert set(out.split()) - allowed == set()
+    assert loaded - allowed == set()
 
 
-def test_public_api_is_pinned_and_lazy():
-    code = (
-        "import sys, ragtui\n"
-        "loaded = sorted(m for m in ('numpy', 'textual', 'rich', 'watchdog', 'httpx') if m in sys.modules)\n"
-        "print(' '.join(loaded) or '-')\n"
-        "print(' '.join(ragtui.__all__))\n"
-        "missing = [n for n in ragtui.__all__ if not hasattr(ragtui, n)]\n"
-        "print(' '.join(missing) or '-')\n"
-    )
-    loaded, names, missing = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout.split("\n")[:3]
-    assert loaded == "-"
-    assert names.split() == sorted(names.split())
-    assert names.split() == [
-        "Citation", "Hit", "IVFParams", "RagtuiError", "Retriever", "SyncReport", "WatchAgent",
-        "__version__", "analyze", "make_embedder", "read_index", "resolve", "sync",
-    ]
-    assert missing == "-"
+def test_import_ragtui_loads_nothing_heavy():
+    """The public API is lazy: ``import ragtui`` loads no library, not even numpy or the package metadata."""
+    heavy = ("numpy", "httpx", "watchdog", "importlib.metadata", *UI_LIBRARIES)
+    assert loaded_by_import("ragtui", heavy) == set()
+
+
+def test_every_public_name_resolves_without_a_ui():
+    """Each name in ``ragtui.__all__`` imports (a stale entry fails here) and none pulls in textual or rich."""
+    import ragtui
+
+    assert dir(ragtui) == sorted(ragtui.__all__)
+    assert loaded_by_import("ragtui", UI_LIBRARIES, resolve_all=True) == set()

@@ -257,14 +257,3 @@ def test_compare_reports():
         compare_reports(a, b, pairs=[("flat", "bm25")])
     with pytest.raises(UsageError, match="not a ragtui eval report"):
         compare_reports({"format": "other"}, b)
-
-
-@pytest.mark.parametrize("module", ["ragtui.core.datasets", "ragtui.core.evaluate", "ragtui.core.metrics"])
-def test_headless(module):
-    import subprocess
-    import sys
-
-    code = (f"import importlib, sys\nimportlib.import_module({module!r})\n"
-            "print(' '.join(m for m in ('textual', 'rich', 'watchdog') if m in sys.modules))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
-    assert out == ""
