@@ -1,6 +1,6 @@
 """IVF vector retrieval: coarse centroids built at load time, exact scoring inside the probed lists.
 
-The build follows spec/pcg32.md (the project's statement of the shared ivf.md)
+The build follows spec/ivf.md (the contract) and spec/pcg32.md (how ragtui implements it)
 step by step; what callers may rely on:
 
 - ``build_ivf(vectors, index_id, params)`` is deterministic: the same vectors,

@@ -1,7 +1,7 @@
 """FNV-1a 64 and PCG32: the deterministic random source of the IVF build.
 
 Every reader of an index must draw the same numbers from the same seed, so
-this module follows spec/pcg32.md (and the shared ivf.md) bit for bit. Callers
+this module follows spec/ivf.md (and spec/pcg32.md) bit for bit. Callers
 may rely on:
 
 - ``fnv1a64(data)`` is the 64-bit FNV-1a hash of ``data`` as an ``int`` in
@@ -85,6 +85,6 @@ class PCG32:
 def index_rng(index_id: str) -> PCG32:
     """Return the generator an index's IVF build starts from.
 
-    Seeded ``PCG32(fnv1a64(index_id.encode("utf-8")), 54)`` as ivf.md fixes.
+    Seeded ``PCG32(fnv1a64(index_id.encode("utf-8")), 54)`` as spec/ivf.md fixes.
     """
     return PCG32(fnv1a64(index_id.encode("utf-8")), _INDEX_STREAM)

@@ -1,4 +1,4 @@
-"""IVF: the fast numpy build against a deliberately plain pure-Python reference of ivf.md."""
+"""IVF: the fast numpy build against a deliberately plain pure-Python reference of spec/ivf.md."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""FNV-1a 64 and PCG32 against the test vectors of ivf.md and spec/pcg32.md.
+"""FNV-1a 64 and PCG32 against the test vectors of spec/ivf.md and spec/pcg32.md.
 
 The derived vectors (below, uniform, the "docs" seed) were checked against the
 PCG reference C code (pcg32_srandom_r / pcg32_boundedrand_r) compiled separately.
