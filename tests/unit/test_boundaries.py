@@ -51,3 +51,56 @@ def test_every_public_name_resolves_without_a_ui():
 
     assert dir(ragtui) == sorted(ragtui.__all__)
     assert loaded_by_import("ragtui", UI_LIBRARIES, resolve_all=True) == set()
+
+
+# Which parts of ragtui each part may import (spec/architecture.md, "Import rules"). A part
+# is ragtui.<name> (a module or a package); "ragtui" alone is the package root, whose
+# lazy exports core reads only for __version__.
+MAY_IMPORT = {
+    "ragtui.core": {"ragtui", "ragtui.core"},
+    "ragtui.config": {"ragtui.core"},
+    "ragtui.progress": set(),
+    "ragtui.watch": {"ragtui.core", "ragtui.watch"},
+    "ragtui.tui": {"ragtui.tui", "ragtui.cli", "ragtui.config", "ragtui.core", "ragtui.watch"},
+    "ragtui.commands": {"ragtui.commands", "ragtui.cli", "ragtui.config", "ragtui.core", "ragtui.progress", "ragtui.watch"},
+    "ragtui.cli": {"ragtui", "ragtui.cli", "ragtui.commands", "ragtui.config", "ragtui.core", "ragtui.progress", "ragtui.tui"},
+    "ragtui.__main__": {"ragtui.cli"},
+    "ragtui": set(),
+}
+
+
+def _part(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def _ragtui_imports(path, module: str) -> set[str]:
+    """Every ragtui module ``path`` imports, anywhere in it (inside functions too), relative imports resolved."""
+    import ast
+
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            names = [".".join([*base, node.module] if node.module else base)]
+        else:
+            continue
+        found.update(n for n in names if n == "ragtui" or n.startswith("ragtui."))
+    return found
+
+
+def test_imports_point_down():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "ragtui"
+    wrong = []
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        allowed = MAY_IMPORT[_part(module)]
+        for target in sorted(_ragtui_imports(path, module)):
+            if (target if target == "ragtui" else _part(target)) not in allowed:
+                wrong.append(f"{module} imports {target}")
+    assert wrong == []
