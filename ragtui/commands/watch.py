@@ -4,7 +4,7 @@ Reconciles the index with the folder at start (what changed while nothing
 was watching), then follows filesystem events until SIGINT or SIGTERM.
 ``--once`` reconciles and exits. Log lines go to stdout, one per publish
 and per notable event (``--json``: one JSON object per line); a fatal error
-is one line on stderr with the exit code of ARCHITECTURE.md.
+is one line on stderr with the exit code of spec/architecture.md.
 
 Signals: the first SIGINT/SIGTERM stops the agent cleanly (a sync that has
 not begun writing is abandoned, a publish under way completes) and exits 0;

@@ -1,7 +1,7 @@
 """The one exception hierarchy of ragtui.core.
 
 Every error that core raises on purpose is a ``RagtuiError``; the CLI maps each
-class to an exit code (ARCHITECTURE.md) and prints ``str(error)`` as one line.
+class to an exit code (spec/architecture.md) and prints ``str(error)`` as one line.
 
     RagtuiError                       exit 2 unless a subclass says otherwise
     ├── UsageError                    bad arguments or bad input from the user (2)
