@@ -98,6 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("folder", help="the folder of documents (its name is the default index id)")
     add_folder_options(p)
+    p.add_argument("--replace", action="store_true",
+                   help="replace the index of another folder that has the same index id (default: refuse)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress display")
     _common(p)
@@ -230,6 +232,7 @@ def cmd_ingest(args) -> int:
             overlap=settings.overlap,
             rules=rules,
             progress=progress.update,
+            replace=args.replace,
         )
     if args.json:
         print(json_text(report.to_json(), indent=1))

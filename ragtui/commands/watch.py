@@ -67,13 +67,15 @@ class _Log:
 
     def report(self, report, *, full: bool | None = None) -> None:
         """A publish, or (after a full reconcile) the news that nothing needed writing."""
-        from ragtui.core.textsafe import neutralize
+        from ragtui.core.textsafe import neutralize, one_line
 
         if full is None:
             full, self._full = self._full, False
 
         for path, reason in report.skipped:
             self._write("skipped", f"skipped {neutralize(path)}: {reason}", {"path": path, "reason": reason})
+        # Why every document was re-read (a damaged index, changed settings) belongs on the line itself.
+        note = f"; note: {one_line(report.rebuilt, 500)}" if report.rebuilt else ""
         ms = report.seconds.get("total", 0.0) * 1000
         data = {"ms": round(ms, 1), **report.to_json()}
         if "latency" in report.seconds:
@@ -85,7 +87,7 @@ class _Log:
                 if names
             ) or "rewritten"
             text = (f"published {report.index_id}: {what}; {report.chunks_embedded} chunks embedded, "
-                    f"{report.chunks_total} in the index; {ms:.0f} ms")
+                    f"{report.chunks_total} in the index; {ms:.0f} ms{note}")
             self._write("publish", text, data)
         elif full:
             text = f"index {report.index_id} is up to date ({report.unchanged} documents, {report.chunks_total} chunks); {ms:.0f} ms"

@@ -25,9 +25,11 @@ from ragtui.core.errors import IndexFormatError, IndexMissingError, StorageError
 
 __all__ = [
     "FILES",
+    "NORM_TOLERANCE",
     "ChunkRecord",
     "IndexData",
     "IndexMeta",
+    "bad_vector_rows",
     "encode_docs",
     "encode_meta",
     "encode_vectors",
@@ -478,11 +480,48 @@ def _map_vectors(f, where: str, meta: IndexMeta) -> np.ndarray:
             raise StorageError(f"cannot map {where}: out of memory") from None
         raise StorageError(f"cannot map {where}: {e.strerror}") from None
     vectors = np.frombuffer(mm, dtype="<f4").reshape(meta.n_chunks, meta.dim)
-    # Check finiteness in blocks so a large file is not copied whole.
-    block = max(1, (1 << 24) // (4 * meta.dim))
-    for lo in range(0, meta.n_chunks, block):
-        part = vectors[lo : lo + block]
-        if not np.isfinite(part).all():
-            bad = lo + int(np.flatnonzero(~np.isfinite(part).all(axis=1))[0])
-            raise IndexFormatError(where, f"row {bad} holds a non-finite value")
+    bad = bad_vector_rows(vectors)
+    if bad.size:
+        raise IndexFormatError(where, vector_row_problem(vectors, int(bad[0])))
     return vectors
+
+
+NORM_TOLERANCE = 1e-3
+"""A stored row is unit length when its L2 norm lies within this of 1 (spec/index-format.md)."""
+_SQ_LO, _SQ_HI = (1.0 - NORM_TOLERANCE) ** 2, (1.0 + NORM_TOLERANCE) ** 2
+
+
+def bad_vector_rows(vectors: np.ndarray) -> np.ndarray:
+    """The numbers of the rows that are not finite unit vectors (int64, ascending; empty when all are).
+
+    One pass over the rows, in blocks so a large memory map is never copied
+    whole: each row's squared norm in float32, which is NaN or infinite when a
+    value is, and must lie within ``NORM_TOLERANCE`` of 1 (all-zero rows fail).
+    """
+    n = len(vectors)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    dim = vectors.shape[1]
+    block = max(1, (1 << 24) // (4 * dim))
+    found = []
+    with np.errstate(over="ignore", invalid="ignore"):
+        for lo in range(0, n, block):
+            part = vectors[lo : lo + block]
+            sq = np.einsum("ij,ij->i", part, part)
+            ok = (sq >= _SQ_LO) & (sq <= _SQ_HI)
+            if not ok.all():
+                found.append(lo + np.flatnonzero(~ok))
+    return np.concatenate(found).astype(np.int64) if found else np.zeros(0, dtype=np.int64)
+
+
+def vector_row_problem(vectors: np.ndarray, row: int) -> str:
+    """What is wrong with row ``row`` (one of ``bad_vector_rows``), in words."""
+    with np.errstate(invalid="ignore"):  # a signalling NaN raises the flag when widened
+        values = np.asarray(vectors[row], dtype=np.float64)
+    if not np.isfinite(values).all():
+        return f"row {row} holds a non-finite value"
+    if not values.any():
+        return f"row {row} is all zeros (rows are unit vectors)"
+    scale = float(np.abs(values).max())
+    norm = scale * float(np.linalg.norm(values / scale))
+    return f"row {row} has norm {norm:.6g}, not 1 within {NORM_TOLERANCE:g} (rows are unit vectors)"

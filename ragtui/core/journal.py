@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ragtui.core.index_format import bad_vector_rows
 from ragtui.core.publish import state_dir
 
 __all__ = ["EmbedJournal"]
@@ -41,15 +42,19 @@ class EmbedJournal:
             return {}
         if not raw.startswith(self._header):
             return {}
-        out: dict[str, np.ndarray] = {}
+        keys: list[str] = []
+        vecs: list[np.ndarray] = []
         for pos in range(len(self._header), len(raw) - self._size + 1, self._size):
             rec = raw[pos : pos + self._size]
             if zlib.crc32(rec[:-4]) != int.from_bytes(rec[-4:], "little"):
                 continue
-            vec = np.frombuffer(rec, dtype="<f4", count=self._dim, offset=32).astype(np.float32)
-            if np.isfinite(vec).all() and vec.any():
-                out[rec[:32].hex()] = vec
-        return out
+            keys.append(rec[:32].hex())
+            vecs.append(np.frombuffer(rec, dtype="<f4", count=self._dim, offset=32))
+        if not vecs:
+            return {}
+        matrix = np.array(vecs, dtype=np.float32)
+        bad = set(bad_vector_rows(matrix).tolist())  # finite and unit length, as an index row must be
+        return {key: matrix[i] for i, key in enumerate(keys) if i not in bad}
 
     def append(self, fingerprints: Sequence[str], vectors: np.ndarray) -> None:
         vectors = np.ascontiguousarray(vectors, dtype="<f4")

@@ -15,6 +15,7 @@ import hashlib
 import json
 import mmap
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -26,7 +27,7 @@ import numpy as np
 from ragtui.core.analyzer import analyze
 from ragtui.core.bm25 import BM25Index, build_postings, encode_spliced, splice_postings
 from ragtui.core.chunker import chunk_text
-from ragtui.core.errors import IndexFormatError, IndexMissingError, UsageError
+from ragtui.core.errors import EmbeddingError, IndexFormatError, IndexMissingError, UsageError
 from ragtui.core.index_format import (
     BM25,
     DOCS,
@@ -37,11 +38,13 @@ from ragtui.core.index_format import (
     DocsFile,
     IndexData,
     IndexMeta,
+    bad_vector_rows,
     encode_docs,
     encode_meta,
     fingerprint,
     generation_of,
     read_index,
+    vector_row_problem,
 )
 from ragtui.core.journal import EmbedJournal
 from ragtui.core.publish import (
@@ -66,6 +69,7 @@ from ragtui.core.walk import (
     doc_id_for,
     filter_paths,
     read_file,
+    unreadable_now,
     walk_folder,
 )
 
@@ -176,12 +180,21 @@ _CARRY_LIMIT = 4
 _CARRY_LOCK = threading.Lock()  # syncs of different indexes may run on different threads
 
 
+def _stat_stamp(st: os.stat_result) -> list:
+    """What identifies a file's content without reading it: size, mtime, ctime, inode.
+
+    ctime cannot be set back by a user, so a file written in place and given
+    its old mtime again still differs.
+    """
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
 def _file_stamp(path: Path) -> list | None:
     try:
         st = os.stat(path)
     except OSError:
         return None
-    return [st.st_size, st.st_mtime_ns, st.st_ino]
+    return _stat_stamp(st)
 
 
 def _carried_state(key, artifacts: Path, index_id: str) -> dict:
@@ -254,12 +267,23 @@ def sync(
     rules: WalkRules | None = None,
     paths: Iterable[str | os.PathLike] | None = None,
     progress: Progress | None = None,
+    replace: bool = False,
 ) -> SyncReport:
     """Bring ``<artifacts>/rag/<index_id>`` up to date with ``folder``.
 
     ``paths`` limits the work to those files (and folders: everything under
     them) — the watch agent passes what its events named; every other
-    document is taken as unchanged. Raises ``UsageError`` for a bad folder,
+    document is taken as unchanged — only while the published generation is
+    provably the one the writer's state describes; otherwise (and whenever the
+    previous index cannot be read) every file of the folder is read.
+
+    A file that exists but cannot be read now (permissions, I/O) keeps the
+    chunks it had, and is reported in ``skipped`` with the reason.
+
+    The index of another folder (by resolved path, as the writer's state
+    records it) is never replaced unless ``replace``: ``UsageError`` instead.
+
+    Raises ``UsageError`` for a bad folder,
     ``LockedError`` when another writer holds the index, ``EmbeddingError``
     when the embedder fails (nothing is published then) and ``StorageError``
     when publishing fails (the previous index stays intact). After either
@@ -298,63 +322,27 @@ def sync(
             "b": b,
         }
         current_gen = generation_of(target)
+        if not replace:
+            _refuse_other_folder(state, folder, index_id, current_gen)
+        # The state stands in for the index only while the published generation is
+        # the one it describes: the same meta.json and the same four files, unchanged
+        # since (size, mtime, ctime, inode). A damaged or replaced file breaks that.
         trusted = (
             state.get("settings") == settings
             and state.get("generation") is not None
             and state.get("generation") == current_gen
             and state.get("folder") == str(folder)
+            and state.get("index_files") is not None
+            and state.get("index_files") == _index_stamp(target)
         )
         old_files: dict = state.get("files", {}) if trusted else {}
 
-        # 1. Which documents exist now, and which of them may have changed.
-        t0 = time.perf_counter()
-        seen: dict[str, dict] = {}
-        if paths is None or not trusted:
-            found = walk_folder(folder, rules, report.skipped)
-        else:
-            # Documents the paths do not cover are carried over as they were.
-            seen, found = _rescan(folder, rules, paths, old_files, report.skipped)
-        tick("scan", len(seen) + len(found), len(seen) + len(found))
-        to_read = []
-        for cand in found:
-            prev = old_files.get(cand.doc_id)
-            stamp = [cand.size, cand.mtime_ns, cand.ctime_ns, cand.ino]
-            if prev is not None and prev.get("stat") == stamp:
-                seen[cand.doc_id] = prev
-            else:
-                to_read.append((cand, prev, stamp))
-        report.seconds["scan"] = time.perf_counter() - t0
-
-        # 2. Read what may have changed; a matching content hash proves it did not.
-        t0 = time.perf_counter()
-        new_texts: dict[str, str] = {}
-        real_folder = os.path.realpath(folder)
-        for cand, prev, stamp in to_read:
-            try:
-                data = read_file(cand.path, rules.max_bytes, inside=real_folder)
-            except FileNotFoundError:
-                report.skipped.append((str(cand.path), "vanished"))
-                continue
-            except OSError as e:
-                report.skipped.append((str(cand.path), f"unreadable: {e.strerror or e}"))
-                continue
-            digest = hashlib.sha256(data).hexdigest()
-            if prev is not None and prev.get("sha256") == digest:
-                seen[cand.doc_id] = {**prev, "stat": stamp}
-                continue
-            text, reason = decode_document(data)
-            if text is None:
-                report.skipped.append((str(cand.path), reason))
-                continue
-            new_texts[cand.doc_id] = text
-            seen[cand.doc_id] = {"stat": stamp, "sha256": digest}
-        report.seconds["read"] = time.perf_counter() - t0
-
-        removed = sorted(set(old_files) - set(seen), key=lambda d: d.encode("utf-8"))
-        report.added = sorted((d for d in new_texts if d not in old_files), key=lambda d: d.encode("utf-8"))
-        report.changed = sorted((d for d in new_texts if d in old_files), key=lambda d: d.encode("utf-8"))
-        report.removed = removed
-        report.unchanged = len(seen) - len(new_texts)
+        # 1-2. Which documents exist now, and the text of those that changed.
+        seen, new_texts, kept = _scan(folder, rules, paths if trusted else None, old_files, report, tick)
+        if trusted:
+            _keep_unreadable(seen, kept, old_files)
+        _classify(report, seen, new_texts, old_files, kept)
+        removed = report.removed
 
         nothing_changed = trusted and not new_texts and not removed
         if nothing_changed:
@@ -395,11 +383,17 @@ def sync(
 
         # 3. The previous index: its chunks and vectors are reused where they still fit.
         old: IndexData | None = None
-        if current_gen is not None:
+        if current_gen is not None or os.path.lexists(target):  # a link whose meta.json is gone is damage too
             try:
                 old = read_index(target)
             except (IndexFormatError, IndexMissingError) as e:
-                report.rebuilt = f"the existing index could not be read ({e}); rebuilt from the folder"
+                report.rebuilt = f"the existing index could not be read ({e}); rebuilt from every file of the folder"
+        if trusted and (old is None or not _state_matches(old, old_files)):
+            # The unchanged documents were to come from that index: without it
+            # (or when it does not hold what the state says), read them all.
+            trusted, old_files = False, {}
+            report.skipped.clear()
+            seen, new_texts, kept = _scan(folder, rules, None, old_files, report, tick)
         if old is not None and not trusted:
             m = old.meta
             old_settings = {
@@ -418,10 +412,10 @@ def sync(
             # Without trustworthy state every present document is re-read above,
             # so every one of them is in new_texts; classify against the old index.
             old_docs = {r.doc_id for r in old.records} if old is not None else set()
-            report.added = [d for d in report.added if d not in old_docs]
-            report.changed = sorted((d for d in new_texts if d in old_docs), key=lambda d: d.encode("utf-8"))
-            report.removed = sorted(old_docs - set(seen), key=lambda d: d.encode("utf-8"))
-            report.unchanged = len(seen) - len(new_texts)
+            # Their previous chunks are in the old index only: the entry has no stamp, so
+            # the next sync reads the file again.
+            _keep_unreadable(seen, kept, dict.fromkeys(old_docs, {"stat": None, "sha256": None}))
+            _classify(report, seen, new_texts, dict.fromkeys(old_docs), kept)
 
         records, vectors, doc_terms = _assemble(
             folder, seen, new_texts, old, embedder, max_tokens, overlap, report, tick, journal
@@ -471,6 +465,122 @@ def _chunk_counts(records: Sequence[ChunkRecord]) -> dict[str, int]:
     return counts
 
 
+def _scan(folder: Path, rules: WalkRules, paths, old_files: dict, report: SyncReport, tick) -> tuple[dict, dict, list]:
+    """(seen, new_texts, unreadable): every document now with its state entry, the text of each new
+    or changed one, and the doc_ids (files or folders) that exist but could not be read now.
+
+    With ``paths``, only what they name is looked at; every other document of
+    ``old_files`` is carried over as it was.
+    """
+    t0 = time.perf_counter()
+    seen: dict[str, dict] = {}
+    missed: list[Path] = []
+    if paths is None:
+        found = walk_folder(folder, rules, report.skipped, unreadable=missed)
+    else:
+        seen, found = _rescan(folder, rules, paths, old_files, report.skipped, missed)
+    tick("scan", len(seen) + len(found), len(seen) + len(found))
+    to_read = []
+    for cand in found:
+        prev = old_files.get(cand.doc_id)
+        stamp = [cand.size, cand.mtime_ns, cand.ctime_ns, cand.ino]
+        if prev is not None and prev.get("stat") == stamp:
+            seen[cand.doc_id] = prev
+        else:
+            to_read.append((cand, prev, stamp))
+    report.seconds["scan"] = time.perf_counter() - t0
+
+    # Read what may have changed; a matching content hash proves it did not.
+    t0 = time.perf_counter()
+    new_texts: dict[str, str] = {}
+    unreadable = [d for d in (doc_id_for(folder, p) for p in missed) if d is not None]
+    real_folder = os.path.realpath(folder)
+    for cand, prev, stamp in to_read:
+        try:
+            data = read_file(cand.path, rules.max_bytes, inside=real_folder)
+        except FileNotFoundError:
+            report.skipped.append((str(cand.path), "vanished"))
+            continue
+        except OSError as e:
+            if unreadable_now(e):
+                report.skipped.append((str(cand.path), f"unreadable: {e.strerror or e} (kept as it was until it can be read)"))
+                unreadable.append(cand.doc_id)
+            else:
+                report.skipped.append((str(cand.path), f"unreadable: {e.strerror or e}"))
+            continue
+        digest = hashlib.sha256(data).hexdigest()
+        if prev is not None and prev.get("sha256") == digest:
+            seen[cand.doc_id] = {**prev, "stat": stamp}
+            continue
+        text, reason = decode_document(data)
+        if text is None:
+            report.skipped.append((str(cand.path), reason))
+            continue
+        new_texts[cand.doc_id] = text
+        seen[cand.doc_id] = {"stat": stamp, "sha256": digest}
+    report.seconds["read"] = time.perf_counter() - t0
+    return seen, new_texts, unreadable
+
+
+def _under(doc_id: str, prefixes: Sequence[str]) -> bool:
+    """Whether ``doc_id`` is one of ``prefixes`` or lies in a folder one of them names."""
+    return any(doc_id == p or doc_id.startswith(p + "/") for p in prefixes)
+
+
+def _keep_unreadable(seen: dict, unreadable: Sequence[str], old: dict) -> None:
+    """Carry each document of ``old`` that could not be read now (itself or its folder) into ``seen``.
+
+    A file that exists but cannot be read at the moment is not a deletion: it
+    keeps the chunks it had until it can be read again.
+    """
+    if not unreadable:
+        return
+    for doc_id, entry in old.items():
+        if doc_id not in seen and _under(doc_id, unreadable):
+            seen[doc_id] = entry
+
+
+def _classify(report: SyncReport, seen: dict, new_texts: dict, old: dict, unreadable: Sequence[str]) -> None:
+    """Fill the report's added, changed, removed and unchanged, against the documents of ``old``."""
+    def order(ids):
+        return sorted(ids, key=lambda d: d.encode("utf-8"))
+
+    report.added = order(d for d in new_texts if d not in old)
+    report.changed = order(d for d in new_texts if d in old)
+    report.removed = order(set(old) - set(seen))
+    # A document kept because it could not be read is reported as skipped, not as unchanged.
+    report.unchanged = sum(1 for d in seen if d not in new_texts and not (unreadable and _under(d, unreadable)))
+
+
+def _state_matches(old: IndexData, old_files: dict) -> bool:
+    """Whether the index holds, per document, the number of chunks the state says it does."""
+    held = _chunk_counts(old.records)
+    wanted = {d: f.get("n_chunks") for d, f in old_files.items() if f.get("n_chunks") != 0}
+    return held == wanted
+
+
+def _refuse_other_folder(state: dict, folder: Path, index_id: str, current_gen: str | None) -> None:
+    """``UsageError`` when the published index ``index_id`` belongs to another folder that still exists.
+
+    The writer's state records the folder; the same folder by another path
+    (a link, a bind mount) is the same folder. When the recorded one is gone
+    (moved, deleted) there is nothing of it to keep apart: a re-ingest from the
+    new place takes the index over.
+    """
+    recorded = state.get("folder")
+    if current_gen is None or not isinstance(recorded, str) or not recorded or recorded == str(folder):
+        return
+    try:
+        if os.path.samefile(recorded, folder) or not os.path.isdir(recorded):
+            return
+    except OSError:
+        return
+    raise UsageError(
+        f"index {index_id!r} holds the folder {recorded}, not {folder} (same name): "
+        "give this one another index id with --index ID, or pass --replace to replace that index"
+    )
+
+
 def _same_content(old: IndexData, files: dict[str, bytes]) -> bool:
     """Whether ``files`` differ from the published generation only in created_at."""
     base = old.path
@@ -487,8 +597,11 @@ def _same_content(old: IndexData, files: dict[str, bytes]) -> bool:
     return old_meta == new_meta
 
 
-def _rescan(folder: Path, rules: WalkRules, paths, old_files: dict, skipped) -> tuple[dict, list]:
-    """For a partial sync: (old documents no path covers, candidates for what the paths name now)."""
+def _rescan(folder: Path, rules: WalkRules, paths, old_files: dict, skipped, unreadable: list[Path]) -> tuple[dict, list]:
+    """For a partial sync: (old documents no path covers, candidates for what the paths name now).
+
+    Paths that exist but cannot be examined now are appended to ``unreadable``.
+    """
     named = filter_paths(paths, folder)
     prefixes = sorted({d for d in (doc_id_for(folder, p) for p in named) if d is not None})
     carried = dict(old_files)
@@ -509,15 +622,24 @@ def _rescan(folder: Path, rules: WalkRules, paths, old_files: dict, skipped) -> 
                 del carried[doc_id]
     found: dict[str, Candidate] = {}
     for p in named:
-        if p.is_dir() and not p.is_symlink():
+        try:
+            is_dir = stat.S_ISDIR(os.lstat(p).st_mode)
+        except (FileNotFoundError, NotADirectoryError):
+            is_dir = False  # deleted: it and everything under it are gone
+        except OSError as e:
+            skipped.append((str(p), f"cannot stat: {e.strerror}"))
+            if unreadable_now(e):
+                unreadable.append(p)
+            continue
+        if is_dir:
             if _inside_walkable(folder, p / "x", rules):
-                for cand in walk_folder(folder, rules, skipped, start=p):
+                for cand in walk_folder(folder, rules, skipped, start=p, unreadable=unreadable):
                     found[cand.doc_id] = cand
         elif _inside_walkable(folder, p, rules) and rules.wants(p.name):
-            cand = candidate(folder, p, rules, skipped) if os.path.lexists(p) else None
+            cand = candidate(folder, p, rules, skipped, unreadable=unreadable)
             if cand is not None:
                 found[cand.doc_id] = cand
-            elif skipped and skipped[-1][1] == "vanished":
+            elif skipped and skipped[-1] == (str(p), "vanished"):
                 skipped.pop()  # a deletion, not a skip
     for doc_id in found:
         carried.pop(doc_id, None)
@@ -620,6 +742,12 @@ def _embed_pending(pending: dict[str, list[int]], texts_for, vectors, embedder, 
     for lo in range(0, len(fps), EMBED_BATCH):
         batch = fps[lo : lo + EMBED_BATCH]
         emb = np.asarray(embedder.embed([texts_for[f] for f in batch]), dtype=np.float32)
+        if emb.shape != (len(batch), vectors.shape[1]):
+            raise EmbeddingError(f"embedder {embedder.model}: {emb.shape} embeddings for {len(batch)} texts of dim {vectors.shape[1]}")
+        bad = bad_vector_rows(emb)
+        if bad.size:
+            # Never published: a row that is not a unit vector ranks wrongly in every later search.
+            raise EmbeddingError(f"embedder {embedder.model}: {vector_row_problem(emb, int(bad[0]))}")
         for f, vec in zip(batch, emb):
             vectors[pending[f]] = vec
         journal.append(batch, emb)
@@ -632,7 +760,7 @@ def _embed_pending(pending: dict[str, list[int]], texts_for, vectors, embedder, 
 
 
 def _index_stamp(target: Path) -> dict | None:
-    """Size, mtime and inode of each file of the generation ``target`` names (None if one is missing)."""
+    """Size, mtime, ctime and inode of each file of the generation ``target`` names (None if one is missing)."""
     real = os.path.realpath(target)
     stamp: dict = {"dir": real}
     for name in FILES:
@@ -640,7 +768,7 @@ def _index_stamp(target: Path) -> dict | None:
             st = os.stat(os.path.join(real, name))
         except OSError:
             return None
-        stamp[name] = [st.st_size, st.st_mtime_ns, st.st_ino]
+        stamp[name] = _stat_stamp(st)
     return stamp
 
 
@@ -666,14 +794,14 @@ class _Spliceable:
     bm25_raw: bytes
     """The old bm25.idx, whose postings' bytes are reused."""
     stamp: dict
-    """Where the old generation's files are, and the size, mtime and inode each had when it was opened."""
+    """Where the old generation's files are, and the size, mtime, ctime and inode each had when it was opened."""
 
 
 def _open_for_splice(target: Path, state: dict, old_files: dict, cache_dir: Path) -> _Spliceable | None:
     """The previous generation, when it is exactly the one this writer's state describes.
 
     That is: the state names this generation and every one of its four
-    files is the one written then (size, mtime, inode), and the state's chunk
+    files is the one written then (size, mtime, ctime, inode), and the state's chunk
     counts add up. Anything else (an index written by another tool, a file
     touched since) returns None, and the caller reads and re-checks the whole
     previous index instead.
@@ -703,7 +831,7 @@ def _open_for_splice(target: Path, state: dict, old_files: dict, cache_dir: Path
         return None
     try:
         with open(os.path.join(stamp["dir"], BM25), "rb") as f:
-            if [os.fstat(f.fileno()).st_size, os.fstat(f.fileno()).st_mtime_ns, os.fstat(f.fileno()).st_ino] != stamp[BM25]:
+            if _stat_stamp(os.fstat(f.fileno())) != stamp[BM25]:
                 return None
             bm25_raw = f.read()
     except OSError:
@@ -851,8 +979,7 @@ def _open_sources(stamp: dict) -> dict[str, int] | None:
         for name in (DOCS, VECTORS):
             fd = os.open(os.path.join(stamp["dir"], name), os.O_RDONLY | os.O_CLOEXEC)
             fds[name] = fd
-            st = os.fstat(fd)
-            if [st.st_size, st.st_mtime_ns, st.st_ino] != stamp[name]:
+            if _stat_stamp(os.fstat(fd)) != stamp[name]:
                 raise OSError(errno.ESTALE, "changed since it was opened")
     except OSError:
         for fd in fds.values():
@@ -893,7 +1020,7 @@ def _following(artifacts, index_id, meta, segments, docs, sp: _Spliceable, new_r
         for name in (DOCS, VECTORS):
             with open(os.path.join(stamp["dir"], name), "rb") as f:
                 st = os.fstat(f.fileno())
-                if [st.st_size, st.st_mtime_ns, st.st_ino] != stamp[name]:
+                if _stat_stamp(st) != stamp[name]:
                     return None
                 mapped[name] = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if st.st_size else b""
     except (OSError, ValueError):

@@ -24,6 +24,7 @@ __all__ = [
     "WalkRules",
     "decode_document",
     "doc_id_for",
+    "unreadable_now",
     "walk_folder",
 ]
 
@@ -48,6 +49,29 @@ DEFAULT_EXCLUDE = (
 """Folder or file names (globs) that are never walked into or indexed; hidden files and folders are skipped too."""
 
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
+
+_NOT_NOW = frozenset({
+    errno.EACCES, errno.EPERM, errno.EIO, errno.EAGAIN, errno.EBUSY, errno.ETXTBSY, errno.EINTR, errno.ENOMEM,
+    errno.EMFILE, errno.ENFILE, errno.ESTALE, errno.ETIMEDOUT, errno.ENOLCK, errno.EDEADLK,
+})
+
+
+def unreadable_now(e: OSError) -> bool:
+    """Whether ``e`` says a path exists but cannot be read at the moment (permissions, I/O, resources).
+
+    As opposed to: it is gone, it is not a document (not a regular file, too
+    large, a link leading out), which end its life as a document.
+    """
+    return e.errno in _NOT_NOW
+
+
+def line_break_in(name: str) -> bool:
+    """Whether a file or folder name holds CR or LF: its doc_id, hence its chunk references, could not be
+    written on one line or typed back (references refuse them), so such files are never documents."""
+    return "\n" in name or "\r" in name
+
+
+LINE_BREAK_REASON = "file name holds a line break (CR or LF): its chunks could not be referenced (rename it)"
 
 
 @dataclass(frozen=True)
@@ -96,13 +120,16 @@ def doc_id_for(folder: Path, path: Path) -> str | None:
 
 
 def walk_folder(
-    folder: Path, rules: WalkRules, skipped: list[tuple[str, str]], start: Path | None = None
+    folder: Path, rules: WalkRules, skipped: list[tuple[str, str]], start: Path | None = None,
+    unreadable: list[Path] | None = None,
 ) -> list[Candidate]:
     """Every document candidate under ``folder`` (absolute), sorted by doc_id bytes.
 
     ``start`` (a folder inside ``folder``) limits the walk to that subtree;
     doc_ids and the "inside the folder" rule for links stay those of
-    ``folder``. Files passed over are appended to ``skipped`` as (path, reason).
+    ``folder``. Files passed over are appended to ``skipped`` as (path, reason);
+    files and folders that exist but cannot be examined now (``unreadable_now``)
+    are also appended to ``unreadable``, so a writer can keep what it had of them.
     """
     out: list[Candidate] = []
     skip_under = {os.path.realpath(p) for p in rules.skip_under}
@@ -116,20 +143,27 @@ def walk_folder(
             entries = list(os.scandir(current))
         except OSError as e:
             skipped.append((current, f"cannot list folder: {e.strerror}"))
+            if unreadable is not None and unreadable_now(e):
+                unreadable.append(Path(current))
             continue
         for entry in entries:
             try:
                 is_link = entry.is_symlink()
                 if entry.is_dir(follow_symlinks=False):
                     if rules.walks_into(entry.name):
-                        stack.append(entry.path)
+                        if line_break_in(entry.name):
+                            skipped.append((entry.path, LINE_BREAK_REASON.replace("file name", "folder name")))
+                        else:
+                            stack.append(entry.path)
                     continue
             except OSError as e:
                 skipped.append((entry.path, f"cannot stat: {e.strerror}"))
+                if unreadable is not None and unreadable_now(e):
+                    unreadable.append(Path(entry.path))
                 continue
             if not rules.wants(entry.name):
                 continue
-            cand = candidate(folder, Path(entry.path), rules, skipped, real_folder, is_link)
+            cand = candidate(folder, Path(entry.path), rules, skipped, real_folder, is_link, unreadable=unreadable)
             if cand is not None:
                 out.append(cand)
     out.sort(key=lambda c: c.doc_id.encode("utf-8"))
@@ -138,9 +172,13 @@ def walk_folder(
 
 def candidate(
     folder: Path, path: Path, rules: WalkRules, skipped: list[tuple[str, str]], real_folder: str | None = None,
-    is_link: bool | None = None,
+    is_link: bool | None = None, *, unreadable: list[Path] | None = None,
 ) -> Candidate | None:
-    """Stat one path as a document candidate, or record why it is passed over."""
+    """Stat one path as a document candidate, or record why it is passed over.
+
+    A path that is gone is recorded as "vanished"; one that exists but cannot
+    be examined now is also appended to ``unreadable`` (see ``walk_folder``).
+    """
     real_folder = real_folder or os.path.realpath(folder)
     try:
         st = os.lstat(path)
@@ -151,12 +189,14 @@ def candidate(
                 return None
             st = os.stat(path)
     except OSError as e:
-        if isinstance(e, FileNotFoundError):
+        if isinstance(e, (FileNotFoundError, NotADirectoryError)):
             skipped.append((str(path), "vanished"))
-        elif e.errno == 40:  # ELOOP
+        elif e.errno == errno.ELOOP:
             skipped.append((str(path), "symbolic link loop (not followed)"))
         else:
             skipped.append((str(path), f"cannot stat: {e.strerror}"))
+            if unreadable is not None and unreadable_now(e):
+                unreadable.append(path)
         return None
     if not stat.S_ISREG(st.st_mode):
         skipped.append((str(path), "not a regular file (never opened)"))
@@ -167,6 +207,9 @@ def candidate(
     doc_id = doc_id_for(folder, path)
     if doc_id is None:
         skipped.append((os.fsencode(path).decode("utf-8", "replace"), "file name is not valid UTF-8"))
+        return None
+    if line_break_in(doc_id):
+        skipped.append((str(path), LINE_BREAK_REASON))
         return None
     return Candidate(path, doc_id, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
 

@@ -93,7 +93,9 @@ def build_hostile(root: Path, *, ten_mb_line: bool = True, devices: bool = True)
     expect["alias.md"] = INDEXED
     doc("sub/deep/" + "/".join(f"d{i}" for i in range(40)) + "/bottom.md", "Forty folders down.\n")
     for name in ODD_NAMES:
-        doc(f"odd/{name}", f"Odd name {name!r} document.\n")
+        # A name with CR or LF would give chunk references that cannot be written on one line or typed back.
+        outcome = "line break (CR or LF)" if "\n" in name or "\r" in name else INDEXED
+        doc(f"odd/{name}", f"Odd name {name!r} document.\n", outcome)
     bad = os.fsencode(folder / "odd") + b"/bad-\xff\xfe.md"
     with open(bad, "wb") as f:
         f.write(b"a file whose name is not UTF-8\n")

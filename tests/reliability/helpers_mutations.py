@@ -318,7 +318,17 @@ def v_rows(d, rng):
     return b"".join(rows)
 
 
-VECTOR_MUTATIONS = (v_size, v_value, v_rows)
+def v_scale(d, rng):
+    """One row times a factor: far off unit length, or just inside or outside the tolerance."""
+    b = bytearray(d)
+    i = rng.randrange(len(d) // 16) * 16
+    row = struct.unpack_from("<4f", d, i)
+    factor = rng.choice((0.0, 1e6, 1.01, 0.99, 1.0015, 0.9985, 1.0005, 0.9995))
+    struct.pack_into("<4f", b, i, *(v * factor for v in row))
+    return bytes(b)
+
+
+VECTOR_MUTATIONS = (v_size, v_value, v_rows, v_scale)
 
 # -- bm25.idx ---------------------------------------------------------------------------------------
 

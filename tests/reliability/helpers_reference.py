@@ -107,6 +107,11 @@ def check_vectors(raw: bytes, meta: dict) -> list[float]:
     values = [v for (v,) in struct.iter_unpack("<f", raw)]
     if not all(math.isfinite(v) for v in values):
         raise Invalid("vectors.f32", "a value is not finite")
+    dim = meta["dim"]
+    for row in range(meta["n_chunks"]):
+        norm = math.sqrt(math.fsum(v * v for v in values[row * dim : (row + 1) * dim]))
+        if not abs(norm - 1.0) <= 1e-3:
+            raise Invalid("vectors.f32", f"row {row} is not a unit vector (norm {norm})")
     return values
 
 

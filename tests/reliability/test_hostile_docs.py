@@ -102,7 +102,7 @@ def test_permission_denied_files_and_folders():
         assert answer["exit"] == 0, (base / "err").read_text()
         report = json.loads(out.read_text())
         reasons = {os.path.relpath(s["path"], folder): s["reason"] for s in report["skipped"]}
-        assert reasons == {"denied.md": "unreadable: Permission denied",
+        assert reasons == {"denied.md": "unreadable: Permission denied (kept as it was until it can be read)",
                            "locked": "cannot list folder: Permission denied"}
         assert report["added"] == ["docs/readable.md"]
     finally:
