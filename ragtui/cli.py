@@ -42,7 +42,7 @@ def folder_settings(args, verb: str):
     """(settings, folder, index_id, WalkRules) from ``add_folder_options`` flags; UsageError when they are off."""
     from ragtui.core.walk import DEFAULT_EXCLUDE, DEFAULT_INCLUDE, DEFAULT_MAX_BYTES, WalkRules
 
-    settings = load_settings().with_flags(
+    settings = load_settings(config=getattr(args, "config", None)).with_flags(
         artifacts=getattr(args, "artifacts", None), max_tokens=args.max_tokens, overlap=args.overlap
     )
     folder = Path(args.folder)
@@ -59,6 +59,10 @@ def folder_settings(args, verb: str):
     return settings, folder, index_id, rules
 
 
+_CONFIG_HELP = ("a ragtui.toml to use instead of ./ragtui.toml, trusted to set base_url and api_key_env "
+                "(default: ~/.config/ragtui/ragtui.toml, then ./ragtui.toml)")
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     # SUPPRESS keeps a value given before the subcommand (`ragtui --artifacts X search q`).
     p.add_argument("--artifacts", metavar="DIR", default=argparse.SUPPRESS,
@@ -66,6 +70,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--index", metavar="ID", default=argparse.SUPPRESS,
                    help="index id (default: the only index, or the folder's name)")
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
+    p.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS, help=_CONFIG_HELP)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -75,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
         "With no command, opens the terminal UI on an index.",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    parser.add_argument("--config", metavar="FILE", help=_CONFIG_HELP)
     parser.add_argument("--artifacts", metavar="DIR", help="artifacts root (default: $RAGTUI_ARTIFACTS or /artifacts)")
     parser.add_argument("--index", metavar="ID", help="the index to open in the UI")
     parser.add_argument("--watch", metavar="FOLDER", help="UI: also run the sync agent on FOLDER in-process")
@@ -135,7 +141,9 @@ def _version() -> str:
 
 
 def settings_from(args) -> Settings:
-    return load_settings().with_flags(artifacts=getattr(args, "artifacts", None), index=getattr(args, "index", None))
+    return load_settings(config=getattr(args, "config", None)).with_flags(
+        artifacts=getattr(args, "artifacts", None), index=getattr(args, "index", None)
+    )
 
 
 def list_indexes(settings: Settings) -> list[str]:

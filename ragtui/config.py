@@ -1,26 +1,63 @@
-"""Settings: flags > RAGTUI_* environment > ragtui.toml > defaults; and where files live.
+"""Settings: flags > RAGTUI_* environment > ragtui.toml files > defaults; which files are trusted.
 
-``ragtui.toml`` is read from the current directory, else from
-``$XDG_CONFIG_HOME/ragtui/ragtui.toml`` (``~/.config/ragtui/ragtui.toml``).
-Every key is optional:
+Where settings come from, each layer overriding the one before:
+
+1. the defaults;
+2. the user's config, ``$XDG_CONFIG_HOME/ragtui/ragtui.toml``
+   (``~/.config/ragtui/ragtui.toml``);
+3. the project's config: the file given with ``--config FILE``, else
+   ``ragtui.toml`` in the current directory (a ``ragtui.toml`` inside the
+   folder being ingested is a document, never a config);
+4. ``RAGTUI_*`` environment variables;
+5. command-line flags.
+
+Tables merge key by key (the project's ``[chunker] overlap`` keeps the
+user's ``max_tokens``), except that an ``[embedder]`` naming another
+``kind`` starts that table afresh (one kind's options mean nothing to
+another). Every key is optional:
 
     artifacts = "/artifacts"          # RAGTUI_ARTIFACTS
     index = "docs"                    # RAGTUI_INDEX
+    trusted_configs = ["/abs/path/ragtui.toml"]   # the user's config only
     [embedder]
     kind = "wordllama"                # or "http"           RAGTUI_EMBEDDER
     base_url = "http://127.0.0.1:8080"                    # RAGTUI_EMBED_URL
     model = "nomic-embed-text"                             # RAGTUI_EMBED_MODEL
     api_key_env = "OPENAI_API_KEY"    # the NAME of the variable holding the key
+    tokenizer_file = "/abs/tokenizer.json"
+    (and the HTTP client's dim, tokenize_style, tokenize_path, batch_size,
+    max_batch_tokens, concurrency, timeout, retries, backoff, backoff_max,
+    retry_after_max, jitter; wordllama's batch_size)
     [chunker]
     max_tokens = 256
     overlap = 32
     [ivf]
     nlist = 0                         # 0: derive from the index size
     nprobe = 0
+
+Trust. A ``ragtui.toml`` in the current directory may have come with a
+cloned repository, so it may not decide where documents and credentials go,
+nor make ragtui read a file of its choosing. The keys in ``TRUSTED_ONLY``
+(``base_url``, ``api_key_env``, ``tokenizer_file``, in any table, so a
+future ``[llm]`` is covered too) are taken only from a trusted file: the
+user's config, a file given with ``--config FILE`` (naming it on the
+command line is the trust), or a file whose real path is listed in the user
+config's ``trusted_configs``. An untrusted file that sets one is refused as
+a whole (``UsageError``, exit 2) with a message saying how to trust it;
+nothing is read or sent first. ``trusted_configs`` is read only from the
+user's config (a file cannot vouch for itself). The environment and flags
+are the user's own and always count.
+
+Checking. Unknown keys and values of the wrong type are errors
+(``UsageError``) that name the file, the key and the nearest valid key; a
+typo is never silently ignored. The ranges of the embedder's options are
+checked by the embedder when it is built.
 """
 
 from __future__ import annotations
 
+import difflib
+import json
 import os
 import tomllib
 from dataclasses import dataclass, field, replace
@@ -28,9 +65,29 @@ from pathlib import Path
 
 from ragtui.core.errors import UsageError
 
-__all__ = ["Settings", "load_settings"]
+__all__ = ["SCHEMA", "TRUSTED_ONLY", "Settings", "load_settings", "user_config_path"]
 
 DEFAULT_ARTIFACTS = "/artifacts"
+
+TRUSTED_ONLY = frozenset({"base_url", "api_key_env", "tokenizer_file"})
+"""Keys that send documents or credentials somewhere, or read a file: only a trusted config may set them."""
+
+_STR, _INT, _NUM, _STRS = "a string", "a whole number", "a number", "a list of strings"
+
+SCHEMA: dict[str, object] = {
+    "artifacts": _STR,
+    "index": _STR,
+    "trusted_configs": _STRS,
+    "embedder": {
+        "kind": _STR, "base_url": _STR, "model": _STR, "api_key_env": _STR, "dim": _INT,
+        "tokenize_style": _STR, "tokenize_path": _STR, "tokenizer_file": _STR, "batch_size": _INT,
+        "max_batch_tokens": _INT, "concurrency": _INT, "timeout": _NUM, "retries": _INT, "backoff": _NUM,
+        "backoff_max": _NUM, "retry_after_max": _NUM, "jitter": _NUM,
+    },
+    "chunker": {"max_tokens": _INT, "overlap": _INT},
+    "ivf": {"nlist": _INT, "nprobe": _INT},
+}
+"""Every key a ragtui.toml may hold: a table's keys, or what a value must be."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +100,7 @@ class Settings:
     nlist: int | None = None
     nprobe: int | None = None
     config_file: Path | None = None
+    """The last config file read (the project's when there is one, else the user's)."""
 
     def with_flags(self, **flags) -> Settings:
         """Apply command-line flags (``None`` means "not given")."""
@@ -52,15 +110,122 @@ class Settings:
         return replace(self, **given)
 
 
-def _config_path() -> Path | None:
-    base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
-    for path in (Path("ragtui.toml"), base / "ragtui" / "ragtui.toml"):
-        try:
-            if path.is_file():
-                return path
-        except OSError as e:  # an unreadable config folder is the user's to fix, not a crash
-            raise UsageError(f"cannot read {path}: {e.strerror}") from None
-    return None
+def user_config_path(environ=None) -> Path:
+    """``$XDG_CONFIG_HOME/ragtui/ragtui.toml`` (``~/.config`` when the variable is unset or empty)."""
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base).expanduser() / "ragtui" / "ragtui.toml"
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError as e:  # an unreadable config folder is the user's to fix, not a crash
+        raise UsageError(f"cannot read {path}: {e.strerror}") from None
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _read(path: Path) -> dict:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise UsageError(f"cannot read {path}: {e}") from None
+
+
+# -- checking one file --------------------------------------------------------------------
+
+
+def _type_ok(value, kind: str) -> bool:
+    if kind == _STR:
+        return isinstance(value, str)
+    if kind == _INT:
+        return type(value) is int
+    if kind == _NUM:
+        return type(value) in (int, float)
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _all_keys() -> list[str]:
+    out = []
+    for key, kind in SCHEMA.items():
+        out += [f"{key}.{sub}" for sub in kind] if isinstance(kind, dict) else [key]
+    return out
+
+
+def _nearest(name: str, table: dict) -> str:
+    """' (did you mean X?)' for the closest valid key, or the valid keys of that table."""
+    prefix, _, leaf = name.rpartition(".")
+    close = [f"{prefix}.{k}" if prefix else k for k in difflib.get_close_matches(leaf, list(table), n=1, cutoff=0.6)]
+    if not close:  # a key in the wrong table: `max_tokens` at the top, `nprobe` under [chunker]
+        close = [q for q in _all_keys() if difflib.get_close_matches(leaf, [q.rpartition(".")[2]], cutoff=0.8)][:1]
+    if close:
+        return f" (did you mean {close[0]}?)"
+    where = f"[{prefix}]" if prefix else "the top level"
+    return f" (keys of {where}: {', '.join(table)})"
+
+
+def _check_schema(doc: dict, path: Path) -> None:
+    def walk(table: dict, schema: dict, prefix: str) -> None:
+        for key, value in table.items():
+            name = f"{prefix}{key}"
+            if key not in schema:
+                raise UsageError(f"{path}: unknown key {name}{_nearest(name, schema)}")
+            kind = schema[key]
+            if isinstance(kind, dict):
+                if not isinstance(value, dict):
+                    raise UsageError(f"{path}: {name} must be a table ([{name}] followed by its keys)")
+                walk(value, kind, f"{name}.")
+            elif not _type_ok(value, kind):
+                raise UsageError(f"{path}: {name} must be {kind} (got {json.dumps(value, default=str)})")
+
+    walk(doc, SCHEMA, "")
+
+
+def _network_keys(doc: dict) -> list[str]:
+    """The ``TRUSTED_ONLY`` keys ``doc`` sets, at any depth, as dotted names."""
+    found = []
+
+    def walk(table: dict, prefix: str) -> None:
+        for key, value in table.items():
+            if isinstance(value, dict):
+                walk(value, f"{prefix}{key}.")
+            elif key in TRUSTED_ONLY:
+                found.append(f"{prefix}{key}")
+
+    walk(doc, "")
+    return found
+
+
+def _refuse_untrusted(doc: dict, path: Path, user: Path) -> None:
+    keys = _network_keys(doc)
+    if not keys:
+        return
+    raise UsageError(
+        f"{path} sets {', '.join(keys)}: a ragtui.toml found in the current directory may have come with "
+        "a cloned repository, so it may not choose where documents and credentials go or which file is read "
+        f"(nothing was sent). To trust it, pass --config {path}, or add "
+        f"trusted_configs = [\"{os.path.realpath(path)}\"] to your own config {user}"
+    )
+
+
+def _trusted_list(doc: dict, path: Path) -> set[str]:
+    """The real paths listed in the user config's ``trusted_configs``."""
+    out = set()
+    for entry in doc.get("trusted_configs", []):
+        p = Path(entry).expanduser()
+        if not p.is_absolute():
+            raise UsageError(f"{path}: trusted_configs entries must be absolute paths (got {entry!r})")
+        out.add(os.path.realpath(p))
+    return out
+
+
+# -- layering -----------------------------------------------------------------------------
 
 
 def _positive(value, name: str, allow_zero: bool = False) -> int:
@@ -73,35 +238,83 @@ def _positive(value, name: str, allow_zero: bool = False) -> int:
     return n
 
 
-def load_settings(environ: dict | None = None) -> Settings:
-    """Defaults, overlaid by ragtui.toml, overlaid by RAGTUI_* variables."""
+def _embedder(current: dict, given: dict) -> dict:
+    if "kind" in given and given["kind"] != current.get("kind"):
+        return dict(given)  # another kind: the previous layer's options do not apply to it
+    return {**current, **given}
+
+
+def _apply(s: Settings, doc: dict, path: Path) -> Settings:
+    chunker, ivf = doc.get("chunker", {}), doc.get("ivf", {})
+    changes: dict = {"config_file": path, "embedder": _embedder(s.embedder, doc.get("embedder", {}))}
+    if "artifacts" in doc:
+        changes["artifacts"] = Path(doc["artifacts"]).expanduser()
+    if "index" in doc:
+        changes["index"] = doc["index"]
+    if "max_tokens" in chunker:
+        changes["max_tokens"] = _positive(chunker["max_tokens"], f"{path}: chunker.max_tokens")
+    if "overlap" in chunker:
+        changes["overlap"] = _positive(chunker["overlap"], f"{path}: chunker.overlap", allow_zero=True)
+    for key in ("nlist", "nprobe"):
+        if key in ivf:
+            changes[key] = _positive(ivf[key], f"{path}: ivf.{key}", allow_zero=True) or None
+    return replace(s, **changes)
+
+
+def _layers(config: str | os.PathLike | None) -> list[tuple[Path, dict]]:
+    """The config files to apply, in order, each read, checked and (for a project file) trust-checked."""
+    user = user_config_path()
+    layers: list[tuple[Path, dict]] = []
+    trusted: set[str] = set()
+    if _is_file(user):
+        doc = _read(user)
+        _check_schema(doc, user)
+        trusted = _trusted_list(doc, user)
+        layers.append((user, doc))
+    if config is not None:
+        project, explicit = Path(config).expanduser(), True
+        if not _is_file(project):
+            raise UsageError(f"--config {config}: no such file (give the path of a ragtui.toml)")
+    else:
+        project, explicit = Path(os.path.abspath("ragtui.toml")), False
+        if not _is_file(project):
+            return layers
+    if layers and _same_file(project, user):
+        return layers  # the user's config, named again (or run from its folder)
+    doc = _read(project)
+    if "trusted_configs" in doc:
+        raise UsageError(
+            f"{project}: trusted_configs is read only from the user's config ({user}), "
+            "so that a file cannot vouch for itself: move it there"
+        )
+    if not explicit and os.path.realpath(project) not in trusted:
+        _refuse_untrusted(doc, project, user)
+    _check_schema(doc, project)
+    layers.append((project, doc))
+    return layers
+
+
+def load_settings(environ: dict | None = None, *, config: str | os.PathLike | None = None) -> Settings:
+    """Defaults, overlaid by the user's then the project's ragtui.toml, overlaid by RAGTUI_* variables.
+
+    ``environ`` (default ``os.environ``) is where ``RAGTUI_*`` are looked
+    up; the user's config is found through the process's own
+    ``XDG_CONFIG_HOME``. ``config``: the file ``--config`` named (trusted;
+    used instead of ``./ragtui.toml``). Raises ``UsageError`` for a file that cannot be
+    read, breaks the schema, or is untrusted and sets a ``TRUSTED_ONLY`` key.
+    """
     env = os.environ if environ is None else environ
     s = Settings()
-    path = _config_path()
-    if path is not None:
-        try:
-            doc = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-            raise UsageError(f"cannot read {path}: {e}") from None
-        chunker = doc.get("chunker", {})
-        ivf = doc.get("ivf", {})
-        s = replace(
-            s,
-            config_file=path,
-            artifacts=Path(doc.get("artifacts", s.artifacts)).expanduser(),
-            index=doc.get("index", s.index),
-            embedder={**s.embedder, **doc.get("embedder", {})},
-            max_tokens=_positive(chunker.get("max_tokens", s.max_tokens), "chunker.max_tokens"),
-            overlap=_positive(chunker.get("overlap", s.overlap), "chunker.overlap", allow_zero=True),
-            nlist=_positive(ivf["nlist"], "ivf.nlist", allow_zero=True) or None if "nlist" in ivf else None,
-            nprobe=_positive(ivf["nprobe"], "ivf.nprobe", allow_zero=True) or None if "nprobe" in ivf else None,
-        )
+    for path, doc in _layers(config):
+        s = _apply(s, doc, path)
     if env.get("RAGTUI_ARTIFACTS"):
         s = replace(s, artifacts=Path(env["RAGTUI_ARTIFACTS"]).expanduser())
     if env.get("RAGTUI_INDEX"):
         s = replace(s, index=env["RAGTUI_INDEX"])
     emb = dict(s.embedder)
-    for var, key in (("RAGTUI_EMBEDDER", "kind"), ("RAGTUI_EMBED_URL", "base_url"), ("RAGTUI_EMBED_MODEL", "model")):
+    if env.get("RAGTUI_EMBEDDER"):
+        emb = _embedder(emb, {"kind": env["RAGTUI_EMBEDDER"]})
+    for var, key in (("RAGTUI_EMBED_URL", "base_url"), ("RAGTUI_EMBED_MODEL", "model")):
         if env.get(var):
             emb[key] = env[var]
     return replace(s, embedder=emb)

@@ -81,7 +81,7 @@ def _evaluate(args, modes: list[str], sweep_values: list[int] | None) -> int:
     from ragtui.core.publish import index_dir, rag_root
     from ragtui.core.retriever import Retriever
 
-    settings = load_settings().with_flags(artifacts=args.artifacts, index=args.index)
+    settings = load_settings(config=getattr(args, "config", None)).with_flags(artifacts=args.artifacts, index=args.index)
     dataset = load_dataset(args.dataset, split=args.split)
     need_embedder = any(m != "bm25" for m in modes) or sweep_values is not None
     show = not args.quiet and sys.stderr.isatty()

@@ -2,8 +2,11 @@
 
 Exit codes: 0 every reference resolved (with ``--check``: and every one is
 fresh) · 1 a reference names no chunk (with ``--check``: or one is not
-fresh) · 2 a malformed reference, one into another index, bad flags · 3 an
-index that fails validation or a doc_id that points outside its folder. With
+fresh) · 2 a malformed reference, one into another index, bad flags, an
+index with no recorded folder and no ``--root`` · 3 an index that fails
+validation or a doc_id that points outside its ingested folder. Sources are
+read only inside the folder ingest recorded (spec/citations.md), never from
+the current directory. With
 several references each is reported on its own and the highest code wins.
 The embedder is never loaded: inspecting needs no embeddings.
 """
@@ -46,7 +49,7 @@ def register(sub, common) -> None:
                    help="verify citations: exit 0 only when every one resolves and is fresh; one report line each")
     p.add_argument("--open", action="store_true", help="open $VISUAL/$EDITOR at the first reference's first line")
     p.add_argument("--root", metavar="DIR", help="the folder that holds the ingested folder "
-                   "(default: where ingest found it, else the current directory)")
+                   "(default: where ingest recorded it; required when nothing is recorded)")
     common(p)
     p.set_defaults(func=run)
 
@@ -138,7 +141,7 @@ def _resolve_all(settings, refs: list[str], root: Path | None) -> list[Outcome]:
                 # full=True: inspect checks every line of docs.jsonl, as info does.
                 cache = rag_root(settings.artifacts) / ".cache"
                 data = read_index(index_dir(settings.artifacts, index_id), cache_dir=cache)
-                opened[index_id] = Resolver(data, root)  # root None: the one ingest remembered, else the cwd
+                opened[index_id] = Resolver(data, root)  # root None: the folder ingest recorded (or refuse)
             except RagtuiError as e:
                 opened[index_id] = e
         return opened[index_id]

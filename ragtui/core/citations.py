@@ -8,19 +8,27 @@ verdict. spec/citations.md is the normative description; in short:
 - ``ref`` is a chunk_id (``docs/c4/containers.d2#3``, split at its last
   ``#``), matched exactly; failing that, ``<index_id>#<n>`` names row n.
 - The source is found at ``root / doc_id``, where ``root`` is the parent of
-  the ingested folder (remembered by ingest; ``source_root``). Nothing outside
-  ``root / <first component of doc_id>`` is ever opened: a doc_id that is
-  absolute or holds ``..`` raises ``IndexFormatError``; a file that turns out
-  to be a link leading out of the folder gives ``path=None``, ``missing``.
+  the ingested folder that ingest recorded in its writer state
+  (``source_folder``), or the ``root`` given. Nothing outside that folder is
+  ever opened: a doc_id that is absolute, holds ``..``, a hidden component
+  below the folder (ingest never takes one) or whose first component is not
+  the recorded folder's name raises ``IndexFormatError`` before any read; a
+  file whose real path leads out of the folder's real path gives
+  ``path=None``, ``missing``. With no recorded folder and no ``root`` given,
+  sources are not read at all (``UsageError``: pass ``--root``), never looked
+  for in the current directory. Files are read by ``walk.read_file``
+  (``O_NONBLOCK``, regular files only, size-bounded, the opened descriptor
+  checked to lie inside the folder).
 - The document's chunks are located in order (each search starts after the
   previous chunk's start). ``fresh``: found by that ordered search;
   ``moved``: not found in order but present elsewhere in the file;
   ``changed``: the file no longer contains the text; ``missing``: the file is
   gone.
 
-Errors: ``UsageError`` for a malformed reference, ``NotFoundError`` for one
-that names no chunk, ``IndexFormatError`` for a doc_id that escapes the
-folder, ``StorageError`` for a source that exists but cannot be read.
+Errors: ``UsageError`` for a malformed reference or a source with no known
+folder, ``NotFoundError`` for one that names no chunk, ``IndexFormatError``
+for a doc_id that escapes the folder, ``StorageError`` for a source that
+exists but cannot be read.
 """
 
 from __future__ import annotations
@@ -39,7 +47,7 @@ from pathlib import Path
 from ragtui.core.errors import IndexFormatError, NotFoundError, StorageError, UsageError
 from ragtui.core.index_format import ChunkRecord, IndexData
 from ragtui.core.textsafe import neutralize
-from ragtui.core.walk import decode_document
+from ragtui.core.walk import decode_document, read_file
 
 __all__ = [
     "STATUSES",
@@ -48,6 +56,7 @@ __all__ = [
     "parse_refs",
     "resolve",
     "resolve_many",
+    "source_folder",
     "source_root",
     "split_ref",
 ]
@@ -132,8 +141,8 @@ def split_ref(ref: str) -> tuple[str, int]:
     return head, int(k)
 
 
-def source_root(artifacts: str | os.PathLike, index_id: str) -> Path | None:
-    """The absolute parent of the folder ingest read for ``index_id`` (None when not remembered)."""
+def source_folder(artifacts: str | os.PathLike, index_id: str) -> Path | None:
+    """The absolute folder ingest read for ``index_id``, as its writer state records it (None when not)."""
     from ragtui.core.sync import _state_file  # the writer owns where its state lives
 
     try:
@@ -142,26 +151,32 @@ def source_root(artifacts: str | os.PathLike, index_id: str) -> Path | None:
         return None
     # The state holds every file's hashes (large for a large folder): parse it
     # again only when it was rewritten, not on every resolve().
-    return _state_root(os.path.abspath(artifacts), index_id, st.st_ino, st.st_mtime_ns, st.st_size)
+    return _state_folder(os.path.abspath(artifacts), index_id, st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def source_root(artifacts: str | os.PathLike, index_id: str) -> Path | None:
+    """The parent of ``source_folder`` (what doc_ids are relative to), or None."""
+    folder = source_folder(artifacts, index_id)
+    return None if folder is None else folder.parent
 
 
 @functools.lru_cache(maxsize=16)
-def _state_root(artifacts: str, index_id: str, *_stamp) -> Path | None:
+def _state_folder(artifacts: str, index_id: str, *_stamp) -> Path | None:
     from ragtui.core.sync import load_state
 
-    root = load_state(Path(artifacts), index_id).get("root")
-    if isinstance(root, str) and os.path.isabs(root):
-        return Path(root)
+    folder = load_state(Path(artifacts), index_id).get("folder")
+    if isinstance(folder, str) and os.path.isabs(folder) and "\0" not in folder:
+        folder = os.path.normpath(folder)
+        if os.path.dirname(folder) != folder:  # ingest never takes the filesystem's root
+            return Path(folder)
     return None
 
 
-def _default_root(data: IndexData) -> Path:
+def _recorded_folder(data: IndexData) -> Path | None:
     # An index opened as <artifacts>/rag/<id> has its writer state beside it.
     if data.path.parent.name == "rag":
-        found = source_root(data.path.parent.parent, data.meta.index_id)
-        if found is not None:
-            return found
-    return Path.cwd()
+        return source_folder(data.path.parent.parent, data.meta.index_id)
+    return None
 
 
 @dataclass
@@ -182,12 +197,21 @@ class Resolver:
     """Resolves references against one index, reading each source document at most once.
 
     Holds the documents it has read; make a new one to see later edits.
-    ``root`` defaults to the root remembered by ingest, else the current directory.
+    ``root`` (the parent of the ingested folder) defaults to the one the
+    writer state records; with neither, ``resolve`` refuses to read sources.
     """
 
     def __init__(self, data: IndexData, root: str | os.PathLike | None = None) -> None:
         self.data = data
-        self.root = Path(os.path.abspath(root if root is not None else _default_root(data)))
+        recorded = _recorded_folder(data)
+        self.folder_name: str | None = None if recorded is None else recorded.name
+        """The ingested folder's name, every doc_id's first component (None: not recorded)."""
+        self.root: Path | None = None
+        """The parent of the ingested folder; None when neither recorded nor given."""
+        if root is not None:
+            self.root = Path(os.path.abspath(root))
+        elif recorded is not None:
+            self.root = recorded.parent
         self._docs: dict[str, _Doc] = {}
         self._docs_path = data.path / "docs.jsonl"
 
@@ -267,6 +291,12 @@ class Resolver:
                 doc.cursor, doc.prev_end = at + 1, at + len(text)
         return doc.starts[k]
 
+    def _refuse(self, doc_id: str, row: int, why: str) -> IndexFormatError:
+        return IndexFormatError(
+            self._docs_path,
+            f"line {row + 1}: doc_id {doc_id!r} {why}; it is not read (rebuild the index with `ragtui ingest FOLDER`)",
+        )
+
     def _read_source(self, doc_id: str, row: int) -> tuple[Path | None, str | None, bool]:
         """(path, decoded text or None, present) for ``doc_id``, never reading outside its folder."""
         parts = doc_id.split("/")
@@ -276,10 +306,21 @@ class Resolver:
             or len(parts) < 2
             or any(p in ("", ".", "..") for p in parts)
         ):
-            raise IndexFormatError(
-                self._docs_path,
-                f"line {row + 1}: doc_id {doc_id!r} would point outside the indexed folder or is not a plain "
-                "relative path; it is not read (rebuild the index with `ragtui ingest FOLDER`)",
+            raise self._refuse(doc_id, row, "would point outside the indexed folder or is not a plain relative path")
+        # The walk never takes a hidden file or folder (walk.WalkRules), so no
+        # index ingest wrote has one below the folder: .git, .ssh, .env stay unread.
+        hidden = [p for p in parts[1:] if p.startswith(".")]
+        if self.folder_name is None and parts[0].startswith("."):
+            hidden.insert(0, parts[0])
+        if hidden:
+            raise self._refuse(doc_id, row, f"holds the hidden component {hidden[0]!r}, which ingest never takes")
+        if self.folder_name is not None and parts[0] != self.folder_name:
+            raise self._refuse(doc_id, row, f"is not in the ingested folder {self.folder_name!r}")
+        if self.root is None:
+            raise UsageError(
+                f"index {self.data.meta.index_id!r} does not record the folder it was ingested from (no writer "
+                "state beside it), and sources are never looked for in the current directory: pass --root DIR, "
+                "the folder that holds the ingested folder (or ingest the folder again)"
             )
         path = self.root.joinpath(*parts)
         folder_real = os.path.realpath(self.root / parts[0])
@@ -299,13 +340,17 @@ class Resolver:
         if st.st_size > MAX_SOURCE_BYTES:
             return path, None, True
         try:
-            data = _read_inside(real, folder_real, path)
+            # Opens without blocking, refuses a non-regular file, reads at most the bound, and checks the
+            # opened descriptor's own path, so a component swapped for a link after the checks above is caught.
+            data = read_file(Path(real), MAX_SOURCE_BYTES, inside=folder_real)
         except FileNotFoundError:
             return path, None, False  # deleted just now
-        if data is None:
-            return None, None, False
-        if len(data) > MAX_SOURCE_BYTES:
-            return path, None, True
+        except OSError as e:
+            if e.errno in (errno.EXDEV, errno.ELOOP):
+                return None, None, False  # swapped for a link leading out: never followed
+            if e.errno == 0:  # swapped for a non-regular file, or grew past the bound, since the stat
+                return path, None, "regular" not in (e.strerror or "")
+            raise StorageError(f"cannot read {neutralize(str(path))}: {e.strerror}") from None
         text, _reason = decode_document(data)
         return path, text, True
 
@@ -314,37 +359,12 @@ def _inside(real: str, folder_real: str) -> bool:
     return real != folder_real and os.path.commonpath([real, folder_real]) == folder_real
 
 
-def _read_inside(real: str, folder_real: str, shown: Path) -> bytes | None:
-    """The file's bytes (at most MAX_SOURCE_BYTES + 1), or None when what was opened is not inside the folder.
-
-    Checking the opened descriptor (not just the path) closes the gap in
-    which a component could be swapped for a link between check and open.
-    """
-    try:
-        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise
-    except OSError as e:
-        raise StorageError(f"cannot read {neutralize(str(shown))}: {e.strerror}") from None
-    with os.fdopen(fd, "rb") as f:
-        try:
-            opened = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            opened = real  # no /proc: the path check above is all there is
-        if not _inside(opened, folder_real) or not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        try:
-            return f.read(MAX_SOURCE_BYTES + 1)
-        except OSError as e:
-            raise StorageError(f"cannot read {neutralize(str(shown))}: {e.strerror}") from None
-
-
 def resolve(data: IndexData, ref: str, *, root: str | os.PathLike | None = None) -> Citation:
     """The ``Citation`` for one reference into ``data``.
 
     ``root`` is the parent of the ingested folder (doc_ids are relative to
-    it); by default the one ingest remembered beside the index, else the
-    current directory.
+    it); by default the one ingest recorded beside the index (with none
+    recorded, resolving a source raises ``UsageError``).
     """
     return Resolver(data, root).resolve(ref)
 

@@ -1,8 +1,9 @@
 """The installed ``ragtui`` with the HTTP embedder against the loopback server: failures and the API key.
 
-``HttpCli`` writes a ragtui.toml (kind "http", no retries, a short timeout,
-``api_key_env`` naming ``KEY_VAR``) into a working folder and runs the
-command there with the key in its environment. ``run_backend_cli`` checks
+``HttpCli`` writes the user's ragtui.toml (kind "http", no retries, a short
+timeout, ``api_key_env`` naming ``KEY_VAR``; only the user's own config may
+set those) and runs the command in a working folder with the key in its
+environment. ``run_backend_cli`` checks
 that a dead, hanging or garbage-answering server makes ``ingest`` exit 3 with
 one clear line and leaves the index; ``run_secrets`` checks that the key
 never appears in the artifacts, in any output (``--json`` included), in an
@@ -28,7 +29,9 @@ class HttpCli:
         self.cwd = base / "cwd"
         self.cwd.mkdir(parents=True, exist_ok=True)
         self.folder, self.art = base / "docs", base / "art"
-        (self.cwd / "ragtui.toml").write_text(
+        self.xdg = base / "xdg"
+        (self.xdg / "ragtui").mkdir(parents=True, exist_ok=True)
+        (self.xdg / "ragtui" / "ragtui.toml").write_text(
             "[embedder]\n"
             'kind = "http"\n'
             f'base_url = "{server_url}"\n'
@@ -40,7 +43,8 @@ class HttpCli:
         )
 
     def __call__(self, *args: str):
-        return ragtui(*args, "--artifacts", str(self.art), env={KEY_VAR: KEY}, cwd=self.cwd)
+        env = {KEY_VAR: KEY, "XDG_CONFIG_HOME": str(self.xdg)}
+        return ragtui(*args, "--artifacts", str(self.art), env=env, cwd=self.cwd)
 
     def ingest(self, *flags: str):
         return self(*flags, "ingest", str(self.folder)) if flags else self("ingest", str(self.folder))

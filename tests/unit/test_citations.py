@@ -235,8 +235,8 @@ def test_root_given_explicitly_finds_a_moved_tree(corpus, tmp_path):
 def test_resolve_many_reads_each_document_once(corpus, monkeypatch):
     _folder, _art, data = corpus
     reads: list[str] = []
-    real = citations._read_inside
-    monkeypatch.setattr(citations, "_read_inside", lambda r, f, s: reads.append(r) or real(r, f, s))
+    real = citations.read_file
+    monkeypatch.setattr(citations, "read_file", lambda p, n, **k: reads.append(p) or real(p, n, **k))
     refs = [data.records[r].chunk_id for r in rows_of(data, "docs/a.md")] + ["docs/crlf.txt#0", "docs#0"]
     cites = resolve_many(data, refs)
     assert [c.ref for c in cites] == refs and all(isinstance(c, Citation) for c in cites)
@@ -271,7 +271,7 @@ def test_doc_ids_escaping_the_folder_are_refused_before_any_read(tmp_path, monke
     write(tmp_path / "root" / "docs" / "a.txt", "inside words here")
     write(tmp_path / "secret.txt", "secret words here")
     data = hand_made_index(tmp_path / "art", "evil", [doc_id], "secret words here")
-    monkeypatch.setattr(citations, "_read_inside", lambda *a: pytest.fail("read a file"))
+    monkeypatch.setattr(citations, "read_file", lambda *a, **k: pytest.fail("read a file"))
     with pytest.raises(IndexFormatError, match="outside the indexed folder"):
         resolve(data, f"{doc_id}#0", root=tmp_path / "root")
 
@@ -279,7 +279,7 @@ def test_doc_ids_escaping_the_folder_are_refused_before_any_read(tmp_path, monke
 def test_absolute_doc_id_is_refused(tmp_path, monkeypatch):
     secret = write(tmp_path / "secret.txt", "secret words here")
     data = hand_made_index(tmp_path / "art", "evil", [str(secret)], "secret words here")
-    monkeypatch.setattr(citations, "_read_inside", lambda *a: pytest.fail("read a file"))
+    monkeypatch.setattr(citations, "read_file", lambda *a, **k: pytest.fail("read a file"))
     with pytest.raises(IndexFormatError, match="outside the indexed folder"):
         resolve(data, "evil#0", root=tmp_path)
 

@@ -1,0 +1,348 @@
+"""Hostile configs and out-of-root doc_ids, through the installed ``ragtui`` command.
+
+``run_hostile_config`` puts a ``ragtui.toml`` that names a recording server
+(``base_url``) and a secret's variable (``api_key_env``) where a cloned
+repository would: in the working directory, in the folder being ingested.
+Each case runs a real command with the secret in its environment and checks
+that it exits 2 with one line saying how to trust the file, and that no
+server received a single request. Controls (the same file trusted with
+``--config`` or ``trusted_configs``) must reach the server with the secret:
+they show the recording would have caught a leak.
+
+``run_out_of_root`` crafts indexes that pass ``ragtui info`` (exit 0) but
+whose doc_ids point at files beside the ingested folder (a private key in
+``.ssh``, a sibling folder, a hidden folder inside it, a link leading out,
+``..``, an absolute path) or that have no recorded folder at all (the
+working directory would have been the root). ``inspect --context 10`` must
+refuse each one and print no byte of the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from tests.helpers.embed_server import EmbedServer
+from tests.reliability.helpers import Tally, one_clear_line, ragtui, write
+from tests.unit.fakes import HashEmbedder
+
+SECRET_VAR = "CONFIG_RELIABILITY_TOKEN"
+SECRET = "ghp_configReliability0123456789abcdefXYZ"
+"""Stands for a GITHUB_TOKEN: it must never reach a server a project file chose."""
+
+KEY_LINE = "-----BEGIN OPENSSH PRIVATE KEY-----"
+KEY_BODY = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW"
+"""A line of the fake private key that only a read of the file could print."""
+
+
+def toml_file(path: Path, *, url: str | None = None, key_var: str | None = None, section: str = "embedder",
+              extra: str = "") -> Path:
+    """A ragtui.toml setting the network keys ``url`` / ``key_var`` (when given) in ``[section]``."""
+    lines = [extra] if extra else []
+    lines.append(f"[{section}]")
+    if section == "embedder":
+        lines += ['kind = "http"', 'model = "m"', "retries = 0", "timeout = 5"]
+    if url is not None:
+        lines.append(f'base_url = "{url}"')
+    if key_var is not None:
+        lines.append(f'api_key_env = "{key_var}"')
+    return write(path, "\n".join(lines) + "\n")
+
+
+class Scene:
+    """A home with its user config folder, a working directory, a folder of documents and an artifacts root."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.xdg = base / "xdg"
+        self.user_config = self.xdg / "ragtui" / "ragtui.toml"
+        self.cwd = base / "project"
+        self.docs = self.cwd / "docs"
+        self.art = base / "art"
+        write(self.docs / "a.md", "Cats sit on mats.\nDogs chase cats around the garden.\n")
+        write(self.docs / "b.md", "Rivers run down the hills to the sea.\n")
+
+    def run(self, *args: str, cwd: Path | None = None, env: dict | None = None):
+        full = {SECRET_VAR: SECRET, "XDG_CONFIG_HOME": str(self.xdg), **(env or {})}
+        return ragtui(*args, "--artifacts", str(self.art), env=full, cwd=cwd or self.cwd, timeout=120)
+
+
+def _no_secret(result) -> None:
+    assert SECRET not in result.stdout + result.stderr, "the secret appears in the output"
+
+
+def _refused(result, servers: list[EmbedServer], mention: str = "trusted_configs") -> None:
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    assert one_clear_line(result.stderr), result.stderr
+    assert mention in result.stderr and "--config" in result.stderr, result.stderr
+    for server in servers:
+        assert server.seen == [], f"the server received {len(server.seen)} request(s)"
+    _no_secret(result)
+
+
+def _received_secret(server: EmbedServer) -> None:
+    auth = [s.headers.get("Authorization") for s in server.seen if s.path == "/v1/embeddings"]
+    assert auth and all(a == f"Bearer {SECRET}" for a in auth), "the trusted file's server got no keyed request"
+
+
+def hostile_cases(embedder) -> dict[str, callable]:
+    """name -> check(base); each check starts its own recording servers (sharing ``embedder``)."""
+
+    def serve():
+        return EmbedServer(embedder)
+
+    def cwd_file(command: tuple[str, ...], *, url=True, key=True):
+        def check(base: Path) -> None:
+            scene = Scene(base)
+            with serve() as evil:
+                toml_file(scene.cwd / "ragtui.toml", url=evil.url if url else None, key_var=SECRET_VAR if key else None)
+                _refused(scene.run(*command), [evil])
+        return check
+
+    def key_only_with_user_server(base: Path) -> None:
+        # The user's own config names the server; the project file only asks for the secret's variable.
+        scene = Scene(base)
+        with serve() as mine:
+            toml_file(scene.user_config, url=mine.url)
+            toml_file(scene.cwd / "ragtui.toml", key_var=SECRET_VAR)
+            _refused(scene.run("ingest", "docs"), [mine])
+
+    def key_with_env_url(base: Path) -> None:
+        scene = Scene(base)
+        with serve() as mine:
+            toml_file(scene.cwd / "ragtui.toml", key_var=SECRET_VAR)
+            env = {"RAGTUI_EMBEDDER": "http", "RAGTUI_EMBED_URL": mine.url, "RAGTUI_EMBED_MODEL": "m"}
+            _refused(scene.run("ingest", "docs", env=env), [mine])
+
+    def tokenizer_file(base: Path) -> None:
+        scene = Scene(base)
+        secret_file = write(base / "secret.txt", SECRET + "\n")
+        write(scene.cwd / "ragtui.toml", f'[embedder]\nkind = "http"\ntokenizer_file = "{secret_file}"\n')
+        _refused(scene.run("ingest", "docs"), [])
+
+    def llm_section(base: Path) -> None:
+        scene = Scene(base)
+        with serve() as evil:
+            toml_file(scene.cwd / "ragtui.toml", url=evil.url, key_var=SECRET_VAR, section="llm")
+            _refused(scene.run("ingest", "docs"), [evil])
+
+    def ingested_folder_is_cwd(base: Path) -> None:
+        # `cd repo && ragtui ingest .`: the repository's own file is the working directory's.
+        scene = Scene(base)
+        with serve() as evil:
+            toml_file(scene.docs / "ragtui.toml", url=evil.url, key_var=SECRET_VAR)
+            _refused(scene.run("ingest", ".", cwd=scene.docs), [evil])
+
+    def ingested_folder_not_read(base: Path) -> None:
+        # A ragtui.toml inside the folder is a document, never a config: the user's server gets the work.
+        scene = Scene(base)
+        with serve() as evil, serve() as mine:
+            toml_file(scene.docs / "ragtui.toml", url=evil.url, key_var=SECRET_VAR)
+            toml_file(scene.user_config, url=mine.url, key_var=SECRET_VAR)
+            r = scene.run("ingest", "docs")
+            assert r.returncode == 0, r.stderr
+            assert evil.seen == [], "the folder's config was read"
+            _received_secret(mine)
+
+    def self_trust(base: Path) -> None:
+        scene = Scene(base)
+        with serve() as evil:
+            path = scene.cwd / "ragtui.toml"
+            toml_file(path, url=evil.url, key_var=SECRET_VAR,
+                      extra=f"trusted_configs = [{json.dumps(str(path))}]")
+            r = scene.run("ingest", "docs")
+            assert r.returncode == 2 and one_clear_line(r.stderr) and "user's config" in r.stderr, r.stderr
+            assert evil.seen == []
+
+    def trust_names_another_file(base: Path) -> None:
+        scene = Scene(base)
+        with serve() as evil:
+            toml_file(scene.cwd / "ragtui.toml", url=evil.url, key_var=SECRET_VAR)
+            elsewhere = toml_file(base / "elsewhere" / "ragtui.toml", url=evil.url)
+            write(scene.user_config, f"trusted_configs = [{json.dumps(str(elsewhere))}]\n")
+            _refused(scene.run("ingest", "docs"), [evil])
+
+    def control_config_flag(base: Path) -> None:
+        scene = Scene(base)
+        with serve() as chosen:
+            toml_file(scene.cwd / "ragtui.toml", url=chosen.url, key_var=SECRET_VAR)
+            r = scene.run("--config", "ragtui.toml", "ingest", "docs")
+            assert r.returncode == 0, r.stderr
+            _received_secret(chosen)
+            _no_secret(r)
+
+    def control_trusted_list(base: Path) -> None:
+        scene = Scene(base)
+        with serve() as chosen:
+            path = toml_file(scene.cwd / "ragtui.toml", url=chosen.url, key_var=SECRET_VAR)
+            write(scene.user_config, f"trusted_configs = [{json.dumps(str(path))}]\n")
+            r = scene.run("ingest", "docs")
+            assert r.returncode == 0, r.stderr
+            _received_secret(chosen)
+
+    cases: dict[str, callable] = {}
+    for command in (("ingest", "docs"), ("search", "cats", "--mode", "flat"), ("info",), ("inspect", "docs#0"),
+                    ("watch", "docs", "--once"), ("eval", "--help")):
+        if command == ("eval", "--help"):
+            continue  # --help exits before any config is read
+        cases[f"./ragtui.toml base_url+api_key_env: {' '.join(command)}"] = cwd_file(command)
+    cases["./ragtui.toml base_url only: ingest"] = cwd_file(("ingest", "docs"), key=False)
+    cases["./ragtui.toml api_key_env only, server from the user's config"] = key_only_with_user_server
+    cases["./ragtui.toml api_key_env only, server from RAGTUI_EMBED_URL"] = key_with_env_url
+    cases["./ragtui.toml tokenizer_file (a file outside the project)"] = tokenizer_file
+    cases["./ragtui.toml [llm] base_url+api_key_env"] = llm_section
+    cases["ingested folder's ragtui.toml, ingest . from inside it"] = ingested_folder_is_cwd
+    cases["ingested folder's ragtui.toml, ingest from outside: not read"] = ingested_folder_not_read
+    cases["./ragtui.toml lists itself in trusted_configs"] = self_trust
+    cases["user's trusted_configs names another file"] = trust_names_another_file
+    cases["control: --config FILE is trusted (the server gets the key)"] = control_config_flag
+    cases["control: trusted_configs in the user's config"] = control_trusted_list
+    return cases
+
+
+def run_hostile_config(base: Path, embedder=None) -> tuple[Tally, str]:
+    """Every hostile-config case and the trusted controls, each a real command against real servers."""
+    if embedder is None:
+        from ragtui.core.embedders.wordllama import WordLlamaEmbedder
+
+        embedder = WordLlamaEmbedder()
+    tally = Tally("hostile project config (network keys in ./ragtui.toml, in the ingested folder)")
+    cases = hostile_cases(embedder)
+    for i, (name, check) in enumerate(cases.items()):
+        tally.check(name, lambda check=check, i=i: check(base / f"case{i}"))
+    controls = sum(name.startswith("control") for name in cases)
+    return tally, f"{len(cases) - controls} refusals (exit 2, 0 requests received), {controls} trusted controls"
+
+
+# -- out-of-root doc_ids ----------------------------------------------------------------------
+
+
+def craft(scene_base: Path, doc_id: str, text: str, *, keep_state: bool = True) -> tuple[Path, Path]:
+    """An artifacts root whose index ``docs`` has one chunk, ``text``, under ``doc_id``; (art, home).
+
+    The index is built by ingest from ``home/docs`` (so the writer state records that folder) and its
+    docs.jsonl edited afterwards, the way an index handed over by someone else could be; it still
+    passes full validation.
+    """
+    from ragtui.core.publish import state_dir
+    from ragtui.core.sync import sync
+
+    home = scene_base / "home"
+    art = scene_base / "art"
+    write(home / "docs" / "a.md", text + "\n")
+    sync(home / "docs", artifacts=art, embedder=HashEmbedder(), max_tokens=64, overlap=8)
+    docs_jsonl = Path(os.path.realpath(art / "rag" / "docs")) / "docs.jsonl"
+    record = json.loads(docs_jsonl.read_text(encoding="utf-8"))
+    record.update(chunk_id=f"{doc_id}#0", doc_id=doc_id, uri=doc_id)
+    docs_jsonl.write_text(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n", encoding="utf-8")
+    if not keep_state:
+        shutil.rmtree(state_dir(art, "docs"))
+    return art, home
+
+
+def plant_secrets(home: Path) -> None:
+    """The files a crafted doc_id would reach: a private key, a sibling folder, a hidden folder, /etc/passwd."""
+    key = f"{KEY_LINE}\n{KEY_BODY}\n" + "QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFB\n" * 4 + "-----END OPENSSH PRIVATE KEY-----\n"
+    write(home / ".ssh" / "id_rsa", key)
+    write(home / "other" / "id_rsa", key)
+    write(home / "docs" / ".git" / "id_rsa", key)
+    write(home / "outside" / "id_rsa", key)
+    os.symlink(home / "outside" / "id_rsa", home / "docs" / "link.md")
+    write(home / "etc" / "passwd", f"{KEY_LINE}\n{KEY_BODY}\nroot:x:0:0:root:/root:/bin/bash\n")
+
+
+OUT_OF_ROOT = {
+    # name: (doc_id, keep the writer state, expected exit code, words in the one error line)
+    "hidden folder beside the ingested one (.ssh/id_rsa)": (".ssh/id_rsa", True, 3, "not in the ingested folder"),
+    "sibling folder (other/id_rsa)": ("other/id_rsa", True, 3, "not in the ingested folder"),
+    "hidden folder inside the ingested one (docs/.git/id_rsa)": ("docs/.git/id_rsa", True, 3, "hidden"),
+    "parent reference (docs/../.ssh/id_rsa)": ("docs/../.ssh/id_rsa", True, 3, "outside the indexed folder"),
+    "absolute path": ("ABSOLUTE", True, 3, "outside the indexed folder"),
+    "link leading out (docs/link.md)": ("docs/link.md", True, 0, ""),
+    "no recorded folder, cwd as root (etc/passwd)": ("etc/passwd", False, 2, "--root"),
+}
+
+
+def _crafted_case(base: Path, name: str) -> tuple[Path, Path, str, int, str]:
+    doc_id, keep_state, code, words = OUT_OF_ROOT[name]
+    if doc_id == "ABSOLUTE":
+        doc_id = str(base / "home" / ".ssh" / "id_rsa")
+    art, home = craft(base, doc_id, KEY_LINE, keep_state=keep_state)
+    plant_secrets(home)
+    return art, home, doc_id, code, words
+
+
+def check_out_of_root(base: Path, name: str) -> None:
+    """``ragtui inspect`` (text with --context 10, --json, --check, --open) on one crafted index."""
+    art, home, doc_id, code, words = _crafted_case(base, name)
+    env = {"XDG_CONFIG_HOME": str(base / "xdg")}
+    info = ragtui("info", "--artifacts", str(art), env=env, cwd=home)
+    assert info.returncode == 0, f"the crafted index should pass validation: {info.stderr}"
+    for args in ((f"{doc_id}#0", "--context", "10"), ("docs#0", "--json"), ("docs#0", "--check"),
+                 ("docs#0", "--open")):
+        r = ragtui("inspect", *args, "--artifacts", str(art), env={**env, "EDITOR": "cat"}, cwd=home)
+        shown = r.stdout + r.stderr
+        assert KEY_BODY not in shown, f"inspect {' '.join(args)} printed the file"
+        if code == 0:  # a link out is never followed: the citation is "missing", its path unknown
+            expect = {"--json": 0, "--check": 1, "--open": 1}.get(args[1], 0)
+            assert r.returncode == expect, (args, r.returncode, r.stderr)
+        elif args[1] == "--check":  # the report line on stdout says why; stderr holds the summary
+            assert r.returncode == code and words in r.stdout and "1 error" in r.stderr, (args, shown)
+        else:
+            assert r.returncode == code and one_clear_line(r.stderr) and words in r.stderr, (args, r.stderr)
+
+
+def check_out_of_root_tui(base: Path, name: str) -> None:
+    """The TUI on one crafted index, run from the home folder: the source view (o) and $EDITOR (e) refuse."""
+    import asyncio
+
+    art, home, _doc_id, _code, words = _crafted_case(base, name)
+    editor = write(base / "editor.sh", f"#!/bin/sh\necho \"$@\" > {base / 'editor-ran'}\n")
+    editor.chmod(0o755)
+    saved_cwd, saved_editor = os.getcwd(), {k: os.environ.pop(k, None) for k in ("EDITOR", "VISUAL")}
+    os.environ["EDITOR"] = str(editor)
+    os.chdir(home)  # where a guessed root would find home/etc/passwd
+    try:
+        asyncio.run(_tui_refuses(art, words))
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.pop("EDITOR", None)
+        os.environ.update({k: v for k, v in saved_editor.items() if v is not None})
+    assert not (base / "editor-ran").exists(), "the editor was run"
+
+
+async def _tui_refuses(art: Path, words: str) -> None:
+    from ragtui.tui.history import QueryHistory
+    from ragtui.tui.screens.source import SourceScreen
+    from tests.tui import make_app, ready, search, settled, wait_for
+
+    app = make_app(art, history=QueryHistory(None))
+    async with app.run_test() as pilot:
+        await ready(pilot)
+        await search(pilot, "OPENSSH PRIVATE KEY")
+        assert app.results.hits, "the crafted chunk should be found"
+        await pilot.press("escape")  # from the query box to the results
+        for n, key in enumerate(("o", "e"), 1):  # o: the source view, e: $EDITOR
+            await pilot.press(key)
+            await wait_for(pilot, lambda n=n: isinstance(app.screen, SourceScreen) or len(app._notifications) >= n,
+                           f"the answer to {key!r}")
+            assert not isinstance(app.screen, SourceScreen), "the source view opened"
+        await settled(pilot)
+        notes = [x.message for x in app._notifications]
+        assert app.editor_runs == [], "the editor was run"
+        assert all(words in m for m in notes) if words else all("missing" in m for m in notes), notes
+        shown = "".join(str(w.render()) for w in app.screen.query("*") if hasattr(w, "render"))
+        assert KEY_BODY not in shown + "".join(notes), "the file reached the screen"
+
+
+def run_out_of_root(base: Path) -> tuple[Tally, str]:
+    """Each crafted doc_id through inspect (text, --json, --check, --open) and the TUI (o, e)."""
+    tally = Tally("out-of-root doc_ids (../, absolute, .ssh, hidden, sibling, link out, no recorded folder): "
+                  "refused by inspect and the TUI")
+    for i, name in enumerate(OUT_OF_ROOT):
+        tally.check(f"{name} (inspect)", lambda name=name, i=i: check_out_of_root(base / f"cli{i}", name))
+        tally.check(f"{name} (TUI)", lambda name=name, i=i: check_out_of_root_tui(base / f"tui{i}", name))
+    return tally, (f"{len(OUT_OF_ROOT)} crafted indexes (each passes `ragtui info`) × inspect (4 forms) "
+                   "and the TUI (source view, $EDITOR)")
