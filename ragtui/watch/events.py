@@ -174,7 +174,7 @@ def compact_paths(paths: Iterable[str]) -> list[str]:
 class Batch:
     """One unit of work for the worker: some paths, or a full reconcile.
 
-    ``full`` holds the reason of a full reconcile ("start", "overflow",
+    ``full`` holds the reason of a full reconcile ("start", "overflow", "ignore-file",
     "periodic", "resumed", "polling", "manual", ...); it is None for a batch
     of ``paths``. ``held`` counts files left pending because a writer still
     holds them. ``since`` is the monotonic time of the oldest event covered.

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
 
 import pytest
 
 from ragtui.core.walk import WalkRules
 from tests.watch import WAIT, harness_for, indexed, write
-from tests.watch.test_cli_watch import Process
+from tests.watch.test_cli_watch import Process, ragtui_command
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -140,3 +142,22 @@ def test_reconcile_every_finds_what_no_event_reported(tmp_path):
         if p.proc.poll() is None:
             p.proc.kill()
         p.close()
+
+
+def test_watch_once_warns_once_and_refuses_a_malformed_pattern(tmp_path):
+    d = tmp_path / "docs"
+    write(d / "a.md", "alpha\n")
+    write(d / "drafts" / "b.md", "bravo\n")
+    art = str(tmp_path / "art")
+    run = subprocess.run(ragtui_command() + ["watch", str(d), "--artifacts", art, "--once", "--json",
+                                             "--exclude", "drafts/", "--exclude", "draft/"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    lines = [json.loads(line) for line in run.stdout.splitlines()]
+    warnings = [o for o in lines if o["event"] == "warning"]
+    assert [w["message"] for w in warnings] == [f"--exclude 'draft/' matches nothing in {d}"]
+    assert lines[-1]["event"] == "publish" and lines[-1]["added"] == ["docs/a.md"]
+    bad = subprocess.run(ragtui_command() + ["watch", str(d), "--artifacts", art, "--once", "--include", "a\\"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and bad.stdout == "" and bad.stderr.count("\n") == 1
+    assert bad.stderr.startswith("ragtui: error: --include 'a\\\\' is not a valid gitignore-style pattern")
