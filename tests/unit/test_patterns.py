@@ -239,3 +239,18 @@ def test_a_named_ignore_file_makes_the_sync_walk_everything(tree, tmp_path):
     report = run(tree, art, paths=[tree / ".gitignore"])
     assert set(report.added) >= {"docs/app.log.txt", "docs/sub/other.log.txt", "docs/deep/x/tmp/t.md",
                                  "docs/secret/s.md", "docs/secret/ok.md"}
+
+
+def test_a_partial_sync_with_other_rules_is_not_a_no_op(tmp_path):
+    # Before the state recorded the walk rules, this partial sync looked at a.md only, carried
+    # drafts/keep.md over and answered "nothing to write" (even with a plain name pattern).
+    f = tmp_path / "docs"
+    write(f / "a.md", "a\n")
+    write(f / "drafts" / "keep.md", "k\n")
+    art = tmp_path / "art"
+    run(f, art)
+    report = run(f, art, rules=WalkRules(exclude=("drafts",)), paths=[f / "a.md"])
+    assert report.published and report.removed == ["docs/drafts/keep.md"]
+    report = run(f, art, rules=WalkRules(exclude=("drafts",), max_bytes=1), paths=[f / "a.md"])
+    assert report.published and report.removed == ["docs/a.md"]
+    assert report.skipped == [(str(f / "a.md"), "larger than the 1-byte limit")]
