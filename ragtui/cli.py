@@ -31,8 +31,14 @@ class _Parser(argparse.ArgumentParser):
 
 def add_folder_options(p: argparse.ArgumentParser) -> None:
     """The walk and chunker flags shared by ``ingest`` and ``watch`` (the same flags give the same index)."""
-    p.add_argument("--include", action="append", metavar="GLOB", help="file names to index (repeatable; replaces the defaults)")
-    p.add_argument("--exclude", action="append", metavar="GLOB", help="file or folder names to leave out (repeatable; added to the defaults)")
+    p.add_argument("--include", action="append", metavar="PATTERN",
+                   help="gitignore-style pattern, relative to the folder, of files to index "
+                   "(repeatable; replaces the default text-like names), e.g. '*.md' or 'docs/'")
+    p.add_argument("--exclude", action="append", metavar="PATTERN",
+                   help="gitignore-style pattern, relative to the folder, of files or folders to leave out "
+                   "(repeatable; added to the defaults), e.g. 'docs/drafts', '/build', '**/tmp/'")
+    p.add_argument("--no-ignore", action="store_true",
+                   help="do not apply the folder's .gitignore and .ignore files")
     p.add_argument("--max-bytes", type=int, metavar="N", help="skip files larger than N bytes (default 16 MiB)")
     p.add_argument("--max-tokens", type=int, metavar="N", help="chunk window in tokens (default 256)")
     p.add_argument("--overlap", type=int, metavar="N", help="tokens shared by consecutive chunks (default 32)")
@@ -40,7 +46,8 @@ def add_folder_options(p: argparse.ArgumentParser) -> None:
 
 def folder_settings(args, verb: str):
     """(settings, folder, index_id, WalkRules) from ``add_folder_options`` flags; UsageError when they are off."""
-    from ragtui.core.walk import DEFAULT_EXCLUDE, DEFAULT_INCLUDE, DEFAULT_MAX_BYTES, WalkRules
+    from ragtui.core.patterns import check_patterns
+    from ragtui.core.walk import DEFAULT_INCLUDE, DEFAULT_MAX_BYTES, WalkRules
 
     settings = load_settings(config=getattr(args, "config", None)).with_flags(
         artifacts=getattr(args, "artifacts", None), max_tokens=args.max_tokens, overlap=args.overlap
@@ -51,10 +58,14 @@ def folder_settings(args, verb: str):
     if args.max_bytes is not None and args.max_bytes < 1:
         raise UsageError(f"--max-bytes must be at least 1 (got {args.max_bytes})")
     index_id = getattr(args, "index", None) or settings.index or Path(os.path.abspath(folder)).name
+    # A pattern that is not one is bad usage (exit 2) before anything is read or written.
+    check_patterns(tuple(args.include or ()), "--include")
+    check_patterns(tuple(args.exclude or ()), "--exclude")
     rules = WalkRules(
         include=tuple(args.include) if args.include else DEFAULT_INCLUDE,
-        exclude=DEFAULT_EXCLUDE + tuple(args.exclude or ()),
+        exclude=tuple(args.exclude or ()),
         max_bytes=args.max_bytes or DEFAULT_MAX_BYTES,
+        ignore_files=not args.no_ignore,
     )
     return settings, folder, index_id, rules
 
@@ -244,15 +255,24 @@ def cmd_ingest(args) -> int:
         )
     if args.json:
         print(json_text(report.to_json(), indent=1))
+        _warn(report)
     else:
         from ragtui.core.textsafe import neutralize
 
         for path, reason in report.skipped:
             print(f"skipped {neutralize(path)}: {reason}", file=sys.stderr)
+        _warn(report)
         if report.rebuilt:
             print(f"note: {report.rebuilt}", file=sys.stderr)
         print(report.summary())
     return EXIT_OK
+
+
+def _warn(report) -> None:
+    from ragtui.core.textsafe import one_line
+
+    for warning in report.warnings:
+        print(f"ragtui: warning: {one_line(warning, 2000)}", file=sys.stderr)
 
 
 def cmd_info(args) -> int:

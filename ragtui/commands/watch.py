@@ -57,6 +57,7 @@ class _Log:
         self.stream = stream or sys.stdout
         self._lock = threading.Lock()
         self._full = False
+        self._warned: set[str] = set()
 
     def _write(self, event: str, text: str, data: dict) -> None:
         ts = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
@@ -74,6 +75,10 @@ class _Log:
 
         for path, reason in report.skipped:
             self._write("skipped", f"skipped {neutralize(path)}: {reason}", {"path": path, "reason": reason})
+        for warning in report.warnings:
+            if warning not in self._warned:  # once, not at every periodic reconcile
+                self._warned.add(warning)
+                self._write("warning", f"warning: {neutralize(warning)}", {"message": warning})
         # Why every document was re-read (a damaged index, changed settings) belongs on the line itself.
         note = f"; note: {one_line(report.rebuilt, 500)}" if report.rebuilt else ""
         ms = report.seconds.get("total", 0.0) * 1000

@@ -10,6 +10,7 @@ When no document changed it writes nothing at all: no index file, no state.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import hashlib
 import json
@@ -47,6 +48,7 @@ from ragtui.core.index_format import (
     vector_row_problem,
 )
 from ragtui.core.journal import EmbedJournal
+from ragtui.core.patterns import IGNORE_FILES
 from ragtui.core.publish import (
     FileRange,
     IndexLock,
@@ -103,6 +105,8 @@ class SyncReport:
     """Whether the publish spliced the previous generation (only changed documents rebuilt)."""
     rebuilt: str | None = None
     """Why every document was re-chunked (settings changed, unreadable index), if it was."""
+    warnings: list[str] = field(default_factory=list)
+    """One line each: an ``--include``/``--exclude`` pattern that matched nothing (whole-folder syncs)."""
     seconds: dict[str, float] = field(default_factory=dict)
     bytes_written: int = 0
 
@@ -131,6 +135,7 @@ class SyncReport:
                 "embedded": self.chunks_embedded,
             },
             "rebuilt": self.rebuilt,
+            "warnings": self.warnings,
             "bytes_written": self.bytes_written,
             "seconds": {k: round(v, 4) for k, v in self.seconds.items()},
         }
@@ -300,7 +305,12 @@ def sync(
     index_id = index_id or folder.name
     check_index_id(index_id)
     base_rules = rules or WalkRules()
-    rules = WalkRules(base_rules.include, base_rules.exclude, base_rules.max_bytes, (*base_rules.skip_under, artifacts))
+    rules = dataclasses.replace(base_rules, skip_under=(*base_rules.skip_under, artifacts))
+    walk = rules.describe()
+    if paths is not None and rules.ignore_files:
+        paths = list(paths)
+        if any(os.path.basename(os.fspath(p)) in IGNORE_FILES for p in paths):
+            paths = None  # an ignore file changed: any document of the folder may be in or out now
     target = index_dir(artifacts, index_id)
     report = SyncReport(index_id, str(target))
     tick = progress or (lambda stage, done, total: None)
@@ -336,9 +346,12 @@ def sync(
             and state.get("index_files") == _index_stamp(target)
         )
         old_files: dict = state.get("files", {}) if trusted else {}
+        # Other patterns or limits than the last sync's choose other documents: only a whole walk
+        # finds them (the files it already knows keep their stamps and vectors).
+        same_walk = state.get("walk") == walk
 
         # 1-2. Which documents exist now, and the text of those that changed.
-        seen, new_texts, kept = _scan(folder, rules, paths if trusted else None, old_files, report, tick)
+        seen, new_texts, kept = _scan(folder, rules, paths if trusted and same_walk else None, old_files, report, tick)
         if trusted:
             _keep_unreadable(seen, kept, old_files)
         _classify(report, seen, new_texts, old_files, kept)
@@ -347,10 +360,11 @@ def sync(
         nothing_changed = trusted and not new_texts and not removed
         if nothing_changed:
             report.chunks_total = sum(f.get("n_chunks", 0) for f in seen.values())
-            if seen != old_files:
+            if seen != old_files or not same_walk:
                 # Only times changed (a touch, a save of the same bytes): remember
                 # the new stamps so the next sync need not read these files again.
-                _save_state(artifacts, index_id, {**state, "files": seen})
+                # New walk rules that changed no document are remembered too.
+                _save_state(artifacts, index_id, {**state, "files": seen, "walk": walk})
             report.seconds["total"] = time.perf_counter() - t_start
             return report
 
@@ -374,7 +388,7 @@ def sync(
                 artifacts, index_id, spliceable, seen, new_texts, embedder, settings, report, tick, journal, cache_dir
             )
             t0 = time.perf_counter()
-            new_state = _new_state(folder, settings, target, seen)
+            new_state = _new_state(folder, settings, target, seen, walk)
             if _save_state(artifacts, index_id, new_state) and following is not None:
                 _carry(key, new_state, following, _state_file(artifacts, index_id))
             report.seconds["state"] = time.perf_counter() - t0
@@ -453,7 +467,7 @@ def sync(
             BM25Index.evict(cache_dir, index_id)
         journal.clear()
         report.seconds["write"] = time.perf_counter() - t0
-        _save_state(artifacts, index_id, _new_state(folder, settings, target, seen))
+        _save_state(artifacts, index_id, _new_state(folder, settings, target, seen, walk))
     report.seconds["total"] = time.perf_counter() - t_start
     return report
 
@@ -476,7 +490,7 @@ def _scan(folder: Path, rules: WalkRules, paths, old_files: dict, report: SyncRe
     seen: dict[str, dict] = {}
     missed: list[Path] = []
     if paths is None:
-        found = walk_folder(folder, rules, report.skipped, unreadable=missed)
+        found = walk_folder(folder, rules, report.skipped, unreadable=missed, warnings=report.warnings)
     else:
         seen, found = _rescan(folder, rules, paths, old_files, report.skipped, missed)
     tick("scan", len(seen) + len(found), len(seen) + len(found))
@@ -621,6 +635,7 @@ def _rescan(folder: Path, rules: WalkRules, paths, old_files: dict, skipped, unr
             if any("/".join(parts[:i]) in named_set for i in range(1, len(parts) + 1)):
                 del carried[doc_id]
     found: dict[str, Candidate] = {}
+    filt = rules.path_filter(folder, skipped)  # reads each ignore file on the way once
     for p in named:
         try:
             is_dir = stat.S_ISDIR(os.lstat(p).st_mode)
@@ -632,10 +647,10 @@ def _rescan(folder: Path, rules: WalkRules, paths, old_files: dict, skipped, unr
                 unreadable.append(p)
             continue
         if is_dir:
-            if _inside_walkable(folder, p / "x", rules):
-                for cand in walk_folder(folder, rules, skipped, start=p, unreadable=unreadable):
+            if _inside_walkable(folder, p / "x", filt):
+                for cand in walk_folder(folder, rules, skipped, start=p, path_filter=filt, unreadable=unreadable):
                     found[cand.doc_id] = cand
-        elif _inside_walkable(folder, p, rules) and rules.wants(p.name):
+        elif _inside_walkable(folder, p, filt) and filt.wants(_rel(folder, p)):
             cand = candidate(folder, p, rules, skipped, unreadable=unreadable)
             if cand is not None:
                 found[cand.doc_id] = cand
@@ -646,16 +661,19 @@ def _rescan(folder: Path, rules: WalkRules, paths, old_files: dict, skipped, unr
     return carried, sorted(found.values(), key=lambda c: c.doc_id.encode("utf-8"))
 
 
-def _inside_walkable(folder: Path, path: Path, rules: WalkRules) -> bool:
+def _rel(folder: Path, path: Path) -> str:
+    return os.path.relpath(path, folder).replace(os.sep, "/")
+
+
+def _inside_walkable(folder: Path, path: Path, filt) -> bool:
     """Whether every folder between ``folder`` and ``path`` is one the walk enters."""
-    rel = os.path.relpath(path, folder)
-    parts = Path(rel).parts[:-1]
+    rel = _rel(folder, path)
     if rel.startswith(".."):
         return False
-    for skip in rules.skip_under:
+    for skip in filt.rules.skip_under:
         if os.path.commonpath([os.path.abspath(path), os.path.abspath(skip)]) == os.path.abspath(skip):
             return False
-    return all(rules.walks_into(part) for part in parts)
+    return filt.chain(rel.rpartition("/")[0]) is not None
 
 
 def _assemble(folder, seen, new_texts, old, embedder, max_tokens, overlap, report, tick, journal):
@@ -772,12 +790,13 @@ def _index_stamp(target: Path) -> dict | None:
     return stamp
 
 
-def _new_state(folder: Path, settings: dict, target: Path, seen: dict) -> dict:
+def _new_state(folder: Path, settings: dict, target: Path, seen: dict, walk: dict) -> dict:
     return {
         "version": STATE_VERSION,
         "folder": str(folder),
         "root": str(folder.parent),
         "settings": settings,
+        "walk": walk,
         "generation": generation_of(target),
         "index_files": _index_stamp(target),
         "files": seen,

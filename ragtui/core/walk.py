@@ -11,10 +11,13 @@ from __future__ import annotations
 import errno
 import fnmatch
 import os
+import re
 import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from ragtui.core.patterns import IGNORE_FILES, PathFilter
 
 __all__ = [
     "DEFAULT_EXCLUDE",
@@ -39,14 +42,15 @@ DEFAULT_INCLUDE = tuple(
         ".proto", ".graphql", ".tf", ".nix", ".dockerfile", ".mk", ".cmake",
     )
 ) + ("README", "LICENSE", "Makefile", "Dockerfile", "*.rst.txt")
-"""Text-like files by name; anything else is left out unless an include glob names it."""
+"""Text-like files by name; anything else is left out unless an ``--include`` pattern names it."""
 
 DEFAULT_EXCLUDE = (
     ".git", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".mypy_cache", ".pytest_cache",
     # Editor swap, backup and temporary files never become documents.
     "*.swp", "*.swo", "*.swx", "*~", "4913", ".goutputstream-*", "*.tmp", "*.temp", "#*#", ".#*",
 )
-"""Folder or file names (globs) that are never walked into or indexed; hidden files and folders are skipped too."""
+"""Folder or file names (globs) that are never walked into or indexed, whatever the patterns say;
+hidden files and folders are skipped too."""
 
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 
@@ -74,26 +78,58 @@ def line_break_in(name: str) -> bool:
 LINE_BREAK_REASON = "file name holds a line break (CR or LF): its chunks could not be referenced (rename it)"
 
 
+def _names_regex(globs: Sequence[str]) -> re.Pattern:
+    return re.compile("|".join(fnmatch.translate(g) for g in globs))
+
+
+_DEFAULT_INCLUDE_RE = _names_regex(DEFAULT_INCLUDE)
+_ALWAYS_SKIPPED_RE = _names_regex(DEFAULT_EXCLUDE)
+
+
 @dataclass(frozen=True)
 class WalkRules:
+    """Which files of a folder are documents (spec/patterns.md).
+
+    ``include`` and ``exclude`` are gitignore-style patterns relative to the
+    folder (``docs/drafts``, ``*.md``, ``/build``, ``**/tmp/``): ``include``
+    replaces the default text-like names, ``exclude`` adds to the names
+    always skipped (``DEFAULT_EXCLUDE``, hidden ones). With ``ignore_files``
+    the folder's ``.gitignore`` and ``.ignore`` files apply too.
+    """
+
     include: Sequence[str] = DEFAULT_INCLUDE
-    exclude: Sequence[str] = DEFAULT_EXCLUDE
+    exclude: Sequence[str] = ()
     max_bytes: int = DEFAULT_MAX_BYTES
     skip_under: Sequence[Path] = ()
     """Absolute folders never walked (the artifacts root when it lies inside the folder)."""
+    ignore_files: bool = True
 
-    def wants(self, name: str) -> bool:
-        """Whether a file of this name is a document (not hidden, include matches, exclude does not)."""
-        if name.startswith("."):
-            return False
-        if any(fnmatch.fnmatchcase(name, pat) for pat in self.exclude):
-            return False
-        return any(fnmatch.fnmatchcase(name, pat) for pat in self.include)
+    @property
+    def default_include(self) -> bool:
+        return tuple(self.include) == DEFAULT_INCLUDE
 
-    def walks_into(self, name: str) -> bool:
-        if name.startswith("."):
-            return False
-        return not any(fnmatch.fnmatchcase(name, pat) for pat in self.exclude)
+    @staticmethod
+    def skips_name(name: str) -> bool:
+        """Whether a file or folder of this name is always left out (hidden, ``DEFAULT_EXCLUDE``)."""
+        return name.startswith(".") or _ALWAYS_SKIPPED_RE.match(name) is not None
+
+    @staticmethod
+    def wants_name(name: str) -> bool:
+        """Whether the default include set takes a file of this name."""
+        return _DEFAULT_INCLUDE_RE.match(name) is not None
+
+    def describe(self) -> dict:
+        """The rules as the writer's state records them (a change makes the next sync walk everything)."""
+        return {
+            "include": None if self.default_include else list(self.include),
+            "exclude": list(self.exclude),
+            "ignore_files": self.ignore_files,
+            "max_bytes": self.max_bytes,
+        }
+
+    def path_filter(self, folder: str | os.PathLike, skipped: list | None = None, *, track: bool = False) -> PathFilter:
+        """These rules for paths under ``folder`` (``UsageError`` for a pattern that is not one)."""
+        return PathFilter(folder, self, skipped, track=track)
 
 
 @dataclass(frozen=True)
@@ -121,22 +157,34 @@ def doc_id_for(folder: Path, path: Path) -> str | None:
 
 def walk_folder(
     folder: Path, rules: WalkRules, skipped: list[tuple[str, str]], start: Path | None = None,
+    warnings: list[str] | None = None, path_filter: PathFilter | None = None,
     unreadable: list[Path] | None = None,
 ) -> list[Candidate]:
     """Every document candidate under ``folder`` (absolute), sorted by doc_id bytes.
 
     ``start`` (a folder inside ``folder``) limits the walk to that subtree;
-    doc_ids and the "inside the folder" rule for links stay those of
-    ``folder``. Files passed over are appended to ``skipped`` as (path, reason);
-    files and folders that exist but cannot be examined now (``unreadable_now``)
-    are also appended to ``unreadable``, so a writer can keep what it had of them.
+    doc_ids, patterns and the "inside the folder" rule for links stay those
+    of ``folder``. Files passed over are appended to ``skipped`` as (path,
+    reason); files and folders that exist but cannot be examined now
+    (``unreadable_now``) are also appended to ``unreadable``, so a writer can
+    keep what it had of them. ``warnings`` (a whole walk only) receives one
+    line per ``--include``/``--exclude`` pattern that matched nothing. Raises
+    ``UsageError`` for a pattern that is not one.
     """
     out: list[Candidate] = []
     skip_under = {os.path.realpath(p) for p in rules.skip_under}
     real_folder = os.path.realpath(folder)
-    stack = [str(start or folder)]
+    track = warnings is not None and start is None
+    filt = rules.path_filter(folder, skipped, track=True) if track else path_filter or rules.path_filter(folder, skipped)
+    start_rel = "" if start is None else os.path.relpath(start, folder).replace(os.sep, "/")
+    if start_rel == ".":
+        start_rel = ""
+    start_chain = filt.chain(start_rel)
+    if start_chain is None:
+        return out
+    stack: list[tuple[str, str, tuple, bool]] = [(str(start or folder), start_rel, start_chain, False)]
     while stack:
-        current = stack.pop()
+        current, rel_dir, chain, load = stack.pop()
         if os.path.realpath(current) in skip_under:
             continue
         try:
@@ -146,27 +194,32 @@ def walk_folder(
             if unreadable is not None and unreadable_now(e):
                 unreadable.append(Path(current))
             continue
+        if load:  # this folder's own ignore files, as its listing shows them
+            chain = filt.enter(rel_dir, chain, [e.name for e in entries if e.name in IGNORE_FILES])
         for entry in entries:
             try:
                 is_link = entry.is_symlink()
                 if entry.is_dir(follow_symlinks=False):
-                    if rules.walks_into(entry.name):
+                    if filt.admits(rel_dir, chain, entry.name, True):
                         if line_break_in(entry.name):
                             skipped.append((entry.path, LINE_BREAK_REASON.replace("file name", "folder name")))
                         else:
-                            stack.append(entry.path)
+                            child = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+                            stack.append((entry.path, child, chain, True))
                     continue
             except OSError as e:
                 skipped.append((entry.path, f"cannot stat: {e.strerror}"))
                 if unreadable is not None and unreadable_now(e):
                     unreadable.append(Path(entry.path))
                 continue
-            if not rules.wants(entry.name):
+            if not filt.admits(rel_dir, chain, entry.name, False):
                 continue
             cand = candidate(folder, Path(entry.path), rules, skipped, real_folder, is_link, unreadable=unreadable)
             if cand is not None:
                 out.append(cand)
     out.sort(key=lambda c: c.doc_id.encode("utf-8"))
+    if track:
+        warnings.extend(filt.unmatched())
     return out
 
 

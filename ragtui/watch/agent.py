@@ -15,6 +15,9 @@ next start's reconcile redoes it) and lets a publish in progress finish.
 What the agent does on its own (each reported as an ``AgentEvent``):
 
 * inotify queue overflow -> a full reconcile ("reconcile", reason "overflow");
+* an ignore file (``.gitignore``, ``.ignore``) changed -> the folders are
+  watched anew by the new rules and the whole folder is reconciled
+  ("reconcile", reason "ignore-file");
 * an inotify limit (watches or instances) -> polling, with a message naming
   the sysctl to raise ("fallback");
 * the folder vanishes -> "paused": the index is kept as it is, the folder is
@@ -39,7 +42,7 @@ from ragtui.core.errors import EmbeddingError, StorageError, UsageError
 from ragtui.core.publish import check_index_id, index_dir
 from ragtui.core.sync import SyncReport, prepare, sync
 from ragtui.core.walk import WalkRules
-from ragtui.watch.events import ROOT_GONE, Batch, ChangeBuffer, Scope, classify, compact_paths
+from ragtui.watch.events import ROOT_GONE, Batch, ChangeBuffer, Scope, classify, compact_paths, is_ignore_file
 from ragtui.watch.memory import IDLE_RELEASE_SECONDS, release_freed_memory, retain_freed_memory
 from ragtui.watch.observers import EVENT_FILTER, LIMITS, Handler, Hooks, limit_message, make_observer, stop_observer
 
@@ -380,7 +383,19 @@ class WatchAgent:
                        folder=self.folder)
         return "paused"
 
+    def _rewatch(self) -> None:
+        """Watch anew: which folders get an inotify watch (or are polled) follows the ignore files."""
+        stop_observer(self._observer)
+        self._observer = None
+        self._scope.invalidate()
+        if not self._start_observer():
+            self._buffer.wake()  # the folder is gone: _root_ok pauses next
+
     def _process(self, batch: Batch) -> None:
+        if batch.full is None and self.rules.ignore_files and any(is_ignore_file(p) for p in batch.paths):
+            # Started before the reconcile, so that nothing changed meanwhile is missed.
+            self._rewatch()
+            batch = Batch(full="ignore-file", held=batch.held, since=batch.since)
         if batch.full is not None:
             paths = None
             self.stats.full_reconciles += 1

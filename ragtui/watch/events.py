@@ -6,8 +6,11 @@ Two pieces, both free of threads of their own and of watchdog observers:
     turn one watchdog event into the ``Change`` values it implies (a path that
     may have changed, and whether a writer may still hold it open), or
     ``ROOT_GONE`` when the watched folder itself was deleted. Events under
-    the artifacts root, in hidden or excluded folders, and for files that are
-    not documents (swap, backup and temp files) imply nothing.
+    the artifacts root, in hidden, excluded or ignored folders, and for files
+    that are not documents (swap, backup and temp files, files an ignore file
+    or pattern leaves out) imply nothing. An event for an ignore file
+    (``.gitignore``, ``.ignore``) the walk reads is a change of its own kind:
+    the agent reconciles the whole folder.
 
 ``ChangeBuffer``
     coalesces changes per path and hands the worker one ``Batch`` once the
@@ -23,16 +26,16 @@ content hash. A path in a batch only means "look here".
 
 from __future__ import annotations
 
-import functools
 import os
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from ragtui.core.patterns import IGNORE_FILES
 from ragtui.core.walk import WalkRules
 
-__all__ = ["ROOT_GONE", "Batch", "Change", "ChangeBuffer", "Scope", "classify", "compact_paths"]
+__all__ = ["ROOT_GONE", "Batch", "Change", "ChangeBuffer", "Scope", "classify", "compact_paths", "is_ignore_file"]
 
 ROOT_GONE = "root-gone"
 """What ``classify`` returns when the watched folder itself was deleted."""
@@ -58,7 +61,10 @@ class Scope:
     ``ignore_under`` are absolute folders whose events never matter (the
     artifacts root: the agent's own writes). Paths are compared as given by
     the observer, which reports them under ``folder`` exactly as it was
-    scheduled, so every path here is absolute and not resolved.
+    scheduled, so every path here is absolute and not resolved. The
+    folder's ignore files are read once per folder and remembered until
+    ``invalidate()`` (``classify`` calls it when an ignore file or a folder
+    changes).
     """
 
     def __init__(self, folder: str | os.PathLike, rules: WalkRules, ignore_under: Iterable[str | os.PathLike] = ()) -> None:
@@ -66,8 +72,7 @@ class Scope:
         self.rules = rules
         self._prefix = self.folder + os.sep
         self._ignore = tuple(os.path.abspath(p) for p in ignore_under)
-        # The same folder is asked about again and again (every save in it).
-        self._dir_ok = functools.lru_cache(maxsize=4096)(self._dir_ok_uncached)
+        self._filter = rules.path_filter(self.folder)
 
     def inside(self, path: str) -> bool:
         return path.startswith(self._prefix)
@@ -75,23 +80,32 @@ class Scope:
     def ignored(self, path: str) -> bool:
         return any(path == p or path.startswith(p + os.sep) for p in self._ignore)
 
-    def _dir_ok_uncached(self, parent: str) -> bool:
-        """Whether the walk enters every folder from ``folder`` down to ``parent``."""
-        if parent == self.folder:
-            return True
-        if not parent.startswith(self._prefix) or self.ignored(parent):
-            return False
-        rel = parent[len(self._prefix):]
-        return all(self.rules.walks_into(part) for part in rel.split(os.sep))
+    def _rel(self, path: str) -> str:
+        return path[len(self._prefix):].replace(os.sep, "/")
 
     def matters(self, path: str, is_directory: bool) -> bool:
         """Whether an event at ``path`` can change a document of the index."""
         if not self.inside(path) or self.ignored(path):
             return False
-        parent, name = os.path.split(path)
-        if not self._dir_ok(parent):
+        return self._filter.wants(self._rel(path), is_directory)
+
+    def is_ignore_file(self, path: str) -> bool:
+        """Whether ``path`` is an ignore file the walk reads (in a folder it enters)."""
+        if not self.rules.ignore_files or not self.inside(path):
             return False
-        return self.rules.walks_into(name) if is_directory else self.rules.wants(name)
+        parent, name = os.path.split(path)
+        if name not in IGNORE_FILES or self.ignored(parent):
+            return False
+        return parent == self.folder or self._filter.wants(self._rel(parent), True)
+
+    def invalidate(self) -> None:
+        """Read the ignore files again on the next question (they, or the folders, changed)."""
+        self._filter.invalidate()
+
+
+def is_ignore_file(path: str) -> bool:
+    """Whether ``path`` is named like an ignore file (``.gitignore``, ``.ignore``)."""
+    return os.path.basename(path) in IGNORE_FILES
 
 
 def _text(path: bytes | str) -> str:
@@ -112,11 +126,19 @@ def classify(event, scope: Scope) -> list[Change] | str:
     src = _text(event.src_path)
     if src == scope.folder:
         return ROOT_GONE if kind == "deleted" else []
+    dest = _text(event.dest_path) if kind == "moved" else ""
+    if is_dir and kind in ("created", "deleted", "moved"):
+        scope.invalidate()  # a folder's ignore files come and go with it
+    if not is_dir:
+        touched = [p for p in (src, dest) if p and scope.is_ignore_file(p)]
+        if touched:
+            # The rules changed: what the walk enters or takes may differ anywhere below.
+            scope.invalidate()
+            return [Change(p, False) for p in touched]
     if kind == "moved":
         out = []
         if src and scope.matters(src, is_dir):
             out.append(Change(src, False))
-        dest = _text(event.dest_path)
         if dest and scope.matters(dest, is_dir):
             # A rename is atomic: whatever arrives under the new name is complete.
             out.append(Change(dest, False))
@@ -152,7 +174,7 @@ def compact_paths(paths: Iterable[str]) -> list[str]:
 class Batch:
     """One unit of work for the worker: some paths, or a full reconcile.
 
-    ``full`` holds the reason of a full reconcile ("start", "overflow",
+    ``full`` holds the reason of a full reconcile ("start", "overflow", "ignore-file",
     "periodic", "resumed", "polling", "manual", ...); it is None for a batch
     of ``paths``. ``held`` counts files left pending because a writer still
     holds them. ``since`` is the monotonic time of the oldest event covered.
