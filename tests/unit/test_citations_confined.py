@@ -25,7 +25,7 @@ SECRET = "PRIVATE KEY MATERIAL that only a read of the file could show"
 def crafted(home: Path, doc_id: str, text: str = SECRET):
     """Ingest ``home/docs`` (one document), then rename its doc_id in docs.jsonl; the index stays valid."""
     write(home / "docs" / "a.md", text + "\n")
-    art = home.parent / "art"
+    art = home / "art"
     sync(home / "docs", artifacts=art, embedder=HashEmbedder(), max_tokens=64, overlap=8)
     docs_jsonl = Path(os.path.realpath(art / "rag" / "docs")) / "docs.jsonl"
     record = json.loads(docs_jsonl.read_text(encoding="utf-8"))
