@@ -150,12 +150,25 @@ def load_state(artifacts: Path, index_id: str) -> dict:
     discarded, which costs the next sync a full read of the folder and index.
     """
     try:
-        state = json.loads(read_file(_state_file(artifacts, index_id), MAX_STATE_BYTES).decode("utf-8"))
+        state = json.loads(_read_state_bytes(_state_file(artifacts, index_id)).decode("utf-8"))
     except (OSError, ValueError, RecursionError, MemoryError):
         return {}
     if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
         return {}
     return state
+
+
+def _read_state_bytes(path: Path) -> bytes:
+    """files.json's bytes: ``OSError`` unless it is a regular file (not a link) of at most ``MAX_STATE_BYTES``."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with open(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_STATE_BYTES:
+            raise OSError(errno.EINVAL, "not a regular file of at most MAX_STATE_BYTES", str(path))
+        data = f.read(MAX_STATE_BYTES + 1)
+    if len(data) > MAX_STATE_BYTES:
+        raise OSError(errno.EFBIG, "grew past MAX_STATE_BYTES", str(path))
+    return data
 
 
 def _save_state(artifacts: Path, index_id: str, state: dict) -> bool:
