@@ -118,6 +118,7 @@ class Retriever:
         """The unit float32 query vector for ``query`` (text is embedded with the index's model)."""
         meta = self._data.meta
         if isinstance(query, str):
+            check_query(query)
             if self.embedder is None:
                 raise UsageError("vector search needs an embedder or a query vector")
             self.check_embedder(self.embedder)

@@ -351,6 +351,8 @@ def test_search_refuses_a_bad_query_before_embedding_it(tmp_path, mode):
     for query in ("cats " * 200_000, "caf\udce9"):
         with pytest.raises(QueryError):
             retriever.search(query, mode=mode)
+        with pytest.raises(QueryError):
+            retriever.query_vector(query)
     assert embedder.embedded == []
     assert retriever.search("cats\0purr", mode=mode)
 
