@@ -63,6 +63,9 @@ async def test_a_pasted_megabyte_is_cut_to_the_cap_with_a_notice_and_typing_goes
         await wait_for(pilot, lambda: any("at most 8,192 characters" in n.message for n in app._notifications),
                        "the notice for a key over the cap")
         assert len(box.value) == MAX_QUERY_CHARS
+        await pilot.press(*"yyyy")  # a key held down: still one notice
+        await pilot.pause()
+        assert sum("at most 8,192 characters" in n.message for n in app._notifications) == 1
         await pilot.press("ctrl+a")
         for _ in range(3):
             await pilot.press("delete")

@@ -39,11 +39,14 @@ class QueryInput(Input):
                          max_length=MAX_QUERY_CHARS, **kwargs)
         self.history = history
         """The history the arrows walk."""
+        self._told_full: str | None = None
 
     def restricted(self) -> None:
-        """A key would make the query longer than the cap: say so (instead of only ringing the bell)."""
+        """A key would make the query longer than the cap: say so (once per full query, not per key held)."""
         self.app.bell()
-        self.notify(f"a query may have at most {MAX_QUERY_CHARS:,} characters", severity="warning", timeout=4)
+        if self._told_full != self.value:
+            self._told_full = self.value
+            self.notify(f"a query may have at most {MAX_QUERY_CHARS:,} characters", severity="warning", timeout=4)
 
     def _on_paste(self, event: events.Paste) -> None:
         # Keep what fits of a long paste (its first line, as Input does) and say what was cut:
