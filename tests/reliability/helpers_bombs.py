@@ -91,6 +91,8 @@ def _limit_memory() -> None:
 def run_cli(*args: str | bytes, timeout: float) -> tuple[int | None, str, str]:
     """(exit code or None if it had to be killed, stdout, stderr) of the installed command, memory-limited."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAGTUI_")}
+    # Thread pools and malloc arenas reserve address space per core: keep the cap about ragtui on any machine.
+    env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MALLOC_ARENA_MAX="2", RAYON_NUM_THREADS="2")
     try:
         p = subprocess.run([*ragtui_exe(), *args], capture_output=True, env=env, timeout=timeout,
                            preexec_fn=_limit_memory)

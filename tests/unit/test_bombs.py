@@ -4,7 +4,8 @@ A reader that regressed would block forever on a FIFO (opened for reading,
 it waits for a writer) or read /dev/zero until memory runs out. Neither may
 take the test run down with it: pytest-timeout interrupts a blocked test,
 ``fifo_guard`` opens the write end of every FIFO a test made (freeing a
-reader blocked elsewhere), and every test runs with a capped address space.
+reader blocked elsewhere), and every test that plants such a file runs with a
+capped address space.
 """
 
 from __future__ import annotations
@@ -40,10 +41,11 @@ DOCS = {"docs/a.md": ["alpha text about cats"], "docs/b.md": ["beta one", "beta 
 KINDS = ("fifo", "socket", "directory", "device")
 
 
-@pytest.fixture(autouse=True)
-def _bounded_memory():
-    """At most 1 GiB more address space per test: a regression that reads /dev/zero or an 8 GiB file to
-    the end fails here with MemoryError instead of exhausting the machine."""
+@pytest.fixture
+def bounded_memory():
+    """At most 1 GiB more address space for the test: a regression that reads /dev/zero or an 8 GiB file to
+    the end fails with MemoryError instead of exhausting the machine. (Only for the tests that plant such
+    files: they start no thread pools, whose reservations would count against the cap.)"""
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     with open("/proc/self/status") as f:
         vm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
@@ -56,7 +58,7 @@ def _bounded_memory():
 
 
 @pytest.fixture
-def fifo_guard():
+def fifo_guard(bounded_memory):
     """Make FIFOs through this; each is opened for writing (non-blocking) at teardown to free a blocked reader."""
     made: list[Path] = []
 
@@ -124,7 +126,7 @@ def test_a_link_to_something_else_than_a_directory_is_named(tmp_path, fifo_guard
 # -- the reader: bounded by what the format allows --------------------------------------------
 
 
-def test_meta_json_is_read_only_up_to_its_bound(tmp_path):
+def test_meta_json_is_read_only_up_to_its_bound(tmp_path, bounded_memory):
     path, _, _ = build(tmp_path, "docs", DOCS)
     meta = gen_dir(path) / "meta.json"
     raw = meta.read_bytes()
@@ -173,7 +175,7 @@ def test_more_lines_than_n_chunks_keep_no_more_offsets(tmp_path):
     ("vectors.f32", "but n_chunks 3 x dim 8 x 4 needs 96"),
     ("bm25.idx", "more than 3 chunks and"),
 ])
-def test_huge_files_are_refused_before_they_are_read(tmp_path, monkeypatch, name, match):
+def test_huge_files_are_refused_before_they_are_read(tmp_path, monkeypatch, bounded_memory, name, match):
     path, _, _ = build(tmp_path, "docs", DOCS)
     with open(gen_dir(path) / name, "r+b") as f:
         f.seek(0, os.SEEK_END)
