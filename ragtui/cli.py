@@ -216,6 +216,9 @@ def cmd_search(args) -> int:
 
     if args.k < 1:
         raise UsageError(f"-k must be at least 1 (got {args.k})")
+    from ragtui.core.retriever import check_query
+
+    check_query(args.query)  # before anything is loaded: a bad query costs nothing
     settings = settings_from(args)
     retriever = open_retriever(settings, need_embedder=args.mode != "bm25")
     params = {"nprobe": args.nprobe} if args.nprobe else {}
@@ -337,6 +340,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("ragtui: interrupted", file=sys.stderr)
         return 130
+    except MemoryError:
+        # Bounds keep every read of a file to what its format allows; this is what is left (a legitimately
+        # huge index, or a tight `ulimit -v`). Not a bug to report, but the process cannot go on.
+        if debug:
+            traceback.print_exc()
+        print("ragtui: error: out of memory (the index or a document may be too large for the memory "
+              "available; check `ulimit -v`)", file=sys.stderr)
+        return EXIT_FAILURE
     except BrokenPipeError:
         # The reader of our output went away (e.g. `| head`); not an error of ours.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -11,8 +11,10 @@ arrays; the result is the same either way.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -41,7 +43,7 @@ def cached_arrays(
     entry = Path(cache_dir) / f"{kind}-{name}-{key}"
     if (entry / _MARKER).is_file():
         try:
-            arrays = {p.stem: np.load(p, mmap_mode="r", allow_pickle=False) for p in entry.glob("*.npy")}
+            arrays = {p.stem: _load(p) for p in entry.glob("*.npy")}
             if arrays:
                 return arrays, True
         except (OSError, ValueError):
@@ -53,6 +55,19 @@ def cached_arrays(
     except OSError:
         pass  # a read-only or full disk costs time on the next load, nothing else
     return arrays, False
+
+
+def _load(path: Path) -> np.ndarray:
+    """One cached array, memory-mapped; ``OSError`` unless it is a regular file (a FIFO would block the open)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        # numpy maps by name: name the file already opened and checked, not the path again.
+        proc = f"/proc/self/fd/{fd}"
+        return np.load(proc if os.path.exists(proc) else path, mmap_mode="r", allow_pickle=False)
+    finally:
+        os.close(fd)
 
 
 def store_arrays(cache_dir: Path, kind: str, name: str, key: str, arrays: dict[str, np.ndarray]) -> None:

@@ -21,14 +21,43 @@ import numpy as np
 from ragtui.core import leb128
 from ragtui.core.analyzer import analyze
 from ragtui.core.arraycache import cached_arrays, evict, store_arrays
-from ragtui.core.errors import IndexFormatError
+from ragtui.core.errors import IndexFormatError, UsageError
 from ragtui.core.topk import top_k
 
-__all__ = ["BM25Index", "MAGIC", "Postings", "VERSION", "build_postings", "encode_bm25", "encode_postings", "encode_spliced", "splice_postings"]
+__all__ = [
+    "B_RANGE", "K1_RANGE", "BM25Index", "MAGIC", "Postings", "VERSION", "bm25_params_problem", "build_postings",
+    "check_bm25_params", "encode_bm25", "encode_postings", "encode_spliced", "splice_postings",
+]
 
 MAGIC = b"TLBM"
 VERSION = 1
 _HEADER = struct.Struct("<4sIIId")
+
+K1_RANGE = (0.0, 100.0)
+"""k1 (term-frequency saturation) may be 0 to 100; the usual values are 0.9 to 2."""
+B_RANGE = (0.0, 1.0)
+"""b (length normalization) may be 0 (none) to 1 (full)."""
+
+
+def bm25_params_problem(k1, b) -> str | None:
+    """What is wrong with ``k1`` and ``b`` (a sentence), or None when both are numbers in their ranges.
+
+    Outside the ranges the weights stop meaning anything: a negative k1
+    divides by zero or turns scores negative, a huge one overflows to inf.
+    """
+    for name, value, (lo, hi) in (("k1", k1, K1_RANGE), ("b", b, B_RANGE)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            return f"BM25 {name} must be a finite number from {lo:g} to {hi:g} (got {value!r})"
+        if not lo <= value <= hi:
+            return f"BM25 {name} must be from {lo:g} to {hi:g} (got {value!r})"
+    return None
+
+
+def check_bm25_params(k1, b) -> None:
+    """Raise ``UsageError`` unless ``k1`` is in ``K1_RANGE`` and ``b`` in ``B_RANGE``."""
+    problem = bm25_params_problem(k1, b)
+    if problem:
+        raise UsageError(problem)
 
 
 @dataclass(frozen=True, eq=False)
@@ -432,6 +461,7 @@ class BM25Index:
     @classmethod
     def from_postings(cls, p: Postings, k1: float, b: float) -> BM25Index:
         """The index ``encode_postings(p)`` decodes to, without encoding or decoding."""
+        check_bm25_params(k1, b)
         n_docs = p.n_docs
         avgdl = float(p.doc_len.mean(dtype=np.float64)) if n_docs else 0.0
         df = np.diff(p.offsets)
@@ -465,6 +495,7 @@ class BM25Index:
         cls, data: bytes | memoryview, k1: float, b: float, path: str = "bm25.idx", cache_dir=None, name: str = "index"
     ) -> BM25Index:
         """``decode``, reusing decoded arrays from ``cache_dir`` keyed by the file's SHA-256 (and k1, b)."""
+        check_bm25_params(k1, b)
         if cache_dir is None:
             return cls.decode(data, k1, b, path)
         key = cls.cache_key(data, k1, b)
@@ -473,7 +504,11 @@ class BM25Index:
 
     @classmethod
     def decode(cls, data: bytes | memoryview, k1: float, b: float, path: str = "bm25.idx") -> BM25Index:
-        """Decode and validate bm25.idx bytes; raise ``IndexFormatError`` naming ``path``."""
+        """Decode and validate bm25.idx bytes; raise ``IndexFormatError`` naming ``path``.
+
+        ``k1`` and ``b`` must lie in ``K1_RANGE`` and ``B_RANGE`` (else ``UsageError``).
+        """
+        check_bm25_params(k1, b)
         raw_bytes = data if isinstance(data, bytes) else bytes(data)
         size = len(raw_bytes)
 

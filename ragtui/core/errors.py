@@ -5,6 +5,7 @@ class to an exit code (spec/architecture.md) and prints ``str(error)`` as one li
 
     RagtuiError                       exit 2 unless a subclass says otherwise
     ├── UsageError                    bad arguments or bad input from the user (2)
+    │   └── QueryError                a query that cannot be searched (too long, not UTF-8); also a ValueError
     ├── NotFoundError                 nothing found, e.g. an unknown chunk_id (1)
     ├── IndexFormatError              an index file is malformed (3)
     │   └── (carries .path: the file, .problem: what is wrong)
@@ -29,6 +30,7 @@ __all__ = [
     "LockedError",
     "ModelMismatchError",
     "NotFoundError",
+    "QueryError",
     "RagtuiError",
     "StorageError",
     "UsageError",
@@ -43,6 +45,15 @@ class RagtuiError(Exception):
 
 class UsageError(RagtuiError):
     """Bad arguments or bad input given by the user."""
+
+    exit_code = 2
+
+
+class QueryError(UsageError, ValueError):
+    """A query that cannot be searched: longer than the cap, or text that is not UTF-8.
+
+    Also a ``ValueError``, so API callers that validate input that way catch it.
+    """
 
     exit_code = 2
 

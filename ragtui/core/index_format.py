@@ -13,6 +13,7 @@ import json
 import math
 import mmap
 import os
+import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from hashlib import sha256
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ragtui.core.bm25 import BM25Index
+from ragtui.core.bm25 import BM25Index, bm25_params_problem
 from ragtui.core.errors import IndexFormatError, IndexMissingError, StorageError
 
 __all__ = [
@@ -42,6 +43,19 @@ META, DOCS, VECTORS, BM25 = "meta.json", "docs.jsonl", "vectors.f32", "bm25.idx"
 FILES = (META, DOCS, VECTORS, BM25)
 _DOC_KEYS = ("chunk_id", "doc_id", "source", "uri", "text", "n_tokens", "fingerprint")
 _META_KEYS = ("index_id", "created_at", "n_chunks", "dim", "embedding_model", "tokenizer", "chunker", "bm25")
+
+# What the format allows, checked before anything is allocated for a file (spec/index-format.md, "Bounds").
+MAX_META_BYTES = 1 << 20
+"""meta.json is a few hundred bytes; a reader refuses one over 1 MiB without reading it."""
+MAX_DOCS_LINE_BYTES = 256 << 20
+"""One docs.jsonl line holds one chunk of one document: at most 256 MiB, newline excluded."""
+MAX_N_CHUNKS = (1 << 32) - 1
+"""bm25.idx counts chunks in a u32."""
+MAX_DIM = 1 << 16
+"""More dimensions than any embedding model has."""
+BM25_BYTES_PER_DOCS_BYTE = 32
+"""bm25.idx is at most 24 + 4·n_chunks + 32·(size of docs.jsonl) bytes: each term and posting needs text."""
+_COUNT_BLOCK = 4 << 20
 
 
 _FP_HEAD = b',"fingerprint":"'
@@ -174,11 +188,14 @@ def read_index(index_dir: str | os.PathLike, *, full: bool = True, cache_dir: Pa
                 f"no index at {path}: run `ragtui ingest FOLDER` to build one"
             ) from None
         except NotADirectoryError:
+            kind = _kind_at(real)
+            if kind is not None:  # something is there, but not a directory (a FIFO, a device, a file)
+                raise IndexFormatError(path, f"is {kind}, not an index directory") from None
             raise IndexMissingError(f"{path} is not an index directory") from None
         except OSError as e:
             raise StorageError(f"cannot open {path}: {e.strerror}") from None
         try:
-            files = _open_all(dir_fd, real)
+            files = _open_all(dir_fd, real, path)
         except FileNotFoundError as e:
             if os.path.realpath(path) != real:
                 continue
@@ -197,18 +214,33 @@ def read_index(index_dir: str | os.PathLike, *, full: bool = True, cache_dir: Pa
     raise StorageError(f"{path} kept changing while being opened; try again")
 
 
-def _open_all(dir_fd: int, real: str) -> dict:
+def _open_all(dir_fd: int, real: str, path: Path) -> dict:
+    """The four files, opened for reading; each must be a regular file.
+
+    A FIFO would block the open or the read forever, a device (a link to
+    /dev/zero) never ends, a directory cannot be read: each is refused with
+    ``IndexFormatError`` naming it, before it is opened where that can be
+    seen (a stat first) and again after (``fstat``: it may have been swapped).
+    The open never blocks (``O_NONBLOCK``).
+    """
     files = {}
     try:
         for name in FILES:
             try:
-                fd = os.open(name, os.O_RDONLY, dir_fd=dir_fd)
+                kind = _not_regular(os.stat(name, dir_fd=dir_fd).st_mode)
+                if kind is not None:
+                    raise IndexFormatError(path / name, f"is {kind}, not a regular file (never opened)")
+                fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
             except FileNotFoundError as e:
                 e.filename = name
                 raise
             except OSError as e:
                 raise StorageError(f"cannot read {os.path.join(real, name)}: {e.strerror}") from None
-            files[name] = os.fdopen(fd, "rb")
+            f = os.fdopen(fd, "rb")
+            files[name] = f
+            kind = _not_regular(os.fstat(fd).st_mode)
+            if kind is not None:
+                raise IndexFormatError(path / name, f"is {kind}, not a regular file (never read)")
     except BaseException:
         for f in files.values():
             f.close()
@@ -216,16 +248,58 @@ def _open_all(dir_fd: int, real: str) -> dict:
     return files
 
 
+def _not_regular(mode: int) -> str | None:
+    """None for a regular file, else what it is ("a FIFO", "a directory", ...)."""
+    if stat.S_ISREG(mode):
+        return None
+    for test, kind in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
+def _kind_at(path: str) -> str | None:
+    """What ``path`` is when it exists and is not a directory ("a FIFO", "a regular file", ...), else None."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISDIR(mode):
+        return None
+    return _not_regular(mode) or "a regular file"
+
+
+def _read_bounded(f, where: str, limit: int) -> bytes:
+    """The whole of an open regular file, refused with ``IndexFormatError`` if it is over ``limit`` bytes."""
+    size = os.fstat(f.fileno()).st_size
+    if size > limit:
+        raise IndexFormatError(where, f"is {size:,} bytes; it may be at most {limit:,}")
+    try:
+        data = f.read(limit + 1)  # the file may grow after the fstat
+    except OSError as e:
+        raise StorageError(f"cannot read {where}: {e.strerror}") from None
+    if len(data) > limit:
+        raise IndexFormatError(where, f"is over {limit:,} bytes; it may be at most {limit:,}")
+    return data
+
+
 def _parse(path: Path, real: str, files: dict, full: bool, cache_dir) -> IndexData:
     def where(name: str) -> str:
         return str(path / name)
 
-    meta = _parse_meta(files[META].read(), where(META), path.name)
+    meta = _parse_meta(_read_bounded(files[META], where(META), MAX_META_BYTES), where(META), path.name)
+    # Sizes first (fstat only): a file larger than the format allows is refused before it is read.
+    _check_vectors_size(files[VECTORS], where(VECTORS), meta)
+    docs_size = _check_docs_size(files[DOCS], where(DOCS), meta)
+    _check_bm25_size(files[BM25], where(BM25), meta, docs_size)
+    bm25_raw = _map(files[BM25], where(BM25))
+    _check_bm25_header(bm25_raw, where(BM25), meta)
     records = DocsFile(_map(files[DOCS], where(DOCS)), where(DOCS), meta)
     if full:
         records.verify()
     vectors = _map_vectors(files[VECTORS], where(VECTORS), meta)
-    bm25 = BM25Index.load(_map(files[BM25], where(BM25)), meta.k1, meta.b, where(BM25), cache_dir, meta.index_id)
+    bm25 = BM25Index.load(bm25_raw, meta.k1, meta.b, where(BM25), cache_dir, meta.index_id)
     if bm25.n_docs != meta.n_chunks:
         raise IndexFormatError(where(BM25), f"n_docs is {bm25.n_docs}, but meta.json says n_chunks {meta.n_chunks}")
     st = os.fstat(files[META].fileno())
@@ -278,6 +352,12 @@ def _parse_meta(raw: bytes, where: str, dir_name: str) -> IndexMeta:
     )
     if meta.n_chunks < 0 or meta.dim < 1 or meta.max_tokens < 1 or meta.overlap < 0:
         raise IndexFormatError(where, "n_chunks, dim, max_tokens or overlap is out of range")
+    if meta.n_chunks > MAX_N_CHUNKS or meta.dim > MAX_DIM:
+        raise IndexFormatError(where, f"n_chunks {meta.n_chunks} or dim {meta.dim} is beyond what the format allows "
+                                      f"(n_chunks < 2^32, dim ≤ {MAX_DIM})")
+    problem = bm25_params_problem(meta.k1, meta.b)
+    if problem:
+        raise IndexFormatError(where, problem)
     if meta.index_id != dir_name:
         raise IndexFormatError(where, f"index_id {meta.index_id!r} is not the directory name {dir_name!r}")
     return meta
@@ -312,7 +392,7 @@ class DocsFile(Sequence[ChunkRecord]):
         if size and raw[size - 1 : size] != b"\n":
             raise IndexFormatError(where, "the last line does not end in a newline (truncated?)")
         if ends is None:
-            ends = np.flatnonzero(np.frombuffer(raw, dtype=np.uint8) == 10) if size else np.zeros(0, dtype=np.int64)
+            ends = _line_ends(raw, meta.n_chunks, where)
         if ends.size != meta.n_chunks:
             raise IndexFormatError(where, f"has {ends.size} lines, but meta.json says n_chunks {meta.n_chunks}")
         self._ends = ends
@@ -462,6 +542,80 @@ class DocsFile(Sequence[ChunkRecord]):
             else:
                 return mid if rec.chunk_id == chunk_id else -1
         return -1
+
+
+def _line_ends(raw, n_chunks: int, where: str) -> np.ndarray:
+    """The offset of every newline of docs.jsonl, found a block at a time.
+
+    Stops at the first line longer than ``MAX_DOCS_LINE_BYTES``, and keeps
+    the offsets of at most ``n_chunks`` + 1 lines: the memory used is bounded
+    by what meta.json promises, whatever the file holds.
+    """
+    size = len(raw)
+    if not size:
+        return np.zeros(0, dtype=np.int64)
+    whole = np.frombuffer(raw, dtype=np.uint8)
+    parts: list[np.ndarray] = []
+    count, line_start = 0, 0
+    for lo in range(0, size, _COUNT_BLOCK):
+        ends = np.flatnonzero(whole[lo : lo + _COUNT_BLOCK] == 10)
+        if ends.size:
+            ends += lo
+            lengths = np.diff(ends, prepend=line_start - 1) - 1
+            long = np.flatnonzero(lengths > MAX_DOCS_LINE_BYTES)
+            if long.size:
+                raise IndexFormatError(where, f"line {count + int(long[0]) + 1} is longer than the "
+                                              f"{MAX_DOCS_LINE_BYTES:,} bytes a line may hold")
+            line_start = int(ends[-1]) + 1
+            if count <= n_chunks:  # past that the file is refused: count on, keep nothing
+                parts.append(ends[: n_chunks + 1 - count])
+            count += int(ends.size)
+        if min(size, lo + _COUNT_BLOCK) - line_start > MAX_DOCS_LINE_BYTES:
+            raise IndexFormatError(where, f"line {count + 1} is longer than the {MAX_DOCS_LINE_BYTES:,} bytes a line may hold")
+    if count != n_chunks:
+        raise IndexFormatError(where, f"has {count} lines, but meta.json says n_chunks {n_chunks}")
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+def _check_vectors_size(f, where: str, meta: IndexMeta) -> None:
+    size = os.fstat(f.fileno()).st_size
+    expected = meta.n_chunks * meta.dim * 4
+    if size != expected:
+        raise IndexFormatError(
+            where, f"is {size} bytes, but n_chunks {meta.n_chunks} x dim {meta.dim} x 4 needs {expected}"
+        )
+
+
+def _check_docs_size(f, where: str, meta: IndexMeta) -> int:
+    size = os.fstat(f.fileno()).st_size
+    if size > meta.n_chunks * (MAX_DOCS_LINE_BYTES + 1):
+        raise IndexFormatError(where, f"is {size:,} bytes, more than {meta.n_chunks} lines (n_chunks) of at most "
+                                      f"{MAX_DOCS_LINE_BYTES:,} bytes can hold")
+    return size
+
+
+def _check_bm25_size(f, where: str, meta: IndexMeta, docs_size: int) -> None:
+    """Refuse a bm25.idx larger than any index of this meta.json and docs.jsonl can need.
+
+    Every term and every posting comes from the chunks' text, which takes at
+    least one byte of docs.jsonl each; checked before the file is mapped,
+    hashed or decoded, so none of that costs more than the text justifies.
+    """
+    size = os.fstat(f.fileno()).st_size
+    limit = 24 + 4 * meta.n_chunks + BM25_BYTES_PER_DOCS_BYTE * docs_size
+    if size > limit:
+        raise IndexFormatError(
+            where, f"is {size:,} bytes, more than {meta.n_chunks} chunks and {docs_size:,} bytes of docs.jsonl "
+                   f"can need ({limit:,})"
+        )
+
+
+def _check_bm25_header(raw, where: str, meta: IndexMeta) -> None:
+    """n_docs must be n_chunks: checked before anything is allocated for the postings."""
+    if len(raw) >= 12 and bytes(raw[:4]) == b"TLBM":
+        n_docs = int.from_bytes(raw[8:12], "little")
+        if n_docs != meta.n_chunks:
+            raise IndexFormatError(where, f"n_docs is {n_docs}, but meta.json says n_chunks {meta.n_chunks}")
 
 
 def _map_vectors(f, where: str, meta: IndexMeta) -> np.ndarray:

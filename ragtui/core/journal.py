@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import zlib
 from collections.abc import Sequence
 
@@ -27,6 +28,8 @@ class EmbedJournal:
     """
 
     _MAGIC = b"RAGTUI-EMBEDDED 1\n"
+    MAX_BYTES = 1 << 30
+    """Records past the first GiB are not read (they only save embedding calls)."""
 
     def __init__(self, artifacts: str | os.PathLike, index_id: str, model: str, dim: int) -> None:
         self.path = state_dir(artifacts, index_id) / "embedded.bin"
@@ -34,27 +37,46 @@ class EmbedJournal:
         self._dim = dim
         self._size = 32 + 4 * dim + 4  # sha256 digest, float32 vector, crc32 of both
 
-    def load(self) -> dict[str, np.ndarray]:
-        """fingerprint -> unit float32 vector, for every intact record of this model and dim."""
+    def load(self, wanted=None) -> dict[str, np.ndarray]:
+        """fingerprint -> unit float32 vector, for every intact record of this model and dim.
+
+        With ``wanted`` (a container of fingerprints), only those are kept. The
+        file is read a block at a time, without blocking (a FIFO or device in
+        its place is ignored) and only up to ``MAX_BYTES``: memory stays
+        bounded by what is kept, whatever the file holds.
+        """
+        out: dict[str, np.ndarray] = {}
         try:
-            raw = self.path.read_bytes()
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
-            return {}
-        if not raw.startswith(self._header):
-            return {}
-        keys: list[str] = []
-        vecs: list[np.ndarray] = []
-        for pos in range(len(self._header), len(raw) - self._size + 1, self._size):
-            rec = raw[pos : pos + self._size]
-            if zlib.crc32(rec[:-4]) != int.from_bytes(rec[-4:], "little"):
-                continue
-            keys.append(rec[:32].hex())
-            vecs.append(np.frombuffer(rec, dtype="<f4", count=self._dim, offset=32))
-        if not vecs:
-            return {}
-        matrix = np.array(vecs, dtype=np.float32)
-        bad = set(bad_vector_rows(matrix).tolist())  # finite and unit length, as an index row must be
-        return {key: matrix[i] for i, key in enumerate(keys) if i not in bad}
+            return out
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode) or _read_exact(fd, len(self._header)) != self._header:
+                return out
+            per_block = max(1, (1 << 20) // self._size)
+            remaining = (self.MAX_BYTES - len(self._header)) // self._size
+            while remaining > 0:
+                block = _read_exact(fd, min(per_block, remaining) * self._size)
+                for pos in range(0, len(block) - self._size + 1, self._size):
+                    rec = block[pos : pos + self._size]
+                    key = rec[:32].hex()
+                    if wanted is not None and key not in wanted:
+                        continue
+                    if zlib.crc32(rec[:-4]) != int.from_bytes(rec[-4:], "little"):
+                        continue
+                    out[key] = np.frombuffer(rec, dtype="<f4", count=self._dim, offset=32).astype(np.float32)
+                if len(block) < per_block * self._size:
+                    break
+                remaining -= per_block
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        if not out:
+            return out
+        keys = list(out)
+        bad = set(bad_vector_rows(np.stack([out[k] for k in keys])).tolist())  # finite, unit length: an index row
+        return {key: out[key] for i, key in enumerate(keys) if i not in bad}
 
     def append(self, fingerprints: Sequence[str], vectors: np.ndarray) -> None:
         vectors = np.ascontiguousarray(vectors, dtype="<f4")
@@ -64,14 +86,24 @@ class EmbedJournal:
         )
         try:
             try:
-                with open(self.path, "rb") as f:
-                    fresh = f.read(len(self._header)) != self._header
+                st = os.lstat(self.path)
             except FileNotFoundError:
                 fresh = True
+            else:
+                if not stat.S_ISREG(st.st_mode):
+                    # A FIFO would block the open for writing, a link may lead anywhere: start afresh.
+                    os.unlink(self.path)
+                    fresh = True
+                else:
+                    fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+                    try:
+                        fresh = not stat.S_ISREG(os.fstat(fd).st_mode) or _read_exact(fd, len(self._header)) != self._header
+                    finally:
+                        os.close(fd)
             if fresh:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 body = self._header + body
-            flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (os.O_TRUNC if fresh else os.O_APPEND)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_TRUNC if fresh else os.O_APPEND)
             fd = os.open(self.path, flags, 0o644)
             try:
                 view = memoryview(body)
@@ -87,3 +119,15 @@ class EmbedJournal:
             os.unlink(self.path)
         except OSError:
             pass
+
+
+def _read_exact(fd: int, n: int) -> bytes:
+    """Up to ``n`` bytes from ``fd``: fewer only at the end of the file."""
+    parts, got = [], 0
+    while got < n:
+        block = os.read(fd, n - got)
+        if not block:
+            break
+        parts.append(block)
+        got += len(block)
+    return b"".join(parts)

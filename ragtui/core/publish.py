@@ -28,6 +28,7 @@ import errno
 import fcntl
 import functools
 import os
+import stat
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -201,9 +202,13 @@ class IndexLock:
     def acquire(self) -> IndexLock:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
         except OSError as e:
             raise StorageError(f"cannot open the writer lock {self.path}: {e.strerror}") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            # Not replaced here: a writer may hold the lock on the file this one displaced.
+            raise StorageError(f"the writer lock {self.path} is not a regular file: remove it (with no writer running)")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:

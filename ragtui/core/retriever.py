@@ -15,12 +15,37 @@ from pathlib import Path
 
 import numpy as np
 
-from ragtui.core.errors import ModelMismatchError, UsageError
+from ragtui.core.errors import ModelMismatchError, QueryError, UsageError
 from ragtui.core.index_format import IndexData, generation_of, read_index
 
-__all__ = ["MODES", "Hit", "Retriever"]
+__all__ = ["MAX_QUERY_CHARS", "MODES", "Hit", "Retriever", "check_query"]
 
 MODES = ("flat", "ivf", "bm25", "hybrid")
+MAX_QUERY_CHARS = 8192
+"""The longest query searched, in characters (at most 32 KiB of UTF-8): a query is not a document."""
+
+
+def check_query(query: str) -> str:
+    """Return ``query`` if it can be searched; else raise ``QueryError`` saying why.
+
+    Refused: more than ``MAX_QUERY_CHARS`` characters (embedding and scoring
+    cost grows with the length, and an embedding model reads a few thousand
+    tokens at most), and text that is not UTF-8 — a lone surrogate, which is
+    how Python carries an undecodable byte of a command-line argument. A
+    query with no terms (punctuation, NUL, escape sequences) is searched:
+    BM25 finds nothing, the vector modes rank by its embedding.
+    """
+    if len(query) > MAX_QUERY_CHARS:
+        raise QueryError(f"the query is {len(query):,} characters long; a query may have at most {MAX_QUERY_CHARS:,}")
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError as e:
+        code = ord(query[e.start])
+        what = f"the byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"a lone surrogate U+{code:04X}"
+        raise QueryError(
+            f"the query is not UTF-8 text ({what} at character {e.start + 1}): give it in UTF-8"
+        ) from None
+    return query
 
 
 @dataclass(frozen=True)
@@ -93,6 +118,7 @@ class Retriever:
         """The unit float32 query vector for ``query`` (text is embedded with the index's model)."""
         meta = self._data.meta
         if isinstance(query, str):
+            check_query(query)
             if self.embedder is None:
                 raise UsageError("vector search needs an embedder or a query vector")
             self.check_embedder(self.embedder)
@@ -138,10 +164,13 @@ class Retriever:
         and hybrid need query text; vector modes take text (embedded with the
         index's model) or a vector of the index's dimension. IVF accepts
         ``nprobe``; hybrid accepts ``fusion`` (rrf, weighted), ``weight``,
-        ``rrf_k`` and ``depth``.
+        ``rrf_k`` and ``depth``. Query text is checked by ``check_query``
+        (``QueryError``: over ``MAX_QUERY_CHARS`` characters, or not UTF-8).
         """
         if k < 1:
             raise UsageError(f"k must be at least 1 (got {k})")
+        if isinstance(query, str):
+            check_query(query)
         data = self._data
         start = time.perf_counter()
         if mode == "bm25":

@@ -16,6 +16,7 @@ import hashlib
 import json
 import mmap
 import os
+import shutil
 import stat
 import threading
 import time
@@ -26,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from ragtui.core.analyzer import analyze
-from ragtui.core.bm25 import BM25Index, build_postings, encode_spliced, splice_postings
+from ragtui.core.bm25 import BM25Index, build_postings, check_bm25_params, encode_spliced, splice_postings
 from ragtui.core.chunker import chunk_text
 from ragtui.core.errors import EmbeddingError, IndexFormatError, IndexMissingError, UsageError
 from ragtui.core.index_format import (
@@ -78,6 +79,8 @@ from ragtui.core.walk import (
 __all__ = ["SyncReport", "load_state", "prepare", "sync"]
 
 STATE_VERSION = 1
+MAX_STATE_BYTES = 512 << 20
+"""files.json above this is not read (nor written): about two million documents' stamps and hashes."""
 EMBED_BATCH = 256
 CHUNK_BATCH = 64
 
@@ -149,23 +152,48 @@ def _state_file(artifacts: Path, index_id: str) -> Path:
 
 
 def load_state(artifacts: Path, index_id: str) -> dict:
-    """The writer's state for ``index_id`` ({} when absent or unreadable)."""
+    """The writer's state for ``index_id`` ({} when absent, unreadable or over ``MAX_STATE_BYTES``).
+
+    Read without blocking and only if it is a regular file: a bad state is
+    discarded, which costs the next sync a full read of the folder and index.
+    """
     try:
-        state = json.loads(_state_file(artifacts, index_id).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        state = json.loads(_read_state_bytes(_state_file(artifacts, index_id)).decode("utf-8"))
+    except (OSError, ValueError, RecursionError, MemoryError):
         return {}
     if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
         return {}
     return state
 
 
+def _read_state_bytes(path: Path) -> bytes:
+    """files.json's bytes: ``OSError`` unless it is a regular file (not a link) of at most ``MAX_STATE_BYTES``."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with open(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_STATE_BYTES:
+            raise OSError(errno.EINVAL, "not a regular file of at most MAX_STATE_BYTES", str(path))
+        data = f.read(MAX_STATE_BYTES + 1)
+    if len(data) > MAX_STATE_BYTES:
+        raise OSError(errno.EFBIG, "grew past MAX_STATE_BYTES", str(path))
+    return data
+
+
 def _save_state(artifacts: Path, index_id: str, state: dict) -> bool:
     path = _state_file(artifacts, index_id)
     tmp = path.with_name(f".files.json.{os.getpid()}.tmp")
     try:
+        data = json.dumps(state, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        if len(data) > MAX_STATE_BYTES:
+            raise OSError(errno.EFBIG, "larger than a state file may be")
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(state, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
-        os.replace(tmp, path)
+        tmp.write_bytes(data)
+        try:
+            os.replace(tmp, path)
+        except IsADirectoryError:
+            # A directory where the state belongs (not ours to keep: it is in the writer's own folder).
+            shutil.rmtree(path)
+            os.replace(tmp, path)
         return True
     except OSError:
         # The state only saves time: without it the next sync re-reads every
@@ -296,6 +324,7 @@ def sync(
     next sync does not ask the embedder for them again.
     """
     t_start = time.perf_counter()
+    check_bm25_params(k1, b)
     folder = Path(os.path.abspath(folder))
     if not folder.is_dir():
         raise UsageError(f"{folder} is not a folder: give the folder of documents to index")
@@ -342,6 +371,8 @@ def sync(
             and state.get("generation") is not None
             and state.get("generation") == current_gen
             and state.get("folder") == str(folder)
+            # Any of the four files replaced or touched since (a FIFO, a bomb, an edit): read it all again,
+            # so that a damaged generation is rebuilt rather than kept because no document changed.
             and state.get("index_files") is not None
             and state.get("index_files") == _index_stamp(target)
         )
@@ -753,7 +784,7 @@ def _embed_pending(pending: dict[str, list[int]], texts_for, vectors, embedder, 
     t0 = time.perf_counter()
     if pending:
         # Vectors a failed earlier run already had embedded are not asked for again.
-        for f, vec in journal.load().items():
+        for f, vec in journal.load(pending).items():
             if f in pending:
                 vectors[pending.pop(f)] = vec
     fps = list(pending)
@@ -849,8 +880,11 @@ def _open_for_splice(target: Path, state: dict, old_files: dict, cache_dir: Path
     if at != old.n_chunks:
         return None
     try:
-        with open(os.path.join(stamp["dir"], BM25), "rb") as f:
-            if _stat_stamp(os.fstat(f.fileno())) != stamp[BM25]:
+        # Non-blocking: the file stamped may have been swapped for a FIFO since (the fstat then refuses it).
+        fd = os.open(os.path.join(stamp["dir"], BM25), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with open(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if _stat_stamp(st) != stamp[BM25] or not stat.S_ISREG(st.st_mode):
                 return None
             bm25_raw = f.read()
     except OSError:
@@ -996,9 +1030,10 @@ def _open_sources(stamp: dict) -> dict[str, int] | None:
     fds: dict[str, int] = {}
     try:
         for name in (DOCS, VECTORS):
-            fd = os.open(os.path.join(stamp["dir"], name), os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(os.path.join(stamp["dir"], name), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
             fds[name] = fd
-            if _stat_stamp(os.fstat(fd)) != stamp[name]:
+            st = os.fstat(fd)
+            if _stat_stamp(st) != stamp[name] or not stat.S_ISREG(st.st_mode):
                 raise OSError(errno.ESTALE, "changed since it was opened")
     except OSError:
         for fd in fds.values():
@@ -1037,9 +1072,9 @@ def _following(artifacts, index_id, meta, segments, docs, sp: _Spliceable, new_r
     try:
         mapped = {}
         for name in (DOCS, VECTORS):
-            with open(os.path.join(stamp["dir"], name), "rb") as f:
+            with open(os.open(os.path.join(stamp["dir"], name), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as f:
                 st = os.fstat(f.fileno())
-                if _stat_stamp(st) != stamp[name]:
+                if _stat_stamp(st) != stamp[name] or not stat.S_ISREG(st.st_mode):
                     return None
                 mapped[name] = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if st.st_size else b""
     except (OSError, ValueError):

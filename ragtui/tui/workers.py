@@ -140,7 +140,9 @@ class Workers:
     def work_failed(self, group: str, error: BaseException) -> None:
         """Show ``error`` where ``group``'s work would have shown its result; never raises."""
         message = str(error) or type(error).__name__
-        if not isinstance(error, RagtuiError | backend.SeveralIndexes):
+        if isinstance(error, MemoryError):
+            message = "out of memory (the index may be too large for the memory available)"
+        elif not isinstance(error, RagtuiError | backend.SeveralIndexes):
             message = f"internal error: {type(error).__name__}: {message}"
         if group == "open":
             self._open_failed(error, message)

@@ -51,6 +51,9 @@ def check_meta(raw: bytes, dir_name: str) -> dict:
         raise Invalid("meta.json", "bm25 fields")
     if obj["n_chunks"] < 0 or obj["dim"] < 1 or ch["max_tokens"] < 1 or ch["overlap"] < 0:
         raise Invalid("meta.json", "out of range")
+    # spec/index-format.md, "Bounds": what this implementation's format allows.
+    if obj["n_chunks"] >= 2**32 or obj["dim"] > 65536 or not 0 <= bm["k1"] <= 100 or not 0 <= bm["b"] <= 1:
+        raise Invalid("meta.json", "beyond the bounds")
     if obj["index_id"] != dir_name:
         raise Invalid("meta.json", "index_id is not the directory name")
     return obj

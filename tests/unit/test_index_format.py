@@ -95,7 +95,8 @@ def _rewrite(path, name, fn):
     ("name", "mutate", "match"),
     [
         ("meta.json", lambda b: b[:-5], "meta.json: not valid JSON"),
-        ("meta.json", lambda b: b.replace(b'"n_chunks": 4', b'"n_chunks": 5'), "docs.jsonl: has 4 lines"),
+        # The sizes of vectors.f32 and docs.jsonl are checked before docs.jsonl's lines are counted.
+        ("meta.json", lambda b: b.replace(b'"n_chunks": 4', b'"n_chunks": 5'), "vectors.f32: is 128 bytes, but n_chunks 5"),
         ("meta.json", lambda b: b.replace(b'"dim": 8', b'"dim": 9'), "vectors.f32: is 128 bytes"),
         ("meta.json", lambda b: b.replace(b'"index_id": "docs"', b'"index_id": "other"'), "directory name"),
         ("meta.json", lambda b: b.replace(b'"dim": 8', b'"dim": "8"'), "dim has the wrong type"),

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from textual import events
 from textual.binding import Binding
 from textual.widgets import Input
 
+from ragtui.core.retriever import MAX_QUERY_CHARS
 from ragtui.tui.history import QueryHistory
 
 __all__ = ["QueryInput"]
@@ -33,9 +35,35 @@ class QueryInput(Input):
     ]
 
     def __init__(self, history: QueryHistory, **kwargs) -> None:
-        super().__init__(placeholder="type to search (BM25 terms are highlighted)", compact=True, **kwargs)
+        super().__init__(placeholder="type to search (BM25 terms are highlighted)", compact=True,
+                         max_length=MAX_QUERY_CHARS, **kwargs)
         self.history = history
         """The history the arrows walk."""
+        self._told_full: str | None = None
+
+    def restricted(self) -> None:
+        """A key would make the query longer than the cap: say so (once per full query, not per key held)."""
+        self.app.bell()
+        if self._told_full != self.value:
+            self._told_full = self.value
+            self.notify(f"a query may have at most {MAX_QUERY_CHARS:,} characters", severity="warning", timeout=4)
+
+    def _on_paste(self, event: events.Paste) -> None:
+        # Keep what fits of a long paste (its first line, as Input does) and say what was cut:
+        # the box stays responsive and the search stays bounded.
+        event.stop()
+        lines = event.text.splitlines()
+        if not lines:
+            return
+        line = lines[0]
+        start, end = sorted(self.selection)
+        room = MAX_QUERY_CHARS - (len(self.value) - (end - start))
+        if len(line) > room:
+            self.notify(f"pasted text cut to {max(room, 0):,} characters: a query may have at most "
+                        f"{MAX_QUERY_CHARS:,}", severity="warning", timeout=6)
+            line = line[: max(room, 0)]
+        if line:
+            self.replace(line, start, end)
 
     def action_history_older(self) -> None:
         entry = self.history.older(self.value)

@@ -1,0 +1,35 @@
+"""Bombs in the artifacts folder and hostile queries, through the installed command (helpers_bombs).
+
+Every command runs as a subprocess with a 1 GiB address-space limit and a
+timeout, so a reader that blocks on a FIFO or reads /dev/zero to the end
+fails its case instead of hanging or exhausting the test run.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.reliability.helpers_bombs import COMMANDS, INDEX_FILES, KINDS, plan, run_hostile_queries, run_index_bombs
+
+pytestmark = pytest.mark.timeout(900)
+
+
+def test_the_plan_covers_every_file_kind_and_command():
+    cases = plan(full=False)
+    for target in (*INDEX_FILES, "generation", "link"):
+        assert {(k, c) for t, k, c in cases if t == target} >= {(k, c) for k in KINDS for c in ("info", "ingest")}
+        assert {c for t, _, c in cases if t == target} == set(COMMANDS)
+    assert {t for t, _, _ in cases} >= {"cache", "files.json", "embedded.bin", "lock"}
+    assert len(plan(full=True)) == 6 * len(KINDS) * len(COMMANDS) + 7 * len(KINDS)
+
+
+def test_index_bombs(tmp_path):
+    tally = run_index_bombs(tmp_path)
+    assert tally.failures == []
+    assert tally.tried == len(plan(full=False))
+
+
+def test_hostile_queries(tmp_path):
+    tally = run_hostile_queries(tmp_path)
+    assert tally.failures == []
+    assert tally.tried == 82
