@@ -83,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("search", help="rank chunks for a query", description="Rank chunks for a query.")
     p.add_argument("query")
+    # Checked (with a did-you-mean) by cmd_search before anything loads.
     p.add_argument("--mode", default="bm25", help="flat, ivf, bm25 or hybrid (default: bm25)")
     p.add_argument("-k", type=int, default=10, help="number of results (default: 10)")
     p.add_argument("--nprobe", type=int, help="IVF lists to probe")
@@ -191,13 +192,15 @@ def open_retriever(settings: Settings, *, need_embedder: bool):
 
 
 def cmd_search(args) -> int:
+    from ragtui.core.retriever import check_search
     from ragtui.core.textsafe import one_line
 
     if args.k < 1:
         raise UsageError(f"-k must be at least 1 (got {args.k})")
+    params = {"nprobe": args.nprobe} if args.nprobe is not None else {}
+    check_search(args.mode, params)  # before the index or the embedder is loaded
     settings = settings_from(args)
     retriever = open_retriever(settings, need_embedder=args.mode != "bm25")
-    params = {"nprobe": args.nprobe} if args.nprobe else {}
     hits = retriever.search(args.query, mode=args.mode, k=args.k, **params)
     if args.json:
         out = [
