@@ -270,7 +270,8 @@ def run_reader_all_modes(base: Path, generations: int = 500, step: int = 1) -> t
     spans = ", ".join(f"{m} {lo}-{hi}" for m, (lo, hi) in notes["lines"].items())
     return tally, (f"{s['reads']} reads x 4 modes by a reader process over {s['publishes']} publishes "
                    f"({s['generations']} generations seen); {injected.tried} searches with a publish + reload "
-                   f"injected before a line of ragtui's code (every {step}. of {spans} lines)")
+                   f"injected before {'every' if step == 1 else f'every {step}th'} line of ragtui's code a search "
+                   f"runs ({spans} lines)")
 
 
 def hold_main(artifacts: str, index_id: str) -> None:
