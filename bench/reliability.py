@@ -40,6 +40,10 @@ def _pytest_tally(name: str, *paths: str) -> Tally:
     tally = Tally(name)
 
     class Count:
+        def pytest_collectreport(self, report):
+            if report.failed:  # a file that cannot be imported is a failure, not zero cases
+                tally.case(False, f"{report.nodeid or paths}: collection error")
+
         def pytest_runtest_logreport(self, report):
             if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
                 if report.outcome == "skipped":
@@ -48,7 +52,9 @@ def _pytest_tally(name: str, *paths: str) -> Tally:
 
     # pytest's report goes to stderr: stdout is the table; failures are listed under it by node id.
     with contextlib.redirect_stdout(sys.stderr):
-        pytest.main(["-q", "-p", "no:cacheprovider", *[str(REPO / p) for p in paths]], plugins=[Count()])
+        code = pytest.main(["-q", "-p", "no:cacheprovider", *[str(REPO / p) for p in paths]], plugins=[Count()])
+    if tally.tried == 0 or (code not in (0, 1) and not tally.failures):
+        tally.case(False, f"{', '.join(paths)}: no test ran (pytest exit code {int(code)})")
     return tally
 
 

@@ -100,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("search", help="rank chunks for a query", description="Rank chunks for a query.")
     p.add_argument("query")
+    # Checked (with a did-you-mean) by cmd_search before anything loads.
     p.add_argument("--mode", default="bm25", help="flat, ivf, bm25 or hybrid (default: bm25)")
     p.add_argument("-k", type=int, default=10, help="number of results (default: 10)")
     p.add_argument("--nprobe", type=int, help="IVF lists to probe")
@@ -126,14 +127,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     from ragtui.commands import COMMANDS
 
+    # Our own modules are never optional: one that fails to import is a bug,
+    # reported by main() as an internal error, not a command that quietly vanishes.
     for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"ragtui.commands.{name}")
-        except ModuleNotFoundError as e:
-            if e.name != f"ragtui.commands.{name}":
-                raise
-            continue
-        module.register(sub, _common)
+        importlib.import_module(f"ragtui.commands.{name}").register(sub, _common)
 
     p = sub.add_parser("info", help="list indexes, or show one index's stats (validates it)")
     p.add_argument("--json", action="store_true")
@@ -212,6 +209,7 @@ def open_retriever(settings: Settings, *, need_embedder: bool):
 
 
 def cmd_search(args) -> int:
+    from ragtui.core.retriever import check_search
     from ragtui.core.textsafe import one_line
 
     if args.k < 1:
@@ -219,9 +217,10 @@ def cmd_search(args) -> int:
     from ragtui.core.retriever import check_query
 
     check_query(args.query)  # before anything is loaded: a bad query costs nothing
+    params = {"nprobe": args.nprobe} if args.nprobe is not None else {}
+    check_search(args.mode, params)  # before the index or the embedder is loaded
     settings = settings_from(args)
     retriever = open_retriever(settings, need_embedder=args.mode != "bm25")
-    params = {"nprobe": args.nprobe} if args.nprobe else {}
     hits = retriever.search(args.query, mode=args.mode, k=args.k, **params)
     if args.json:
         out = [
@@ -303,13 +302,8 @@ def cmd_info(args) -> int:
 
 
 def _launch_tui(args) -> int:
-    try:
-        from ragtui.tui.launch import launch
-    except ModuleNotFoundError as e:
-        if not (e.name or "").startswith("ragtui.tui"):
-            raise
-        build_parser().print_help()
-        return EXIT_OK
+    from ragtui.tui.launch import launch  # an import failure here is an internal error (exit 3)
+
     return launch(args)
 
 
@@ -320,9 +314,20 @@ def _term_width() -> int:
         return 120
 
 
+def _internal_error(e: BaseException, debug: bool) -> int:
+    """A bug (or a broken install of ours): one line, the traceback with --debug, exit 3."""
+    if debug:
+        traceback.print_exc()
+    print(f"ragtui: internal error: {type(e).__name__}: {e} (run with --debug for details)", file=sys.stderr)
+    return EXIT_FAILURE
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
     argv = sys.argv[1:] if argv is None else argv
+    try:
+        parser = build_parser()  # imports every subcommand's module
+    except Exception as e:  # noqa: BLE001 - one of our modules failed to import
+        return _internal_error(e, "--debug" in argv)
     args = parser.parse_args(argv)
     debug = getattr(args, "debug", False) or "--debug" in argv
     if args.command is None:
@@ -353,7 +358,4 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
     except Exception as e:  # a bug: still one line, and the traceback on request
-        if debug:
-            traceback.print_exc()
-        print(f"ragtui: internal error: {type(e).__name__}: {e} (run with --debug for details)", file=sys.stderr)
-        return EXIT_FAILURE
+        return _internal_error(e, debug)

@@ -130,6 +130,7 @@ def _raise_stop(signum, frame) -> None:
 def run(args) -> int:
     from ragtui.cli import folder_settings, open_embedder
     from ragtui.watch import WatchAgent
+    from ragtui.watch.memory import IDLE_RELEASE_SECONDS, release_freed_memory, retain_freed_memory
 
     settings, folder, index_id, rules = folder_settings(args, "watch")
     if args.quiet_ms < 0:
@@ -153,11 +154,16 @@ def run(args) -> int:
         on_sync=log.report,
         on_event=log.event,
         on_error=log.error,
+        on_idle=release_freed_memory,
+        idle_seconds=IDLE_RELEASE_SECONDS,
     )
     if args.once:
         agent.run_once()  # logged through on_sync
         return 0
 
+    # This process is the agent's alone: keep the memory one sync frees for the next (the agent returns it
+    # when idle, through on_idle). A setting of the whole process, which glibc cannot restore: never in the library.
+    retain_freed_memory()
     previous = {s: signal.signal(s, _raise_stop) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         agent.start()

@@ -132,14 +132,47 @@ def _read_text(path: Path) -> str:
 # -- BEIR --------------------------------------------------------------------------------------
 
 
+def _json(text: str, where: str):
+    """``text`` parsed as JSON, or ``UsageError`` naming ``where``: for every way the parser can refuse
+    (malformed JSON, an integer of more than 4,300 digits, nesting deeper than Python's recursion limit)
+    and for strings holding an unpaired surrogate escape (``"\\ud800"``: not Unicode, unwritable as UTF-8)."""
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UsageError(f"{where}: not JSON ({e.msg})") from None
+    except ValueError as e:  # e.g. an integer too long to convert; the rest of the message is advice for Python
+        raise UsageError(f"{where}: not JSON ({str(e).split(';')[0]})") from None
+    except RecursionError:
+        raise UsageError(f"{where}: not JSON (nested too deeply)") from None
+    if _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(obj):
+        raise UsageError(f"{where}: a string holds an unpaired surrogate escape (\\ud800-\\udfff), which is not text")
+    return obj
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _has_lone_surrogate(obj) -> bool:
+    stack = [obj]
+    while stack:  # iterative: the parser accepted the nesting, a recursive walk might not
+        item = stack.pop()
+        if isinstance(item, str):
+            if _LONE_SURROGATE.search(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
 def _jsonl(path: Path):
     for n, line in enumerate(_read_text(path).splitlines(), 1):
         if not line.strip():
             continue
-        try:
-            obj = json.loads(line)
-        except ValueError as e:
-            raise UsageError(f"{path}:{n}: not JSON ({e.msg})") from None
+        obj = _json(line, f"{path}:{n}")
         if not isinstance(obj, dict) or not isinstance(obj.get("_id"), str) or not obj["_id"]:
             raise UsageError(f"{path}:{n}: expected an object with a non-empty string _id")
         yield n, obj
@@ -350,10 +383,7 @@ def _cranfield_gain(code: str, where: str) -> float:
 
 
 def _load_native(path: Path) -> Dataset:
-    try:
-        doc = json.loads(_read_text(path))
-    except ValueError as e:
-        raise UsageError(f"{path}: not JSON ({e})") from None
+    doc = _json(_read_text(path), str(path))
     if not isinstance(doc, dict) or doc.get("format") != NATIVE_FORMAT:
         raise UsageError(f'{path}: expected a JSON object with "format": "{NATIVE_FORMAT}" (see spec/eval.md)')
     unknown = sorted(set(doc) - {"format", "name", "index", "queries"})
@@ -406,13 +436,23 @@ def _native_gains(value, where: str) -> dict[str, float]:
             raise UsageError(f"{where}: ids must be non-empty strings (got {rid!r})")
         if rid in out:
             raise UsageError(f"{where}: {rid!r} is listed twice")
-        if isinstance(gain, bool) or not isinstance(gain, int | float) or not math.isfinite(gain) or gain < 0:
-            raise UsageError(f"{where}: gain of {rid!r} must be a number >= 0 (got {gain!r})")
-        out[rid] = float(gain)
+        try:
+            # float() first: an int beyond float's range raises OverflowError in math.isfinite too
+            value = float(gain) if isinstance(gain, int | float) and not isinstance(gain, bool) else math.nan
+        except OverflowError:
+            value = math.inf
+        if not math.isfinite(value) or value < 0:
+            raise UsageError(f"{where}: gain of {rid!r} must be a number >= 0 (got {_short(gain)})")
+        out[rid] = value
     relevant = {r: g for r, g in out.items() if g > 0}
     if not relevant:
         raise UsageError(f"{where}: no id with a gain > 0 (a query needs at least one relevant id)")
     return relevant
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:37]}..."
 
 
 def validate_native_ids(dataset: Dataset, doc_ids: set[str], chunk_ids: set[str]) -> None:

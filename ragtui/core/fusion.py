@@ -12,12 +12,15 @@ Ties are broken by ascending chunk number, as everywhere else.
 
 from __future__ import annotations
 
+import difflib
+import math
+
 import numpy as np
 
 from ragtui.core.errors import UsageError
 from ragtui.core.topk import top_k
 
-__all__ = ["DEFAULT_DEPTH", "DEFAULT_FUSION", "DEFAULT_RRF_K", "DEFAULT_WEIGHT", "FUSIONS", "fuse"]
+__all__ = ["DEFAULT_DEPTH", "DEFAULT_FUSION", "DEFAULT_RRF_K", "DEFAULT_WEIGHT", "FUSIONS", "fuse", "resolve"]
 
 FUSIONS = ("rrf", "weighted")
 # Chosen on SciFact's train queries with the embedded default embedder; see
@@ -34,14 +37,14 @@ def fuse(
     k: int,
     *,
     method: str = DEFAULT_FUSION,
-    weight: float = DEFAULT_WEIGHT,
-    rrf_k: float = DEFAULT_RRF_K,
+    weight: float | None = None,
+    rrf_k: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Fuse two ranked (rows, scores) lists into the top ``k`` (rows, fused scores)."""
-    if method not in FUSIONS:
-        raise UsageError(f"unknown fusion {method!r}: choose one of {', '.join(FUSIONS)}")
-    if not 0.0 <= weight <= 1.0:
-        raise UsageError(f"fusion weight must be between 0 and 1 (got {weight})")
+    """Fuse two ranked (rows, scores) lists into the top ``k`` (rows, fused scores).
+
+    The parameters are checked by ``resolve`` (``UsageError``).
+    """
+    method, weight, rrf_k = resolve(method, weight, rrf_k)
     rows = np.union1d(lexical[0], vector[0]).astype(np.int64)
     if rows.size == 0:
         return rows, np.zeros(0, dtype=np.float64)
@@ -58,3 +61,41 @@ def fuse(
             norm = (s - lo) / (hi - lo) if hi > lo else np.ones_like(s)
             fused[pos] += share * norm
     return top_k(fused, rows, k)
+
+
+def resolve(method: str | None, weight=None, rrf_k=None) -> tuple[str, float, float]:
+    """Check fusion parameters and fill in defaults: (method, weight, rrf_k).
+
+    ``weight`` (default ``DEFAULT_WEIGHT``) belongs to weighted fusion and
+    ``rrf_k`` (default ``DEFAULT_RRF_K``) to rrf: giving one to the other
+    method is a ``UsageError``, not a value silently ignored.
+    """
+    method = DEFAULT_FUSION if method is None else method
+    if method not in FUSIONS:
+        close = difflib.get_close_matches(str(method), FUSIONS, n=1, cutoff=0.5)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise UsageError(f"unknown fusion {method!r}{hint}: choose one of {', '.join(FUSIONS)}")
+    if method == "rrf" and weight is not None:
+        raise UsageError("weight applies to weighted fusion, not rrf (leave it out, or use fusion 'weighted')")
+    if method == "weighted" and rrf_k is not None:
+        raise UsageError("rrf_k applies to rrf fusion, not weighted (leave it out, or use fusion 'rrf')")
+    weight = DEFAULT_WEIGHT if weight is None else _number("fusion weight", weight)
+    if not 0.0 <= weight <= 1.0:
+        raise UsageError(f"fusion weight must be between 0 and 1 (got {weight})")
+    rrf_k = DEFAULT_RRF_K if rrf_k is None else _number("rrf_k", rrf_k)
+    if rrf_k < 0:
+        raise UsageError(f"rrf_k must be at least 0 (got {rrf_k})")
+    return method, weight, rrf_k
+
+
+def _number(name: str, value) -> float:
+    """``value`` as a finite float (``UsageError`` for anything else)."""
+    if isinstance(value, bool):
+        raise UsageError(f"{name} must be a number (got {value!r})")
+    try:
+        out = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise UsageError(f"{name} must be a number (got {value!r})") from None
+    if not math.isfinite(out):
+        raise UsageError(f"{name} must be a finite number (got {value!r})")
+    return out

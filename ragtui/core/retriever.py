@@ -1,12 +1,21 @@
 """The one façade for search: ``Retriever.open(index_dir)``, ``search``, ``reload``.
 
 A Retriever holds one validated generation of an index. ``search`` never
-mixes generations: ``reload`` swaps in a new ``IndexData`` (and drops the IVF
-lists built for the old one) in a single assignment.
+mixes generations: it takes the current ``IndexData`` once, at its start, and
+every step of it (query vector, BM25, flat or IVF lists, fusion, the hits'
+text) uses that one snapshot; ``reload`` swaps in a new ``IndexData`` in a
+single assignment, so a search running meanwhile finishes on the generation it
+began with. IVF lists are kept per generation: a search that began before a
+reload gets the lists of its own generation.
+
+Search parameters are checked before anything runs: an unknown name, or one
+that belongs to another mode, is a ``UsageError`` naming the nearest valid one.
 """
 
 from __future__ import annotations
 
+import difflib
+import operator
 import os
 import threading
 import time
@@ -18,9 +27,60 @@ import numpy as np
 from ragtui.core.errors import ModelMismatchError, QueryError, UsageError
 from ragtui.core.index_format import IndexData, generation_of, read_index
 
-__all__ = ["MAX_QUERY_CHARS", "MODES", "Hit", "Retriever", "check_query"]
+__all__ = ["MAX_QUERY_CHARS", "MODES", "PARAMS", "Hit", "Retriever", "check_query", "check_search"]
 
 MODES = ("flat", "ivf", "bm25", "hybrid")
+PARAMS = {"flat": (), "ivf": ("nprobe",), "bm25": (), "hybrid": ("fusion", "weight", "rrf_k", "depth")}
+"""The keyword parameters ``Retriever.search`` accepts, per mode."""
+
+
+def _nearest(name: str, choices) -> str:
+    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.5)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def check_search(mode: str, params: dict | None = None) -> None:
+    """Raise ``UsageError`` for an unknown ``mode`` or a parameter ``mode`` does not take.
+
+    Cheap and needs no index: callers run it before loading an embedder. A
+    parameter given as None counts as not given.
+    """
+    if mode not in MODES:
+        raise UsageError(f"unknown mode {mode!r}{_nearest(str(mode), MODES)}: choose one of {', '.join(MODES)}")
+    allowed = PARAMS[mode]
+    params = params or {}
+    for name, value in params.items():
+        if name in allowed:
+            continue
+        owners = [m for m, names in PARAMS.items() if name in names]
+        if owners and value is None:
+            continue
+        if owners:
+            raise UsageError(f"{name} applies to {owners[0]} search, not {mode}")
+        takes = f"takes {', '.join(allowed)}" if allowed else "takes no parameters"
+        every = sorted({n for names in PARAMS.values() for n in names})
+        raise UsageError(f"unknown search parameter {name!r}{_nearest(name, allowed or every)}: {mode} search {takes}")
+    if mode == "ivf":
+        _whole("nprobe", params.get("nprobe"))
+    elif mode == "hybrid":
+        from ragtui.core import fusion
+
+        fusion.resolve(params.get("fusion"), params.get("weight"), params.get("rrf_k"))
+        _whole("depth", params.get("depth"))
+
+
+def _whole(name: str, value) -> int | None:
+    """``value`` as an int >= 1, or None when not given (``UsageError`` otherwise)."""
+    if value is None:
+        return None
+    try:
+        number = operator.index(value)
+    except TypeError:
+        number = 0
+    if number < 1:
+        raise UsageError(f"{name} must be a whole number of at least 1 (got {value!r})")
+    return number
+
 MAX_QUERY_CHARS = 8192
 """The longest query searched, in characters (at most 32 KiB of UTF-8): a query is not a document."""
 
@@ -71,7 +131,8 @@ class Retriever:
         self.embedder = embedder
         self.ivf_params = ivf_params
         self.cache_dir = cache_dir
-        self._ivf = None
+        self._ivf: tuple[IndexData, object] | None = None
+        """The IVF lists of one generation: (that generation's IndexData, its IVFIndex)."""
         self._ivf_lock = threading.Lock()
         self.last_search_seconds = 0.0
 
@@ -108,20 +169,26 @@ class Retriever:
         fresh = read_index(path, full=self.full, cache_dir=self.cache_dir)
         if fresh.generation == self._data.generation:
             return False
-        with self._ivf_lock:
-            self._data, self._ivf = fresh, None
+        # No lock: a search running now keeps the generation it took, and an IVF
+        # build under way (it holds _ivf_lock) must not hold the reload up. The IVF
+        # lists are kept with their generation, so a stale entry is never served.
+        self._data = fresh
+        self._ivf = None
         return True
 
     # -- vectors -------------------------------------------------------------
 
     def query_vector(self, query: str | np.ndarray) -> np.ndarray:
         """The unit float32 query vector for ``query`` (text is embedded with the index's model)."""
-        meta = self._data.meta
+        return self._query_vector(query, self._data)
+
+    def _query_vector(self, query: str | np.ndarray, data: IndexData) -> np.ndarray:
+        meta = data.meta
         if isinstance(query, str):
             check_query(query)
             if self.embedder is None:
                 raise UsageError("vector search needs an embedder or a query vector")
-            self.check_embedder(self.embedder)
+            _check_embedder(self.embedder, meta)
             vec = np.asarray(self.embedder.embed([query]), dtype=np.float32)[0]
         else:
             vec = np.asarray(query, dtype=np.float32).reshape(-1)
@@ -134,26 +201,26 @@ class Retriever:
 
     def check_embedder(self, embedder) -> None:
         """Refuse an embedder whose model or dimension differs from the index's."""
-        meta = self._data.meta
-        if embedder.model != meta.embedding_model or embedder.dim != meta.dim:
-            raise ModelMismatchError(
-                f"index {meta.index_id!r} was embedded with {meta.embedding_model!r} (dim {meta.dim}), "
-                f"but the configured embedder is {embedder.model!r} (dim {embedder.dim}): "
-                "configure that model, or re-ingest the folder with this one"
-            )
+        _check_embedder(embedder, self._data.meta)
 
     def ivf(self):
         """The IVF lists for the current generation, built on first use (and cached)."""
+        return self._ivf_for(self._data)
+
+    def _ivf_for(self, data: IndexData):
+        """The IVF lists of generation ``data``; kept only while ``data`` is the current one."""
         from ragtui.core.ivf import IVFParams, build_ivf_cached
 
         with self._ivf_lock:
-            if self._ivf is None:
-                data = self._data
-                params = self.ivf_params or IVFParams()
-                self._ivf = build_ivf_cached(
-                    data.vectors, data.meta.index_id, params, self.cache_dir, key_material=data.generation
-                )
-            return self._ivf
+            if self._ivf is not None and self._ivf[0] is data:
+                return self._ivf[1]
+            params = self.ivf_params or IVFParams()
+            lists = build_ivf_cached(
+                data.vectors, data.meta.index_id, params, self.cache_dir, key_material=data.generation
+            )
+            if data is self._data:
+                self._ivf = (data, lists)
+            return lists
 
     # -- search --------------------------------------------------------------
 
@@ -167,11 +234,12 @@ class Retriever:
         ``rrf_k`` and ``depth``. Query text is checked by ``check_query``
         (``QueryError``: over ``MAX_QUERY_CHARS`` characters, or not UTF-8).
         """
+        check_search(mode, params)
         if k < 1:
             raise UsageError(f"k must be at least 1 (got {k})")
         if isinstance(query, str):
             check_query(query)
-        data = self._data
+        data = self._data  # the one generation this search reads, start to end
         start = time.perf_counter()
         if mode == "bm25":
             if not isinstance(query, str):
@@ -180,34 +248,31 @@ class Retriever:
         elif mode == "flat":
             from ragtui.core.flat import flat_search
 
-            rows, scores = flat_search(data.vectors, self.query_vector(query), k)
+            rows, scores = flat_search(data.vectors, self._query_vector(query, data), k)
         elif mode == "ivf":
-            vec = self.query_vector(query)
-            rows, scores = self.ivf().search(vec, k, nprobe=params.get("nprobe"))
-        elif mode == "hybrid":
-            rows, scores = self._hybrid(query, k, params)
+            vec = self._query_vector(query, data)
+            rows, scores = self._ivf_for(data).search(vec, k, nprobe=params.get("nprobe"))
         else:
-            raise UsageError(f"unknown mode {mode!r}: choose one of {', '.join(MODES)}")
+            rows, scores = self._hybrid(data, query, k, params)
         self.last_search_seconds = time.perf_counter() - start
         return self.hits(rows, scores, data)
 
-    def _hybrid(self, query, k: int, params: dict):
+    def _hybrid(self, data: IndexData, query, k: int, params: dict):
         from ragtui.core import fusion
         from ragtui.core.flat import flat_search
 
         if not isinstance(query, str):
             raise UsageError("hybrid search needs query text")
-        data = self._data
-        depth = max(k, int(params.get("depth") or fusion.DEFAULT_DEPTH))
+        depth = max(k, _whole("depth", params.get("depth")) or fusion.DEFAULT_DEPTH)
         lexical = data.bm25.search(query, depth)
-        vector = flat_search(data.vectors, self.query_vector(query), depth)
+        vector = flat_search(data.vectors, self._query_vector(query, data), depth)
         return fusion.fuse(
             lexical,
             vector,
             k,
-            method=params.get("fusion") or fusion.DEFAULT_FUSION,
-            weight=fusion.DEFAULT_WEIGHT if params.get("weight") is None else float(params["weight"]),
-            rrf_k=params.get("rrf_k") or fusion.DEFAULT_RRF_K,
+            method=params.get("fusion"),
+            weight=params.get("weight"),
+            rrf_k=params.get("rrf_k"),
         )
 
     @staticmethod
@@ -217,3 +282,12 @@ class Retriever:
             rec = data.records[row]
             out.append(Hit(rank, float(score), rec.chunk_id, rec.doc_id, row, rec.text))
         return out
+
+
+def _check_embedder(embedder, meta) -> None:
+    if embedder.model != meta.embedding_model or embedder.dim != meta.dim:
+        raise ModelMismatchError(
+            f"index {meta.index_id!r} was embedded with {meta.embedding_model!r} (dim {meta.dim}), "
+            f"but the configured embedder is {embedder.model!r} (dim {embedder.dim}): "
+            "configure that model, or re-ingest the folder with this one"
+        )

@@ -263,13 +263,10 @@ def compare(retriever: Retriever, query: str, k: int, nprobe: int | None, vector
 def cite(retriever: Retriever, chunk_id: str, *, with_source: bool = False) -> SourceText:
     """Resolve ``chunk_id`` against the retriever's current generation (reads the source file).
 
-    Raises the errors of ``ragtui.core.citations.resolve``; a ``RagtuiError``
-    saying so when the citations module is not available.
+    Raises the errors of ``ragtui.core.citations.resolve``.
     """
-    try:
-        from ragtui.core.citations import Resolver
-    except ModuleNotFoundError as e:  # degrade: the detail pane still shows the chunk
-        raise RagtuiError(f"citations are unavailable ({e.name} is not installed)") from None
+    from ragtui.core.citations import Resolver
+
     resolver = Resolver(retriever.data)
     citation = resolver.resolve(chunk_id)
     return SourceText(citation, resolver.source_text(citation) if with_source else None)

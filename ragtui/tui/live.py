@@ -23,10 +23,8 @@ __all__ = ["LiveAgent", "LiveFollower", "describe_sync"]
 
 
 def _agent_class():
-    try:
-        from ragtui.watch import WatchAgent
-    except ImportError:  # the package may not re-export it (yet)
-        from ragtui.watch.agent import WatchAgent
+    from ragtui.watch import WatchAgent
+
     return WatchAgent
 
 

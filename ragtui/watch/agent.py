@@ -43,7 +43,6 @@ from ragtui.core.publish import check_index_id, index_dir
 from ragtui.core.sync import SyncReport, prepare, sync
 from ragtui.core.walk import WalkRules
 from ragtui.watch.events import ROOT_GONE, Batch, ChangeBuffer, Scope, classify, compact_paths, is_ignore_file
-from ragtui.watch.memory import IDLE_RELEASE_SECONDS, release_freed_memory, retain_freed_memory
 from ragtui.watch.observers import EVENT_FILTER, LIMITS, Handler, Hooks, limit_message, make_observer, stop_observer
 
 __all__ = ["AgentEvent", "AgentStats", "WatchAgent"]
@@ -109,6 +108,11 @@ class WatchAgent:
     Callbacks (all on the worker thread): ``on_publish(report)`` after a
     sync that published; ``on_sync(report)`` after every sync, published or
     not; ``on_event(AgentEvent)``; ``on_error(exc)`` for every failed sync.
+    ``on_idle()``, once per idle spell: after ``idle_seconds`` without a
+    sync (nothing more until another sync). The agent itself never changes
+    process-wide state such as the allocator's settings: ``ragtui watch``,
+    which owns its process, keeps freed memory and returns it from
+    ``on_idle`` (``ragtui.watch.memory``).
     ``observer_factory(kind, hooks, poll_seconds)`` builds observers (the
     seam for tests; default ``observers.make_observer``).
     """
@@ -135,6 +139,8 @@ class WatchAgent:
         on_sync: Callable[[SyncReport], None] | None = None,
         on_error: Callable[[BaseException], None] | None = None,
         on_event: Callable[[AgentEvent], None] | None = None,
+        on_idle: Callable[[], None] | None = None,
+        idle_seconds: float = 600.0,
         observer_factory: Callable | None = None,
     ) -> None:
         self.folder = os.path.abspath(folder)
@@ -150,6 +156,7 @@ class WatchAgent:
         self.root_check_seconds = root_check_seconds
         self.max_batch_paths = max_batch_paths
         self.on_publish, self.on_sync, self.on_error, self.on_event = on_publish, on_sync, on_error, on_event
+        self.on_idle, self.idle_seconds = on_idle, idle_seconds
         self._factory = observer_factory or make_observer
         self._settle = settle_seconds
         self._buffer = ChangeBuffer(quiet_seconds, max_delay, settle_seconds)
@@ -188,7 +195,6 @@ class WatchAgent:
         if not os.path.isdir(self.folder):
             raise UsageError(f"{self.folder} is not a folder: give the folder of documents to watch")
         self._buffer.request_full("start")
-        retain_freed_memory()
         self._thread = threading.Thread(target=self._run, name=f"ragtui-watch-{self.index_id}", daemon=True)
         self._thread.start()
         return self
@@ -259,12 +265,12 @@ class WatchAgent:
 
     # -- the worker -------------------------------------------------------------------
 
-    def _call(self, callback, arg) -> None:
+    def _call(self, callback, *args) -> None:
         """Run a user callback; its exception goes to ``on_error`` and never stops the agent."""
         if callback is None:
             return
         try:
-            callback(arg)
+            callback(*args)
         except Exception as e:  # noqa: BLE001 - the caller's bug, reported where the caller listens
             if callback is not self.on_error and self.on_error is not None:
                 try:
@@ -301,9 +307,9 @@ class WatchAgent:
                 if batch is not None:
                     self._process(batch)
                     self._last_sync = time.monotonic()
-                elif self._last_sync is not None and time.monotonic() - self._last_sync >= IDLE_RELEASE_SECONDS:
-                    self._last_sync = None  # idle: give the memory the syncs kept back to the system
-                    release_freed_memory()
+                elif self._last_sync is not None and time.monotonic() - self._last_sync >= self.idle_seconds:
+                    self._last_sync = None  # once per idle spell: the next sync starts another
+                    self._call(self.on_idle)
         except BaseException as e:  # noqa: BLE001 - the agent's one place for fatal errors
             self.error = e
             self.stats.errors += 1

@@ -9,6 +9,14 @@ So while the agent is busy, freed memory stays in the process
 (``M_MMAP_THRESHOLD`` and ``M_TRIM_THRESHOLD`` raised), and after
 ``IDLE_RELEASE_SECONDS`` without a sync ``malloc_trim(0)`` returns it.
 
+These are settings of the whole process, and glibc cannot put them back:
+it has no call that reads them, and setting ``M_MMAP_THRESHOLD`` at all
+turns off its dynamic threshold for good. So only a process that is the
+agent's alone sets them: the ``ragtui watch`` command. ``WatchAgent`` never
+does (an application that embeds it, such as the TUI with ``--watch``,
+keeps its allocator as it was); it calls its ``on_idle`` callback, which the
+command points at ``release_freed_memory``.
+
 Only glibc has these knobs; elsewhere every call here does nothing.
 """
 

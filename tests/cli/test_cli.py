@@ -98,6 +98,22 @@ def test_errors_are_one_line_with_exit_codes(indexed, args, code, needle):
     assert len(lines) == 1 and needle in lines[0] and "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--mode", "hybird"], "unknown mode 'hybird' (did you mean 'hybrid'?)"),
+        (["--mode", "bm25", "--nprobe", "4"], "nprobe applies to ivf search, not bm25"),
+        (["--mode", "ivf", "--nprobe", "0"], "nprobe must be a whole number of at least 1"),
+    ],
+)
+def test_search_arguments_are_checked_before_anything_loads(tmp_path, args, needle):
+    """No index and an embedder that cannot be built: the argument error still comes first."""
+    result = ragtui("search", "x", *args, "--artifacts", str(tmp_path), env={"RAGTUI_EMBEDDER": "bogus"})
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], result.stderr
+
+
 def test_corrupt_index_exits_3(indexed, tmp_path):
     _, art, _ = indexed
     copy = tmp_path / "art"

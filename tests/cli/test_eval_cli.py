@@ -138,6 +138,16 @@ def test_eval_native_dataset(tmp_path):
     _one_line_error(ragtui("eval", str(dataset), "--artifacts", str(art)), 2, "notes/missing.md")
 
 
+def test_eval_refuses_a_beir_line_json_cannot_convert(tmp_path):
+    """A 5,000-digit integer is a ValueError without .msg: it is bad input (exit 2), not an internal error."""
+    d = tmp_path / "beir"
+    (d / "qrels").mkdir(parents=True)
+    (d / "corpus.jsonl").write_text('{"_id": "d1", "text": "x", "n": ' + "1" * 5000 + "}\n")
+    (d / "queries.jsonl").write_text('{"_id": "q1", "text": "x"}\n')
+    (d / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    _one_line_error(ragtui("eval", str(d), "--artifacts", str(tmp_path / "art")), 2, "corpus.jsonl:1: not JSON")
+
+
 def test_eval_errors(tmp_path):
     _one_line_error(ragtui("eval", str(tmp_path / "nope")), 2, "no such file or folder")
     _one_line_error(ragtui("eval", str(tmp_path)), 2, "not a dataset folder")

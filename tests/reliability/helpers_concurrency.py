@@ -1,11 +1,18 @@
-"""Readers and writers at the same time: a searching reader process against a stream of publishes.
+"""Readers and writers at the same time: a searching reader against a stream of publishes.
 
 Each generation ``g`` is recognisable in every one of its four files: meta.json
-names the model ``test-g<g>``, ``n_chunks`` is ``3 + g % 4``, every chunk's
-text says ``generation g<g> chunk <i>``, row ``i`` of vectors.f32 is the unit
-vector on axis ``(g + i) % DIM``, and the BM25 term ``g<g>`` is in every chunk.
-A reader that mixed two generations, or read a file half-written, would see
-a disagreement (``problems``), and ``read_index`` would raise.
+names the tokenizer ``test-tok-g<g>``, ``n_chunks`` is ``3 + g % 4``, every
+chunk's text says ``generation g<g> chunk <i>``, row ``i`` of vectors.f32 is
+the unit vector on axis ``(g + i) % DIM``, and the BM25 term ``g<g>`` is in
+every chunk. A reader that mixed two generations, or read a file half-written,
+would see a disagreement (``problems``), and ``read_index`` would raise. The
+embedding model is the same in every generation (``MODEL``), so one embedder
+(``QueryEmbedder``) serves all of them and all four modes can be searched.
+
+Two runners: ``run_reader_vs_writer`` (a reader process searching all four
+modes while this process publishes) and ``run_reload_mid_search`` (in this
+process, a reload injected at each line a search executes in ragtui's code,
+deterministically: no timing decides where it lands).
 
 Run as ``python -m tests.reliability.helpers_concurrency reader INDEX STOPFILE``
 (prints ``READY``, then one JSON summary when STOPFILE exists),
@@ -20,7 +27,9 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +39,21 @@ from ragtui.core.publish import IndexLock, encode_index, publish
 from tests.reliability.helpers import Tally
 
 REPO = Path(__file__).resolve().parents[2]
+PACKAGE = str(REPO / "ragtui") + os.sep
 DIM = 8
+MODEL = "test-gen"
+MODES = ("flat", "ivf", "bm25", "hybrid")
+QUERY_VECTOR = (np.arange(1, DIM + 1, dtype=np.float32) / np.linalg.norm(np.arange(1, DIM + 1))).astype(np.float32)
+"""Distinct components: the score of row i (the unit vector on axis (g + i) % DIM) tells its generation."""
+
+
+class QueryEmbedder:
+    """The embedder of every generation: any text embeds to ``QUERY_VECTOR``."""
+
+    model, dim = MODEL, DIM
+
+    def embed(self, texts):
+        return np.tile(QUERY_VECTOR, (len(texts), 1))
 
 
 def generation_files(index_id: str, g: int) -> dict[str, bytes]:
@@ -42,7 +65,7 @@ def generation_files(index_id: str, g: int) -> dict[str, bytes]:
                                    len(text.split()), fingerprint(text)))
     vectors = np.zeros((n, DIM), dtype=np.float32)
     vectors[np.arange(n), (g + np.arange(n)) % DIM] = 1.0
-    meta = IndexMeta(index_id, "2026-01-01T00:00:00Z", n, DIM, f"test-g{g}", "test-tok", 256, 32)
+    meta = IndexMeta(index_id, "2026-01-01T00:00:00Z", n, DIM, MODEL, f"test-tok-g{g}", 256, 32)
     return encode_index(meta, records, vectors)
 
 
@@ -51,10 +74,37 @@ def publish_generation(artifacts: Path, index_id: str, g: int) -> None:
         publish(artifacts, index_id, generation_files(index_id, g))
 
 
+def generation(data) -> int:
+    return int(data.meta.tokenizer.removeprefix("test-tok-g"))
+
+
+def query_for(mode: str, g: int):
+    """A query every generation answers: a vector for flat and ivf, text naming ``g`` for bm25 and hybrid."""
+    return QUERY_VECTOR if mode in ("flat", "ivf") else f"g{g} generation filler"
+
+
+def searched(data, mode: str, query) -> list:
+    """The hits of generation ``data`` alone: a Retriever that holds it and never reloads."""
+    from ragtui.core.retriever import Retriever
+
+    return Retriever(data, embedder=QueryEmbedder()).search(query, mode=mode, k=100)
+
+
+def hit_problems(g: int, mode: str, hits) -> list[str]:
+    """What in ``hits`` does not belong to generation ``g``."""
+    n, out = 3 + g % 4, []
+    for h in hits:
+        if not (0 <= h.row < n and h.text.startswith(f"generation g{g} chunk {h.row} ")):
+            out.append(f"g{g} {mode}: row {h.row} says {h.text[:30]!r}")
+        elif mode in ("flat", "ivf") and abs(h.score - float(QUERY_VECTOR[(g + h.row) % DIM])) > 1e-5:
+            out.append(f"g{g} {mode}: row {h.row} scored {h.score}, a vector of another generation")
+    return out
+
+
 def problems(retriever) -> tuple[int, list[str]]:
-    """(the generation read, what in it disagrees with that generation)."""
+    """(the generation read, what in it disagrees with that generation), searching all four modes."""
     data = retriever.data
-    g = int(data.meta.embedding_model.removeprefix("test-g"))
+    g = generation(data)
     out = []
     n = 3 + g % 4
     if data.meta.n_chunks != n:
@@ -69,20 +119,38 @@ def problems(retriever) -> tuple[int, list[str]]:
         out.append(f"g{g}: BM25 for g{g} answered rows {[h.row for h in hits]}")
     if retriever.search(" ".join(f"g{x}" for x in (g - 1, g + 1) if x >= 0), mode="bm25", k=100):
         out.append(f"g{g}: BM25 found another generation's term")
+    for mode in MODES:
+        query = query_for(mode, g)
+        hits = retriever.search(query, mode=mode, k=100)
+        out += hit_problems(g, mode, hits)
+        if mode != "bm25" and sorted(h.row for h in hits) != list(range(n)):
+            out.append(f"g{g} {mode}: answered rows {[h.row for h in hits]} of {n}")
+        if hits != searched(data, mode, query):
+            out.append(f"g{g} {mode}: hits differ from a search of generation g{g} alone")
     return g, out
 
 
 def reader_main(index: str, stop: str) -> None:
-    """Search in a loop until ``stop`` exists; print {"reads", "generations", "errors"}."""
+    """Search all four modes in a loop until ``stop`` exists; print {"reads", "generations", "errors"}.
+
+    Reads alternate between a fresh ``Retriever.open`` and ``reload()`` of one
+    long-lived Retriever (what the TUI does when the index changes)."""
     from ragtui.core.retriever import Retriever
 
     cache = Path(index).parent / ".cache"
     reads, bad, gens, errors = 0, 0, set(), []
+    kept = None
     print("READY", flush=True)
     while True:
         stopping = os.path.exists(stop)
         try:
-            g, found = problems(Retriever.open(index, cache_dir=cache))
+            if reads % 2 == 0 or kept is None:
+                retriever = Retriever.open(index, cache_dir=cache, embedder=QueryEmbedder())
+                kept = kept or retriever
+            else:
+                kept.reload()
+                retriever = kept
+            g, found = problems(retriever)
             gens.add(g)
         except Exception as e:  # noqa: BLE001 - every error is a finding
             found = [f"{type(e).__name__}: {e}"]
@@ -92,6 +160,118 @@ def reader_main(index: str, stop: str) -> None:
         if stopping or len(errors) > 20:
             break
     print(json.dumps({"reads": reads, "bad_reads": bad, "generations": len(gens), "errors": errors}), flush=True)
+
+
+def _lines_in_ragtui(fn, at_line=None):
+    """Run ``fn()`` counting the lines it executes in ragtui's own code; call ``at_line()`` just before
+    line number ``at`` (a pair (at, at_line)). Returns (fn's result, lines executed)."""
+    count = 0
+    at, action = at_line or (0, None)
+
+    def tracer(frame, event, arg):
+        nonlocal count
+        if not frame.f_code.co_filename.startswith(PACKAGE):
+            return None  # no line events for this frame; calls it makes are still seen
+        if event == "line":
+            count += 1
+            if count == at:
+                action()  # runs untraced: CPython suspends tracing inside a trace function
+        return tracer
+
+    previous = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        result = fn()
+    finally:
+        sys.settrace(previous)
+    return result, count
+
+
+def run_reload_mid_search(base: Path, step: int = 1, modes=MODES) -> tuple[Tally, dict]:
+    """For each mode, a search with a publish and ``reload()`` injected before its 1st, (1+step)th, ...
+    line in ragtui's code, up to its last: each must answer exactly what a search of the old generation
+    alone, or of the new one alone, answers. Each case publishes a new generation.
+
+    The reload runs on another thread, as the TUI's does, while the search waits at that line; a reload
+    that cannot finish while a search is paused (it waits for a lock the search holds) is a failure too.
+    The line count of a case comes from the same search, uninjected, on a Retriever that opened the
+    same generation separately (just as cold), so every injection lands inside the search.
+    """
+    from ragtui.core.retriever import Retriever
+
+    tally = Tally("Reloads injected mid-search (before each line of ragtui's code a search runs)")
+    art = base / "art"
+    index = art / "rag" / "docs"
+    g = 0
+    publish_generation(art, "docs", g)
+    retriever = Retriever.open(index, embedder=QueryEmbedder())
+    lines: dict[str, list[int]] = {m: [] for m in modes}
+    missed = 0
+    for mode in modes:
+        point = 1
+        while True:
+            before = retriever.data
+            query = query_for(mode, generation(before))
+            # Searched only through twins, so that `retriever` meets each generation as cold as they do.
+            twin = Retriever.open(index, embedder=QueryEmbedder())
+            _, n_lines = _lines_in_ragtui(partial(twin.search, query, mode=mode, k=100))
+            old_hits = twin.search(query, mode=mode, k=100)
+            if point > n_lines:
+                break
+            lines[mode].append(n_lines)
+            g += 1
+            reloader = threading.Thread(target=_publish_and_reload, args=(art, g, retriever), daemon=True)
+            blocked = []
+
+            def reload(reloader=reloader, blocked=blocked):
+                reloader.start()
+                reloader.join(RELOAD_WAIT)  # not timing the pass: only a reload stuck behind the search waits
+                blocked.append(reloader.is_alive())
+
+            try:
+                hits, _ = _lines_in_ragtui(partial(retriever.search, query, mode=mode, k=100), (point, reload))
+            except Exception as e:  # noqa: BLE001 - an error is a finding
+                hits = f"{type(e).__name__}: {e}"
+            if not blocked:
+                missed += 1  # the search ran fewer lines than counted: not a mid-search case
+                reloader.start()
+            reloader.join()
+            if not blocked:
+                continue
+            twin = Retriever.open(index, embedder=QueryEmbedder())
+            assert twin.data.generation == retriever.data.generation != before.generation
+            expected = (old_hits, twin.search(query, mode=mode, k=100))
+            where = f"{mode}, reload before line {point} of {n_lines}"
+            if blocked[0]:
+                tally.case(False, f"{where}: the reload waited for the paused search (the rest of {mode} not run)")
+                break  # each further case would wait RELOAD_WAIT again
+            else:
+                tally.case(isinstance(hits, list) and hits in expected,
+                           f"{where}: {hits if isinstance(hits, str) else [(h.row, h.text[:14], h.score) for h in hits[:3]]}")
+            point += step
+    notes = {"lines": {m: (min(v), max(v)) for m, v in lines.items() if v}, "missed": missed, "publishes": g}
+    return tally, notes
+
+
+RELOAD_WAIT = 60.0
+
+
+def _publish_and_reload(art: Path, g: int, retriever) -> None:
+    publish_generation(art, "docs", g)
+    assert retriever.reload()
+
+
+def run_reader_all_modes(base: Path, generations: int = 500, step: int = 1) -> tuple[Tally, str]:
+    """The README row: the reader process through ``generations`` publishes, plus the injected reloads."""
+    reader, s = run_reader_vs_writer(base / "reader", generations)
+    injected, notes = run_reload_mid_search(base / "injected", step)
+    tally = Tally("Reader searching during publishes, all four modes, with reloads injected mid-search")
+    tally.merge(reader).merge(injected)
+    spans = ", ".join(f"{m} {lo}-{hi}" for m, (lo, hi) in notes["lines"].items())
+    return tally, (f"{s['reads']} reads x 4 modes by a reader process over {s['publishes']} publishes "
+                   f"({s['generations']} generations seen); {injected.tried} searches with a publish + reload "
+                   f"injected before {'every' if step == 1 else f'every {step}th'} line of ragtui's code a search "
+                   f"runs ({spans} lines)")
 
 
 def hold_main(artifacts: str, index_id: str) -> None:

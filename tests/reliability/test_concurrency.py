@@ -1,4 +1,5 @@
-"""Concurrency: a reader searching through 500 publishes; two writers; a lock left by a killed writer."""
+"""Concurrency: a reader searching all four modes through 500 publishes, and with reloads injected
+mid-search; two writers; a lock left by a killed writer."""
 
 from __future__ import annotations
 
@@ -9,15 +10,31 @@ import pytest
 
 from ragtui.core.errors import LockedError
 from tests.reliability.helpers import leftovers, make_folder, one_clear_line, ragtui, run_sync, snapshot
-from tests.reliability.helpers_concurrency import publish_generation, run_reader_vs_writer, spawn
+from tests.reliability.helpers_concurrency import (
+    MODES,
+    publish_generation,
+    run_reader_vs_writer,
+    run_reload_mid_search,
+    spawn,
+)
 
 GENERATIONS = 500
 
 
 def test_reader_sees_one_whole_generation_through_500_publishes(tmp_path):
+    """The reader process checks every read in all four modes against that generation alone."""
     tally, summary = run_reader_vs_writer(tmp_path, GENERATIONS)
     assert tally.failures == [], summary
     assert summary["reads"] >= 1 and summary["publishes"] == GENERATIONS
+
+
+def test_a_reload_injected_mid_search_never_mixes_generations(tmp_path):
+    """Before every 5th line of ragtui's code that a flat, ivf, bm25 or hybrid search runs, another thread
+    publishes and reloads: each search answers as its old generation alone or its new one alone would."""
+    tally, notes = run_reload_mid_search(tmp_path, step=5)
+    assert tally.failures == [], notes
+    assert notes["missed"] == 0 and set(notes["lines"]) == set(MODES)
+    assert tally.tried == notes["publishes"] >= sum(lo // 5 for lo, _ in notes["lines"].values())
 
 
 @pytest.fixture

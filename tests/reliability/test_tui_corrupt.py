@@ -16,11 +16,10 @@ import pytest
 
 from ragtui.core.errors import IndexFormatError
 from ragtui.core.index_format import FILES, read_index
+from ragtui.tui import app as app_module
 from tests.reliability.helpers_fuzz import invalid_cases
 from tests.reliability.helpers_mutations import INDEX_ID, base_files
 from tests.unit.fakes import HashEmbedder
-
-app_module = pytest.importorskip("ragtui.tui.app", reason="the TUI (ragtui/tui/app.py) is not there yet")
 
 PER_FILE = 3
 WAIT = 30.0

@@ -5,13 +5,10 @@ from __future__ import annotations
 import asyncio
 import time
 
-import pytest
-
+from ragtui.tui import app as app_module
 from tests.reliability.helpers import run_sync
 from tests.reliability.helpers_terminal import HOSTILE, build, markers, unsafe
 from tests.unit.fakes import HashEmbedder
-
-app_module = pytest.importorskip("ragtui.tui.app", reason="the TUI (ragtui/tui/app.py) is not there yet")
 
 WAIT = 30.0
 

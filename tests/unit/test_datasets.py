@@ -174,6 +174,35 @@ def test_beir_errors(tmp_path):
         load_dataset(d, split="train")
 
 
+LONG_INT = "1" * 5000  # json.loads refuses integers past 4,300 digits with a plain ValueError
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('{"_id": "d1", "text": "x"', r"corpus.jsonl:2: not JSON \(Expecting"),
+        ('{"_id": "d1", "n": ' + LONG_INT + "}", r"corpus.jsonl:2: not JSON \(Exceeds the limit \(4300 digits\)"),
+        ('{"_id": "d1", "x": ' + "[" * 100_000 + "]" * 100_000 + "}", r"corpus.jsonl:2: not JSON \(nested too deeply\)"),
+        ('{"_id": "d1", "text": "half a pair \\ud800 here"}', r"corpus.jsonl:2: a string holds an unpaired surrogate"),
+        ('{"_id": "\\udfff", "text": "x"}', r"corpus.jsonl:2: a string holds an unpaired surrogate"),
+    ],
+    ids=["malformed", "5000-digit-int", "nested-100k", "lone-surrogate-text", "lone-surrogate-id"],
+)
+def test_beir_lines_the_parser_refuses_are_usage_errors(tmp_path, line, message):
+    """Every way json.loads can refuse a line is one UsageError naming file and line (not AttributeError,
+    RecursionError, or a string that cannot be written as UTF-8 later)."""
+    d = _beir(tmp_path)
+    (d / "corpus.jsonl").write_text('{"_id": "d0", "text": "fine"}\n' + line + "\n", encoding="utf-8")
+    with pytest.raises(UsageError, match=message):
+        load_dataset(d, split="train")
+
+
+def test_beir_surrogate_pairs_are_text(tmp_path):
+    d = _beir(tmp_path)
+    (d / "corpus.jsonl").write_text('{"_id": "d1", "text": "smile \\ud83d\\ude00"}\n{"_id": "d2"}\n')
+    assert load_dataset(d, split="train").docs["d1"] == "smile \U0001F600"
+
+
 def test_detect_kind(tmp_path):
     with pytest.raises(UsageError, match="no such file or folder"):
         detect_kind(tmp_path / "nope")
@@ -218,6 +247,9 @@ def test_native(tmp_path):
         ([{"id": "a", "text": "x", "relevant_doc_ids": ["d", "d"]}], "'d' is listed twice"),
         ([{"id": "a", "text": "x", "relevant_doc_ids": {"d": -1}}], "must be a number >= 0"),
         ([{"id": "a", "text": "x", "relevant_doc_ids": {"d": True}}], "must be a number >= 0"),
+        ([{"id": "a", "text": "x", "relevant_doc_ids": {"d": 10**400}}], "must be a number >= 0"),
+        ([{"id": "a", "text": "x", "relevant_doc_ids": {"d": "1"}}], "must be a number >= 0"),
+        ([{"id": "a", "text": "x\ud800", "relevant_doc_ids": ["d"]}], "unpaired surrogate"),
         ([{"id": "a", "text": "x", "relevant_doc_ids": {"d": 0}}], "no id with a gain > 0"),
         ([{"id": "a", "text": "x", "relevant_doc_ids": "d"}], "expected a list of ids"),
         ([{"id": "a", "text": "x", "relevant_doc_ids": ["d"], "extra": 1}], "unknown key 'extra'"),
@@ -235,6 +267,12 @@ def test_native_format_required(tmp_path):
         load_dataset(p)
     p.write_text("{not json")
     with pytest.raises(UsageError, match="not JSON"):
+        load_dataset(p)
+    p.write_text("[" * 100_000)
+    with pytest.raises(UsageError, match=r"not JSON \(nested too deeply\)"):
+        load_dataset(p)
+    p.write_text('{"format": ' + LONG_INT + "}")
+    with pytest.raises(UsageError, match=r"x.json: not JSON \(Exceeds the limit"):
         load_dataset(p)
     with pytest.raises(UsageError, match="unknown key 'foo'"):
         load_dataset(_native(tmp_path, [{"id": "a", "text": "x", "relevant_doc_ids": ["d"]}], foo=1))
