@@ -24,10 +24,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpora  # noqa: E402
 
-from ragtui.core.analyzer import analyze  # noqa: E402
-from ragtui.core.bm25 import BM25Index  # noqa: E402
-from ragtui.core.index_format import ChunkRecord, IndexMeta, fingerprint, read_index  # noqa: E402
-from ragtui.core.publish import IndexLock, encode_index, publish  # noqa: E402
+from ragtui.core.index.analyzer import analyze  # noqa: E402
+from ragtui.core.index.bm25 import BM25Index  # noqa: E402
+from ragtui.core.index.index_format import ChunkRecord, IndexMeta, fingerprint, read_index  # noqa: E402
+from ragtui.core.ingest.publish import IndexLock, encode_index, publish  # noqa: E402
 
 K1, B, K = 1.2, 0.75, 10
 

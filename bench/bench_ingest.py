@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpora  # noqa: E402
 
 from ragtui.core.embedders import make_embedder  # noqa: E402
-from ragtui.core.sync import sync  # noqa: E402
+from ragtui.core.ingest.sync import sync  # noqa: E402
 
 
 def snapshot(root: Path) -> dict:

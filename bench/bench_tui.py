@@ -41,10 +41,10 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 from ragtui.config import Settings  # noqa: E402
-from ragtui.core.analyzer import analyze  # noqa: E402
-from ragtui.core.bm25 import BM25Index, build_postings  # noqa: E402
-from ragtui.core.index_format import BM25, ChunkRecord, IndexMeta, fingerprint  # noqa: E402
-from ragtui.core.publish import IndexLock, encode_index, index_dir, publish, rag_root  # noqa: E402
+from ragtui.core.index.analyzer import analyze  # noqa: E402
+from ragtui.core.index.bm25 import BM25Index, build_postings  # noqa: E402
+from ragtui.core.index.index_format import BM25, ChunkRecord, IndexMeta, fingerprint  # noqa: E402
+from ragtui.core.ingest.publish import IndexLock, encode_index, index_dir, publish, rag_root  # noqa: E402
 
 INDEX_ID = "bench"
 CHUNKS_PER_DOC = 10
@@ -214,7 +214,7 @@ async def _screenshots(artifacts: Path, out: Path, size: tuple[int, int]) -> Non
 def screenshots(out: Path) -> None:
     """The README's screenshots: assets/demo indexed with the default embedder, searched at 120×32."""
     from ragtui.core.embedders import make_embedder
-    from ragtui.core.sync import sync
+    from ragtui.core.ingest.sync import sync
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "demo"

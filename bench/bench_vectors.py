@@ -26,8 +26,8 @@ import time
 
 import numpy as np
 
-from ragtui.core.flat import flat_search
-from ragtui.core.ivf import IVFParams, build_ivf
+from ragtui.core.search.flat import flat_search
+from ragtui.core.search.ivf import IVFParams, build_ivf
 
 K = 10
 
@@ -195,8 +195,8 @@ def _seed_float32(train: np.ndarray, nlist: int, rng) -> list[int]:
 
 def precision(n: int, dim: int, noise: float, npy: str | None) -> None:
     """What float64 decisions cost, and what float32 ones would change (spec/pcg32.md)."""
-    from ragtui.core.ivf import nearest_centroid, seed_centroids, training_rows
-    from ragtui.core.pcg32 import index_rng
+    from ragtui.core.search.ivf import nearest_centroid, seed_centroids, training_rows
+    from ragtui.core.search.pcg32 import index_rng
 
     vectors, _ = make_data(n, dim, 1, noise, seed=dim, npy=npy)
     dim = vectors.shape[1]

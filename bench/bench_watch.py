@@ -41,10 +41,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.corpora import SHARED, need  # noqa: E402
-from ragtui.core.index_format import read_index  # noqa: E402
-from ragtui.core.publish import rag_root  # noqa: E402
-from ragtui.core.retriever import Retriever  # noqa: E402
-from ragtui.core.sync import sync  # noqa: E402
+from ragtui.core.index.index_format import read_index  # noqa: E402
+from ragtui.core.ingest.publish import rag_root  # noqa: E402
+from ragtui.core.ingest.sync import sync  # noqa: E402
+from ragtui.core.search.retriever import Retriever  # noqa: E402
 
 CORPORA = SHARED / "corpora"
 TICK = os.sysconf("SC_CLK_TCK")

@@ -27,12 +27,12 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from ragtui.core.analyzer import analyze
-from ragtui.core.datasets import load_dataset
 from ragtui.core.embedders import make_embedder
-from ragtui.core.evaluate import prepare_collection, run_mode
-from ragtui.core.metrics import ndcg
-from ragtui.core.retriever import Retriever
+from ragtui.core.eval.datasets import load_dataset
+from ragtui.core.eval.evaluate import prepare_collection, run_mode
+from ragtui.core.eval.metrics import ndcg
+from ragtui.core.index.analyzer import analyze
+from ragtui.core.search.retriever import Retriever
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "eval" / "scifact"
 

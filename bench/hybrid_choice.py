@@ -20,9 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpora  # noqa: E402
 
 from ragtui.core.embedders import make_embedder  # noqa: E402
-from ragtui.core.metrics import ndcg  # noqa: E402
-from ragtui.core.retriever import Retriever  # noqa: E402
-from ragtui.core.sync import sync  # noqa: E402
+from ragtui.core.eval.metrics import ndcg  # noqa: E402
+from ragtui.core.ingest.sync import sync  # noqa: E402
+from ragtui.core.search.retriever import Retriever  # noqa: E402
 
 
 def load_scifact_train():

@@ -16,17 +16,17 @@ from typing import Any
 
 _EXPORTS = {
     "Citation": "ragtui.core.citations",
-    "Hit": "ragtui.core.retriever",
-    "IVFParams": "ragtui.core.ivf",
+    "Hit": "ragtui.core.search.retriever",
+    "IVFParams": "ragtui.core.search.ivf",
     "RagtuiError": "ragtui.core.errors",
-    "Retriever": "ragtui.core.retriever",
-    "SyncReport": "ragtui.core.sync",
+    "Retriever": "ragtui.core.search.retriever",
+    "SyncReport": "ragtui.core.ingest.sync",
     "WatchAgent": "ragtui.watch",
-    "analyze": "ragtui.core.analyzer",
+    "analyze": "ragtui.core.index.analyzer",
     "make_embedder": "ragtui.core.embedders",
-    "read_index": "ragtui.core.index_format",
+    "read_index": "ragtui.core.index.index_format",
     "resolve": "ragtui.core.citations",
-    "sync": "ragtui.core.sync",
+    "sync": "ragtui.core.ingest.sync",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])

@@ -46,8 +46,8 @@ def add_folder_options(p: argparse.ArgumentParser) -> None:
 
 def folder_settings(args, verb: str):
     """(settings, folder, index_id, WalkRules) from ``add_folder_options`` flags; UsageError when they are off."""
-    from ragtui.core.patterns import check_patterns
-    from ragtui.core.walk import DEFAULT_INCLUDE, DEFAULT_MAX_BYTES, WalkRules
+    from ragtui.core.ingest.patterns import check_patterns
+    from ragtui.core.ingest.walk import DEFAULT_INCLUDE, DEFAULT_MAX_BYTES, WalkRules
 
     settings = load_settings(config=getattr(args, "config", None)).with_flags(
         artifacts=getattr(args, "artifacts", None), max_tokens=args.max_tokens, overlap=args.overlap
@@ -155,7 +155,7 @@ def settings_from(args) -> Settings:
 
 
 def list_indexes(settings: Settings) -> list[str]:
-    from ragtui.core.publish import rag_root
+    from ragtui.core.ingest.publish import rag_root
 
     root = rag_root(settings.artifacts)
     try:
@@ -168,7 +168,7 @@ def list_indexes(settings: Settings) -> list[str]:
 
 def resolve_index(settings: Settings) -> Path:
     """The index directory the command should use."""
-    from ragtui.core.publish import index_dir
+    from ragtui.core.ingest.publish import index_dir
 
     if settings.index:
         return index_dir(settings.artifacts, settings.index)
@@ -192,9 +192,9 @@ def open_embedder(settings: Settings):
 
 
 def open_retriever(settings: Settings, *, need_embedder: bool):
-    from ragtui.core.ivf import IVFParams
-    from ragtui.core.publish import rag_root
-    from ragtui.core.retriever import Retriever
+    from ragtui.core.ingest.publish import rag_root
+    from ragtui.core.search.ivf import IVFParams
+    from ragtui.core.search.retriever import Retriever
 
     path = resolve_index(settings)
     embedder = open_embedder(settings) if need_embedder else None
@@ -209,12 +209,12 @@ def open_retriever(settings: Settings, *, need_embedder: bool):
 
 
 def cmd_search(args) -> int:
-    from ragtui.core.retriever import check_search
+    from ragtui.core.search.retriever import check_search
     from ragtui.core.textsafe import one_line
 
     if args.k < 1:
         raise UsageError(f"-k must be at least 1 (got {args.k})")
-    from ragtui.core.retriever import check_query
+    from ragtui.core.search.retriever import check_query
 
     check_query(args.query)  # before anything is loaded: a bad query costs nothing
     params = {"nprobe": args.nprobe} if args.nprobe is not None else {}
@@ -238,7 +238,7 @@ def cmd_search(args) -> int:
 
 
 def cmd_ingest(args) -> int:
-    from ragtui.core.sync import sync
+    from ragtui.core.ingest.sync import sync
 
     settings, folder, index_id, rules = folder_settings(args, "index")
     embedder = open_embedder(settings)
@@ -278,7 +278,7 @@ def _warn(report) -> None:
 
 
 def cmd_info(args) -> int:
-    from ragtui.core.index_format import read_index
+    from ragtui.core.index.index_format import read_index
 
     settings = settings_from(args)
     if not settings.index and len(list_indexes(settings)) != 1:

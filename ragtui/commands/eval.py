@@ -75,11 +75,11 @@ def _int_list(text: str, flag: str) -> list[int]:
 
 def _evaluate(args, modes: list[str], sweep_values: list[int] | None) -> int:
     from ragtui.cli import load_settings, open_embedder, resolve_index
-    from ragtui.core.datasets import load_dataset, validate_native_ids
-    from ragtui.core.evaluate import make_report, mode_params, nprobe_sweep, prepare_collection, run_mode
-    from ragtui.core.ivf import IVFParams
-    from ragtui.core.publish import index_dir, rag_root
-    from ragtui.core.retriever import Retriever
+    from ragtui.core.eval.datasets import load_dataset, validate_native_ids
+    from ragtui.core.eval.evaluate import make_report, mode_params, nprobe_sweep, prepare_collection, run_mode
+    from ragtui.core.ingest.publish import index_dir, rag_root
+    from ragtui.core.search.ivf import IVFParams
+    from ragtui.core.search.retriever import Retriever
 
     settings = load_settings(config=getattr(args, "config", None)).with_flags(artifacts=args.artifacts, index=args.index)
     dataset = load_dataset(args.dataset, split=args.split)
@@ -201,7 +201,7 @@ def _read_report(path: str) -> dict:
 def _compare(args) -> int:
     from rich.table import Table
 
-    from ragtui.core.evaluate import compare_reports
+    from ragtui.core.eval.evaluate import compare_reports
 
     if args.permutations < 1:
         raise UsageError(f"--permutations must be at least 1 (got {args.permutations})")

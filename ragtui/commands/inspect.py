@@ -129,8 +129,8 @@ Outcome = tuple[str, Citation | RagtuiError, Resolver | None]
 
 def _resolve_all(settings, refs: list[str], root: Path | None) -> list[Outcome]:
     """One outcome per reference, in order; each index is opened (and validated) once."""
-    from ragtui.core.index_format import read_index
-    from ragtui.core.publish import index_dir, rag_root
+    from ragtui.core.index.index_format import read_index
+    from ragtui.core.ingest.publish import index_dir, rag_root
 
     names = list_indexes(settings)
     opened: dict[str, Resolver | RagtuiError] = {}

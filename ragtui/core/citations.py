@@ -45,9 +45,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ragtui.core.errors import IndexFormatError, NotFoundError, StorageError, UsageError
-from ragtui.core.index_format import ChunkRecord, IndexData
+from ragtui.core.index.index_format import ChunkRecord, IndexData
+from ragtui.core.ingest.walk import decode_document, read_file
 from ragtui.core.textsafe import neutralize
-from ragtui.core.walk import decode_document, read_file
 
 __all__ = [
     "STATUSES",
@@ -143,7 +143,7 @@ def split_ref(ref: str) -> tuple[str, int]:
 
 def source_folder(artifacts: str | os.PathLike, index_id: str) -> Path | None:
     """The absolute folder ingest read for ``index_id``, as its writer state records it (None when not)."""
-    from ragtui.core.sync import _state_file  # the writer owns where its state lives
+    from ragtui.core.ingest.sync import _state_file  # the writer owns where its state lives
 
     try:
         st = os.stat(_state_file(Path(artifacts), index_id))
@@ -162,7 +162,7 @@ def source_root(artifacts: str | os.PathLike, index_id: str) -> Path | None:
 
 @functools.lru_cache(maxsize=16)
 def _state_folder(artifacts: str, index_id: str, *_stamp) -> Path | None:
-    from ragtui.core.sync import load_state
+    from ragtui.core.ingest.sync import load_state
 
     folder = load_state(Path(artifacts), index_id).get("folder")
     if isinstance(folder, str) and os.path.isabs(folder) and "\0" not in folder:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ragtui.config import Settings
 from ragtui.core.errors import IndexMissingError, RagtuiError
-from ragtui.core.retriever import Hit, Retriever
+from ragtui.core.search.retriever import Hit, Retriever
 
 __all__ = [
     "COMPARED",
@@ -156,7 +156,7 @@ def locate_index(settings: Settings, index_id: str | None) -> Path:
     Raises ``IndexMissingError`` (with what to run) when there is none, and
     ``SeveralIndexes`` when there are several and ``index_id`` is None.
     """
-    from ragtui.core.publish import index_dir
+    from ragtui.core.ingest.publish import index_dir
 
     if index_id:
         return index_dir(settings.artifacts, index_id)
@@ -170,7 +170,7 @@ def locate_index(settings: Settings, index_id: str | None) -> Path:
 
 def open_index(path: Path, settings: Settings) -> Retriever:
     """Open and validate the index at ``path`` without an embedder (BM25 works at once)."""
-    from ragtui.core.publish import rag_root
+    from ragtui.core.ingest.publish import rag_root
 
     return Retriever.open(
         path, embedder=None, ivf_params=ivf_params(settings), cache_dir=rag_root(settings.artifacts) / ".cache"
@@ -179,7 +179,7 @@ def open_index(path: Path, settings: Settings) -> Retriever:
 
 def ivf_params(settings: Settings):
     """The configured ``IVFParams``, or None for the defaults."""
-    from ragtui.core.ivf import IVFParams
+    from ragtui.core.search.ivf import IVFParams
 
     if settings.nlist or settings.nprobe:
         return IVFParams(nlist=settings.nlist, nprobe=settings.nprobe)
@@ -188,7 +188,7 @@ def ivf_params(settings: Settings):
 
 def resolved_ivf(retriever: Retriever) -> tuple[int, int]:
     """(nlist, default nprobe) the IVF build uses for this index; cheap (no build)."""
-    from ragtui.core.ivf import IVFParams
+    from ragtui.core.search.ivf import IVFParams
 
     params = (retriever.ivf_params or IVFParams()).resolve(retriever.meta.n_chunks)
     return params.nlist, params.nprobe
@@ -230,7 +230,7 @@ def run_search(retriever: Retriever, request: SearchRequest) -> SearchOutcome:
 
 def compare(retriever: Retriever, query: str, k: int, nprobe: int | None, vectors_off: str | None) -> CompareOutcome:
     """Search ``query`` in each of ``COMPARED`` and measure how the top-k lists agree."""
-    from ragtui.core.metrics import recall
+    from ragtui.core.eval.metrics import recall
 
     runs: dict[str, tuple[Hit, ...]] = {}
     off: dict[str, str] = {}
@@ -290,6 +290,6 @@ def editor_command(path: Path, line: int | None, environ: dict | None = None) ->
 
 def generation(path: Path) -> str | None:
     """The identity of the generation at ``path`` now (None when there is none); a stat, cheap."""
-    from ragtui.core.index_format import generation_of
+    from ragtui.core.index.index_format import generation_of
 
     return generation_of(path)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from ragtui.core.analyzer import TERM_PATTERN, analyze
+from ragtui.core.index.analyzer import TERM_PATTERN, analyze
 from ragtui.core.textsafe import neutralize
 
 __all__ = ["TERM_STYLE", "highlighted", "query_terms", "snippet"]

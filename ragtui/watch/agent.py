@@ -39,9 +39,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ragtui.core.errors import EmbeddingError, StorageError, UsageError
-from ragtui.core.publish import check_index_id, index_dir
-from ragtui.core.sync import SyncReport, prepare, sync
-from ragtui.core.walk import WalkRules
+from ragtui.core.ingest.publish import check_index_id, index_dir
+from ragtui.core.ingest.sync import SyncReport, prepare, sync
+from ragtui.core.ingest.walk import WalkRules
 from ragtui.watch.events import ROOT_GONE, Batch, ChangeBuffer, Scope, classify, compact_paths, is_ignore_file
 from ragtui.watch.observers import EVENT_FILTER, LIMITS, Handler, Hooks, limit_message, make_observer, stop_observer
 

@@ -32,8 +32,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from ragtui.core.patterns import IGNORE_FILES
-from ragtui.core.walk import WalkRules
+from ragtui.core.ingest.patterns import IGNORE_FILES
+from ragtui.core.ingest.walk import WalkRules
 
 __all__ = ["ROOT_GONE", "Batch", "Change", "ChangeBuffer", "Scope", "classify", "compact_paths", "is_ignore_file"]
 

@@ -203,7 +203,7 @@ class IndexFollower:
 
     def __init__(self, artifacts: str | os.PathLike, index_id: str, on_change: Callable[[], None], *,
                  poll: bool = False, poll_seconds: float = 1.0) -> None:
-        from ragtui.core.publish import index_dir, rag_root
+        from ragtui.core.ingest.publish import index_dir, rag_root
 
         self.root = os.path.abspath(rag_root(artifacts))
         self.link = os.path.abspath(index_dir(artifacts, index_id))

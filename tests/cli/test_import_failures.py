@@ -38,7 +38,7 @@ def _run(root: Path, *args: str) -> subprocess.CompletedProcess:
         ("commands/eval.py", None, "No module named 'ragtui.commands.eval'"),
         ("commands/inspect.py", "import a_dependency_that_is_not_installed\n",
          "No module named 'a_dependency_that_is_not_installed'"),
-        ("commands/watch.py", "from ragtui.core.retriever import no_such_name\n", "cannot import name 'no_such_name'"),
+        ("commands/watch.py", "from ragtui.core.search.retriever import no_such_name\n", "cannot import name 'no_such_name'"),
     ],
     ids=["missing", "third-party-import-inside", "broken-first-party-import"],
 )

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ragtui.core.index_format import read_index
-from ragtui.core.sync import sync
+from ragtui.core.index.index_format import read_index
+from ragtui.core.ingest.sync import sync
 from tests.unit.fakes import HashEmbedder
 
 PROSE = "".join(f"Paragraph {i} talks about topic number {i} in some detail.\n\n" for i in range(12))

@@ -16,8 +16,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ragtui.core.index_format import FILES, read_index
-from ragtui.core.sync import sync
+from ragtui.core.index.index_format import FILES, read_index
+from ragtui.core.ingest.sync import sync
 from tests.files import write  # noqa: F401 - re-exported for the tests that import it from here
 from tests.unit.fakes import HashEmbedder
 

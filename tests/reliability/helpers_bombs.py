@@ -226,10 +226,10 @@ def _check_case(target, kind, command, folder, art, where, timeout) -> None:
 
 def run_hostile_queries(base: Path, *, timeout: float = 120.0) -> Tally:
     """Hostile queries x every mode, through the installed command and the API; bad BM25 parameters."""
-    from ragtui.core.bm25 import BM25Index
     from ragtui.core.errors import IndexFormatError, QueryError, UsageError
-    from ragtui.core.index_format import read_index
-    from ragtui.core.retriever import MAX_QUERY_CHARS, MODES, Retriever
+    from ragtui.core.index.bm25 import BM25Index
+    from ragtui.core.index.index_format import read_index
+    from ragtui.core.search.retriever import MAX_QUERY_CHARS, MODES, Retriever
     from tests.unit.fakes import HashEmbedder
 
     tally = Tally("Hostile queries (not UTF-8, 100 kB-1 MB, NUL, escapes, no terms) x modes; bad k1/b")

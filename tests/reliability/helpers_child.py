@@ -131,7 +131,7 @@ class Tracer:
         import builtins
 
         builtins.open = io_open
-        from ragtui.core import publish
+        from ragtui.core.ingest import publish
 
         exchange = publish.FsOps.exchange
 
@@ -204,8 +204,8 @@ def run_job(job: dict) -> int:
             from ragtui.cli import main
 
             return main(job["argv"])
-        from ragtui.core.sync import sync
-        from ragtui.core.walk import WalkRules
+        from ragtui.core.ingest.sync import sync
+        from ragtui.core.ingest.walk import WalkRules
         from tests.unit.fakes import HashEmbedder
 
         rules = WalkRules(max_bytes=job["max_bytes"]) if job.get("max_bytes") else None
@@ -229,7 +229,7 @@ def serve() -> None:
     import numpy  # noqa: F401  (imported once here, so forked children start warm)
 
     import ragtui.cli
-    import ragtui.core.sync  # noqa: F401
+    import ragtui.core.ingest.sync  # noqa: F401
     import ragtui.core.textsafe  # noqa: F401
     import tests.unit.fakes  # noqa: F401
 

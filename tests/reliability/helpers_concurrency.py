@@ -34,8 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ragtui.core.index_format import ChunkRecord, IndexMeta, fingerprint
-from ragtui.core.publish import IndexLock, encode_index, publish
+from ragtui.core.index.index_format import ChunkRecord, IndexMeta, fingerprint
+from ragtui.core.ingest.publish import IndexLock, encode_index, publish
 from tests.reliability.helpers import Tally
 
 REPO = Path(__file__).resolve().parents[2]
@@ -85,7 +85,7 @@ def query_for(mode: str, g: int):
 
 def searched(data, mode: str, query) -> list:
     """The hits of generation ``data`` alone: a Retriever that holds it and never reloads."""
-    from ragtui.core.retriever import Retriever
+    from ragtui.core.search.retriever import Retriever
 
     return Retriever(data, embedder=QueryEmbedder()).search(query, mode=mode, k=100)
 
@@ -135,7 +135,7 @@ def reader_main(index: str, stop: str) -> None:
 
     Reads alternate between a fresh ``Retriever.open`` and ``reload()`` of one
     long-lived Retriever (what the TUI does when the index changes)."""
-    from ragtui.core.retriever import Retriever
+    from ragtui.core.search.retriever import Retriever
 
     cache = Path(index).parent / ".cache"
     reads, bad, gens, errors = 0, 0, set(), []
@@ -197,7 +197,7 @@ def run_reload_mid_search(base: Path, step: int = 1, modes=MODES) -> tuple[Tally
     The line count of a case comes from the same search, uninjected, on a Retriever that opened the
     same generation separately (just as cold), so every injection lands inside the search.
     """
-    from ragtui.core.retriever import Retriever
+    from ragtui.core.search.retriever import Retriever
 
     tally = Tally("Reloads injected mid-search (before each line of ragtui's code a search runs)")
     art = base / "art"

@@ -226,8 +226,8 @@ def craft(scene_base: Path, doc_id: str, text: str, *, keep_state: bool = True) 
     docs.jsonl edited afterwards, the way an index handed over by someone else could be; it still
     passes full validation.
     """
-    from ragtui.core.publish import state_dir
-    from ragtui.core.sync import sync
+    from ragtui.core.ingest.publish import state_dir
+    from ragtui.core.ingest.sync import sync
 
     home = scene_base / "home"
     art = scene_base / "art"

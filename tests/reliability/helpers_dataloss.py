@@ -35,8 +35,8 @@ from pathlib import Path
 import numpy as np
 
 from ragtui.core.errors import IndexFormatError, IndexMissingError
-from ragtui.core.index_format import read_index
-from ragtui.core.sync import sync
+from ragtui.core.index.index_format import read_index
+from ragtui.core.ingest.sync import sync
 from tests.reliability.helpers import (
     MAX_TOKENS,
     OVERLAP,

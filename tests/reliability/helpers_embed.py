@@ -24,9 +24,9 @@ import time
 import urllib.request
 from pathlib import Path
 
-from ragtui.core import sync as sync_mod
 from ragtui.core.embedders.http import HTTPEmbedder
 from ragtui.core.errors import EmbeddingError
+from ragtui.core.ingest import sync as sync_mod
 from tests.helpers.embed_server import EmbedServer, Fault
 from tests.reliability.helpers import REPO_ROOT, Tally, leftovers, make_folder, run_sync, snapshot
 from tests.unit.fakes import HashEmbedder, WordTokenizer
@@ -150,7 +150,7 @@ def check_dying_server(base: Path) -> None:
 
 
 def _journal(art: Path):
-    from ragtui.core.journal import EmbedJournal
+    from ragtui.core.ingest.journal import EmbedJournal
 
     return EmbedJournal(art, "docs", MODEL, 256).load()
 

@@ -16,9 +16,9 @@ import os
 import shutil
 from pathlib import Path
 
-from ragtui.core import publish as publish_mod
 from ragtui.core.errors import StorageError
-from ragtui.core.publish import FsOps
+from ragtui.core.ingest import publish as publish_mod
+from ragtui.core.ingest.publish import FsOps
 from tests.reliability.helpers import Tally, leftovers, make_folder, run_sync, snapshot
 
 OPS = ("open", "write", "fsync", "close", "mkdir", "rename", "exchange", "symlink", "unlink", "rmdir")

@@ -18,7 +18,7 @@ import signal
 from pathlib import Path
 
 from ragtui.core.errors import IndexFormatError
-from ragtui.core.index_format import FILES, read_index
+from ragtui.core.index.index_format import FILES, read_index
 from tests.reliability.helpers import Tally
 from tests.reliability.helpers_mutations import INDEX_ID, base_files, mutate
 from tests.reliability.helpers_reference import Invalid, validate

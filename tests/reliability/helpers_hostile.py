@@ -16,8 +16,8 @@ import socket
 import stat
 from pathlib import Path
 
-from ragtui.core import walk
-from ragtui.core.index_format import read_index
+from ragtui.core.index.index_format import read_index
+from ragtui.core.ingest import walk
 from tests.reliability.helpers import Tally, write
 
 INDEXED = "indexed"
@@ -135,14 +135,14 @@ class OpenRecorder:
             finally:
                 os.open = real_open
 
-        import ragtui.core.sync as sync_mod
+        import ragtui.core.ingest.sync as sync_mod
 
         self._saved = (walk.read_file, sync_mod.read_file)
         walk.read_file = sync_mod.read_file = read_file
         return self
 
     def __exit__(self, *exc) -> None:
-        import ragtui.core.sync as sync_mod
+        import ragtui.core.ingest.sync as sync_mod
 
         walk.read_file, sync_mod.read_file = self._saved
 
@@ -234,7 +234,7 @@ def _assert(ok: bool) -> None:
 
 
 def _size_limit(base: Path) -> None:
-    from ragtui.core.walk import WalkRules
+    from ragtui.core.ingest.walk import WalkRules
     from tests.reliability.helpers import run_sync
 
     write(base / "docs" / "ok.md", "a" * 99 + "\n")

@@ -19,8 +19,8 @@ import struct
 
 import numpy as np
 
-from ragtui.core.index_format import ChunkRecord, IndexMeta, fingerprint
-from ragtui.core.publish import encode_index
+from ragtui.core.index.index_format import ChunkRecord, IndexMeta, fingerprint
+from ragtui.core.ingest.publish import encode_index
 
 INDEX_ID = "docs"
 

@@ -22,8 +22,8 @@ import subprocess
 from pathlib import Path
 
 from ragtui.core.errors import UsageError
-from ragtui.core.patterns import IGNORE_FILE_MAX_BYTES, check_patterns
-from ragtui.core.walk import WalkRules, walk_folder
+from ragtui.core.ingest.patterns import IGNORE_FILE_MAX_BYTES, check_patterns
+from ragtui.core.ingest.walk import WalkRules, walk_folder
 from ragtui.watch.events import Scope
 from tests.reliability.helpers import Tally, one_clear_line, ragtui, write
 

@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from ragtui.core.index_format import FILES
+from ragtui.core.index.index_format import FILES
 from tests.reliability.helpers_child import ForkServer
 from tests.reliability.helpers_fuzz import run_cli_corrupt, run_fuzz
 from tests.reliability.helpers_mutations import base_files, mutate

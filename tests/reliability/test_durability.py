@@ -8,8 +8,8 @@ import os
 import pytest
 
 from ragtui.core.errors import StorageError
-from ragtui.core.index_format import read_index
-from ragtui.core.publish import IndexLock, encode_index, publish
+from ragtui.core.index.index_format import read_index
+from ragtui.core.ingest.publish import IndexLock, encode_index, publish
 from tests.reliability.helpers import make_folder, run_sync
 from tests.reliability.helpers_faults import RecordingOps, durability_problems, using_ops
 from tests.unit.indexgen import make_meta, make_records, random_vectors

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ragtui.core.index_format import read_index
-from ragtui.core.walk import WalkRules
+from ragtui.core.index.index_format import read_index
+from ragtui.core.ingest.walk import WalkRules
 from tests.reliability.helpers import leftovers, one_clear_line, ragtui, run_sync, write
 from tests.reliability.helpers_child import ForkServer
 from tests.reliability.helpers_hostile import SECRET, OpenRecorder, build_hostile, check_report, run_same_name

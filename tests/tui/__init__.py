@@ -15,7 +15,7 @@ from pathlib import Path
 from unittest import mock
 
 from ragtui.config import Settings
-from ragtui.core.sync import sync
+from ragtui.core.ingest.sync import sync
 from ragtui.tui.app import RagtuiApp, create_app
 from ragtui.tui.history import QueryHistory
 from tests.unit.fakes import HashEmbedder
@@ -31,7 +31,7 @@ MAX_TOKENS, OVERLAP = 48, 8
 
 def ingest(folder: Path, artifacts: Path, index_id: str | None = None):
     """Index ``folder`` as ``ragtui ingest`` would, with the test embedder and a fixed created_at."""
-    with mock.patch("ragtui.core.sync.utc_now", return_value=FIXED_TIME):
+    with mock.patch("ragtui.core.ingest.sync.utc_now", return_value=FIXED_TIME):
         return sync(folder, artifacts=artifacts, embedder=HashEmbedder(), index_id=index_id,
                     max_tokens=MAX_TOKENS, overlap=OVERLAP)
 

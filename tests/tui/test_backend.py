@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ragtui.core.retriever import Retriever
+from ragtui.core.search.retriever import Retriever
 from ragtui.tui import backend, fmt
 from ragtui.tui.highlight import TERM_STYLE, highlighted, query_terms, snippet
 from ragtui.tui.history import QueryHistory

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ragtui.core.retriever import MAX_QUERY_CHARS
+from ragtui.core.search.retriever import MAX_QUERY_CHARS
 from tests.tui import build_demo, make_app, ready, settled, wait_for
 
 pytestmark = pytest.mark.timeout(120)

@@ -13,7 +13,7 @@ import os
 import shutil
 from pathlib import Path
 
-from ragtui.core.publish import state_dir
+from ragtui.core.ingest.publish import state_dir
 from ragtui.tui.screens.source import SourceScreen
 from tests.files import write
 from tests.tui import ingest, make_app, ready, search, settled, wait_for

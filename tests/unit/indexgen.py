@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ragtui.core.index_format import ChunkRecord, IndexMeta, fingerprint
-from ragtui.core.publish import IndexLock, encode_index, publish
+from ragtui.core.index.index_format import ChunkRecord, IndexMeta, fingerprint
+from ragtui.core.ingest.publish import IndexLock, encode_index, publish
 
 
 def make_records(docs: dict[str, list[str]]) -> list[ChunkRecord]:

@@ -6,7 +6,7 @@ import unicodedata
 
 import pytest
 
-from ragtui.core.analyzer import TERM_PATTERN, analyze, go_lower
+from ragtui.core.index.analyzer import TERM_PATTERN, analyze, go_lower
 
 
 @pytest.mark.parametrize(

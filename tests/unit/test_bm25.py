@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragtui.core import leb128
-from ragtui.core.analyzer import analyze
-from ragtui.core.bm25 import BM25Index, encode_bm25, encode_postings, encode_spliced, splice_postings
 from ragtui.core.errors import IndexFormatError
+from ragtui.core.index import leb128
+from ragtui.core.index.analyzer import analyze
+from ragtui.core.index.bm25 import BM25Index, encode_bm25, encode_postings, encode_spliced, splice_postings
 
 
 def varint(n: int) -> bytes:

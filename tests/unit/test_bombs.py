@@ -21,16 +21,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragtui.core import index_format
-from ragtui.core import sync as sync_module
-from ragtui.core.arraycache import cached_arrays
-from ragtui.core.bm25 import B_RANGE, K1_RANGE, BM25Index, bm25_params_problem, build_postings, check_bm25_params
 from ragtui.core.errors import IndexFormatError, QueryError, StorageError, UsageError
-from ragtui.core.index_format import FILES, MAX_META_BYTES, read_index
-from ragtui.core.journal import EmbedJournal
-from ragtui.core.publish import IndexLock
-from ragtui.core.retriever import MAX_QUERY_CHARS, MODES, Retriever, check_query
-from ragtui.core.sync import load_state, sync
+from ragtui.core.index import index_format
+from ragtui.core.index.arraycache import cached_arrays
+from ragtui.core.index.bm25 import B_RANGE, K1_RANGE, BM25Index, bm25_params_problem, build_postings, check_bm25_params
+from ragtui.core.index.index_format import FILES, MAX_META_BYTES, read_index
+from ragtui.core.ingest import sync as sync_module
+from ragtui.core.ingest.journal import EmbedJournal
+from ragtui.core.ingest.publish import IndexLock
+from ragtui.core.ingest.sync import load_state, sync
+from ragtui.core.search.retriever import MAX_QUERY_CHARS, MODES, Retriever, check_query
 from tests.unit.fakes import HashEmbedder
 
 from .indexgen import build

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragtui.core.chunker import DEFAULT_MAX_TOKENS, DEFAULT_OVERLAP, Chunk, chunk_text
 from ragtui.core.errors import EmbeddingError, UsageError
+from ragtui.core.ingest.chunker import DEFAULT_MAX_TOKENS, DEFAULT_OVERLAP, Chunk, chunk_text
 
 # --- tokenizers made for the tests -------------------------------------------
 

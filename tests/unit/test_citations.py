@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ragtui.core import citations
-from ragtui.core.chunker import chunk_text
 from ragtui.core.citations import (
     Citation,
     Resolver,
@@ -22,9 +21,10 @@ from ragtui.core.citations import (
     split_ref,
 )
 from ragtui.core.errors import IndexFormatError, NotFoundError, UsageError
-from ragtui.core.index_format import ChunkRecord, IndexMeta, fingerprint, read_index
-from ragtui.core.publish import encode_index
-from ragtui.core.sync import sync
+from ragtui.core.index.index_format import ChunkRecord, IndexMeta, fingerprint, read_index
+from ragtui.core.ingest.chunker import chunk_text
+from ragtui.core.ingest.publish import encode_index
+from ragtui.core.ingest.sync import sync
 from tests.files import write
 
 from .fakes import HashEmbedder, WordTokenizer
@@ -399,7 +399,7 @@ def test_ordered_search_finds_every_chunk_of_an_unchanged_document(tmp_path_fact
 @pytest.mark.parametrize("window", [(256, 32), (64, 8)])
 def test_every_chunk_of_a_real_corpus_is_found_where_the_chunker_put_it(tmp_path, window):
     """On real documents the ordered search reports the chunker's own offsets for every chunk."""
-    from ragtui.core.walk import decode_document
+    from ragtui.core.ingest.walk import decode_document
     from tests.conftest import shared_data
 
     folder = shared_data("corpora", "python-docs")

@@ -12,9 +12,9 @@ import pytest
 from ragtui.core import citations
 from ragtui.core.citations import Resolver, resolve, source_folder, source_root
 from ragtui.core.errors import IndexFormatError, UsageError
-from ragtui.core.index_format import read_index
-from ragtui.core.publish import state_dir
-from ragtui.core.sync import sync
+from ragtui.core.index.index_format import read_index
+from ragtui.core.ingest.publish import state_dir
+from ragtui.core.ingest.sync import sync
 from tests.files import write
 
 from .fakes import HashEmbedder

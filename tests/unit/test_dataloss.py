@@ -21,9 +21,9 @@ import pytest
 
 from ragtui.core.citations import resolve
 from ragtui.core.errors import EmbeddingError, IndexFormatError, UsageError
-from ragtui.core.index_format import NORM_TOLERANCE, bad_vector_rows, read_index
-from ragtui.core.journal import EmbedJournal
-from ragtui.core.sync import sync
+from ragtui.core.index.index_format import NORM_TOLERANCE, bad_vector_rows, read_index
+from ragtui.core.ingest.journal import EmbedJournal
+from ragtui.core.ingest.sync import sync
 from tests.files import write
 from tests.reliability.helpers_dataloss import as_unprivileged, real_gen, set_row, shared_base
 from tests.unit.fakes import HashEmbedder
@@ -242,7 +242,7 @@ def test_the_embed_journal_drops_rows_that_are_not_unit_vectors(tmp_path):
 
 
 def _deny(monkeypatch, denied: Path) -> None:
-    import ragtui.core.sync as sync_mod
+    import ragtui.core.ingest.sync as sync_mod
 
     real = sync_mod.read_file
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from ragtui.core.datasets import NATIVE_FORMAT, detect_kind, load_dataset, parse_smart, validate_native_ids
 from ragtui.core.errors import UsageError
+from ragtui.core.eval.datasets import NATIVE_FORMAT, detect_kind, load_dataset, parse_smart, validate_native_ids
 from tests.conftest import shared_data
 
 # -- SMART ---------------------------------------------------------------------------------------

@@ -10,10 +10,10 @@ import urllib.parse
 
 import pytest
 
-from ragtui.core import metrics
-from ragtui.core.datasets import Dataset
 from ragtui.core.errors import UsageError
-from ragtui.core.evaluate import (
+from ragtui.core.eval import metrics
+from ragtui.core.eval.datasets import Dataset
+from ragtui.core.eval.evaluate import (
     METRICS,
     REPORT_FORMAT,
     compare_reports,
@@ -25,7 +25,7 @@ from ragtui.core.evaluate import (
     ranked_ids,
     run_mode,
 )
-from ragtui.core.retriever import Retriever
+from ragtui.core.search.retriever import Retriever
 from tests.unit.fakes import HashEmbedder
 
 L2 = math.log2

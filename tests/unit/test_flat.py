@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ragtui.core.errors import UsageError
-from ragtui.core.flat import flat_search, flat_search_batch, row_scores, top_k
+from ragtui.core.search.flat import flat_search, flat_search_batch, row_scores, top_k
 
 
 def unit_rows(rng: np.random.Generator, n: int, d: int) -> np.ndarray:

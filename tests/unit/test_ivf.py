@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from ragtui.core.errors import UsageError
-from ragtui.core.flat import flat_search, row_scores
-from ragtui.core.ivf import (
+from ragtui.core.search.flat import flat_search, row_scores
+from ragtui.core.search.ivf import (
     IVFIndex,
     IVFParams,
     ResolvedIVFParams,
@@ -21,7 +21,7 @@ from ragtui.core.ivf import (
     seed_centroids,
     training_rows,
 )
-from ragtui.core.pcg32 import index_rng
+from ragtui.core.search.pcg32 import index_rng
 
 # --- the plain reference: lists of Python floats, one step of the spec at a time ---------
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from ragtui.core.errors import UsageError
-from ragtui.core.patterns import IGNORE_FILE_MAX_BYTES, check_patterns
-from ragtui.core.sync import load_state, sync
-from ragtui.core.walk import WalkRules, walk_folder
+from ragtui.core.ingest.patterns import IGNORE_FILE_MAX_BYTES, check_patterns
+from ragtui.core.ingest.sync import load_state, sync
+from ragtui.core.ingest.walk import WalkRules, walk_folder
 from tests.files import write
 
 from .fakes import HashEmbedder

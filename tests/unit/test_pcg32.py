@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from ragtui.core.errors import UsageError
-from ragtui.core.pcg32 import PCG32, fnv1a64, index_rng
+from ragtui.core.search.pcg32 import PCG32, fnv1a64, index_rng
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from ragtui.core.index_format import BM25, DOCS, META, VECTORS
-from ragtui.core.publish import FileRange, FsOps, IndexLock, file_size, publish
+from ragtui.core.index.index_format import BM25, DOCS, META, VECTORS
+from ragtui.core.ingest.publish import FileRange, FsOps, IndexLock, file_size, publish
 
 
 def _publish_from_pieces(tmp_path, ops=None):

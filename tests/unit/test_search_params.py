@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragtui.core import fusion
 from ragtui.core.errors import UsageError
-from ragtui.core.retriever import MODES, PARAMS, Retriever, check_search
+from ragtui.core.search import fusion
+from ragtui.core.search.retriever import MODES, PARAMS, Retriever, check_search
 from tests.unit.fakes import HashEmbedder
 from tests.unit.indexgen import build
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from ragtui.core.errors import LockedError, UsageError
-from ragtui.core.index_format import read_index
-from ragtui.core.publish import IndexLock
-from ragtui.core.sync import load_state, sync
-from ragtui.core.walk import WalkRules
+from ragtui.core.index.index_format import read_index
+from ragtui.core.ingest.publish import IndexLock
+from ragtui.core.ingest.sync import load_state, sync
+from ragtui.core.ingest.walk import WalkRules
 from tests.files import write
 
 from .fakes import HashEmbedder
@@ -198,7 +198,7 @@ def test_bad_folder_and_lock(docs, tmp_path):
 def _reader(index_path, stop_path, out_q):
     """Search in a loop while another process publishes; report any inconsistency."""
     from ragtui.core.errors import RagtuiError
-    from ragtui.core.index_format import read_index
+    from ragtui.core.index.index_format import read_index
 
     errors, reads = [], 0
     while not os.path.exists(stop_path) or reads < 5:

@@ -11,9 +11,9 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ragtui.core.bm25 import BM25Index
-from ragtui.core.index_format import read_index
-from ragtui.core.sync import load_state, sync
+from ragtui.core.index.bm25 import BM25Index
+from ragtui.core.index.index_format import read_index
+from ragtui.core.ingest.sync import load_state, sync
 from tests.files import write
 
 from .fakes import HashEmbedder
@@ -132,7 +132,7 @@ def test_a_damaged_previous_index_is_rebuilt_not_carried(tmp_path):
 
 def test_the_next_sync_starts_from_what_this_process_published(tmp_path):
     """A writer keeps the generation it just published (maps, postings, state) for its next sync."""
-    from ragtui.core import sync as sync_module
+    from ragtui.core.ingest import sync as sync_module
 
     folder, art = tmp_path / "docs", tmp_path / "art"
     for i in range(5):
@@ -154,8 +154,8 @@ def test_the_next_sync_starts_from_what_this_process_published(tmp_path):
 
 
 def test_prepare_opens_an_index_another_process_published(tmp_path):
-    from ragtui.core import sync as sync_module
-    from ragtui.core.sync import prepare
+    from ragtui.core.ingest import sync as sync_module
+    from ragtui.core.ingest.sync import prepare
 
     folder, art = tmp_path / "docs", tmp_path / "art"
     write(folder / "a.md", "alpha cat")

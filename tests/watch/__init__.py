@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from ragtui.core.errors import IndexMissingError
-from ragtui.core.index_format import read_index
+from ragtui.core.index.index_format import read_index
 from ragtui.watch import WatchAgent
 from tests.unit.fakes import HashEmbedder
 

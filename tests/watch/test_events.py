@@ -21,7 +21,7 @@ from watchdog.events import (
     FileOpenedEvent,
 )
 
-from ragtui.core.walk import WalkRules
+from ragtui.core.ingest.walk import WalkRules
 from ragtui.watch.events import ROOT_GONE, Batch, Change, ChangeBuffer, Scope, classify, compact_paths
 
 pytestmark = pytest.mark.timeout(60)

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from ragtui.core.walk import WalkRules
+from ragtui.core.ingest.walk import WalkRules
 from tests.watch import WAIT, harness_for, indexed, write
 from tests.watch.test_cli_watch import Process, ragtui_command
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from ragtui.core.publish import IndexLock
-from ragtui.core.sync import sync
+from ragtui.core.ingest.publish import IndexLock
+from ragtui.core.ingest.sync import sync
 from ragtui.watch import IndexFollower, make_observer
 from tests.unit.fakes import HashEmbedder
 from tests.watch import WAIT, harness_for, indexed, write

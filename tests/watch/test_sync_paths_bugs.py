@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from ragtui.core.sync import sync
+from ragtui.core.ingest.sync import sync
 from tests.unit.fakes import HashEmbedder
 from tests.watch import indexed, write
 

@@ -7,7 +7,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from ragtui.core.retriever import Hit
+from ragtui.core.search.retriever import Hit
 from ragtui.core.textsafe import neutralize
 from ragtui.tui.highlight import highlighted
 

@@ -6,7 +6,7 @@ from textual import events
 from textual.binding import Binding
 from textual.widgets import Input
 
-from ragtui.core.retriever import MAX_QUERY_CHARS
+from ragtui.core.search.retriever import MAX_QUERY_CHARS
 from ragtui.tui.history import QueryHistory
 
 __all__ = ["QueryInput"]

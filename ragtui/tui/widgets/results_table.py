@@ -6,7 +6,7 @@ from rich.text import Text
 from textual import events
 from textual.widgets import DataTable
 
-from ragtui.core.retriever import Hit
+from ragtui.core.search.retriever import Hit
 from ragtui.core.textsafe import one_line
 from ragtui.tui import fmt
 from ragtui.tui.highlight import snippet

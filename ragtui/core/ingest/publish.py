@@ -37,11 +37,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ragtui.core.analyzer import analyze
-from ragtui.core.arraycache import remove_dead_temporaries
-from ragtui.core.bm25 import Postings, build_postings, encode_postings
 from ragtui.core.errors import LockedError, StorageError, UsageError
-from ragtui.core.index_format import (
+from ragtui.core.index.analyzer import analyze
+from ragtui.core.index.arraycache import remove_dead_temporaries
+from ragtui.core.index.bm25 import Postings, build_postings, encode_postings
+from ragtui.core.index.index_format import (
     BM25,
     DOCS,
     FILES,

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ragtui.core.index_format import bad_vector_rows
-from ragtui.core.publish import state_dir
+from ragtui.core.index.index_format import bad_vector_rows
+from ragtui.core.ingest.publish import state_dir
 
 __all__ = ["EmbedJournal"]
 

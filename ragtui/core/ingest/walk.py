@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragtui.core.patterns import IGNORE_FILES, PathFilter
+from ragtui.core.ingest.patterns import IGNORE_FILES, PathFilter
 
 __all__ = [
     "DEFAULT_EXCLUDE",

@@ -32,10 +32,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ragtui.core.arraycache import cached_arrays
 from ragtui.core.errors import UsageError
-from ragtui.core.flat import as_query, as_vectors, row_scores, top_k, vecdot
-from ragtui.core.pcg32 import PCG32, index_rng
+from ragtui.core.index.arraycache import cached_arrays
+from ragtui.core.search.flat import as_query, as_vectors, row_scores, top_k, vecdot
+from ragtui.core.search.pcg32 import PCG32, index_rng
 
 __all__ = [
     "ALGORITHM_VERSION",

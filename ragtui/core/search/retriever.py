@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ragtui.core.errors import ModelMismatchError, QueryError, UsageError
-from ragtui.core.index_format import IndexData, generation_of, read_index
+from ragtui.core.index.index_format import IndexData, generation_of, read_index
 
 __all__ = ["MAX_QUERY_CHARS", "MODES", "PARAMS", "Hit", "Retriever", "check_query", "check_search"]
 
@@ -63,7 +63,7 @@ def check_search(mode: str, params: dict | None = None) -> None:
     if mode == "ivf":
         _whole("nprobe", params.get("nprobe"))
     elif mode == "hybrid":
-        from ragtui.core import fusion
+        from ragtui.core.search import fusion
 
         fusion.resolve(params.get("fusion"), params.get("weight"), params.get("rrf_k"))
         _whole("depth", params.get("depth"))
@@ -209,7 +209,7 @@ class Retriever:
 
     def _ivf_for(self, data: IndexData):
         """The IVF lists of generation ``data``; kept only while ``data`` is the current one."""
-        from ragtui.core.ivf import IVFParams, build_ivf_cached
+        from ragtui.core.search.ivf import IVFParams, build_ivf_cached
 
         with self._ivf_lock:
             if self._ivf is not None and self._ivf[0] is data:
@@ -246,7 +246,7 @@ class Retriever:
                 raise UsageError("bm25 search needs query text")
             rows, scores = data.bm25.search(query, k)
         elif mode == "flat":
-            from ragtui.core.flat import flat_search
+            from ragtui.core.search.flat import flat_search
 
             rows, scores = flat_search(data.vectors, self._query_vector(query, data), k)
         elif mode == "ivf":
@@ -258,8 +258,8 @@ class Retriever:
         return self.hits(rows, scores, data)
 
     def _hybrid(self, data: IndexData, query, k: int, params: dict):
-        from ragtui.core import fusion
-        from ragtui.core.flat import flat_search
+        from ragtui.core.search import fusion
+        from ragtui.core.search.flat import flat_search
 
         if not isinstance(query, str):
             raise UsageError("hybrid search needs query text")

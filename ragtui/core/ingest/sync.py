@@ -26,11 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ragtui.core.analyzer import analyze
-from ragtui.core.bm25 import BM25Index, build_postings, check_bm25_params, encode_spliced, splice_postings
-from ragtui.core.chunker import chunk_text
 from ragtui.core.errors import EmbeddingError, IndexFormatError, IndexMissingError, UsageError
-from ragtui.core.index_format import (
+from ragtui.core.index.analyzer import analyze
+from ragtui.core.index.bm25 import BM25Index, build_postings, check_bm25_params, encode_spliced, splice_postings
+from ragtui.core.index.index_format import (
     BM25,
     DOCS,
     FILES,
@@ -48,9 +47,10 @@ from ragtui.core.index_format import (
     read_index,
     vector_row_problem,
 )
-from ragtui.core.journal import EmbedJournal
-from ragtui.core.patterns import IGNORE_FILES
-from ragtui.core.publish import (
+from ragtui.core.ingest.chunker import chunk_text
+from ragtui.core.ingest.journal import EmbedJournal
+from ragtui.core.ingest.patterns import IGNORE_FILES
+from ragtui.core.ingest.publish import (
     FileRange,
     IndexLock,
     check_index_id,
@@ -64,7 +64,7 @@ from ragtui.core.publish import (
     state_dir,
     utc_now,
 )
-from ragtui.core.walk import (
+from ragtui.core.ingest.walk import (
     Candidate,
     WalkRules,
     candidate,

@@ -31,9 +31,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ragtui.core import metrics
-from ragtui.core.datasets import Dataset
 from ragtui.core.errors import StorageError, UsageError
+from ragtui.core.eval import metrics
+from ragtui.core.eval.datasets import Dataset
 
 __all__ = [
     "METRICS",
@@ -94,7 +94,7 @@ def prepare_collection(
     doc id. Files are rewritten only when their content differs, and files
     that are not the dataset's are removed, so the index mirrors the dataset.
     """
-    from ragtui.core.sync import sync
+    from ragtui.core.ingest.sync import sync
 
     if dataset.docs is None:
         raise UsageError(f"{dataset.name}: a native dataset is evaluated on an existing index, not built")
@@ -132,7 +132,7 @@ def prepare_collection(
 
 def index_fingerprint(index_dir: Path) -> dict:
     """sha256 of each of the four index files and of all four together (name, size, content, in FILES order)."""
-    from ragtui.core.index_format import FILES
+    from ragtui.core.index.index_format import FILES
 
     real = Path(os.path.realpath(index_dir))
     whole = hashlib.sha256()
@@ -241,7 +241,7 @@ def run_mode(retriever, dataset: Dataset, mode: str, k: int, *, params: Mapping 
 def mode_params(retriever, mode: str, nprobe: int | None = None) -> dict:
     """The effective settings of ``mode`` (for the report's provenance)."""
     if mode == "hybrid":
-        from ragtui.core import fusion
+        from ragtui.core.search import fusion
 
         return {"fusion": fusion.DEFAULT_FUSION, "weight": fusion.DEFAULT_WEIGHT, "rrf_k": fusion.DEFAULT_RRF_K,
                 "depth": f"max(asked chunks, {fusion.DEFAULT_DEPTH})"}
@@ -292,7 +292,7 @@ def make_report(dataset: Dataset, results: Iterable[ModeResult], *, k: int, inde
                 command: list[str] | None = None) -> dict:
     """The JSON report (``REPORT_FORMAT``) of one evaluation run."""
     from ragtui import __version__
-    from ragtui.core.publish import utc_now
+    from ragtui.core.ingest.publish import utc_now
 
     meta = retriever.meta
     report = {

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ragtui.core.bm25 import BM25Index, bm25_params_problem
 from ragtui.core.errors import IndexFormatError, IndexMissingError, StorageError
+from ragtui.core.index.bm25 import BM25Index, bm25_params_problem
 
 __all__ = [
     "FILES",

@@ -243,7 +243,7 @@ def _load_level(
     not patterns are left out (as git does) and reported; an unreadable,
     oversized or too complex file is reported and not applied.
     """
-    from ragtui.core.walk import read_file
+    from ragtui.core.ingest.walk import read_file
 
     lines: list[str] = []
     compiled: list[PatternSet] = []

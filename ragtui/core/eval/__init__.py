@@ -1,0 +1,1 @@
+"""Retrieval quality: labelled datasets, metrics and the evaluation runner."""

@@ -1,0 +1,1 @@
+"""Searching an index: exact and IVF vector search, rank fusion, and the Retriever façade."""
