@@ -328,9 +328,13 @@ def check_screen(app, *must_show: str) -> None:
         assert what in text, f"{what!r} is not on screen"
 
 
-async def _steps(tally: Tally, label: str, steps) -> None:
-    """Run each (name, coroutine function) as one case; after a failure the rest still run."""
+async def _steps(tally: Tally, label: str, steps, app=None) -> None:
+    """Run each (name, coroutine function) as one case; after a failure the rest still run
+    (unless ``app`` stopped running: then they fail at once)."""
     for name, step in steps:
+        if app is not None and not app.is_running:
+            tally.case(False, f"{label}: {name}: the app is no longer running")
+            continue
         try:
             await step()
         except Exception as e:  # noqa: BLE001 - a failed step is a failed case, with its cause
@@ -423,7 +427,7 @@ def tui_session(h: Hostile, name: str, tally: Tally) -> None:
                 ("status line", status_line), ("results and detail", results_and_detail),
                 ("copy chunk_id", copy_chunk_id), ("vector mode refused", vector_mode_refused),
                 ("source view", source_view), ("compare view", compare_view), ("index picker", index_picker),
-            ])
+            ], app)
 
     asyncio.run(scenario())
 
@@ -535,7 +539,7 @@ def run_markup(base: Path) -> tuple[Tally, str]:
                 app.pop_screen()
 
             steps.append(("index picker", picker))
-            await _steps(tally, "markup", steps)
+            await _steps(tally, "markup", steps, app)
             assert app.is_running
 
     try:

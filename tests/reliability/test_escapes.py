@@ -1,0 +1,86 @@
+"""Escapes in index metadata and names, markup in names, broken entries under rag/ (issue #18 items 6, 7, 14).
+
+Each runner is the one bench/reliability.py runs at full size; here at CI size.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tests.reliability.helpers_escapes import (
+    CI_BROKEN_KINDS,
+    CI_CLI_PAYLOADS,
+    CI_TUI_PAYLOADS,
+    check_screen,
+    run_broken,
+    run_cli,
+    run_markup,
+    run_tui,
+)
+
+
+@pytest.fixture(autouse=True)
+def _quiet_tui(monkeypatch, tmp_path):
+    from ragtui.tui.app import RagtuiApp
+
+    monkeypatch.setattr(RagtuiApp, "CURSOR_BLINK", False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    for name in ("EDITOR", "VISUAL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def _all_passed(result) -> None:
+    tally = result[0] if isinstance(result, tuple) else result
+    assert tally.tried > 0 and tally.passed == tally.tried, tally.failures
+
+
+def test_cli_surfaces(tmp_path):
+    _all_passed(run_cli(tmp_path, CI_CLI_PAYLOADS))
+
+
+def test_tui_views(tmp_path):
+    _all_passed(run_tui(tmp_path, CI_TUI_PAYLOADS))
+
+
+def test_markup_in_names(tmp_path):
+    _all_passed(run_markup(tmp_path))
+
+
+def test_broken_entries_under_rag(tmp_path):
+    _all_passed(run_broken(tmp_path, CI_BROKEN_KINDS))
+
+
+def test_a_raw_string_in_any_widget_never_reaches_the_terminal(tmp_path):
+    """The backstop alone: text put into widgets without neutralising it is still made safe."""
+    from rich.text import Text
+    from textual.screen import Screen
+    from textual.widgets import DataTable, Static
+
+    from tests.reliability.helpers_escapes import PAYLOADS
+    from tests.tui import make_app, wait_for
+
+    raw = "".join(PAYLOADS.values())
+
+    class RawScreen(Screen):
+        def compose(self):
+            yield Static(Text(f"TEXT-START {raw} TEXT-END"))  # bypasses every neutraliser
+            yield Static(f"PLAIN-START {raw} PLAIN-END", markup=False)
+            yield DataTable(id="raw-table")
+
+        def on_mount(self) -> None:
+            table = self.query_one(DataTable)
+            table.add_column("name")
+            table.add_row(Text(f"CELL-START {raw} CELL-END"))
+
+    app = make_app(tmp_path / "no-artifacts")
+
+    async def scenario():
+        async with app.run_test(size=(200, 30)) as pilot:
+            await wait_for(pilot, lambda: app.index_state == "missing", "the missing notice")
+            await app.push_screen(RawScreen())
+            await pilot.pause()
+            check_screen(app, "TEXT-START", "TEXT-END", "PLAIN-START", "PLAIN-END", "CELL-START")
+
+    asyncio.run(scenario())
