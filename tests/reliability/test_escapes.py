@@ -84,3 +84,32 @@ def test_a_raw_string_in_any_widget_never_reaches_the_terminal(tmp_path):
             check_screen(app, "TEXT-START", "TEXT-END", "PLAIN-START", "PLAIN-END", "CELL-START")
 
     asyncio.run(scenario())
+
+
+def test_markup_in_queries_shows_literally_in_the_command_palette(tmp_path):
+    """History entries are offered in the palette; a str prompt there is parsed as markup."""
+    from textual.command import CommandPalette
+
+    from ragtui.tui.history import QueryHistory
+    from tests.reliability.helpers_escapes import screen_text
+    from tests.tui import make_app, wait_for
+
+    history = QueryHistory(None)
+    for query in ("y[link=http:] docs", "x[/] tail", "[b]bold[/b] words"):
+        history.add(query)
+    app = make_app(tmp_path / "no-artifacts", history=history)
+
+    async def scenario():
+        async with app.run_test(size=(120, 30)) as pilot:
+            await wait_for(pilot, lambda: app.index_state == "missing", "the missing notice")
+            app.action_command_palette()
+            await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette) and "Compare modes" in screen_text(app),
+                           "the palette's list")  # every offered command is built: history entries included
+            assert app.is_running
+            await pilot.press(*"link")
+            await wait_for(pilot, lambda: "search: y[link=http:] docs" in screen_text(app), "the matching entry")
+            await pilot.press(*["backspace"] * 4, *"bold")
+            await wait_for(pilot, lambda: "search: [b]bold[/b] words" in screen_text(app), "the other entry")
+            assert app.is_running
+
+    asyncio.run(scenario())
