@@ -273,10 +273,24 @@ def cli_surfaces(h: Hostile, name: str):
         rc, out = run_tty("ingest", str(h.folder), "--artifacts", str(h.base / "art-ingest-tty"))
         _check(rc, out, (0,), visible=shown, tty=True)
 
+    def dataset() -> Path:
+        path = h.base / f"ds{h.payload}.json"
+        path.write_text(json.dumps({"format": "ragtui-eval-dataset/1", "name": f"ds[b]{h.payload}", "queries": [
+            {"id": f"q{h.payload}", "text": h.marker, "relevant_chunk_ids": [h.chunk_id]}]}), encoding="utf-8")
+        return path
+
+    def eval_report():
+        rc, out = run("eval", str(dataset()), "--modes", "bm25", *art, *idx)
+        _check(rc, out, (0,), visible="ds[b]")  # the dataset's name, as written: markup is not parsed
+
+    def eval_tty():
+        rc, out = run_tty("eval", str(dataset()), "--modes", "bm25", *art, *idx)
+        _check(rc, out, (0,), visible="ds[b]", tty=True)
+
     return [(f.__name__, f) for f in (
         ingest, info_list, info_index, info_json, info_list_json, search, search_json, several_error,
         missing_error, mismatch_error, inspect, inspect_check, inspect_json, inspect_unknown, watch_once,
-        watch_once_json, server_error, inspect_tty, ingest_tty,
+        watch_once_json, server_error, eval_report, inspect_tty, ingest_tty, eval_tty,
     )]
 
 
@@ -291,7 +305,7 @@ def run_cli(base: Path, payloads=None) -> tuple[Tally, str]:
         n_surfaces = len(surfaces)
         for label, fn in surfaces:
             tally.check(f"{name}: {label}", fn)
-    return tally, f"{len(names)} payloads × {n_surfaces} surfaces (incl. 2 in a pty, 5 error paths)"
+    return tally, f"{len(names)} payloads × {n_surfaces} surfaces (3 of them in a pty, 5 error paths)"
 
 
 # -- the TUI ----------------------------------------------------------------------------------
