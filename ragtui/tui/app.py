@@ -166,8 +166,9 @@ class RagtuiApp(Actions, Workers, App[int]):
                 return
 
     def copy_to_clipboard(self, text: str) -> None:
-        """Textual's OSC 52 copy, of ``text`` made safe to paste: on one line, every control shown as a stand-in."""
-        super().copy_to_clipboard(inline(text))
+        """Textual's OSC 52 copy (also used for text selected with the mouse), of ``text`` neutralised:
+        what is pasted cannot drive the terminal it is pasted into (``copy_chunk`` also keeps names on one line)."""
+        super().copy_to_clipboard(neutralize(text))
 
     def on_unmount(self) -> None:
         if self.follower is not None:

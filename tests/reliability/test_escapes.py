@@ -82,6 +82,8 @@ def test_a_raw_string_in_any_widget_never_reaches_the_terminal(tmp_path):
             await app.push_screen(RawScreen())
             await pilot.pause()
             check_screen(app, "TEXT-START", "TEXT-END", "PLAIN-START", "PLAIN-END", "CELL-START")
+            app.copy_to_clipboard("line one\nline two\x1b]0;T\x07")  # as a mouse selection is copied
+            assert app.clipboard == "line one\nline two\u241b]0;T\u2407"  # lines kept, controls shown
 
     asyncio.run(scenario())
 
