@@ -27,8 +27,8 @@ class SafeText(LineFilter):
     """A line filter that removes terminal-unsafe characters from every text segment."""
 
     def apply(self, segments: list[Segment], background) -> list[Segment]:
-        if not any(not s.control and _ANY_UNSAFE.search(s.text) for s in segments):
-            return segments
+        if not _ANY_UNSAFE.search("".join([s.text for s in segments if not s.control])):
+            return segments  # the usual case: one search over the line
         out = []
         for s in segments:
             if s.control or not _ANY_UNSAFE.search(s.text):
