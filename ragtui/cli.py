@@ -13,6 +13,7 @@ import os
 import sys
 import traceback
 from pathlib import Path
+from typing import NamedTuple
 
 from ragtui.config import Settings, load_settings
 from ragtui.core.errors import RagtuiError, UsageError
@@ -154,33 +155,76 @@ def settings_from(args) -> Settings:
     )
 
 
-def list_indexes(settings: Settings) -> list[str]:
+class IndexListing(NamedTuple):
+    """What ``<artifacts>/rag/`` holds."""
+
+    names: list[str]
+    """The index ids whose entry is a directory (or a link to one), sorted."""
+    broken: list[tuple[str, str]]
+    """(name, problem) of the entries that cannot be an index: a link loop, a link to nothing, no permission."""
+
+
+def scan_indexes(settings: Settings) -> IndexListing:
+    """The indexes under the artifacts root, and the broken entries beside them (one bad entry hides no other)."""
+    import errno
+
     from ragtui.core.ingest.publish import rag_root
 
     root = rag_root(settings.artifacts)
     try:
-        return sorted(e.name for e in os.scandir(root) if not e.name.startswith(".") and e.is_dir())
+        entries = list(os.scandir(root))
     except FileNotFoundError:
-        return []
+        return IndexListing([], [])
     except OSError as e:
         raise UsageError(f"cannot list {root}: {e.strerror}") from None
+    names, broken = [], []
+    for entry in entries:
+        if entry.name.startswith("."):
+            continue
+        try:
+            if entry.is_dir():
+                names.append(entry.name)
+            elif entry.is_symlink():
+                gone = not os.path.lexists(os.path.realpath(entry.path))
+                broken.append((entry.name, "a link to nothing (its generation is gone)" if gone
+                               else "a link to something that is not a directory"))
+        except OSError as e:
+            broken.append((entry.name, "a loop of symbolic links" if e.errno == errno.ELOOP else e.strerror or str(e)))
+    return IndexListing(sorted(names), sorted(broken))
+
+
+def list_indexes(settings: Settings) -> list[str]:
+    """The index ids under the artifacts root, sorted (broken entries left out: see ``scan_indexes``)."""
+    return scan_indexes(settings).names
+
+
+def broken_note(settings: Settings, broken: list[tuple[str, str]]) -> str:
+    """One line naming the broken entries under rag/ and what to do about them."""
+    from ragtui.core.ingest.publish import rag_root
+
+    root = rag_root(settings.artifacts)
+    what = "; ".join(f"{root / name} is not a usable index ({problem})" for name, problem in broken)
+    return f"{what}: remove it, or rebuild it with `ragtui ingest FOLDER --index ID`"
 
 
 def resolve_index(settings: Settings) -> Path:
-    """The index directory the command should use."""
+    """The index directory the command should use (a broken entry beside a single good index is noted on stderr)."""
     from ragtui.core.ingest.publish import index_dir
 
     if settings.index:
         return index_dir(settings.artifacts, settings.index)
-    names = list_indexes(settings)
+    names, broken = scan_indexes(settings)
     if len(names) == 1:
+        if broken:
+            print(f"ragtui: note: {broken_note(settings, broken)}; using {names[0]}", file=sys.stderr)
         return index_dir(settings.artifacts, names[0])
+    also = f"; {broken_note(settings, broken)}" if broken else ""
     if not names:
         raise UsageError(
             f"no index under {settings.artifacts}/rag: build one with `ragtui ingest FOLDER` "
-            "(or point --artifacts / RAGTUI_ARTIFACTS at an existing artifacts root)"
+            f"(or point --artifacts / RAGTUI_ARTIFACTS at an existing artifacts root){also}"
         )
-    raise UsageError(f"several indexes under {settings.artifacts}/rag ({', '.join(names)}): choose one with --index")
+    raise UsageError(f"several indexes under {settings.artifacts}/rag ({', '.join(names)}): choose one with --index{also}")
 
 
 def open_embedder(settings: Settings):
@@ -281,14 +325,17 @@ def cmd_info(args) -> int:
     from ragtui.core.index.index_format import read_index
 
     settings = settings_from(args)
-    if not settings.index and len(list_indexes(settings)) != 1:
-        names = list_indexes(settings)
+    names, broken = ([], []) if settings.index else scan_indexes(settings)
+    if not settings.index and (len(names) != 1 or broken):
         if args.json:
-            print(json.dumps({"artifacts": str(settings.artifacts), "indexes": names}))
+            print(json.dumps({"artifacts": str(settings.artifacts), "indexes": names,
+                              "broken": [{"index_id": n, "problem": p} for n, p in broken]}))
         elif names:
             print("\n".join(names))
-        else:
+        elif not broken:
             print(f"no index under {settings.artifacts}/rag (build one with `ragtui ingest FOLDER`)", file=sys.stderr)
+        if broken and not args.json:
+            print(f"ragtui: note: {broken_note(settings, broken)}", file=sys.stderr)
         return EXIT_OK if names else EXIT_NOT_FOUND
     data = read_index(resolve_index(settings))
     info = {"path": str(data.path), **data.meta.to_json(), "n_documents": len({r.doc_id for r in data.records})}
@@ -318,11 +365,22 @@ def _internal_error(e: BaseException, debug: bool) -> int:
     """A bug (or a broken install of ours): one line, the traceback with --debug, exit 3."""
     if debug:
         traceback.print_exc()
-    print(f"ragtui: internal error: {type(e).__name__}: {e} (run with --debug for details)", file=sys.stderr)
+    from ragtui.core.textsafe import one_line
+
+    print(f"ragtui: internal error: {type(e).__name__}: {one_line(str(e), 2000)} (run with --debug for details)",
+          file=sys.stderr)
     return EXIT_FAILURE
 
 
 def main(argv: list[str] | None = None) -> int:
+    from ragtui.terminal import safe_stdio
+
+    # Everything printed below passes the neutraliser: a name or message from outside is shown, never obeyed.
+    with safe_stdio():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         parser = build_parser()  # imports every subcommand's module

@@ -19,12 +19,13 @@ class ProgressDisplay:
 
     def __enter__(self) -> ProgressDisplay:
         if self.show:
-            from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            from ragtui.terminal import console
 
             self._bar = Progress(
                 TextColumn("{task.description:>7}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                transient=True, console=Console(stderr=True),
+                transient=True, console=console(stderr=True),
             )
             self._bar.__enter__()
         return self

@@ -145,12 +145,12 @@ def _write_json(report: dict, out: str) -> None:
 def _console(stderr: bool):
     import shutil
 
-    from rich.console import Console
+    from ragtui.terminal import console
 
     # Off a terminal rich would wrap at 80 columns; a wider table stays one row per mode in a file or pipe.
     stream = sys.stderr if stderr else sys.stdout
     width = None if stream.isatty() else max(120, shutil.get_terminal_size((120, 24)).columns)
-    return Console(stderr=stderr, highlight=False, width=width)
+    return console(stderr=stderr, width=width)
 
 
 def _print_report(report: dict, *, stderr: bool = False) -> None:

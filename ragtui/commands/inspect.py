@@ -310,13 +310,14 @@ class _Output:
         w("\n")
 
     def _rich(self, c: Citation, lines: list[str] | None, first_line: int) -> None:
-        from rich.console import Console
         from rich.style import Style
         from rich.syntax import Syntax
         from rich.text import Text
 
         if self._console is None:
-            self._console = Console(file=self.stream, highlight=False, soft_wrap=False)
+            from ragtui.terminal import console
+
+            self._console = console(file=self.stream, soft_wrap=False)
         con = self._console
         colour = {"fresh": "green", "moved": "yellow"}.get(c.status, "red")
         con.print(Text(neutralize(c.chunk_id), style="bold"))

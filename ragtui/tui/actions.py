@@ -11,6 +11,7 @@ import subprocess
 
 from textual.app import SuspendNotSupported, SystemCommand
 
+from ragtui.core.textsafe import inline
 from ragtui.tui import backend, fmt
 from ragtui.tui.screens.compare import CompareScreen
 from ragtui.tui.screens.help import HelpScreen
@@ -143,8 +144,9 @@ class Actions:
             self.copy_chunk(chunk_id)
 
     def copy_chunk(self, chunk_id: str) -> None:
-        """Put ``chunk_id`` on the clipboard (``App.clipboard`` and OSC 52) and say so."""
-        self.copy_to_clipboard(chunk_id)
+        """Put ``chunk_id`` on the clipboard (``App.clipboard`` and OSC 52) and say so; on one line, with every
+        control character as a visible stand-in (a pasted newline would run a command)."""
+        self.copy_to_clipboard(inline(chunk_id))
         self.notify(f"copied {chunk_id}", timeout=2)
 
     def action_compare(self) -> None:

@@ -16,6 +16,7 @@ from textual.binding import Binding
 
 from ragtui.config import Settings
 from ragtui.core.errors import ModelMismatchError, RagtuiError
+from ragtui.core.textsafe import inline, neutralize
 from ragtui.tui import backend, fmt, states
 from ragtui.tui.actions import Actions
 from ragtui.tui.commands import HistoryCommands
@@ -34,6 +35,7 @@ from ragtui.tui.messages import (
     WatchActivity,
     while_running,
 )
+from ragtui.tui.safe import SAFE_TEXT
 from ragtui.tui.screens.search import SearchScreen
 from ragtui.tui.screens.source import SourceScreen
 from ragtui.tui.widgets.mode_bar import MODE_LABELS
@@ -143,6 +145,30 @@ class RagtuiApp(Actions, Workers, App[int]):
         self.open_index_worker(self.index_id)
         self.load_embedder_worker()
         self.set_interval(self.poll_seconds, self.poll_index, name="poll-index")
+
+    # -- the terminal-safety choke points (ragtui.tui.safe) -------------------------------------
+
+    def get_line_filters(self):
+        """Textual's filters plus ``SAFE_TEXT``: no widget's text can drive the terminal, however it got there."""
+        return [*super().get_line_filters(), SAFE_TEXT]
+
+    def notify(self, message: str, *, title: str = "", severity="information", timeout: float | None = None,
+               markup: bool = False) -> None:
+        """Textual's ``notify``, always as plain text (``markup`` is accepted and ignored): a ``[`` in a
+        file name is a ``[``, and every escape or bidi character is shown as a stand-in."""
+        super().notify(neutralize(message), title=inline(title), severity=severity, timeout=timeout, markup=False)
+
+    def action_help_quit(self) -> None:
+        """Textual's ctrl+c hint, without the markup that plain notifications would show literally."""
+        for key, active in self.active_bindings.items():
+            if active.binding.action in ("quit", "app.quit"):
+                self.notify(f"Press {key} to quit the app", title="Do you want to quit?")
+                return
+
+    def copy_to_clipboard(self, text: str) -> None:
+        """Textual's OSC 52 copy (also used for text selected with the mouse), of ``text`` neutralised:
+        what is pasted cannot drive the terminal it is pasted into (``copy_chunk`` also keeps names on one line)."""
+        super().copy_to_clipboard(neutralize(text))
 
     def on_unmount(self) -> None:
         if self.follower is not None:

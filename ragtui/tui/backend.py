@@ -25,6 +25,7 @@ __all__ = [
     "CompareOutcome",
     "IndexStats",
     "IvfInfo",
+    "OnlyBrokenIndexes",
     "SearchOutcome",
     "SearchRequest",
     "SeveralIndexes",
@@ -39,6 +40,7 @@ __all__ = [
     "locate_index",
     "open_index",
     "run_search",
+    "scan_indexes",
 ]
 
 VECTOR_MODES = ("flat", "ivf", "hybrid")
@@ -145,9 +147,22 @@ class SourceText:
 
 def list_index_names(settings: Settings) -> list[str]:
     """The index ids under the artifacts root, sorted (empty when there is none)."""
-    from ragtui.cli import list_indexes
+    return scan_indexes(settings).names
 
-    return list_indexes(settings)
+
+def scan_indexes(settings: Settings):
+    """The index ids under the artifacts root and the broken entries beside them (``cli.IndexListing``)."""
+    from ragtui.cli import scan_indexes
+
+    return scan_indexes(settings)
+
+
+class OnlyBrokenIndexes(IndexMissingError):
+    """No index can be opened, and ``broken`` lists (name, problem) of the entries under rag/ that are broken."""
+
+    def __init__(self, message: str, broken: list[tuple[str, str]]) -> None:
+        super().__init__(message)
+        self.broken = broken
 
 
 def locate_index(settings: Settings, index_id: str | None) -> Path:
@@ -160,11 +175,15 @@ def locate_index(settings: Settings, index_id: str | None) -> Path:
 
     if index_id:
         return index_dir(settings.artifacts, index_id)
-    names = list_index_names(settings)
+    names, broken = scan_indexes(settings)
     if len(names) == 1:
         return index_dir(settings.artifacts, names[0])
     if names:
         raise SeveralIndexes(names)
+    if broken:
+        from ragtui.cli import broken_note
+
+        raise OnlyBrokenIndexes(f"no usable index under {settings.artifacts}/rag: {broken_note(settings, broken)}", broken)
     raise IndexMissingError(f"no index under {settings.artifacts}/rag yet")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import partial
 
+from rich.text import Text
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from ragtui.core.textsafe import one_line
@@ -22,7 +23,8 @@ class HistoryCommands(Provider):
 
     async def discover(self) -> Hits:
         for query in self._entries()[:_SHOWN]:
-            yield DiscoveryHit(f"search: {one_line(query, 60)}", partial(self.app.use_query, query),
+            # A str prompt would be parsed as markup: "[link=x:]" in a query crashed the palette.
+            yield DiscoveryHit(Text(f"search: {one_line(query, 60)}"), partial(self.app.use_query, query),
                                help="run this earlier query again")
 
     async def search(self, query: str) -> Hits:
@@ -31,5 +33,6 @@ class HistoryCommands(Provider):
             label = f"search: {one_line(entry, 60)}"
             score = matcher.match(label)
             if score > 0:
-                yield Hit(score, matcher.highlight(label), partial(self.app.use_query, entry),
+                shown = matcher.highlight(label) if "[" not in label else Text(label)  # highlight parses markup
+                yield Hit(score, shown, partial(self.app.use_query, entry),
                           help="run this earlier query again")

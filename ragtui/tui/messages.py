@@ -104,11 +104,12 @@ class CompareDone(Message):
 
 
 class IndexListed(Message):
-    """The index ids under the artifacts root."""
+    """The index ids under the artifacts root, and (name, problem) of each broken entry beside them."""
 
-    def __init__(self, names: list[str]) -> None:
+    def __init__(self, names: list[str], broken: tuple | list = ()) -> None:
         super().__init__()
         self.names = names
+        self.broken = list(broken)
 
 
 class StatsReady(Message):

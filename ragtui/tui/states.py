@@ -6,6 +6,7 @@ app keeps watching for the index to appear or be fixed.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 __all__ = ["empty", "invalid", "missing", "several", "vectors_loading_reason"]
@@ -13,12 +14,19 @@ __all__ = ["empty", "invalid", "missing", "several", "vectors_loading_reason"]
 vectors_loading_reason = "the embedder is still loading"
 
 
-def missing(artifacts: Path, watch: Path | None, index_id: str | None = None) -> tuple[str, str]:
+def missing(artifacts: Path, watch: Path | None, index_id: str | None = None,
+            broken: Sequence[tuple[str, str]] = ()) -> tuple[str, str]:
+    """``broken``: (name, problem) of entries under rag/ that cannot be opened, named so they can be removed."""
+    note = ""
+    if broken:
+        listed = "\n".join(f"    {name}: {problem}" for name, problem in broken)
+        note = (f"\n\nNot usable as an index (remove, or rebuild with `ragtui ingest FOLDER --index ID`):\n"
+                f"{listed}")
     if watch is not None:
         return (
             "No index yet",
             f"The sync agent is indexing {watch} into {artifacts}/rag.\n"
-            "This screen opens the index as soon as it is published.",
+            f"This screen opens the index as soon as it is published.{note}",
         )
     where = f"no index {index_id!r}" if index_id else "no index"
     return (
@@ -29,7 +37,7 @@ def missing(artifacts: Path, watch: Path | None, index_id: str | None = None) ->
         "or build it and keep it fresh while you search:\n"
         "    ragtui --watch ./docs\n\n"
         "(--artifacts DIR or RAGTUI_ARTIFACTS picks another artifacts root.)\n"
-        "This screen opens the index as soon as it appears.",
+        f"This screen opens the index as soon as it appears.{note}",
     )
 
 

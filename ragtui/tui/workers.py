@@ -102,7 +102,8 @@ class Workers:
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="list")
     def list_worker(self, target) -> None:
-        target.post_message(IndexListed(backend.list_index_names(self.settings)))
+        listing = backend.scan_indexes(self.settings)
+        target.post_message(IndexListed(listing.names, listing.broken))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="stats")
     def stats_worker(self, target, index_id: str, retriever, ivf_state: str) -> None:
@@ -183,7 +184,9 @@ class Workers:
             self.action_pick_index()
         elif isinstance(error, IndexMissingError):
             self.index_state, self._bad_generation = "missing", None
-            self.main.show_notice("missing", *states.missing(self.settings.artifacts, self.watch_folder, self.index_id))
+            broken = error.broken if isinstance(error, backend.OnlyBrokenIndexes) else ()
+            self.main.show_notice("missing", *states.missing(self.settings.artifacts, self.watch_folder, self.index_id,
+                                                             broken=broken))
         else:
             self.index_state, self.index_problem = "invalid", message
             if self.index_path is not None:

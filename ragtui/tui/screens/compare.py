@@ -9,7 +9,7 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from ragtui.core.textsafe import one_line
+from ragtui.core.textsafe import neutralize, one_line
 from ragtui.tui.backend import COMPARED
 from ragtui.tui.messages import CompareDone
 from ragtui.tui.widgets.compare_panel import ComparePanel, common_folder
@@ -99,7 +99,7 @@ class CompareScreen(Screen):
 
     def show_error(self, message: str) -> None:
         self.error = message
-        self._head(Text(message, style="red"))
+        self._head(Text(neutralize(message), style="red"))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()

@@ -10,7 +10,7 @@ from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from ragtui.core.textsafe import neutralize
+from ragtui.core.textsafe import inline
 from ragtui.tui.messages import IndexListed, StatsReady
 from ragtui.tui.widgets.index_stats import IndexStatsView
 
@@ -18,7 +18,8 @@ __all__ = ["IndexScreen"]
 
 
 class IndexScreen(ModalScreen[str | None]):
-    """Dismisses with the chosen index id, or None (esc). ``names`` holds the ids listed."""
+    """Dismisses with the chosen index id, or None (esc). ``names`` holds the ids listed; ``broken``
+    the (name, problem) of entries under rag/ that cannot be opened (listed after them, disabled)."""
 
     DEFAULT_CSS = """
     IndexScreen {
@@ -53,6 +54,7 @@ class IndexScreen(ModalScreen[str | None]):
         self.current = current
         """The open index's id (marked in the list), if any."""
         self.names: list[str] = []
+        self.broken: list[tuple[str, str]] = []
 
     def compose(self) -> ComposeResult:
         with Vertical(id="index-box") as box:
@@ -68,27 +70,33 @@ class IndexScreen(ModalScreen[str | None]):
 
     def on_index_listed(self, message: IndexListed) -> None:
         message.stop()
-        self.names = message.names
+        self.names, self.broken = message.names, message.broken
         options = self.query_one(OptionList)
         options.clear_options()
-        if not self.names:
-            self.query_one(IndexStatsView).show_message("no index under the artifacts root", error=True)
-            return
         for name in self.names:
             marker = "● " if name == self.current else "  "
-            options.add_option(Option(Text(marker + neutralize(name)), id=name))
+            options.add_option(Option(Text(marker + inline(name)), id=name))
+        for name, problem in self.broken:  # after the good ones: option i is still names[i]
+            options.add_option(Option(Text(f"✗ {inline(name)}: {inline(problem)}", style="red"), disabled=True))
+        if not self.names:
+            what = "no usable index" if self.broken else "no index"
+            self.query_one(IndexStatsView).show_message(f"{what} under the artifacts root", error=True)
+            return
         options.highlighted = self.names.index(self.current) if self.current in self.names else 0
         options.focus()
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         event.stop()
+        if event.option.id is None:  # a broken entry: nothing to read
+            return
         self.query_one(IndexStatsView).show_message("reading…")
         self.app.start_index_stats(self, event.option.id)
 
     def on_stats_ready(self, message: StatsReady) -> None:
         message.stop()
         options = self.query_one(OptionList)
-        if options.highlighted is None or self.names[options.highlighted] != message.index_id:
+        at = options.highlighted
+        if at is None or at >= len(self.names) or self.names[at] != message.index_id:
             return  # the person moved on
         view = self.query_one(IndexStatsView)
         if message.stats is not None:

@@ -8,7 +8,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from ragtui.core.textsafe import neutralize
+from ragtui.core.textsafe import inline
 from ragtui.tui.widgets.detail_pane import FRESHNESS_STYLES
 from ragtui.tui.widgets.source_view import SourceView
 
@@ -61,7 +61,7 @@ class SourceScreen(Screen):
         chars = (c.start_char, c.end_char) if c.start_char is not None else None
         self.view.load(name, self.text, lines, dark=self.app.current_theme.dark, chars=chars)
         head = Text(no_wrap=True, overflow="ellipsis")
-        head.append(neutralize(c.doc_id), "bold")
+        head.append(inline(c.doc_id), "bold")
         head.append("  ")
         head.append(c.status, FRESHNESS_STYLES.get(c.status, "bold"))
         if lines:

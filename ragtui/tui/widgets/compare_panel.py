@@ -95,7 +95,7 @@ class ComparePanel(Vertical):
         ``folder`` is a prefix every chunk_id shares (left out to make room)."""
         off = outcome.off.get(self.mode)
         note = self.query_one(".compare-off", Static)
-        note.update(Text(f"off: {off}") if off else "")
+        note.update(Text(f"off: {neutralize(off)}") if off else "")
         note.display = bool(off)
         self.hits = outcome.runs.get(self.mode, ())
         seconds = outcome.seconds.get(self.mode)

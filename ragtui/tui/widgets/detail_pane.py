@@ -8,7 +8,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from ragtui.core.search.retriever import Hit
-from ragtui.core.textsafe import neutralize
+from ragtui.core.textsafe import inline, neutralize
 from ragtui.tui.highlight import highlighted
 
 __all__ = ["FRESHNESS_STYLES", "DetailPane"]
@@ -88,7 +88,7 @@ class DetailPane(VerticalScroll):
         if hit is None:
             return
         head = Text()  # lines are cut, not wrapped (CSS): a narrow pane must not push the text down unevenly
-        head.append(neutralize(hit.chunk_id), "bold")
+        head.append(inline(hit.chunk_id), "bold")
         c = self.citation
         if c is not None:
             head.append("  ")

@@ -29,7 +29,7 @@ class IndexStatsView(Static):
 
     def show_message(self, message: str, *, error: bool = False) -> None:
         self.stats = None
-        self.update(Text(message, style="red" if error else "dim italic"))
+        self.update(Text(neutralize(message), style="red" if error else "dim italic"))
 
     def show(self, stats) -> None:
         self.stats = stats

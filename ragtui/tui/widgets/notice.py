@@ -5,6 +5,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
+from ragtui.core.textsafe import neutralize
+
 __all__ = ["Notice"]
 
 
@@ -34,8 +36,8 @@ class Notice(Static):
         self.kind, self.title, self.body = kind, title, body
         self.set_class(error, "-error")
         text = Text(justify="center")
-        text.append(title, "bold")
+        text.append(neutralize(title), "bold")  # titles and bodies quote index ids and error messages
         if body:
             text.append("\n\n")
-            text.append(body)
+            text.append(neutralize(body))
         self.update(text)

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.widgets import Static
 
+from ragtui.core.textsafe import inline
+
 __all__ = ["StatusLine", "StatusState"]
 
 
@@ -25,7 +27,8 @@ class StatusState:
 
 
 class StatusLine(Static):
-    """Renders a ``StatusState`` on one line (cut with an ellipsis when narrow)."""
+    """Renders a ``StatusState`` on one line (cut with an ellipsis when narrow); every part is neutralised
+    (index ids, model names and watch messages come from outside)."""
 
     DEFAULT_CSS = """
     StatusLine {
@@ -47,12 +50,12 @@ class StatusLine(Static):
         self.state = state
         line = Text(no_wrap=True, overflow="ellipsis")
         if state.index:
-            line.append(state.index, "bold")
+            line.append(inline(state.index), "bold")
         for part, style in (
             (state.vectors, "yellow" if state.vectors_off else ""),
             (state.live, "red" if state.live_error else ""),
         ):
             if part:
                 line.append(" · ", "dim")
-                line.append(part, style)
+                line.append(inline(part), style)
         self.update(line)

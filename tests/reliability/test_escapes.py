@@ -1,0 +1,117 @@
+"""Escapes in index metadata and names, markup in names, broken entries under rag/ (issue #18 items 6, 7, 14).
+
+Each runner is the one bench/reliability.py runs at full size; here at CI size.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tests.reliability.helpers_escapes import (
+    CI_BROKEN_KINDS,
+    CI_CLI_PAYLOADS,
+    CI_TUI_PAYLOADS,
+    check_screen,
+    run_broken,
+    run_cli,
+    run_markup,
+    run_tui,
+)
+
+
+@pytest.fixture(autouse=True)
+def _quiet_tui(monkeypatch, tmp_path):
+    from ragtui.tui.app import RagtuiApp
+
+    monkeypatch.setattr(RagtuiApp, "CURSOR_BLINK", False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    for name in ("EDITOR", "VISUAL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def _all_passed(result) -> None:
+    tally = result[0] if isinstance(result, tuple) else result
+    assert tally.tried > 0 and tally.passed == tally.tried, tally.failures
+
+
+def test_cli_surfaces(tmp_path):
+    _all_passed(run_cli(tmp_path, CI_CLI_PAYLOADS))
+
+
+def test_tui_views(tmp_path):
+    _all_passed(run_tui(tmp_path, CI_TUI_PAYLOADS))
+
+
+def test_markup_in_names(tmp_path):
+    _all_passed(run_markup(tmp_path))
+
+
+def test_broken_entries_under_rag(tmp_path):
+    _all_passed(run_broken(tmp_path, CI_BROKEN_KINDS))
+
+
+def test_a_raw_string_in_any_widget_never_reaches_the_terminal(tmp_path):
+    """The backstop alone: text put into widgets without neutralising it is still made safe."""
+    from rich.text import Text
+    from textual.screen import Screen
+    from textual.widgets import DataTable, Static
+
+    from tests.reliability.helpers_escapes import PAYLOADS
+    from tests.tui import make_app, wait_for
+
+    raw = "".join(PAYLOADS.values())
+
+    class RawScreen(Screen):
+        def compose(self):
+            yield Static(Text(f"TEXT-START {raw} TEXT-END"))  # bypasses every neutraliser
+            yield Static(f"PLAIN-START {raw} PLAIN-END", markup=False)
+            yield DataTable(id="raw-table")
+
+        def on_mount(self) -> None:
+            table = self.query_one(DataTable)
+            table.add_column("name")
+            table.add_row(Text(f"CELL-START {raw} CELL-END"))
+
+    app = make_app(tmp_path / "no-artifacts")
+
+    async def scenario():
+        async with app.run_test(size=(200, 30)) as pilot:
+            await wait_for(pilot, lambda: app.index_state == "missing", "the missing notice")
+            await app.push_screen(RawScreen())
+            await pilot.pause()
+            check_screen(app, "TEXT-START", "TEXT-END", "PLAIN-START", "PLAIN-END", "CELL-START")
+            app.copy_to_clipboard("line one\nline two\x1b]0;T\x07")  # as a mouse selection is copied
+            assert app.clipboard == "line one\nline two\u241b]0;T\u2407"  # lines kept, controls shown
+
+    asyncio.run(scenario())
+
+
+def test_markup_in_queries_shows_literally_in_the_command_palette(tmp_path):
+    """History entries are offered in the palette; a str prompt there is parsed as markup."""
+    from textual.command import CommandPalette
+
+    from ragtui.tui.history import QueryHistory
+    from tests.reliability.helpers_escapes import screen_text
+    from tests.tui import make_app, wait_for
+
+    history = QueryHistory(None)
+    for query in ("y[link=http:] docs", "x[/] tail", "[b]bold[/b] words"):
+        history.add(query)
+    app = make_app(tmp_path / "no-artifacts", history=history)
+
+    async def scenario():
+        async with app.run_test(size=(120, 30)) as pilot:
+            await wait_for(pilot, lambda: app.index_state == "missing", "the missing notice")
+            app.action_command_palette()
+            await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette) and "Compare modes" in screen_text(app),
+                           "the palette's list")  # every offered command is built: history entries included
+            assert app.is_running
+            await pilot.press(*"link")
+            await wait_for(pilot, lambda: "search: y[link=http:] docs" in screen_text(app), "the matching entry")
+            await pilot.press(*["backspace"] * 4, *"bold")
+            await wait_for(pilot, lambda: "search: [b]bold[/b] words" in screen_text(app), "the other entry")
+            assert app.is_running
+
+    asyncio.run(scenario())
