@@ -61,14 +61,20 @@ def _pytest_tally(name: str, *paths: str) -> Tally:
 def run(args) -> list[_Row]:
     from tests.helpers.embed_server import EmbedServer
     from tests.reliability import (
+        helpers_bombs,
         helpers_cli_http,
         helpers_concurrency,
+        helpers_config,
+        helpers_dataloss,
         helpers_embed,
+        helpers_escapes,
         helpers_faults,
         helpers_fuzz,
         helpers_hostile,
         helpers_io_cli,
         helpers_kill,
+        helpers_longlines,
+        helpers_patterns,
         helpers_terminal,
     )
     from tests.reliability.helpers_child import ForkServer
@@ -116,12 +122,7 @@ def run(args) -> list[_Row]:
         timed(lambda: _pytest_tally("TUI on corrupt indexes (error state, then recovery)",
                                     "tests/reliability/test_tui_corrupt.py"))
 
-        def reader():
-            tally, s = helpers_concurrency.run_reader_vs_writer(base / "reader", args.generations)
-            return tally, (f"{s['reads']} reads saw {s['generations']} distinct generations "
-                           f"of {s['publishes']} published in {s['publish_seconds']} s")
-
-        timed(reader)
+        timed(lambda: helpers_concurrency.run_reader_all_modes(base / "reader-modes", args.generations, 1))
         timed(lambda: helpers_concurrency.run_races(base / "races", 10), "10 rounds x 2 racers x 50 publishes")
         timed(lambda: helpers_concurrency.run_lock_cases(base / "locks", 10))
         with EmbedServer() as embed_server:
@@ -136,6 +137,31 @@ def run(args) -> list[_Row]:
             timed(lambda: _pytest_tally("Terminal escapes in documents: TUI", "tests/reliability/test_tui_terminal.py"),
                   "15 hostile documents in results and detail, one session")
             timed(lambda: helpers_cli_http.run_secrets(base / "secrets", embed_server))
+        # Issue #18: trust.
+        timed(lambda: helpers_dataloss.run_damaged_resync(base / "damaged"),
+              "12 kinds of damage x (ingest unchanged, ingest after an edit, watch partial sync); result = clean build")
+        timed(lambda: helpers_dataloss.run_bad_vector_rows(base / "rows"),
+              "9 bad rows x first/middle/last, + 2 rows inside the 1e-3 tolerance accepted")
+        timed(lambda: helpers_dataloss.run_unreadable_keeps_chunks(base / "unreadable"))
+        timed(lambda: helpers_dataloss.run_same_name_refused(base / "same-folder-name"),
+              "installed command: refused, --json, same folder, via a link, --index, --replace")
+        timed(lambda: helpers_config.run_hostile_config(base / "hostile-config"))
+        timed(lambda: helpers_config.run_out_of_root(base / "out-of-root"))
+        timed(lambda: helpers_escapes.run_cli(base / "escapes-cli"))
+        timed(lambda: helpers_escapes.run_tui(base / "escapes-tui"))
+        timed(lambda: helpers_escapes.run_markup(base / "markup"))
+        timed(lambda: helpers_escapes.run_broken(base / "broken"))
+        timed(lambda: helpers_bombs.run_index_bombs(base / "bombs", full=True),
+              "5 kinds x 13 places x commands, 1 GiB address space; ingest rebuilds")
+        timed(lambda: helpers_bombs.run_hostile_queries(base / "queries"),
+              "exit 2 / QueryError before embedding; no raw control characters; no numpy warnings")
+        timed(lambda: helpers_longlines.run_long_lines(base / "long-lines"))
+        # Issue #16 item 6: which files are documents.
+        timed(lambda: helpers_patterns.run_gitignore_vs_git(base / "git", cases=1000), "counts 0 without git")
+        timed(lambda: helpers_patterns.run_watch_agrees_with_walk(base / "agree", cases=1000))
+        timed(lambda: helpers_patterns.run_hostile_ignore_files(base / "ignore-files"), "one case per kind")
+        timed(lambda: helpers_patterns.run_flag_patterns_fuzz(base / "flags", cases=2000, cli_cases=20),
+              "2,000 in-process + 20 through the CLI")
     return rows
 
 
