@@ -56,7 +56,7 @@ SEGMENT = 4096
 """Characters between cuts, before moving to the next safe boundary."""
 MAX_GAP = 1 << 16
 """Characters searched for a safe boundary before cutting anyway."""
-GROUP = 1 << 18
+GROUP = 1 << 17
 """Characters tokenised per ``encode_batch`` call (the memory bound)."""
 
 
