@@ -279,6 +279,9 @@ def test_cuts_anywhere_safe_match_plain(plain, tiny, text):
     from ragtui.core.embedders.base import tile_spans
 
     assert tile_spans(tiny.raw_offsets(text), len(text)) == plain.spans(text)
+    parts = list(tiny.iter_spans(text))  # tiled part by part, seven characters a part
+    assert [s for part in parts for s in part] == plain.spans(text)
+    assert all(part[0][0] == prev[-1][1] for prev, part in zip(parts, parts[1:]))
     assert tiny.count(text) == plain.count(text)
     assert [i for part in tiny.iter_ids(text) for i in part] == plain.ids_many([text])[0]
 

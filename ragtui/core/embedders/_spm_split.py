@@ -41,6 +41,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from itertools import accumulate
 from typing import Any
 
 from tokenizers import Tokenizer as _HFTokenizer
@@ -165,6 +166,28 @@ class SpmSplitter:
                 raw.extend([(s + base, e + base) for s, e in enc.offsets])
                 base += len(piece)
             yield start, end, raw
+
+    def iter_spans(self, text: str) -> Iterator[list[tuple[int, int]]]:
+        """The tiled spans of ``text`` (``embedders.base.tile_spans`` of ``raw_offsets``),
+        part by part (see ``groups``); each part tiles its own stretch of the text."""
+        for start, end, pieces in self.groups(text):
+            starts: list[int] = []
+            base = start - 1 if start == 0 else start
+            for piece, enc in zip(pieces, self._tk.encode_batch(pieces, add_special_tokens=False)):
+                starts.extend([s + base for s, _ in enc.offsets])
+                base += len(piece)
+            if not starts:
+                continue
+            # tile_spans' rule, computed in C: a token starts where its raw offset
+            # does, never before the previous token nor past the end, and ends
+            # where the next one starts.
+            starts[0] = start
+            starts = list(accumulate(starts, max))
+            if starts[-1] > end:
+                starts = [min(s, end) for s in starts]
+            ends = starts[1:]
+            ends.append(end)
+            yield list(zip(starts, ends))
 
     def raw_offsets(self, text: str) -> list[tuple[int, int]]:
         """The raw token offsets of ``text`` (before tiling), equal to the plain encode's

@@ -109,7 +109,10 @@ class HFTokenizer:
         if not text:
             return []
         if len(text) >= _LONG and (splitter := self.long_text_splitter()) is not None:
-            return tile_spans(splitter.raw_offsets(text), len(text))
+            out: list[tuple[int, int]] = []
+            for part in splitter.iter_spans(text):
+                out.extend(part)
+            return out
         enc = self._tk.encode(text, add_special_tokens=False)
         # The Python binding reports offsets in characters of the original
         # string (normalisers are aligned back); only overlaps need fixing.
@@ -123,8 +126,7 @@ class HFTokenizer:
         with ``getattr``). Without the split path the whole text is one part.
         """
         if len(text) >= _LONG and (splitter := self.long_text_splitter()) is not None:
-            for start, end, raw in splitter.iter_raw_offsets(text):
-                yield tile_spans(raw, end, start)
+            yield from splitter.iter_spans(text)
         elif text:
             yield self.spans(text)
 
