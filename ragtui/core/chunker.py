@@ -15,8 +15,20 @@ What a caller may rely on, for every ``Chunk`` of ``chunk_text(doc, tok, m, o)``
   whose text alone counts more than ``m`` tokens (it cannot be chunked);
 - the same document, tokenizer and parameters always give the same chunks.
 
-Only one ``tok.spans(doc)`` call is made per document; counts are batched
-through ``tok.count_many``, with ``tok.count`` only for chunks that must shrink.
+Only one ``tok.spans(doc)`` call is made per document (or, from
+``LONG_DOCUMENT_CHARS`` characters on and when the tokenizer has it, one
+``tok.iter_spans(doc)``, read part by part); counts are batched through
+``tok.count_many``, with ``tok.count`` only for chunks that must shrink.
+
+Cost, for given ``max_tokens`` and ``overlap``: linear in the document's
+length. One tokenization of the document, and window texts counted at most
+three times per window kept plus 128, plus once per shrink step (plans are
+capped and the cap halves after a window that does not fit, so the counts
+thrown away stay within twice the windows kept plus 128). Memory: a long
+document's tokens are held from the current window on, not all at once.
+Measured with wordllama's tokenizer: 2.2 characters tokenized per character
+of prose, 3.1 of minified JSON; a 10 MB line in 7-12 s and under 150 MB
+(spec/chunker.md, Speed).
 """
 
 from __future__ import annotations
