@@ -226,3 +226,15 @@ def run_ingest_long_line(base: Path, size: int = 3_000_000, timeout: float = 300
         ok = len(records) > size // 500 and records[0].text == doc[: len(records[0].text)]
         tally.case(ok and doc.endswith(records[-1].text), f"{len(records)} chunks indexed")
     return tally
+
+
+def run_ingest_long_lines(base: Path, sizes=(3_000_000, 10_000_000)) -> Tally:
+    """``run_ingest_long_line`` for each size (full size: 3 MB and 10 MB of minified JSON)."""
+    tally = Tally("ingest of long single-line documents in bounded memory")
+    for i, size in enumerate(sizes):
+        sub = base / f"ingest-{i}"
+        sub.mkdir(parents=True, exist_ok=True)
+        part = run_ingest_long_line(sub, size)
+        part.failures = [f"{size:,} characters: {f}" for f in part.failures]
+        tally.merge(part)
+    return tally
