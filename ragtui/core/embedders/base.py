@@ -136,7 +136,7 @@ def normalize_rows(matrix: np.ndarray, *, source: str) -> np.ndarray:
     return np.ascontiguousarray(m, dtype=np.float32)
 
 
-def tile_spans(raw: Sequence[tuple[int, int]], text_len: int, start: int = 0) -> list[tuple[int, int]]:
+def tile_spans(raw: Sequence[tuple[int, int]], text_len: int) -> list[tuple[int, int]]:
     """Turn a tokenizer's raw character offsets into spans that tile the text.
 
     Raw offsets may overlap (byte-fallback tokens all report the same
@@ -146,11 +146,6 @@ def tile_spans(raw: Sequence[tuple[int, int]], text_len: int, start: int = 0) ->
     token starts; each token ends where the next one starts; the first token
     starts at 0 and the last ends at ``text_len``. Raw offsets that already
     tile are returned unchanged (as the same list when ``raw`` is a list of tuples).
-
-    ``start``: tile the part ``start .. text_len`` of a longer text instead (its
-    first token starts there). Tiling consecutive parts this way gives the
-    spans of tiling the whole at once when each part's first raw offset starts
-    at the part's ``start`` and no raw offset leaves its part.
     """
     n = len(raw)
     if n == 0:
@@ -159,10 +154,10 @@ def tile_spans(raw: Sequence[tuple[int, int]], text_len: int, start: int = 0) ->
     # lists runs in C and no new tuples are built.
     starts = [s for s, _ in raw]
     ends = [e for _, e in raw]
-    if starts[0] == start and ends[-1] == text_len and starts[1:] == ends[:-1]:
+    if starts[0] == 0 and ends[-1] == text_len and starts[1:] == ends[:-1]:
         return raw if isinstance(raw, list) else list(raw)
-    starts = [start] * n
-    prev = start
+    starts = [0] * n
+    prev = 0
     for i in range(1, n):
         s = raw[i][0]
         if s < prev:
