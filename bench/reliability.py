@@ -156,6 +156,7 @@ def run(args) -> list[_Row]:
         timed(lambda: helpers_bombs.run_hostile_queries(base / "queries"),
               "exit 2 / QueryError before embedding; no raw control characters; no numpy warnings")
         timed(lambda: helpers_longlines.run_long_lines(base / "long-lines"))
+        timed(lambda: helpers_longlines.run_ingest_long_lines(base / "long-lines-ingest"))
         # Issue #16 item 6: which files are documents.
         timed(lambda: helpers_patterns.run_gitignore_vs_git(base / "git", cases=1000), "counts 0 without git")
         timed(lambda: helpers_patterns.run_watch_agrees_with_walk(base / "agree", cases=1000))

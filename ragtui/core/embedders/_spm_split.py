@@ -2,31 +2,46 @@
 
 Why: a tokenizer converted from SentencePiece (Llama 2, Mistral; wordllama's
 bundled one) has no pre-tokenizer, so the Rust library runs BPE over a whole
-document as one word: single-threaded (``encode`` holds the GIL) and slower
-per token as the text grows. ``spans(document)`` is the chunker's one big
-tokenisation call, so it dominates ingest.
+document as one word: single-threaded (``encode`` holds the GIL), slower per
+token as the text grows, and about 230 bytes of memory per character (a
+10 MB line without spaces takes 2.3 GB and 18 s). ``spans(document)`` is the
+chunker's one big tokenisation call, so it dominates ingest.
 
 Why it is exact: such a tokenizer normalises ``text`` to ``"▁" +
-text.replace(" ", "▁")`` and merges symbol pairs whose concatenation is in the
-vocabulary. If no vocabulary token contains a ``▁`` right after a character
-that is not ``▁``, no merge can ever join the symbols on the two sides of such
-a position, so BPE of the whole equals the concatenation of BPE of the pieces
-cut there. ``SpmSplitter.build`` checks that property (and the exact
-normaliser and model shape) on the tokenizer's own JSON and declines when it
-does not hold; tests compare the fast path with the plain one on real
-documents and random text.
+text.replace(" ", "▁")`` and applies merge rules ``(left, right)`` to
+adjacent symbols. A symbol that spans the boundary between characters ``x``
+and ``y`` can only be made by a merge whose ``left`` ends with ``x`` and
+whose ``right`` starts with ``y``. If no rule does, nothing ever joins the two
+sides, so BPE of the whole equals the concatenation of BPE of the pieces cut
+there. ``SpmSplitter.build`` collects those ``(x, y)`` pairs from the merge
+rules (and from the added tokens, which are matched as whole strings), checks
+the exact normaliser and model shape on the tokenizer's own JSON, and
+declines when the property cannot be checked. A boundary before a space that
+follows a character other than a space or ``▁`` is always safe in the
+tokenizers this accepts (no vocabulary token contains ``▁`` after another
+character); with byte fallback, boundaries next to digits, punctuation and
+most letter pairs are safe too, so minified JSON cuts every few characters.
 
-How: cut the text before spaces that follow a character other than space or
-``▁``, about every ``segment`` characters; tokenise the pieces with
-``encode_batch`` (parallel, GIL released) using a copy of the tokenizer whose
-normaliser lacks the ``Prepend``; give the first piece its ``▁`` as a leading
-space; shift the offsets back.
+The one inexact case: a stretch of more than ``max_gap`` characters (64 Ki)
+with no safe boundary at all (``"aaaa…"``). It is cut anyway at a fixed
+place, which bounds memory; there a token or two may differ from one plain
+``encode`` of the whole. ``count`` and the offsets use the same cuts, so they
+still agree with each other.
+
+How: cut the text about every ``segment`` characters at the first safe
+boundary; tokenise groups of pieces with ``encode_batch`` (parallel, GIL
+released) using a copy of the tokenizer whose normaliser lacks the
+``Prepend``; give the first piece its ``▁`` as a leading space; shift the
+offsets back. A group holds about ``group`` characters, so memory is bounded
+by the group, not the text.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
+from itertools import accumulate
 from typing import Any
 
 from tokenizers import Tokenizer as _HFTokenizer
@@ -36,17 +51,40 @@ __all__ = ["SpmSplitter"]
 _PREPEND = {"type": "Prepend", "prepend": "▁"}
 _REPLACE = {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}
 _UNSAFE_TOKEN = re.compile("[^▁]▁")
+_BYTE_TOKEN = re.compile(r"<0x[0-9A-F]{2}>")
+
+SEGMENT = 4096
+"""Characters between cuts, before moving to the next safe boundary."""
+MAX_GAP = 1 << 16
+"""Characters searched for a safe boundary before cutting anyway."""
+GROUP = 1 << 17
+"""Characters tokenised per ``encode_batch`` call (the memory bound)."""
 
 
 class SpmSplitter:
     """Raw offsets of a long text, computed in parallel pieces; see the module docstring."""
 
-    def __init__(self, piece_tokenizer: _HFTokenizer, segment: int) -> None:
+    def __init__(
+        self,
+        piece_tokenizer: _HFTokenizer,
+        segment: int = SEGMENT,
+        joined: frozenset[str] | None = None,
+        *,
+        max_gap: int = MAX_GAP,
+        group: int = GROUP,
+    ) -> None:
+        """``joined``: the two-character strings a merge may join (a space written
+        both as ``" "`` and ``"▁"``); ``None`` allows cuts before spaces only."""
         self._tk = piece_tokenizer
         self.segment = segment
+        self.max_gap = max_gap
+        self.group = group
+        self._joined = joined
 
     @classmethod
-    def build(cls, tokenizer: _HFTokenizer, segment: int = 4096) -> SpmSplitter | None:
+    def build(
+        cls, tokenizer: _HFTokenizer, segment: int = SEGMENT, *, max_gap: int = MAX_GAP, group: int = GROUP
+    ) -> SpmSplitter | None:
         """A splitter for ``tokenizer``, or ``None`` when splitting would not be exact."""
         spec: dict[str, Any] = json.loads(tokenizer.to_str())
         model = spec.get("model") or {}
@@ -70,41 +108,139 @@ class SpmSplitter:
         spec["padding"] = None
         piece = _HFTokenizer.from_str(json.dumps(spec))
         piece.encode_special_tokens = True
-        return cls(piece, segment)
+        return cls(piece, segment, _joined_pairs(model, vocab, added), max_gap=max_gap, group=group)
 
     def cuts(self, text: str) -> list[int]:
-        """Start offsets of the pieces: 0, then safe cut points about ``segment`` apart."""
+        """Start offsets of the pieces: 0, then safe cut points about ``segment`` apart
+        (a cut after ``max_gap`` characters without one; see the module docstring)."""
         out = [0]
         n = len(text)
         pos = self.segment
         while pos < n:
-            cut = text.find(" ", pos)
-            while cut != -1 and text[cut - 1] in " ▁":
-                cut = text.find(" ", cut + 1)
-            if cut == -1:
-                break
+            limit = min(n, pos + self.max_gap)
+            cut = self._safe_cut(text, pos, limit)
+            if cut < 0:
+                if limit >= n:
+                    break
+                cut = limit
             out.append(cut)
             pos = cut + self.segment
         return out
 
+    def _safe_cut(self, text: str, pos: int, limit: int) -> int:
+        """The first safe boundary in ``pos .. limit - 1``, or -1."""
+        joined = self._joined
+        if joined is None:
+            cut = text.find(" ", pos, limit)
+            while cut != -1 and text[cut - 1] in " ▁":
+                cut = text.find(" ", cut + 1, limit)
+            return cut
+        for i in range(pos, limit):
+            if text[i - 1 : i + 1] not in joined:
+                return i
+        return -1
+
+    def groups(self, text: str) -> Iterator[tuple[int, int, list[str]]]:
+        """``(start, end, pieces)`` of consecutive parts of ``text``, each about
+        ``group`` characters, the first piece of the first part with its ``▁``."""
+        cuts = self.cuts(text)
+        cuts.append(len(text))
+        lo = 0
+        while lo < len(cuts) - 1:
+            hi = lo + 1
+            while hi < len(cuts) - 1 and cuts[hi + 1] - cuts[lo] <= self.group:
+                hi += 1
+            pieces = [text[a:b] for a, b in zip(cuts[lo:hi], cuts[lo + 1 : hi + 1])]
+            if lo == 0:
+                pieces[0] = " " + pieces[0]  # the "▁" the Prepend normaliser would add
+            yield cuts[lo], cuts[hi], pieces
+            lo = hi
+
+    def iter_raw_offsets(self, text: str) -> Iterator[tuple[int, int, list[tuple[int, int]]]]:
+        """``(start, end, raw offsets)`` of each part of ``text`` (see ``groups``);
+        together the offsets are ``raw_offsets(text)``."""
+        for start, end, pieces in self.groups(text):
+            raw: list[tuple[int, int]] = []
+            base = start - 1 if start == 0 else start
+            for piece, enc in zip(pieces, self._tk.encode_batch(pieces, add_special_tokens=False)):
+                raw.extend([(s + base, e + base) for s, e in enc.offsets])
+                base += len(piece)
+            yield start, end, raw
+
+    def iter_spans(self, text: str) -> Iterator[list[tuple[int, int]]]:
+        """The tiled spans of ``text`` (``embedders.base.tile_spans`` of ``raw_offsets``),
+        part by part (see ``groups``); each part tiles its own stretch of the text."""
+        for start, end, pieces in self.groups(text):
+            starts: list[int] = []
+            base = start - 1 if start == 0 else start
+            for piece, enc in zip(pieces, self._tk.encode_batch(pieces, add_special_tokens=False)):
+                starts.extend([s + base for s, _ in enc.offsets])
+                base += len(piece)
+            if not starts:
+                continue
+            # tile_spans' rule, computed in C: a token starts where its raw offset
+            # does, never before the previous token nor past the end, and ends
+            # where the next one starts.
+            starts[0] = start
+            starts = list(accumulate(starts, max))
+            if starts[-1] > end:
+                starts = [min(s, end) for s in starts]
+            ends = starts[1:]
+            ends.append(end)
+            yield list(zip(starts, ends))
+
     def raw_offsets(self, text: str) -> list[tuple[int, int]]:
         """The raw token offsets of ``text`` (before tiling), equal to the plain encode's
         after ``tile_spans``; the first may start at -1 (the prefix ``▁``)."""
-        cuts = self.cuts(text)
-        ends = cuts[1:] + [len(text)]
-        pieces = [text[a:b] for a, b in zip(cuts, ends)]
-        pieces[0] = " " + pieces[0]  # the "▁" the Prepend normaliser would add
-        encodings = self._tk.encode_batch(pieces, add_special_tokens=False)
         raw: list[tuple[int, int]] = []
-        for base, enc in zip(cuts, encodings):
-            if base == 0:
-                base = -1
-            raw.extend([(s + base, e + base) for s, e in enc.offsets])
+        for _, _, part in self.iter_raw_offsets(text):
+            raw.extend(part)
         return raw
 
+    def iter_ids(self, text: str) -> Iterator[list[int]]:
+        """Token ids of ``text``, part by part (see ``groups``)."""
+        encode = getattr(self._tk, "encode_batch_fast", self._tk.encode_batch)
+        for _, _, pieces in self.groups(text):
+            ids: list[int] = []
+            for enc in encode(pieces, add_special_tokens=False):
+                ids.extend(enc.ids)
+            yield ids
+
     def count(self, text: str) -> int:
-        cuts = self.cuts(text)
-        ends = cuts[1:] + [len(text)]
-        pieces = [text[a:b] for a, b in zip(cuts, ends)]
-        pieces[0] = " " + pieces[0]
-        return sum(len(e.ids) for e in self._tk.encode_batch(pieces, add_special_tokens=False))
+        encode = getattr(self._tk, "encode_batch_fast", self._tk.encode_batch)
+        return sum(len(e.ids) for _, _, pieces in self.groups(text) for e in encode(pieces, add_special_tokens=False))
+
+
+def _joined_pairs(model: dict[str, Any], vocab: dict[str, int], added: list[str]) -> frozenset[str] | None:
+    """Every ``x + y`` such that some merge may join a symbol ending in ``x`` to one
+    starting with ``y`` (see the module docstring); ``None`` when that set would not
+    describe every way two characters can end up in one token."""
+    # Characters missing from the vocabulary become byte pieces (or one fused
+    # <unk>): safe to cut beside only when byte fallback has every byte token.
+    bytes_complete = all(f"<0x{b:02X}>" in vocab for b in range(256))
+    if model.get("fuse_unk") and not (model.get("byte_fallback") and bytes_complete):
+        return None
+    pairs: set[str] = set()
+    for rule in model.get("merges") or []:
+        if isinstance(rule, str):
+            parts = rule.split(" ")
+        elif isinstance(rule, list):
+            parts = rule
+        else:
+            return None
+        if len(parts) != 2 or not all(isinstance(p, str) and p for p in parts):
+            return None
+        left, right = parts
+        if _BYTE_TOKEN.fullmatch(left) or _BYTE_TOKEN.fullmatch(right):
+            return None  # merges of byte pieces join characters we cannot see
+        pairs.add(left[-1] + right[0])
+    for token in added:  # matched as whole strings before BPE: never cut inside one
+        pairs.update(token[i : i + 2] for i in range(len(token) - 1))
+    # The text holds spaces where the normalised string holds "▁".
+    for pair in list(pairs):
+        if "▁" in pair:
+            x, y = pair
+            for a in {x, " "} if x == "▁" else {x}:
+                for b in {y, " "} if y == "▁" else {y}:
+                    pairs.add(a + b)
+    return frozenset(pairs)

@@ -9,7 +9,7 @@ fetched.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from tokenizers import Encoding
@@ -95,6 +95,12 @@ class HFTokenizer:
         """``[count(t) for t in texts]``; batched, parallel in the Rust library."""
         if not texts:
             return []
+        if any(len(t) >= _LONG for t in texts):  # long ones go through count (split, bounded)
+            short = [i for i, t in enumerate(texts) if len(t) < _LONG]
+            out = [self.count(t) if len(t) >= _LONG else 0 for t in texts]
+            for i, n in zip(short, self.count_many([texts[i] for i in short])):
+                out[i] = n
+            return out
         encs = self._encode_batch(list(texts), add_special_tokens=False)
         return [len(e.ids) for e in encs]
 
@@ -103,11 +109,26 @@ class HFTokenizer:
         if not text:
             return []
         if len(text) >= _LONG and (splitter := self.long_text_splitter()) is not None:
-            return tile_spans(splitter.raw_offsets(text), len(text))
+            out: list[tuple[int, int]] = []
+            for part in splitter.iter_spans(text):
+                out.extend(part)
+            return out
         enc = self._tk.encode(text, add_special_tokens=False)
         # The Python binding reports offsets in characters of the original
         # string (normalisers are aligned back); only overlaps need fixing.
         return tile_spans(enc.offsets, len(text))
+
+    def iter_spans(self, text: str) -> Iterator[list[tuple[int, int]]]:
+        """``spans(text)`` in consecutive parts of at most a few hundred thousand
+        characters each, so a caller that walks the text once holds one part.
+
+        Optional: not part of the ``Tokenizer`` protocol (the chunker looks it up
+        with ``getattr``). Without the split path the whole text is one part.
+        """
+        if len(text) >= _LONG and (splitter := self.long_text_splitter()) is not None:
+            yield from splitter.iter_spans(text)
+        elif text:
+            yield self.spans(text)
 
     def spans_many(self, texts: Sequence[str]) -> list[list[tuple[int, int]]]:
         """``[spans(t) for t in texts]``; short texts batched, parallel in the Rust library.
@@ -134,5 +155,21 @@ class HFTokenizer:
         """Token ids of each text (no offsets computed); for embedders."""
         if not texts:
             return []
+        if any(len(t) >= _LONG for t in texts):
+            out: list[list[int]] = []
+            for t in texts:
+                out.append([i for part in self.iter_ids(t) for i in part] if len(t) >= _LONG else [])
+            short = [i for i, t in enumerate(texts) if len(t) < _LONG]
+            for i, ids in zip(short, self.ids_many([texts[i] for i in short])):
+                out[i] = ids
+            return out
         encs = self._encode_batch(list(texts), add_special_tokens=False)
         return [e.ids for e in encs]
+
+    def iter_ids(self, text: str) -> Iterator[list[int]]:
+        """The ids of ``ids_many([text])[0]`` in consecutive parts (one part unless
+        the text is long), so an embedder can pool a long text in bounded memory."""
+        if len(text) >= _LONG and (splitter := self.long_text_splitter()) is not None:
+            yield from splitter.iter_ids(text)
+        elif text:
+            yield self._encode_batch([text], add_special_tokens=False)[0].ids

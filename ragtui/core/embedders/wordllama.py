@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +42,11 @@ MODEL_NAME = "wordllama-l2_supercat-256"
 _WEIGHTS = ("weights", "l2_supercat_256.safetensors")
 _TOKENIZER = ("tokenizers", "l2_supercat_tokenizer_config.json")
 _DIM = 256
+# Rows gathered at a time: a text's (tokens, 256) gather would take 1 KB per
+# token (6 GB for 10 MB of minified JSON); 4096 rows are 4 MB.
+_POOL_BLOCK = 4096
+# Texts at least this long are tokenised and pooled part by part.
+_LONG_TEXT = 8192
 
 
 def bundled_files() -> tuple[Path, Path]:
@@ -127,8 +132,17 @@ class WordLlamaEmbedder:
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         for start in range(0, len(texts), self._batch_size):
             part = texts[start : start + self._batch_size]
-            ids = self.tokenizer.ids_many(part)
-            self._pool(ids, out[start : start + len(part)])
+            rows = out[start : start + len(part)]
+            if all(len(t) < _LONG_TEXT for t in part):
+                self._pool(self.tokenizer.ids_many(part), rows)
+                continue
+            # A long text (a query read from a file, say) is tokenised and summed
+            # part by part, so its memory does not grow with its length.
+            self._sum_rows(self.tokenizer.ids_many([t if len(t) < _LONG_TEXT else "" for t in part]), rows)
+            for i, t in enumerate(part):
+                if len(t) >= _LONG_TEXT:
+                    self._sum_blocks(self.tokenizer.iter_ids(t), rows[i])
+            self._normalize(rows)
         return out
 
     def embed_ids(self, ids: Sequence[Sequence[int]]) -> np.ndarray:
@@ -138,14 +152,37 @@ class WordLlamaEmbedder:
         return out
 
     def _pool(self, ids: Sequence[Sequence[int]], out: np.ndarray) -> None:
+        self._sum_rows(ids, out)
+        self._normalize(out)
+
+    def _sum_rows(self, ids: Sequence[Sequence[int]], out: np.ndarray) -> None:
         table = self._table
         # One gather-and-sum per text beats one big gather + reduceat: the
         # 256 x 256 block stays in cache and numpy's pairwise sum is fast.
         for i, row_ids in enumerate(ids):
-            if len(row_ids):
+            if len(row_ids) > _POOL_BLOCK:
+                self._sum_blocks([row_ids], out[i])
+            elif len(row_ids):
                 np.sum(table[row_ids], axis=0, dtype=np.float32, out=out[i])
             else:
                 out[i] = 0.0
+
+    def _sum_blocks(self, parts: Iterable[Sequence[int]], out_row: np.ndarray) -> None:
+        """Sum the rows of ids arriving in parts, ``_POOL_BLOCK`` rows at a time.
+
+        numpy sums axis 0 row after row, so adding the running total into each
+        block's first row gives the very floats of one gather-and-sum.
+        """
+        total: np.ndarray | None = None
+        for ids in parts:
+            for lo in range(0, len(ids), _POOL_BLOCK):
+                block = self._table[ids[lo : lo + _POOL_BLOCK]]
+                if total is not None:
+                    block[0] += total
+                total = np.sum(block, axis=0, dtype=np.float32)
+        out_row[:] = 0.0 if total is None else total
+
+    def _normalize(self, out: np.ndarray) -> None:
         norms = np.linalg.norm(out, axis=1)
         bad = ~(np.isfinite(norms) & (norms > 0.0))
         norms[bad] = 1.0

@@ -47,7 +47,7 @@ from ragtui.core.index.index_format import (
     read_index,
     vector_row_problem,
 )
-from ragtui.core.ingest.chunker import chunk_text
+from ragtui.core.ingest.chunker import LONG_DOCUMENT_CHARS, chunk_text
 from ragtui.core.ingest.journal import EmbedJournal
 from ragtui.core.ingest.patterns import IGNORE_FILES
 from ragtui.core.ingest.publish import (
@@ -768,8 +768,13 @@ def _chunk_all(new_texts: dict[str, str], tokenizer, max_tokens, overlap, report
     spans_many = getattr(tokenizer, "spans_many", None)
     for lo in range(0, len(items), CHUNK_BATCH):
         batch = items[lo : lo + CHUNK_BATCH]
-        # One parallel tokenizer call for a batch of documents, when the tokenizer offers it.
-        spans = spans_many([t for _, t in batch]) if spans_many else [None] * len(batch)
+        # One parallel tokenizer call for a batch of documents, when the tokenizer offers it;
+        # a long document is left to chunk_text, which tokenizes it part by part.
+        spans: list = [None] * len(batch)
+        short = [i for i, (_, t) in enumerate(batch) if len(t) < LONG_DOCUMENT_CHARS]
+        if spans_many and short:
+            for i, doc_spans in zip(short, spans_many([batch[i][1] for i in short])):
+                spans[i] = doc_spans
         for (doc_id, text), doc_spans in zip(batch, spans):
             new_chunks[doc_id] = chunk_text(text, tokenizer, max_tokens, overlap, spans=doc_spans)
         done += len(batch)
