@@ -1,0 +1,43 @@
+"""The type check (`make typecheck`) as a test: CI runs only pytest, so a type error fails CI here.
+
+mypy reads its settings from pyproject.toml ([tool.mypy]): the targets, strict mode for
+ragtui.core, and the few untyped third-party modules.
+"""
+
+import re
+import tomllib
+from pathlib import Path
+
+from mypy import api
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = ROOT / "pyproject.toml"
+
+
+def _mypy(*args: str) -> tuple[str, int]:
+    stdout, stderr, status = api.run(["--config-file", str(CONFIG), "--no-color-output", *args])
+    return stdout + stderr, status
+
+
+def test_configured_targets_type_check(monkeypatch):
+    """Every configured target checks clean, and every module in them was checked (not an empty run)."""
+    monkeypatch.chdir(ROOT)  # the configured paths are relative to the checkout
+    targets = tomllib.loads(CONFIG.read_text(encoding="utf-8"))["tool"]["mypy"]["files"]
+    assert "ragtui/core" in targets
+    n_modules = len({p for t in targets for p in (ROOT / t).rglob("*.py")})
+    out, status = _mypy()
+    errors = [line for line in out.splitlines() if re.match(r"[^ ]+\.py:\d+: error:", line)]
+    assert errors == [] and status == 0, out
+    assert f"Success: no issues found in {n_modules} source files" in out, out
+
+
+def test_core_is_checked_strictly(tmp_path):
+    """A ragtui.core module with an unannotated function fails the check (strict applies to core)."""
+    core = tmp_path / "ragtui" / "core"
+    core.mkdir(parents=True)
+    (tmp_path / "ragtui" / "__init__.py").write_text("")
+    (core / "__init__.py").write_text("")
+    (core / "probe.py").write_text("def untyped(x):\n    return x\n\n\ndef loose(x: dict) -> None:\n    pass\n")
+    out, status = _mypy("--cache-dir", str(tmp_path / "cache"), str(core / "probe.py"))
+    assert status == 1
+    assert "[no-untyped-def]" in out and "[type-arg]" in out, out
