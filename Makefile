@@ -27,7 +27,7 @@ lint: ## static checks: ruff, then the type check
 	$(PYTHON) -m ruff check ragtui tests bench
 	$(PYTHON) -m mypy
 
-typecheck: ## mypy as pyproject.toml configures it (strict on ragtui/core)
+typecheck: ## mypy as pyproject.toml configures it (ragtui/core strict, ragtui/watch)
 	$(PYTHON) -m mypy
 
 ci: ## run CI as CI does, in this checkout
