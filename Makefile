@@ -2,7 +2,7 @@
 PYTHON ?= python3
 .DEFAULT_GOAL := help
 
-.PHONY: help install test bench figures lint ci clean
+.PHONY: help install test bench figures lint typecheck ci clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -23,11 +23,15 @@ bench: ## run the benchmarks against their named peers (needs: pip install -e '.
 figures: ## run the retrieval-quality evaluations and draw assets/eval-*.png (needs ../shared/data and '.[eval]')
 	$(PYTHON) bench/plots.py --run
 
-lint: ## static checks (ruff, if installed)
+lint: ## static checks: ruff, then the type check
 	$(PYTHON) -m ruff check ragtui tests bench
+	$(PYTHON) -m mypy
+
+typecheck: ## mypy as pyproject.toml configures it (ragtui/core strict, ragtui/watch)
+	$(PYTHON) -m mypy
 
 ci: ## run CI as CI does, in this checkout
 	bash .ci/run
 
 clean: ## remove build and test leftovers
-	rm -rf build dist *.egg-info .pytest_cache .hypothesis
+	rm -rf build dist *.egg-info .pytest_cache .hypothesis .mypy_cache

@@ -105,7 +105,7 @@ class Citation:
         """Whether line and character ranges are known (``fresh`` or ``moved``)."""
         return self.start_line is not None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         """Every field, with the record's fields flattened in, for JSON output."""
         return {
             "ref": self.ref,
@@ -141,7 +141,7 @@ def split_ref(ref: str) -> tuple[str, int]:
     return head, int(k)
 
 
-def source_folder(artifacts: str | os.PathLike, index_id: str) -> Path | None:
+def source_folder(artifacts: str | os.PathLike[str], index_id: str) -> Path | None:
     """The absolute folder ingest read for ``index_id``, as its writer state records it (None when not)."""
     from ragtui.core.ingest.sync import _state_file  # the writer owns where its state lives
 
@@ -154,14 +154,14 @@ def source_folder(artifacts: str | os.PathLike, index_id: str) -> Path | None:
     return _state_folder(os.path.abspath(artifacts), index_id, st.st_ino, st.st_mtime_ns, st.st_size)
 
 
-def source_root(artifacts: str | os.PathLike, index_id: str) -> Path | None:
+def source_root(artifacts: str | os.PathLike[str], index_id: str) -> Path | None:
     """The parent of ``source_folder`` (what doc_ids are relative to), or None."""
     folder = source_folder(artifacts, index_id)
     return None if folder is None else folder.parent
 
 
 @functools.lru_cache(maxsize=16)
-def _state_folder(artifacts: str, index_id: str, *_stamp) -> Path | None:
+def _state_folder(artifacts: str, index_id: str, *_stamp: int) -> Path | None:
     from ragtui.core.ingest.sync import load_state
 
     folder = load_state(Path(artifacts), index_id).get("folder")
@@ -201,7 +201,7 @@ class Resolver:
     writer state records; with neither, ``resolve`` refuses to read sources.
     """
 
-    def __init__(self, data: IndexData, root: str | os.PathLike | None = None) -> None:
+    def __init__(self, data: IndexData, root: str | os.PathLike[str] | None = None) -> None:
         self.data = data
         recorded = _recorded_folder(data)
         self.folder_name: str | None = None if recorded is None else recorded.name
@@ -241,7 +241,7 @@ class Resolver:
         start, status = self._locate(doc, k), FRESH
         if start < 0 and doc.text is not None:
             start, status = doc.text.find(record.text), MOVED
-        if start < 0:
+        if start < 0 or doc.text is None:  # (a start >= 0 was found in the text)
             status = CHANGED if doc.present else MISSING
             return Citation(ref, self.data.meta.index_id, row, record, doc.path, status, None, None, None, None)
         end = start + len(record.text)
@@ -359,7 +359,7 @@ def _inside(real: str, folder_real: str) -> bool:
     return real != folder_real and os.path.commonpath([real, folder_real]) == folder_real
 
 
-def resolve(data: IndexData, ref: str, *, root: str | os.PathLike | None = None) -> Citation:
+def resolve(data: IndexData, ref: str, *, root: str | os.PathLike[str] | None = None) -> Citation:
     """The ``Citation`` for one reference into ``data``.
 
     ``root`` is the parent of the ingested folder (doc_ids are relative to
@@ -369,7 +369,7 @@ def resolve(data: IndexData, ref: str, *, root: str | os.PathLike | None = None)
     return Resolver(data, root).resolve(ref)
 
 
-def resolve_many(data: IndexData, refs: Iterable[str], *, root: str | os.PathLike | None = None) -> list[Citation]:
+def resolve_many(data: IndexData, refs: Iterable[str], *, root: str | os.PathLike[str] | None = None) -> list[Citation]:
     """``resolve`` for each reference, in order, reading each source document once.
 
     Raises at the first reference that fails; use ``Resolver`` to handle each one.

@@ -33,6 +33,7 @@ newline are kept by ``neutralize`` (text keeps its shape); ``inline`` and
 from __future__ import annotations
 
 import re
+from typing import Any
 
 __all__ = ["UNSAFE_CHARS", "inline", "json_text", "neutralize", "one_line", "strip_unsafe"]
 
@@ -55,7 +56,7 @@ def _escape(code: int) -> str:
     return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
-def _visible(match: re.Match) -> str:
+def _visible(match: re.Match[str]) -> str:
     if match.group(1):
         return match.group(1)
     code = ord(match.group())
@@ -105,7 +106,7 @@ def strip_unsafe(text: str) -> str:
 _JSON_UNSAFE = re.compile(f"({_FLAG})|[{_BEYOND_C0}\u2028\u2029]")
 
 
-def _json_escape(match: re.Match) -> str:
+def _json_escape(match: re.Match[str]) -> str:
     if match.group(1):
         return match.group(1)
     code = ord(match.group())
@@ -115,7 +116,7 @@ def _json_escape(match: re.Match) -> str:
     return f"\\u{code:04x}"
 
 
-def json_text(obj, **kwargs) -> str:
+def json_text(obj: object, **kwargs: Any) -> str:
     """``json.dumps(obj, ensure_ascii=False, **kwargs)`` with terminal-unsafe characters as ``\\u`` escapes.
 
     The output decodes to the same value; it only cannot drive a terminal

@@ -37,6 +37,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ragtui.core.errors import EmbeddingError, StorageError, UsageError
 from ragtui.core.ingest.publish import check_index_id, index_dir
@@ -44,6 +45,9 @@ from ragtui.core.ingest.sync import SyncReport, prepare, sync
 from ragtui.core.ingest.walk import WalkRules
 from ragtui.watch.events import ROOT_GONE, Batch, ChangeBuffer, Scope, classify, compact_paths, is_ignore_file
 from ragtui.watch.observers import EVENT_FILTER, LIMITS, Handler, Hooks, limit_message, make_observer, stop_observer
+
+if TYPE_CHECKING:
+    from watchdog.observers.api import BaseObserver
 
 __all__ = ["AgentEvent", "AgentStats", "WatchAgent"]
 
@@ -167,7 +171,7 @@ class WatchAgent:
         self.error: BaseException | None = None
         """The error that stopped the agent, if one did."""
         self.last_report: SyncReport | None = None
-        self._observer = None
+        self._observer: BaseObserver | None = None
         self._root_id: tuple[int, int] | None = None
         self._fell_back = False
         self._paused = False

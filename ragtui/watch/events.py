@@ -31,13 +31,14 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Final, Literal
 
 from ragtui.core.ingest.patterns import IGNORE_FILES
 from ragtui.core.ingest.walk import WalkRules
 
 __all__ = ["ROOT_GONE", "Batch", "Change", "ChangeBuffer", "Scope", "classify", "compact_paths", "is_ignore_file"]
 
-ROOT_GONE = "root-gone"
+ROOT_GONE: Final = "root-gone"
 """What ``classify`` returns when the watched folder itself was deleted."""
 
 
@@ -112,7 +113,7 @@ def _text(path: bytes | str) -> str:
     return os.fsdecode(path) if isinstance(path, bytes) else path
 
 
-def classify(event, scope: Scope) -> list[Change] | str:
+def classify(event, scope: Scope) -> list[Change] | Literal["root-gone"]:
     """The changes one watchdog event implies, or ``ROOT_GONE``.
 
     A move yields its source (now gone) and its destination (now present),

@@ -79,7 +79,7 @@ class Hooks:
 
 def limit_message(error: OSError) -> str:
     """One line naming the kernel setting to raise, with its current value."""
-    setting = LIMITS.get(error.errno, "fs.inotify.max_user_watches")
+    setting = LIMITS[error.errno] if error.errno in LIMITS else "fs.inotify.max_user_watches"
     try:
         value = Path("/proc/sys", *setting.split(".")).read_text().strip()
     except OSError:

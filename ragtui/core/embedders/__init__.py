@@ -18,6 +18,7 @@ spec/embedders.md is the full contract.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from typing import Any
 
 from ragtui.core.embedders.base import Embedder, Tokenizer, empty_text_vector, tile_spans
@@ -45,10 +46,11 @@ def make_embedder(kind: str = "wordllama", **options: Any) -> Embedder:
     Raises ``UsageError`` for an unknown kind or option, or a missing one
     (``http`` needs ``base_url`` and ``model``).
     """
+    cls: Callable[..., Embedder]
     if kind == "wordllama":
         from ragtui.core.embedders.wordllama import WordLlamaEmbedder as cls
     elif kind == "http":
-        from ragtui.core.embedders.http import HTTPEmbedder as cls  # type: ignore[assignment]
+        from ragtui.core.embedders.http import HTTPEmbedder as cls
     else:
         raise UsageError(f"unknown embedder kind {kind!r}; expected one of: {', '.join(KINDS)}")
     try:

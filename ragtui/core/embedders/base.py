@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
+import numpy.typing as npt
 
 from ragtui.core.errors import EmbeddingError
 
@@ -75,14 +76,24 @@ class Embedder(Protocol):
     reads every member, and reading ``HTTPEmbedder.dim`` may ask the server.
     """
 
-    model: str
-    """Recorded as meta.json ``embedding_model``."""
-    dim: int
-    """Length of every embedding."""
-    tokenizer: Tokenizer
-    """The tokenizer that cuts chunks for this model."""
+    # Read-only members: an implementation may hold them as attributes or
+    # properties (``HTTPEmbedder.dim``), and its tokenizer may be any Tokenizer.
+    @property
+    def model(self) -> str:
+        """Recorded as meta.json ``embedding_model``."""
+        ...
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
+    @property
+    def dim(self) -> int:
+        """Length of every embedding."""
+        ...
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        """The tokenizer that cuts chunks for this model."""
+        ...
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """``(len(texts), dim)`` float32, C-contiguous, unit rows, finite, never zero."""
         ...
 

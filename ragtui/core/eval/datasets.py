@@ -36,8 +36,10 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ragtui.core.errors import UsageError
 
@@ -74,7 +76,7 @@ class Dataset:
     def level(self, qid: str) -> str:
         return self.query_level.get(qid, "doc")
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, object]:
         return {
             "name": self.name,
             "kind": self.kind,
@@ -132,7 +134,7 @@ def _read_text(path: Path) -> str:
 # -- BEIR --------------------------------------------------------------------------------------
 
 
-def _json(text: str, where: str):
+def _json(text: str, where: str) -> object:
     """``text`` parsed as JSON, or ``UsageError`` naming ``where``: for every way the parser can refuse
     (malformed JSON, an integer of more than 4,300 digits, nesting deeper than Python's recursion limit)
     and for strings holding an unpaired surrogate escape (``"\\ud800"``: not Unicode, unwritable as UTF-8)."""
@@ -153,7 +155,7 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _has_lone_surrogate(obj) -> bool:
+def _has_lone_surrogate(obj: object) -> bool:
     stack = [obj]
     while stack:  # iterative: the parser accepted the nesting, a recursive walk might not
         item = stack.pop()
@@ -168,7 +170,7 @@ def _has_lone_surrogate(obj) -> bool:
     return False
 
 
-def _jsonl(path: Path):
+def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     for n, line in enumerate(_read_text(path).splitlines(), 1):
         if not line.strip():
             continue
@@ -223,9 +225,12 @@ def _is_number(s: str) -> bool:
         return False
 
 
-def _keep_relevant(queries: dict[str, str], judged: dict[str, dict[str, float]], notes: list[str]):
+def _keep_relevant(
+    queries: dict[str, str], judged: dict[str, dict[str, float]], notes: list[str]
+) -> tuple[dict[str, str], dict[str, dict[str, float]]]:
     """Queries (file order) with at least one gain > 0, and their gains > 0."""
-    out_q, out_r = {}, {}
+    out_q: dict[str, str] = {}
+    out_r: dict[str, dict[str, float]] = {}
     no_judgment = no_relevant = 0
     for qid, text in queries.items():
         rel = {d: g for d, g in judged.get(qid, {}).items() if g > 0}
@@ -422,7 +427,7 @@ def _load_native(path: Path) -> Dataset:
     return Dataset(name, "native", str(path), None, None, queries, qrels, query_level=level, index=index)
 
 
-def _native_gains(value, where: str) -> dict[str, float]:
+def _native_gains(value: object, where: str) -> dict[str, float]:
     """A list of ids (gain 1 each) or an object id -> gain (a number >= 0); at least one gain > 0."""
     if isinstance(value, list):
         pairs = [(v, 1) for v in value]
@@ -450,7 +455,7 @@ def _native_gains(value, where: str) -> dict[str, float]:
     return relevant
 
 
-def _short(value) -> str:
+def _short(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 40 else f"{text[:37]}..."
 

@@ -28,12 +28,17 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ragtui.core.errors import StorageError, UsageError
 from ragtui.core.eval import metrics
 from ragtui.core.eval.datasets import Dataset
+
+if TYPE_CHECKING:
+    from ragtui.core.embedders.base import Embedder
+    from ragtui.core.search.retriever import Retriever, SearchParams
 
 __all__ = [
     "METRICS",
@@ -58,6 +63,8 @@ _FIRST_ASK = 5  # chunks asked per wanted document; a document often has several
 _MAX_NAME = 200
 
 Progress = Callable[[str, int, int], None]
+Report = dict[str, Any]
+"""A JSON object as ``json`` reads and writes it (reports are read back from files by ``compare_reports``)."""
 
 
 # -- the collection as files, and its index ---------------------------------------------------
@@ -80,7 +87,7 @@ def prepare_collection(
     dataset: Dataset,
     *,
     artifacts: Path,
-    embedder,
+    embedder: Embedder,
     index_id: str,
     max_tokens: int = 256,
     overlap: int = 32,
@@ -130,13 +137,13 @@ def prepare_collection(
     return Path(report.index_path), doc_map, report
 
 
-def index_fingerprint(index_dir: Path) -> dict:
+def index_fingerprint(index_dir: Path) -> Report:
     """sha256 of each of the four index files and of all four together (name, size, content, in FILES order)."""
     from ragtui.core.index.index_format import FILES
 
     real = Path(os.path.realpath(index_dir))
     whole = hashlib.sha256()
-    files = {}
+    files: dict[str, str] = {}
     for name in FILES:
         h = hashlib.sha256()
         size = 0
@@ -160,9 +167,10 @@ class ModeResult:
     """One mode over one dataset: per-query metrics, rankings and latency (seconds)."""
 
     mode: str
-    params: dict
+    params: dict[str, object]
     k: int
-    per_query: dict[str, dict] = field(default_factory=dict)
+    per_query: dict[str, Report] = field(default_factory=dict)
+    """Per query id: each metric (float), ``latency_ms`` (float) and ``ranked`` (the ids, best first)."""
 
     def means(self) -> dict[str, float]:
         n = len(self.per_query)
@@ -174,7 +182,7 @@ class ModeResult:
             return {"median": 0.0, "p95": 0.0, "mean": 0.0}
         return {"median": float(np.median(ms)), "p95": float(np.percentile(ms, 95)), "mean": float(ms.mean())}
 
-    def to_json(self) -> dict:
+    def to_json(self) -> Report:
         return {
             "params": self.params,
             "n_queries": len(self.per_query),
@@ -184,13 +192,13 @@ class ModeResult:
         }
 
 
-def ranked_ids(retriever, query: str, mode: str, k: int, *, level: str = "doc",
-               to_doc: Mapping[str, str] | None = None, params: Mapping | None = None) -> list[str]:
+def ranked_ids(retriever: Retriever, query: str | np.ndarray, mode: str, k: int, *, level: str = "doc",
+               to_doc: Mapping[str, str] | None = None, params: SearchParams | None = None) -> list[str]:
     """The top ``k`` distinct ids for ``query``: documents (each at its best chunk) or chunks.
 
     ``to_doc`` maps the index's doc_id to the judged id (identity when None).
     """
-    params = dict(params or {})
+    params = params or {}
     if level == "chunk":
         return [h.chunk_id for h in retriever.search(query, mode=mode, k=k, **params)]
     n_chunks = max(1, retriever.data.n_chunks)
@@ -214,11 +222,11 @@ def score_query(ranked: list[str], qrels: Mapping[str, float], k: int) -> dict[s
     return {m: getattr(metrics, m)(ranked, qrels, k) for m in METRICS}
 
 
-def run_mode(retriever, dataset: Dataset, mode: str, k: int, *, params: Mapping | None = None,
+def run_mode(retriever: Retriever, dataset: Dataset, mode: str, k: int, *, params: SearchParams | None = None,
              to_doc: Mapping[str, str] | None = None, progress: Progress | None = None) -> ModeResult:
     """Rank and score every query of ``dataset`` with ``mode``."""
-    params = dict(params or {})
-    result = ModeResult(mode, params, k)
+    params = params or {}
+    result = ModeResult(mode, dict(params), k)
     qids = list(dataset.queries)
     tick = progress or (lambda stage, done, total: None)
     if qids:  # untimed warm-up: first-use costs (IVF build, caches) are not query latency
@@ -229,7 +237,7 @@ def run_mode(retriever, dataset: Dataset, mode: str, k: int, *, params: Mapping 
         ranked = ranked_ids(retriever, dataset.queries[qid], mode, k, level=dataset.level(qid), to_doc=to_doc,
                             params=params)
         seconds = time.perf_counter() - t0
-        row = score_query(ranked, dataset.qrels[qid], k)
+        row: Report = dict(score_query(ranked, dataset.qrels[qid], k))
         row["latency_ms"] = seconds * 1000.0
         row["ranked"] = ranked
         result.per_query[qid] = row
@@ -238,7 +246,7 @@ def run_mode(retriever, dataset: Dataset, mode: str, k: int, *, params: Mapping 
     return result
 
 
-def mode_params(retriever, mode: str, nprobe: int | None = None) -> dict:
+def mode_params(retriever: Retriever, mode: str, nprobe: int | None = None) -> dict[str, object]:
     """The effective settings of ``mode`` (for the report's provenance)."""
     if mode == "hybrid":
         from ragtui.core.search import fusion
@@ -253,8 +261,8 @@ def mode_params(retriever, mode: str, nprobe: int | None = None) -> dict:
     return {}
 
 
-def nprobe_sweep(retriever, dataset: Dataset, k: int, nprobes: Iterable[int], *,
-                 to_doc: Mapping[str, str] | None = None, progress: Progress | None = None) -> list[dict]:
+def nprobe_sweep(retriever: Retriever, dataset: Dataset, k: int, nprobes: Iterable[int], *,
+                 to_doc: Mapping[str, str] | None = None, progress: Progress | None = None) -> list[Report]:
     """Per nprobe: IVF recall@k of flat's top-k chunks (mean over queries), doc nDCG@k, latency.
 
     ``ann_recall`` = |IVF top-k ∩ flat top-k| / |flat top-k| on chunks, so it
@@ -264,7 +272,7 @@ def nprobe_sweep(retriever, dataset: Dataset, k: int, nprobes: Iterable[int], *,
     vectors = {q: retriever.query_vector(dataset.queries[q]) for q in qids}  # embed once, not per nprobe
     exact = {q: {h.row for h in retriever.search(vectors[q], mode="flat", k=k)} for q in qids}
     nlist = retriever.ivf().nlist
-    rows = []
+    rows: list[Report] = []
     steps = sorted({min(max(1, int(n)), nlist) for n in nprobes})
     for j, nprobe in enumerate(steps, 1):
         recall_sum, ndcg_sum, ms = 0.0, 0.0, []
@@ -287,15 +295,15 @@ def nprobe_sweep(retriever, dataset: Dataset, k: int, nprobes: Iterable[int], *,
 # -- reports -----------------------------------------------------------------------------------
 
 
-def make_report(dataset: Dataset, results: Iterable[ModeResult], *, k: int, index_path: Path, retriever,
-                embedder_settings: Mapping | None = None, sweep: list[dict] | None = None,
-                command: list[str] | None = None) -> dict:
+def make_report(dataset: Dataset, results: Iterable[ModeResult], *, k: int, index_path: Path, retriever: Retriever,
+                embedder_settings: Mapping[str, object] | None = None, sweep: list[Report] | None = None,
+                command: list[str] | None = None) -> Report:
     """The JSON report (``REPORT_FORMAT``) of one evaluation run."""
     from ragtui import __version__
     from ragtui.core.ingest.publish import utc_now
 
     meta = retriever.meta
-    report = {
+    report: Report = {
         "format": REPORT_FORMAT,
         "created_at": utc_now(),
         "ragtui_version": __version__,
@@ -324,16 +332,17 @@ def make_report(dataset: Dataset, results: Iterable[ModeResult], *, k: int, inde
     return report
 
 
-def _load_per_query(report: dict, mode: str, where: str) -> dict[str, dict]:
+def _load_per_query(report: Report, mode: str, where: str) -> dict[str, Report]:
     try:
-        return report["modes"][mode]["per_query"]
+        per_query: dict[str, Report] = report["modes"][mode]["per_query"]
+        return per_query
     except (KeyError, TypeError):
         have = ", ".join(report.get("modes", {})) if isinstance(report, dict) else ""
         raise UsageError(f"{where}: no mode {mode!r} in this report (it has: {have or 'none'})") from None
 
 
-def compare_reports(a: dict, b: dict, *, pairs: list[tuple[str, str]] | None = None, names=("A", "B"),
-                    permutations: int = 10_000, seed: int = 0) -> dict:
+def compare_reports(a: Report, b: Report, *, pairs: list[tuple[str, str]] | None = None,
+                    names: tuple[str, str] = ("A", "B"), permutations: int = 10_000, seed: int = 0) -> Report:
     """Compare ``a`` and ``b`` mode by mode: means of every metric and a paired test on nDCG.
 
     ``pairs`` lists (mode in a, mode in b); default: every mode both reports

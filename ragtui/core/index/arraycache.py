@@ -65,7 +65,8 @@ def _load(path: Path) -> np.ndarray:
             raise OSError(errno.EINVAL, "not a regular file", str(path))
         # numpy maps by name: name the file already opened and checked, not the path again.
         proc = f"/proc/self/fd/{fd}"
-        return np.load(proc if os.path.exists(proc) else path, mmap_mode="r", allow_pickle=False)
+        array: np.ndarray = np.load(proc if os.path.exists(proc) else path, mmap_mode="r", allow_pickle=False)
+        return array
     finally:
         os.close(fd)
 

@@ -13,16 +13,22 @@ import hashlib
 import math
 import struct
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from ragtui.core.errors import IndexFormatError, UsageError
 from ragtui.core.index import leb128
 from ragtui.core.index.analyzer import analyze
 from ragtui.core.index.arraycache import cached_arrays, evict, store_arrays
 from ragtui.core.search.topk import top_k
+
+if TYPE_CHECKING:
+    import mmap
 
 __all__ = [
     "B_RANGE", "K1_RANGE", "BM25Index", "MAGIC", "Postings", "VERSION", "bm25_params_problem", "build_postings",
@@ -39,7 +45,7 @@ B_RANGE = (0.0, 1.0)
 """b (length normalization) may be 0 (none) to 1 (full)."""
 
 
-def bm25_params_problem(k1, b) -> str | None:
+def bm25_params_problem(k1: object, b: object) -> str | None:
     """What is wrong with ``k1`` and ``b`` (a sentence), or None when both are numbers in their ranges.
 
     Outside the ranges the weights stop meaning anything: a negative k1
@@ -53,7 +59,7 @@ def bm25_params_problem(k1, b) -> str | None:
     return None
 
 
-def check_bm25_params(k1, b) -> None:
+def check_bm25_params(k1: object, b: object) -> None:
     """Raise ``UsageError`` unless ``k1`` is in ``K1_RANGE`` and ``b`` in ``B_RANGE``."""
     problem = bm25_params_problem(k1, b)
     if problem:
@@ -183,7 +189,7 @@ def encode_postings(p: Postings) -> bytes:
     return out.tobytes()
 
 
-def encode_spliced(old_data, old: BM25Index, p: Postings) -> bytes:
+def encode_spliced(old_data: bytes | memoryview | mmap.mmap, old: BM25Index, p: Postings) -> bytes:
     """``encode_postings(p)`` for ``p`` from ``splice_postings(old, ...)``, reusing ``old_data``'s bytes.
 
     ``old_data`` is the bm25.idx that ``old`` was decoded from. A carried-over
@@ -225,7 +231,8 @@ def encode_spliced(old_data, old: BM25Index, p: Postings) -> bytes:
     hdr_cum = np.concatenate(([0], np.cumsum(hdr_len)))
     drop = np.zeros(raw.size, dtype=bool)
     drop[:old_head] = True
-    drop[np.repeat(entry_at[:-1] - hdr_cum[:-1], hdr_len) + np.arange(int(hdr_cum[-1]))] = True
+    # numpy's stubs type np.diff(np.asarray(x, dtype=np.int64)) as timedelta64, so hdr_len too; it is int64.
+    drop[np.repeat(entry_at[:-1] - hdr_cum[:-1], hdr_len) + np.arange(int(hdr_cum[-1]))] = True  # type: ignore[arg-type]
     gone = np.flatnonzero(~reuse)
     if gone.size:
         term = np.searchsorted(old_offsets, gone, side="right") - 1
@@ -474,25 +481,31 @@ class BM25Index:
                    post_doc.astype(np.uint32), post_tf.astype(np.uint32), weights)
 
     @staticmethod
-    def cache_key(data: bytes | memoryview, k1: float, b: float) -> str:
+    def cache_key(data: bytes | memoryview | mmap.mmap, k1: float, b: float) -> str:
         digest = hashlib.sha256(data)
         digest.update(struct.pack("<dd", k1, b))
         return f"v{VERSION}-" + digest.hexdigest()[:40]
 
-    def store(self, data: bytes | memoryview, cache_dir, name: str = "index") -> None:
+    def store(self, data: bytes | memoryview | mmap.mmap, cache_dir: Path | None, name: str = "index") -> None:
         """Put this index in ``cache_dir`` as the decoding of ``data``, so a reader's ``load`` finds it."""
         if cache_dir is not None:
             store_arrays(cache_dir, "bm25", name, self.cache_key(data, self.k1, self.b), self.to_arrays())
 
     @staticmethod
-    def evict(cache_dir, name: str = "index") -> None:
+    def evict(cache_dir: Path | None, name: str = "index") -> None:
         """Drop all but the newest cached decodings of ``name`` (after a ``store``)."""
         if cache_dir is not None:
             evict(cache_dir, "bm25", name)
 
     @classmethod
     def load(
-        cls, data: bytes | memoryview, k1: float, b: float, path: str = "bm25.idx", cache_dir=None, name: str = "index"
+        cls,
+        data: bytes | memoryview | mmap.mmap,
+        k1: float,
+        b: float,
+        path: str = "bm25.idx",
+        cache_dir: Path | None = None,
+        name: str = "index",
     ) -> BM25Index:
         """``decode``, reusing decoded arrays from ``cache_dir`` keyed by the file's SHA-256 (and k1, b)."""
         check_bm25_params(k1, b)
@@ -503,7 +516,7 @@ class BM25Index:
         return cls.from_arrays(arrays)
 
     @classmethod
-    def decode(cls, data: bytes | memoryview, k1: float, b: float, path: str = "bm25.idx") -> BM25Index:
+    def decode(cls, data: bytes | memoryview | mmap.mmap, k1: float, b: float, path: str = "bm25.idx") -> BM25Index:
         """Decode and validate bm25.idx bytes; raise ``IndexFormatError`` naming ``path``.
 
         ``k1`` and ``b`` must lie in ``K1_RANGE`` and ``B_RANGE`` (else ``UsageError``).
@@ -628,7 +641,14 @@ class BM25Index:
 _ARRAYS = ("doc_len", "term_blob", "term_starts", "df", "offsets", "post_doc", "post_tf", "weights")
 
 
-def _decode_postings(raw, region_lo, region_hi, df, n_docs, bad):
+def _decode_postings(
+    raw: bytes,
+    region_lo: np.ndarray,
+    region_hi: np.ndarray,
+    df: np.ndarray,
+    n_docs: int,
+    bad: Callable[[str], IndexFormatError],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     n_terms = df.size
     offsets = np.zeros(n_terms + 1, dtype=np.int64)
     np.cumsum(df, out=offsets[1:])
@@ -685,7 +705,17 @@ def _decode_postings(raw, region_lo, region_hi, df, n_docs, bad):
     return docs, tf, offsets
 
 
-def _weights(df, offsets, post_doc, post_tf, doc_len, avgdl, n_docs, k1, b):
+def _weights(
+    df: npt.NDArray[np.int64],
+    offsets: npt.NDArray[np.int64],
+    post_doc: npt.NDArray[np.int64],
+    post_tf: npt.NDArray[np.int64],
+    doc_len: npt.NDArray[np.uint32],
+    avgdl: float,
+    n_docs: int,
+    k1: float,
+    b: float,
+) -> npt.NDArray[np.float64]:
     if post_doc.size == 0:
         return np.zeros(0, dtype=np.float64)
     dff = df.astype(np.float64)

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from hashlib import sha256
 from pathlib import Path
+from typing import BinaryIO, TypeVar, cast, overload
 
 import numpy as np
 
@@ -65,6 +66,9 @@ _HEX = np.zeros(256, dtype=bool)
 _HEX[np.frombuffer(b"0123456789abcdef", dtype=np.uint8)] = True
 
 
+_T = TypeVar("_T")
+
+
 def fingerprint(text: str) -> str:
     """Lowercase hex SHA-256 of the UTF-8 bytes of ``text``."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -85,7 +89,7 @@ class IndexMeta:
     k1: float = 1.2
     b: float = 0.75
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         return {
             "index_id": self.index_id,
             "created_at": self.created_at,
@@ -115,7 +119,7 @@ class ChunkRecord:
         """The chunk's number within its document."""
         return int(self.chunk_id.rsplit("#", 1)[1])
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         return {key: getattr(self, key) for key in _DOC_KEYS}
 
 
@@ -145,14 +149,14 @@ class IndexData:
     vectors: np.ndarray
     """(n_chunks, dim) float32, read-only, memory-mapped when non-empty."""
     bm25: BM25Index
-    stats: dict = field(default_factory=dict)
+    stats: dict[str, object] = field(default_factory=dict)
 
     @property
     def n_chunks(self) -> int:
         return self.meta.n_chunks
 
 
-def generation_of(index_dir: str | os.PathLike) -> str | None:
+def generation_of(index_dir: str | os.PathLike[str]) -> str | None:
     """The identity of the generation ``index_dir`` names now (None if there is none); cheap."""
     real = os.path.realpath(index_dir)
     try:
@@ -162,7 +166,7 @@ def generation_of(index_dir: str | os.PathLike) -> str | None:
     return f"{real}:{st.st_ino}:{st.st_mtime_ns}"
 
 
-def read_index(index_dir: str | os.PathLike, *, full: bool = True, cache_dir: Path | None = None) -> IndexData:
+def read_index(index_dir: str | os.PathLike[str], *, full: bool = True, cache_dir: Path | None = None) -> IndexData:
     """Read and validate the index in ``index_dir``.
 
     The directory is resolved once and all four files are opened from that
@@ -214,7 +218,7 @@ def read_index(index_dir: str | os.PathLike, *, full: bool = True, cache_dir: Pa
     raise StorageError(f"{path} kept changing while being opened; try again")
 
 
-def _open_all(dir_fd: int, real: str, path: Path) -> dict:
+def _open_all(dir_fd: int, real: str, path: Path) -> dict[str, BinaryIO]:
     """The four files, opened for reading; each must be a regular file.
 
     A FIFO would block the open or the read forever, a device (a link to
@@ -223,7 +227,7 @@ def _open_all(dir_fd: int, real: str, path: Path) -> dict:
     seen (a stat first) and again after (``fstat``: it may have been swapped).
     The open never blocks (``O_NONBLOCK``).
     """
-    files = {}
+    files: dict[str, BinaryIO] = {}
     try:
         for name in FILES:
             try:
@@ -236,7 +240,7 @@ def _open_all(dir_fd: int, real: str, path: Path) -> dict:
                 raise
             except OSError as e:
                 raise StorageError(f"cannot read {os.path.join(real, name)}: {e.strerror}") from None
-            f = os.fdopen(fd, "rb")
+            f: BinaryIO = os.fdopen(fd, "rb")
             files[name] = f
             kind = _not_regular(os.fstat(fd).st_mode)
             if kind is not None:
@@ -270,7 +274,7 @@ def _kind_at(path: str) -> str | None:
     return _not_regular(mode) or "a regular file"
 
 
-def _read_bounded(f, where: str, limit: int) -> bytes:
+def _read_bounded(f: BinaryIO, where: str, limit: int) -> bytes:
     """The whole of an open regular file, refused with ``IndexFormatError`` if it is over ``limit`` bytes."""
     size = os.fstat(f.fileno()).st_size
     if size > limit:
@@ -284,7 +288,7 @@ def _read_bounded(f, where: str, limit: int) -> bytes:
     return data
 
 
-def _parse(path: Path, real: str, files: dict, full: bool, cache_dir) -> IndexData:
+def _parse(path: Path, real: str, files: dict[str, BinaryIO], full: bool, cache_dir: Path | None) -> IndexData:
     def where(name: str) -> str:
         return str(path / name)
 
@@ -325,7 +329,7 @@ def _parse_meta(raw: bytes, where: str, dir_name: str) -> IndexMeta:
     if missing:
         raise IndexFormatError(where, f"missing field(s): {', '.join(missing)}")
 
-    def need(value, kind, name):
+    def need(value: object, kind: type[_T], name: str) -> _T:
         if kind is int:
             ok = isinstance(value, int) and not isinstance(value, bool)
         elif kind is float:
@@ -334,7 +338,7 @@ def _parse_meta(raw: bytes, where: str, dir_name: str) -> IndexMeta:
             ok = isinstance(value, kind)
         if not ok:
             raise IndexFormatError(where, f"{name} has the wrong type ({value!r})")
-        return value
+        return cast(_T, value)  # checked just above (an int passes for a float)
 
     chunker = need(obj["chunker"], dict, "chunker")
     bm25 = need(obj["bm25"], dict, "bm25")
@@ -363,7 +367,7 @@ def _parse_meta(raw: bytes, where: str, dir_name: str) -> IndexMeta:
     return meta
 
 
-def _map(f, where: str):
+def _map(f: BinaryIO, where: str) -> bytes | mmap.mmap:
     """The file's bytes as a read-only memory map (or b"" when it is empty)."""
     size = os.fstat(f.fileno()).st_size
     if size == 0:
@@ -383,7 +387,7 @@ class DocsFile(Sequence[ChunkRecord]):
     raises ``IndexFormatError`` naming the file and the line.
     """
 
-    def __init__(self, raw, where: str, meta: IndexMeta, ends: np.ndarray | None = None) -> None:
+    def __init__(self, raw: bytes | mmap.mmap, where: str, meta: IndexMeta, ends: np.ndarray | None = None) -> None:
         """``ends`` (each line's newline offset) may be passed by a writer that knows them; they are not checked then."""
         self._raw = raw
         self._where = where
@@ -403,7 +407,13 @@ class DocsFile(Sequence[ChunkRecord]):
     def __len__(self) -> int:
         return int(self._ends.size)
 
-    def __getitem__(self, i):  # type: ignore[override]
+    @overload
+    def __getitem__(self, i: int) -> ChunkRecord: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[ChunkRecord]: ...
+
+    def __getitem__(self, i: int | slice) -> ChunkRecord | list[ChunkRecord]:
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
         if i < 0:
@@ -422,7 +432,7 @@ class DocsFile(Sequence[ChunkRecord]):
             rec = self._cache[i] = self._record(obj, i + 1)
         return rec
 
-    def _record(self, obj, line: int) -> ChunkRecord:
+    def _record(self, obj: object, line: int) -> ChunkRecord:
         where = self._where
         if type(obj) is not dict or any(k not in obj for k in _DOC_KEYS):
             raise IndexFormatError(where, f"line {line} lacks one of the fields {', '.join(_DOC_KEYS)}")
@@ -499,7 +509,7 @@ class DocsFile(Sequence[ChunkRecord]):
         """The newline offsets of lines ``lo`` to ``hi - 1``, counted from the start of line ``lo``."""
         if lo >= hi:
             return np.zeros(0, dtype=np.int64)
-        return self._ends[lo:hi] - self._starts[lo]
+        return self._ends[lo:hi] - int(self._starts[lo])
 
     def written_fingerprints(self) -> np.ndarray | None:
         """Every line's fingerprint as ASCII bytes (dtype S64), read straight from the file.
@@ -544,7 +554,7 @@ class DocsFile(Sequence[ChunkRecord]):
         return -1
 
 
-def _line_ends(raw, n_chunks: int, where: str) -> np.ndarray:
+def _line_ends(raw: bytes | mmap.mmap, n_chunks: int, where: str) -> np.ndarray:
     """The offset of every newline of docs.jsonl, found a block at a time.
 
     Stops at the first line longer than ``MAX_DOCS_LINE_BYTES``, and keeps
@@ -577,7 +587,7 @@ def _line_ends(raw, n_chunks: int, where: str) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
-def _check_vectors_size(f, where: str, meta: IndexMeta) -> None:
+def _check_vectors_size(f: BinaryIO, where: str, meta: IndexMeta) -> None:
     size = os.fstat(f.fileno()).st_size
     expected = meta.n_chunks * meta.dim * 4
     if size != expected:
@@ -586,7 +596,7 @@ def _check_vectors_size(f, where: str, meta: IndexMeta) -> None:
         )
 
 
-def _check_docs_size(f, where: str, meta: IndexMeta) -> int:
+def _check_docs_size(f: BinaryIO, where: str, meta: IndexMeta) -> int:
     size = os.fstat(f.fileno()).st_size
     if size > meta.n_chunks * (MAX_DOCS_LINE_BYTES + 1):
         raise IndexFormatError(where, f"is {size:,} bytes, more than {meta.n_chunks} lines (n_chunks) of at most "
@@ -594,7 +604,7 @@ def _check_docs_size(f, where: str, meta: IndexMeta) -> int:
     return size
 
 
-def _check_bm25_size(f, where: str, meta: IndexMeta, docs_size: int) -> None:
+def _check_bm25_size(f: BinaryIO, where: str, meta: IndexMeta, docs_size: int) -> None:
     """Refuse a bm25.idx larger than any index of this meta.json and docs.jsonl can need.
 
     Every term and every posting comes from the chunks' text, which takes at
@@ -610,7 +620,7 @@ def _check_bm25_size(f, where: str, meta: IndexMeta, docs_size: int) -> None:
         )
 
 
-def _check_bm25_header(raw, where: str, meta: IndexMeta) -> None:
+def _check_bm25_header(raw: bytes | mmap.mmap, where: str, meta: IndexMeta) -> None:
     """n_docs must be n_chunks: checked before anything is allocated for the postings."""
     if len(raw) >= 12 and bytes(raw[:4]) == b"TLBM":
         n_docs = int.from_bytes(raw[8:12], "little")
@@ -618,7 +628,7 @@ def _check_bm25_header(raw, where: str, meta: IndexMeta) -> None:
             raise IndexFormatError(where, f"n_docs is {n_docs}, but meta.json says n_chunks {meta.n_chunks}")
 
 
-def _map_vectors(f, where: str, meta: IndexMeta) -> np.ndarray:
+def _map_vectors(f: BinaryIO, where: str, meta: IndexMeta) -> np.ndarray:
     size = os.fstat(f.fileno()).st_size
     expected = meta.n_chunks * meta.dim * 4
     if size != expected:

@@ -6,7 +6,7 @@ import json
 import os
 import stat
 import zlib
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 
 import numpy as np
 
@@ -31,13 +31,13 @@ class EmbedJournal:
     MAX_BYTES = 1 << 30
     """Records past the first GiB are not read (they only save embedding calls)."""
 
-    def __init__(self, artifacts: str | os.PathLike, index_id: str, model: str, dim: int) -> None:
+    def __init__(self, artifacts: str | os.PathLike[str], index_id: str, model: str, dim: int) -> None:
         self.path = state_dir(artifacts, index_id) / "embedded.bin"
         self._header = self._MAGIC + json.dumps({"model": model, "dim": dim}).encode("utf-8") + b"\n"
         self._dim = dim
         self._size = 32 + 4 * dim + 4  # sha256 digest, float32 vector, crc32 of both
 
-    def load(self, wanted=None) -> dict[str, np.ndarray]:
+    def load(self, wanted: Container[str] | None = None) -> dict[str, np.ndarray]:
         """fingerprint -> unit float32 vector, for every intact record of this model and dim.
 
         With ``wanted`` (a container of fingerprints), only those are kept. The

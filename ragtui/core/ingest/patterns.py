@@ -36,8 +36,12 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ragtui.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from ragtui.core.ingest.walk import WalkRules
 
 __all__ = [
     "IGNORE_FILES",
@@ -74,7 +78,7 @@ class TooComplex(ValueError):
     """RE2 could not compile the set within its memory budget."""
 
 
-def _re2():
+def _re2() -> Any:  # google-re2 ships no type information
     try:
         import re2
     except ModuleNotFoundError:
@@ -90,7 +94,9 @@ def _regex(line: str) -> tuple[str | None, bool | None]:
     from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
 
     try:
-        return GitIgnoreSpecPattern.pattern_to_regex(line)
+        # Annotated here: mypy loses pathspec's own annotation to its @override shim on Python 3.11.
+        pair: tuple[str | None, bool | None] = GitIgnoreSpecPattern.pattern_to_regex(line)
+        return pair
     except GitIgnorePatternError:
         raise BadPattern(0) from None
 
@@ -233,7 +239,7 @@ def check_patterns(patterns: Sequence[str], flag: str) -> PatternSet | None:
 
 
 def _load_level(
-    folder: str, real_folder: str, rel_dir: str, skipped: list | None, present: Sequence[str] | None = None
+    folder: str, real_folder: str, rel_dir: str, skipped: list[tuple[str, str]] | None, present: Sequence[str] | None = None
 ) -> IgnoreLevel | None:
     """The ignore files of the folder ``rel_dir`` compiled into one level, or None when it has none.
 
@@ -299,7 +305,7 @@ def _load_level(
     return IgnoreLevel(f"{rel_dir}/" if rel_dir else "", patterns)
 
 
-def _report(skipped: list | None, path: str, reason: str) -> None:
+def _report(skipped: list[tuple[str, str]] | None, path: str, reason: str) -> None:
     if skipped is not None:
         skipped.append((os.fsencode(path).decode("utf-8", "replace"), reason))
 
@@ -315,7 +321,14 @@ class PathFilter:
     threads.
     """
 
-    def __init__(self, folder: str | os.PathLike, rules, skipped: list | None = None, *, track: bool = False) -> None:
+    def __init__(
+        self,
+        folder: str | os.PathLike[str],
+        rules: WalkRules,
+        skipped: list[tuple[str, str]] | None = None,
+        *,
+        track: bool = False,
+    ) -> None:
         self.folder = os.path.abspath(folder)
         self.real_folder = os.path.realpath(folder)
         self.rules = rules

@@ -30,7 +30,7 @@ import functools
 import os
 import stat
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -64,16 +64,16 @@ def utc_now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def rag_root(artifacts: str | os.PathLike) -> Path:
+def rag_root(artifacts: str | os.PathLike[str]) -> Path:
     return Path(artifacts) / "rag"
 
 
-def index_dir(artifacts: str | os.PathLike, index_id: str) -> Path:
+def index_dir(artifacts: str | os.PathLike[str], index_id: str) -> Path:
     check_index_id(index_id)
     return rag_root(artifacts) / index_id
 
 
-def state_dir(artifacts: str | os.PathLike, index_id: str) -> Path:
+def state_dir(artifacts: str | os.PathLike[str], index_id: str) -> Path:
     return rag_root(artifacts) / ".state" / index_id
 
 
@@ -92,7 +92,11 @@ def check_index_id(index_id: str) -> None:
 
 
 def encode_index(
-    meta: IndexMeta, records: Sequence[ChunkRecord], vectors: np.ndarray, doc_terms=None, postings: Postings | None = None
+    meta: IndexMeta,
+    records: Sequence[ChunkRecord],
+    vectors: np.ndarray,
+    doc_terms: Sequence[Sequence[str]] | None = None,
+    postings: Postings | None = None,
 ) -> dict[str, bytes]:
     """The four files' bytes. Deterministic: only ``meta.created_at`` varies between runs.
 
@@ -194,7 +198,7 @@ class IndexLock:
     holder's pid, for the refusal message, comes from /proc/locks.
     """
 
-    def __init__(self, artifacts: str | os.PathLike, index_id: str) -> None:
+    def __init__(self, artifacts: str | os.PathLike[str], index_id: str) -> None:
         self.path = rag_root(artifacts) / ".locks" / f"{index_id}.lock"
         self.index_id = index_id
         self._fd: int | None = None
@@ -235,7 +239,7 @@ class IndexLock:
     def __enter__(self) -> IndexLock:
         return self.acquire()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()
 
 
@@ -274,7 +278,7 @@ def _fsync_dir(ops: FsOps, path: Path) -> None:
         ops.close(fd)
 
 
-def _write_file(ops: FsOps, path: Path, data, step: _Step) -> None:
+def _write_file(ops: FsOps, path: Path, data: FileContent, step: _Step) -> None:
     step(f"creating {path}")
     fd = ops.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     try:
@@ -307,12 +311,16 @@ class FileRange:
     length: int
 
 
-def _pieces(data) -> Sequence:
+FileContent = bytes | bytearray | memoryview | Sequence[bytes | bytearray | memoryview | FileRange]
+"""One file's content for ``publish``: a buffer, or buffers and ``FileRange`` pieces written in order."""
+
+
+def _pieces(data: FileContent) -> Sequence[bytes | bytearray | memoryview | FileRange]:
     """A file's content: one buffer, or a sequence of buffers and ``FileRange`` written one after another."""
     return (data,) if isinstance(data, (bytes, bytearray, memoryview)) else data
 
 
-def file_size(data) -> int:
+def file_size(data: FileContent) -> int:
     """The number of bytes ``publish`` writes for one file's content."""
     return sum(p.length if isinstance(p, FileRange) else memoryview(p).nbytes for p in _pieces(data))
 
@@ -348,7 +356,7 @@ def _hint(e: OSError) -> str:
     return "run again once the cause is fixed"
 
 
-def publish(artifacts: str | os.PathLike, index_id: str, files: dict, *, ops: FsOps | None = None, tidy: bool = True) -> Path:
+def publish(artifacts: str | os.PathLike[str], index_id: str, files: Mapping[str, FileContent], *, ops: FsOps | None = None, tidy: bool = True) -> Path:
     """Publish ``files`` (the four names) as the new generation of ``index_id``.
 
     Each file's content is a bytes-like object or a sequence of pieces
@@ -468,7 +476,7 @@ def _remove_entry(ops: FsOps, path: Path) -> None:
         pass
 
 
-def remove_stale_generations(artifacts: str | os.PathLike, index_id: str, *, ops: FsOps | None = None) -> None:
+def remove_stale_generations(artifacts: str | os.PathLike[str], index_id: str, *, ops: FsOps | None = None) -> None:
     """Delete generation directories that the link no longer names (writer only, under the lock).
 
     Also deletes unfinished ``<gen>.tmp`` directories and the temporary link.
@@ -490,7 +498,7 @@ def remove_stale_generations(artifacts: str | os.PathLike, index_id: str, *, ops
     _remove_entry(ops, root / f".{index_id}.link.tmp")
 
 
-def remove_leftovers(artifacts: str | os.PathLike, index_id: str, *, ops: FsOps | None = None) -> None:
+def remove_leftovers(artifacts: str | os.PathLike[str], index_id: str, *, ops: FsOps | None = None) -> None:
     """Remove what killed writers left: unpublished or stale generations, temporary links and state files.
 
     Call it holding ``IndexLock``. It writes nothing when there is nothing to

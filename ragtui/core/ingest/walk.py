@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragtui.core.ingest.patterns import IGNORE_FILES, PathFilter
+from ragtui.core.ingest.patterns import IGNORE_FILES, Chain, PathFilter
 
 __all__ = [
     "DEFAULT_EXCLUDE",
@@ -78,7 +78,7 @@ def line_break_in(name: str) -> bool:
 LINE_BREAK_REASON = "file name holds a line break (CR or LF): its chunks could not be referenced (rename it)"
 
 
-def _names_regex(globs: Sequence[str]) -> re.Pattern:
+def _names_regex(globs: Sequence[str]) -> re.Pattern[str]:
     return re.compile("|".join(fnmatch.translate(g) for g in globs))
 
 
@@ -118,7 +118,7 @@ class WalkRules:
         """Whether the default include set takes a file of this name."""
         return _DEFAULT_INCLUDE_RE.match(name) is not None
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, object]:
         """The rules as the writer's state records them (a change makes the next sync walk everything)."""
         return {
             "include": None if self.default_include else list(self.include),
@@ -127,7 +127,9 @@ class WalkRules:
             "max_bytes": self.max_bytes,
         }
 
-    def path_filter(self, folder: str | os.PathLike, skipped: list | None = None, *, track: bool = False) -> PathFilter:
+    def path_filter(
+        self, folder: str | os.PathLike[str], skipped: list[tuple[str, str]] | None = None, *, track: bool = False
+    ) -> PathFilter:
         """These rules for paths under ``folder`` (``UsageError`` for a pattern that is not one)."""
         return PathFilter(folder, self, skipped, track=track)
 
@@ -182,7 +184,7 @@ def walk_folder(
     start_chain = filt.chain(start_rel)
     if start_chain is None:
         return out
-    stack: list[tuple[str, str, tuple, bool]] = [(str(start or folder), start_rel, start_chain, False)]
+    stack: list[tuple[str, str, Chain, bool]] = [(str(start or folder), start_rel, start_chain, False)]
     while stack:
         current, rel_dir, chain, load = stack.pop()
         if os.path.realpath(current) in skip_under:
@@ -218,7 +220,7 @@ def walk_folder(
             if cand is not None:
                 out.append(cand)
     out.sort(key=lambda c: c.doc_id.encode("utf-8"))
-    if track:
+    if track and warnings is not None:  # (track implies warnings)
         warnings.extend(filt.unmatched())
     return out
 
@@ -285,7 +287,7 @@ def decode_document(data: bytes) -> tuple[str | None, str | None]:
     return text, None
 
 
-def read_file(path: Path, max_bytes: int, inside: str | os.PathLike | None = None) -> bytes:
+def read_file(path: Path, max_bytes: int, inside: str | os.PathLike[str] | None = None) -> bytes:
     """Read a regular file without blocking on FIFOs (O_NONBLOCK) and without following a swap to a device.
 
     With ``inside`` (a folder's real path), a file that resolves outside it is
@@ -294,7 +296,7 @@ def read_file(path: Path, max_bytes: int, inside: str | os.PathLike | None = Non
     link, and the descriptor's own path is checked again after the open.
     """
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
-    target = path
+    target = os.fspath(path)
     if inside is not None:
         inside = os.path.realpath(inside)
         target = os.path.realpath(path)

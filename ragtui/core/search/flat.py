@@ -45,7 +45,8 @@ def as_vectors(vectors: np.ndarray) -> np.ndarray:
 
 
 def _einsum_vecdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:  # pragma: no cover - numpy 1.26
-    return np.einsum("...i,...i->...", a, b)
+    dots: np.ndarray = np.einsum("...i,...i->...", a, b)
+    return dots
 
 
 #: Dot products over the last axis, broadcasting the others: ``np.vecdot`` on

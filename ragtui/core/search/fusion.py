@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 import math
+from typing import SupportsFloat, SupportsIndex
 
 import numpy as np
 
@@ -36,7 +37,7 @@ def fuse(
     vector: tuple[np.ndarray, np.ndarray],
     k: int,
     *,
-    method: str = DEFAULT_FUSION,
+    method: str | None = DEFAULT_FUSION,
     weight: float | None = None,
     rrf_k: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -63,7 +64,7 @@ def fuse(
     return top_k(fused, rows, k)
 
 
-def resolve(method: str | None, weight=None, rrf_k=None) -> tuple[str, float, float]:
+def resolve(method: object, weight: object = None, rrf_k: object = None) -> tuple[str, float, float]:
     """Check fusion parameters and fill in defaults: (method, weight, rrf_k).
 
     ``weight`` (default ``DEFAULT_WEIGHT``) belongs to weighted fusion and
@@ -88,9 +89,9 @@ def resolve(method: str | None, weight=None, rrf_k=None) -> tuple[str, float, fl
     return method, weight, rrf_k
 
 
-def _number(name: str, value) -> float:
+def _number(name: str, value: object) -> float:
     """``value`` as a finite float (``UsageError`` for anything else)."""
-    if isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, str | SupportsFloat | SupportsIndex):
         raise UsageError(f"{name} must be a number (got {value!r})")
     try:
         out = float(value)

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
 from ragtui.core.errors import UsageError
 from ragtui.core.index.arraycache import cached_arrays
@@ -144,7 +145,7 @@ def _dot_error_bound(dim: int, row_norm: float, centroid_norm: float) -> float:
 
 def _max_norm(rows: np.ndarray) -> float:
     """An upper bound of the rows' L2 norms (the float32 sum of squares is off by at most gamma_d)."""
-    return float(np.sqrt(np.max(vecdot(rows, rows), initial=0.0))) * (1.0 + rows.shape[-1] * 2.0**-23)
+    return float(np.sqrt(np.max(vecdot(rows, rows), initial=0.0))) * (1.0 + int(rows.shape[-1]) * 2.0**-23)
 
 
 def _dot64(rows32: np.ndarray, centroid: np.ndarray) -> np.ndarray:
@@ -367,7 +368,9 @@ def _digest(key: str, centroids: np.ndarray, offsets: np.ndarray, rows: np.ndarr
     return np.frombuffer(h.digest(), dtype=np.uint8)
 
 
-def _sound(arrays: dict[str, np.ndarray], key: str, n: int, dim: int, nlist: int):
+def _sound(
+    arrays: dict[str, np.ndarray], key: str, n: int, dim: int, nlist: int
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
     """Return (centroids, offsets, rows) copied out of a cache entry if it is sound, else None."""
     try:
         centroids, offsets, rows = (np.array(arrays[name]) for name in ("centroids", "offsets", "rows"))

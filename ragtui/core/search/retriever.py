@@ -19,27 +19,47 @@ import operator
 import os
 import threading
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, SupportsIndex, TypedDict, Unpack
 
 import numpy as np
+import numpy.typing as npt
 
 from ragtui.core.errors import ModelMismatchError, QueryError, UsageError
-from ragtui.core.index.index_format import IndexData, generation_of, read_index
+from ragtui.core.index.index_format import IndexData, IndexMeta, generation_of, read_index
 
-__all__ = ["MAX_QUERY_CHARS", "MODES", "PARAMS", "Hit", "Retriever", "check_query", "check_search"]
+if TYPE_CHECKING:
+    from ragtui.core.embedders.base import Embedder
+    from ragtui.core.search.ivf import IVFIndex, IVFParams
+
+__all__ = ["MAX_QUERY_CHARS", "MODES", "PARAMS", "Hit", "Retriever", "SearchParams", "check_query", "check_search"]
 
 MODES = ("flat", "ivf", "bm25", "hybrid")
 PARAMS = {"flat": (), "ivf": ("nprobe",), "bm25": (), "hybrid": ("fusion", "weight", "rrf_k", "depth")}
 """The keyword parameters ``Retriever.search`` accepts, per mode."""
 
 
-def _nearest(name: str, choices) -> str:
+class SearchParams(TypedDict, total=False):
+    """The keyword parameters of ``Retriever.search`` (``PARAMS`` says which mode takes which).
+
+    The values are still checked at run time (``check_search``): they often come from users.
+    """
+
+    nprobe: int | None
+    fusion: str | None
+    weight: float | None
+    rrf_k: float | None
+    depth: int | None
+
+
+def _nearest(name: str, choices: Iterable[str]) -> str:
     close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.5)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def check_search(mode: str, params: dict | None = None) -> None:
+def check_search(mode: str, params: Mapping[str, object] | None = None) -> None:
     """Raise ``UsageError`` for an unknown ``mode`` or a parameter ``mode`` does not take.
 
     Cheap and needs no index: callers run it before loading an embedder. A
@@ -69,12 +89,12 @@ def check_search(mode: str, params: dict | None = None) -> None:
         _whole("depth", params.get("depth"))
 
 
-def _whole(name: str, value) -> int | None:
+def _whole(name: str, value: object) -> int | None:
     """``value`` as an int >= 1, or None when not given (``UsageError`` otherwise)."""
     if value is None:
         return None
     try:
-        number = operator.index(value)
+        number = operator.index(value) if isinstance(value, SupportsIndex) else 0
     except TypeError:
         number = 0
     if number < 1:
@@ -124,21 +144,33 @@ class Retriever:
     """Search one index three ways. Thread-safe for concurrent ``search`` calls."""
 
     def __init__(
-        self, data: IndexData, *, embedder=None, ivf_params=None, cache_dir: Path | None = None, full: bool = False
+        self,
+        data: IndexData,
+        *,
+        embedder: Embedder | None = None,
+        ivf_params: IVFParams | None = None,
+        cache_dir: Path | None = None,
+        full: bool = False,
     ) -> None:
         self._data = data
         self.full = full
         self.embedder = embedder
         self.ivf_params = ivf_params
         self.cache_dir = cache_dir
-        self._ivf: tuple[IndexData, object] | None = None
+        self._ivf: tuple[IndexData, IVFIndex] | None = None
         """The IVF lists of one generation: (that generation's IndexData, its IVFIndex)."""
         self._ivf_lock = threading.Lock()
         self.last_search_seconds = 0.0
 
     @classmethod
     def open(
-        cls, index_dir: str | os.PathLike, *, embedder=None, ivf_params=None, cache_dir=None, full: bool = False
+        cls,
+        index_dir: str | os.PathLike[str],
+        *,
+        embedder: Embedder | None = None,
+        ivf_params: IVFParams | None = None,
+        cache_dir: Path | None = None,
+        full: bool = False,
     ) -> Retriever:
         """Read and validate the index at ``index_dir`` (raises ``RagtuiError`` subclasses).
 
@@ -158,7 +190,7 @@ class Retriever:
         return self._data
 
     @property
-    def meta(self):
+    def meta(self) -> IndexMeta:
         return self._data.meta
 
     def reload(self) -> bool:
@@ -189,7 +221,7 @@ class Retriever:
             if self.embedder is None:
                 raise UsageError("vector search needs an embedder or a query vector")
             _check_embedder(self.embedder, meta)
-            vec = np.asarray(self.embedder.embed([query]), dtype=np.float32)[0]
+            vec: npt.NDArray[np.float32] = np.asarray(self.embedder.embed([query]), dtype=np.float32)[0]
         else:
             vec = np.asarray(query, dtype=np.float32).reshape(-1)
         if vec.shape[0] != meta.dim:
@@ -199,15 +231,15 @@ class Retriever:
             raise UsageError("the query vector is zero or not finite")
         return vec / np.float32(norm)
 
-    def check_embedder(self, embedder) -> None:
+    def check_embedder(self, embedder: Embedder) -> None:
         """Refuse an embedder whose model or dimension differs from the index's."""
         _check_embedder(embedder, self._data.meta)
 
-    def ivf(self):
+    def ivf(self) -> IVFIndex:
         """The IVF lists for the current generation, built on first use (and cached)."""
         return self._ivf_for(self._data)
 
-    def _ivf_for(self, data: IndexData):
+    def _ivf_for(self, data: IndexData) -> IVFIndex:
         """The IVF lists of generation ``data``; kept only while ``data`` is the current one."""
         from ragtui.core.search.ivf import IVFParams, build_ivf_cached
 
@@ -224,7 +256,9 @@ class Retriever:
 
     # -- search --------------------------------------------------------------
 
-    def search(self, query: str | np.ndarray, mode: str = "bm25", k: int = 10, **params) -> list[Hit]:
+    def search(
+        self, query: str | np.ndarray, mode: str = "bm25", k: int = 10, **params: Unpack[SearchParams]
+    ) -> list[Hit]:
         """Rank chunks for ``query`` with ``mode`` (flat, ivf, bm25, hybrid); at most ``k`` hits.
 
         Ranking is by descending score, ties by ascending chunk number. BM25
@@ -257,7 +291,9 @@ class Retriever:
         self.last_search_seconds = time.perf_counter() - start
         return self.hits(rows, scores, data)
 
-    def _hybrid(self, data: IndexData, query, k: int, params: dict):
+    def _hybrid(
+        self, data: IndexData, query: str | np.ndarray, k: int, params: SearchParams
+    ) -> tuple[np.ndarray, np.ndarray]:
         from ragtui.core.search import fusion
         from ragtui.core.search.flat import flat_search
 
@@ -276,7 +312,7 @@ class Retriever:
         )
 
     @staticmethod
-    def hits(rows, scores, data: IndexData) -> list[Hit]:
+    def hits(rows: np.ndarray, scores: np.ndarray, data: IndexData) -> list[Hit]:
         out = []
         for rank, (row, score) in enumerate(zip(rows.tolist(), scores.tolist()), 1):
             rec = data.records[row]
@@ -284,7 +320,7 @@ class Retriever:
         return out
 
 
-def _check_embedder(embedder, meta) -> None:
+def _check_embedder(embedder: Embedder, meta: IndexMeta) -> None:
     if embedder.model != meta.embedding_model or embedder.dim != meta.dim:
         raise ModelMismatchError(
             f"index {meta.index_id!r} was embedded with {meta.embedding_model!r} (dim {meta.dim}), "

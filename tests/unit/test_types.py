@@ -1,0 +1,58 @@
+"""The type check (`make typecheck`) as a test: CI runs only pytest, so a type error fails CI here.
+
+mypy reads its settings from pyproject.toml ([tool.mypy]): the targets, strict mode for
+ragtui.core, and the few untyped third-party modules.
+"""
+
+import re
+import tomllib
+from pathlib import Path
+
+from mypy import api
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = ROOT / "pyproject.toml"
+
+
+def _mypy(*args: str) -> tuple[str, int]:
+    stdout, stderr, status = api.run(["--config-file", str(CONFIG), "--no-color-output", *args])
+    return stdout + stderr, status
+
+
+def test_configured_targets_type_check(monkeypatch):
+    """Every configured target checks clean, and every module in them was checked (not an empty run)."""
+    monkeypatch.chdir(ROOT)  # the configured paths are relative to the checkout
+    targets = tomllib.loads(CONFIG.read_text(encoding="utf-8"))["tool"]["mypy"]["files"]
+    assert "ragtui/core" in targets
+    n_modules = len({p for t in targets for p in (ROOT / t).rglob("*.py")})
+    out, status = _mypy()
+    errors = [line for line in out.splitlines() if re.match(r"[^ ]+\.py:\d+: error:", line)]
+    assert errors == [] and status == 0, out
+    assert f"Success: no issues found in {n_modules} source files" in out, out
+
+
+def _probe(tmp_path: Path, package: str, source: str) -> str:
+    """mypy's findings on ``source`` as the module ``ragtui.<package>.probe`` under the project's settings."""
+    folder = tmp_path / "ragtui" / package
+    folder.mkdir(parents=True)
+    (tmp_path / "ragtui" / "__init__.py").write_text("")
+    (folder / "__init__.py").write_text("")
+    (folder / "probe.py").write_text(source)
+    out, _ = _mypy("--cache-dir", str(tmp_path / "cache"), str(folder / "probe.py"))
+    return out
+
+
+PROBE = 'def untyped(x):\n    return x\n\n\ndef loose(x: dict) -> None:\n    pass\n\n\ndef body():\n    return 1 + "a"\n'
+
+
+def test_core_is_checked_strictly(tmp_path):
+    """A ragtui.core module must annotate every function and every generic."""
+    out = _probe(tmp_path, "core", PROBE)
+    assert "[no-untyped-def]" in out and "[type-arg]" in out and "[operator]" in out, out
+
+
+def test_strict_stays_in_core(tmp_path):
+    """Outside core (watch) unannotated functions are allowed, but their bodies are still checked."""
+    out = _probe(tmp_path, "watch", PROBE)
+    assert "[operator]" in out, out
+    assert "[no-untyped-def]" not in out and "[type-arg]" not in out, out
