@@ -239,7 +239,7 @@ def _joined_pairs(model: dict[str, Any], vocab: dict[str, int], added: list[str]
     # The text holds spaces where the normalised string holds "▁".
     for pair in list(pairs):
         if "▁" in pair:
-            x, y = pair
+            x, y = pair[0], pair[1]  # a pair is two characters
             for a in {x, " "} if x == "▁" else {x}:
                 for b in {y, " "} if y == "▁" else {y}:
                     pairs.add(a + b)
