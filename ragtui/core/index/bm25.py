@@ -22,7 +22,7 @@ from ragtui.core.errors import IndexFormatError, UsageError
 from ragtui.core.index import leb128
 from ragtui.core.index.analyzer import analyze
 from ragtui.core.index.arraycache import cached_arrays, evict, store_arrays
-from ragtui.core.search.topk import top_k
+from ragtui.core.topk import top_k
 
 __all__ = [
     "B_RANGE", "K1_RANGE", "BM25Index", "MAGIC", "Postings", "VERSION", "bm25_params_problem", "build_postings",

@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from ragtui.core.errors import UsageError
-from ragtui.core.search.topk import top_k
+from ragtui.core.topk import top_k
 
 __all__ = ["DEFAULT_DEPTH", "DEFAULT_FUSION", "DEFAULT_RRF_K", "DEFAULT_WEIGHT", "FUSIONS", "fuse", "resolve"]
 
