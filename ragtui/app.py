@@ -214,7 +214,8 @@ def resolve_index(settings: Settings, *, note: Callable[[str], None] | None = _n
             f"no index under {settings.artifacts}/rag: build one with `ragtui ingest FOLDER` "
             f"(or point --artifacts / RAGTUI_ARTIFACTS at an existing artifacts root){also}", broken
         )
-    raise SeveralIndexes(f"several indexes under {settings.artifacts}/rag ({', '.join(names)}): choose one with --index{also}",
+    listed = ", ".join(names)
+    raise SeveralIndexes(f"several indexes under {settings.artifacts}/rag ({listed}): choose one with --index{also}",
                          names, broken)
 
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ragtui import app
+from ragtui import app as app_layer
 from ragtui.app import SeveralIndexes
 from ragtui.config import Settings
 from ragtui.core.errors import IndexMissingError, RagtuiError
@@ -143,12 +143,12 @@ class SourceText:
 
 def list_index_names(settings: Settings) -> list[str]:
     """The index ids under the artifacts root, sorted (empty when there is none)."""
-    return app.list_indexes(settings)
+    return app_layer.list_indexes(settings)
 
 
-def scan_indexes(settings: Settings) -> app.IndexListing:
+def scan_indexes(settings: Settings) -> app_layer.IndexListing:
     """The index ids under the artifacts root and the broken entries beside them."""
-    return app.scan_indexes(settings)
+    return app_layer.scan_indexes(settings)
 
 
 class OnlyBrokenIndexes(IndexMissingError):
@@ -160,7 +160,7 @@ class OnlyBrokenIndexes(IndexMissingError):
 
 
 def locate_index(settings: Settings, index_id: str | None) -> Path:
-    """The directory of the index to open: ``index_id``, else the only one (``app.resolve_index``'s choice).
+    """The directory of the index to open: ``index_id``, else the only one (``ragtui.app.resolve_index``'s choice).
 
     Raises ``IndexMissingError`` when there is none (``OnlyBrokenIndexes``
     when broken entries are all there is): the UI says what to run and keeps
@@ -168,18 +168,18 @@ def locate_index(settings: Settings, index_id: str | None) -> Path:
     ``index_id`` is None: the UI asks which.
     """
     try:
-        return app.resolve_index(replace(settings, index=index_id), note=None)
-    except app.NoIndex as e:
+        return app_layer.resolve_index(replace(settings, index=index_id), note=None)
+    except app_layer.NoIndex as e:
         if e.broken:
             raise OnlyBrokenIndexes(
-                f"no usable index under {settings.artifacts}/rag: {app.broken_note(settings, e.broken)}", e.broken
+                f"no usable index under {settings.artifacts}/rag: {app_layer.broken_note(settings, e.broken)}", e.broken
             ) from None
         raise IndexMissingError(f"no index under {settings.artifacts}/rag yet") from None
 
 
 def open_index(path: Path, settings: Settings) -> Retriever:
     """Open and validate the index at ``path`` without an embedder (BM25 works at once)."""
-    return app.open_index(path, settings)
+    return app_layer.open_index(path, settings)
 
 
 def resolved_ivf(retriever: Retriever) -> tuple[int, int]:
@@ -207,8 +207,8 @@ def index_stats(retriever: Retriever, ivf_state: str) -> IndexStats:
 
 
 def load_embedder(settings: Settings, factory: Callable[[Settings], object] | None):
-    """The configured embedder (``factory(settings)``, by default ``app.open_embedder``)."""
-    return (factory or app.open_embedder)(settings)
+    """The configured embedder (``factory(settings)``, by default ``ragtui.app.open_embedder``)."""
+    return (factory or app_layer.open_embedder)(settings)
 
 
 # -- searching ----------------------------------------------------------------------

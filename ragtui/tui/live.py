@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ragtui import app
+from ragtui import app as app_layer
 from ragtui.config import Settings
 from ragtui.core.errors import RagtuiError
 from ragtui.tui.messages import IndexChanged, IndexPublished, WatchActivity
@@ -43,7 +43,7 @@ def describe_sync(report) -> str:
 class LiveAgent:
     """Owns one ``WatchAgent`` on ``folder`` for ``index_id``; ``post`` receives the messages.
 
-    ``rules`` are the walk rules (None: ``app.walk_rules()``, what ``ragtui
+    ``rules`` are the walk rules (None: ``ragtui.app.walk_rules()``, what ``ragtui
     watch FOLDER`` uses without walk flags). ``start()`` returns at once (the
     agent reconciles the folder first, in its thread); ``stop()`` waits up to
     ``timeout`` seconds for a publish in progress to finish.
@@ -62,10 +62,10 @@ class LiveAgent:
     @staticmethod
     def index_id_for(folder: str | os.PathLike, settings: Settings) -> str:
         """The index the agent writes: ``--index``, else the folder's name (as ``ragtui ingest``)."""
-        return app.index_id_for(folder, settings)
+        return app_layer.index_id_for(folder, settings)
 
     def start(self) -> None:
-        self.agent = app.build_agent(
+        self.agent = app_layer.build_agent(
             self.settings,
             self.folder,
             self.rules,
