@@ -1,5 +1,10 @@
 """The ``ragtui`` command: parse arguments, call one function per subcommand, map errors to exit codes.
 
+Only the parser's skeleton and the global flags live here: each subcommand is
+a module of ``ragtui.commands``, and what they share (settings, which index,
+the embedder, the watch agent) is ``ragtui.app``. Nothing imports this module
+but ``__main__``.
+
 Exit codes (every command): 0 success · 1 nothing found · 2 bad usage or bad
 input · 3 index or storage integrity failure, or an embedding backend that
 failed. Errors are one line on stderr; ``--debug`` adds the traceback.
@@ -8,17 +13,11 @@ failed. Errors are one line on stderr; ``--debug`` adds the traceback.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import traceback
-from pathlib import Path
-from typing import NamedTuple
 
-from ragtui.config import Settings, load_settings
-from ragtui.core.errors import RagtuiError, UsageError
-from ragtui.core.textsafe import json_text
-from ragtui.progress import ProgressDisplay
+from ragtui.core.errors import RagtuiError
 
 __all__ = ["main"]
 
@@ -28,47 +27,6 @@ EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE, EXIT_FAILURE = 0, 1, 2, 3
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one actionable line, exit 2
         self.exit(EXIT_USAGE, f"ragtui: error: {message} (see `{self.prog} --help`)\n")
-
-
-def add_folder_options(p: argparse.ArgumentParser) -> None:
-    """The walk and chunker flags shared by ``ingest`` and ``watch`` (the same flags give the same index)."""
-    p.add_argument("--include", action="append", metavar="PATTERN",
-                   help="gitignore-style pattern, relative to the folder, of files to index "
-                   "(repeatable; replaces the default text-like names), e.g. '*.md' or 'docs/'")
-    p.add_argument("--exclude", action="append", metavar="PATTERN",
-                   help="gitignore-style pattern, relative to the folder, of files or folders to leave out "
-                   "(repeatable; added to the defaults), e.g. 'docs/drafts', '/build', '**/tmp/'")
-    p.add_argument("--no-ignore", action="store_true",
-                   help="do not apply the folder's .gitignore and .ignore files")
-    p.add_argument("--max-bytes", type=int, metavar="N", help="skip files larger than N bytes (default 16 MiB)")
-    p.add_argument("--max-tokens", type=int, metavar="N", help="chunk window in tokens (default 256)")
-    p.add_argument("--overlap", type=int, metavar="N", help="tokens shared by consecutive chunks (default 32)")
-
-
-def folder_settings(args, verb: str):
-    """(settings, folder, index_id, WalkRules) from ``add_folder_options`` flags; UsageError when they are off."""
-    from ragtui.core.ingest.patterns import check_patterns
-    from ragtui.core.ingest.walk import DEFAULT_INCLUDE, DEFAULT_MAX_BYTES, WalkRules
-
-    settings = load_settings(config=getattr(args, "config", None)).with_flags(
-        artifacts=getattr(args, "artifacts", None), max_tokens=args.max_tokens, overlap=args.overlap
-    )
-    folder = Path(args.folder)
-    if not folder.is_dir():
-        raise UsageError(f"{folder} is not a folder: give the folder of documents to {verb}")
-    if args.max_bytes is not None and args.max_bytes < 1:
-        raise UsageError(f"--max-bytes must be at least 1 (got {args.max_bytes})")
-    index_id = getattr(args, "index", None) or settings.index or Path(os.path.abspath(folder)).name
-    # A pattern that is not one is bad usage (exit 2) before anything is read or written.
-    check_patterns(tuple(args.include or ()), "--include")
-    check_patterns(tuple(args.exclude or ()), "--exclude")
-    rules = WalkRules(
-        include=tuple(args.include) if args.include else DEFAULT_INCLUDE,
-        exclude=tuple(args.exclude or ()),
-        max_bytes=args.max_bytes or DEFAULT_MAX_BYTES,
-        ignore_files=not args.no_ignore,
-    )
-    return settings, folder, index_id, rules
 
 
 _CONFIG_HELP = ("a ragtui.toml to use instead of ./ragtui.toml, trusted to set base_url and api_key_env "
@@ -99,31 +57,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"ragtui {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    p = sub.add_parser("search", help="rank chunks for a query", description="Rank chunks for a query.")
-    p.add_argument("query")
-    # Checked (with a did-you-mean) by cmd_search before anything loads.
-    p.add_argument("--mode", default="bm25", help="flat, ivf, bm25 or hybrid (default: bm25)")
-    p.add_argument("-k", type=int, default=10, help="number of results (default: 10)")
-    p.add_argument("--nprobe", type=int, help="IVF lists to probe")
-    p.add_argument("--json", action="store_true", help="print the full hits as JSON")
-    _common(p)
-    p.set_defaults(func=cmd_search)
-
-    p = sub.add_parser(
-        "ingest",
-        help="build or update the index of a folder",
-        description="Build or update <artifacts>/rag/<index_id>/ from a folder of documents. "
-        "Writes nothing when nothing changed.",
-    )
-    p.add_argument("folder", help="the folder of documents (its name is the default index id)")
-    add_folder_options(p)
-    p.add_argument("--replace", action="store_true",
-                   help="replace the index of another folder that has the same index id (default: refuse)")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.add_argument("--quiet", action="store_true", help="no progress display")
-    _common(p)
-    p.set_defaults(func=cmd_ingest)
-
     import importlib
 
     from ragtui.commands import COMMANDS
@@ -132,11 +65,6 @@ def build_parser() -> argparse.ArgumentParser:
     # reported by main() as an internal error, not a command that quietly vanishes.
     for name in COMMANDS:
         importlib.import_module(f"ragtui.commands.{name}").register(sub, _common)
-
-    p = sub.add_parser("info", help="list indexes, or show one index's stats (validates it)")
-    p.add_argument("--json", action="store_true")
-    _common(p)
-    p.set_defaults(func=cmd_info)
     return parser
 
 
@@ -146,219 +74,10 @@ def _version() -> str:
     return __version__
 
 
-# -- helpers ----------------------------------------------------------------------
-
-
-def settings_from(args) -> Settings:
-    return load_settings(config=getattr(args, "config", None)).with_flags(
-        artifacts=getattr(args, "artifacts", None), index=getattr(args, "index", None)
-    )
-
-
-class IndexListing(NamedTuple):
-    """What ``<artifacts>/rag/`` holds."""
-
-    names: list[str]
-    """The index ids whose entry is a directory (or a link to one), sorted."""
-    broken: list[tuple[str, str]]
-    """(name, problem) of the entries that cannot be an index: a link loop, a link to nothing, no permission."""
-
-
-def scan_indexes(settings: Settings) -> IndexListing:
-    """The indexes under the artifacts root, and the broken entries beside them (one bad entry hides no other)."""
-    import errno
-
-    from ragtui.core.ingest.publish import rag_root
-
-    root = rag_root(settings.artifacts)
-    try:
-        entries = list(os.scandir(root))
-    except FileNotFoundError:
-        return IndexListing([], [])
-    except OSError as e:
-        raise UsageError(f"cannot list {root}: {e.strerror}") from None
-    names, broken = [], []
-    for entry in entries:
-        if entry.name.startswith("."):
-            continue
-        try:
-            if entry.is_dir():
-                names.append(entry.name)
-            elif entry.is_symlink():
-                gone = not os.path.lexists(os.path.realpath(entry.path))
-                broken.append((entry.name, "a link to nothing (its generation is gone)" if gone
-                               else "a link to something that is not a directory"))
-        except OSError as e:
-            broken.append((entry.name, "a loop of symbolic links" if e.errno == errno.ELOOP else e.strerror or str(e)))
-    return IndexListing(sorted(names), sorted(broken))
-
-
-def list_indexes(settings: Settings) -> list[str]:
-    """The index ids under the artifacts root, sorted (broken entries left out: see ``scan_indexes``)."""
-    return scan_indexes(settings).names
-
-
-def broken_note(settings: Settings, broken: list[tuple[str, str]]) -> str:
-    """One line naming the broken entries under rag/ and what to do about them."""
-    from ragtui.core.ingest.publish import rag_root
-
-    root = rag_root(settings.artifacts)
-    what = "; ".join(f"{root / name} is not a usable index ({problem})" for name, problem in broken)
-    return f"{what}: remove it, or rebuild it with `ragtui ingest FOLDER --index ID`"
-
-
-def resolve_index(settings: Settings) -> Path:
-    """The index directory the command should use (a broken entry beside a single good index is noted on stderr)."""
-    from ragtui.core.ingest.publish import index_dir
-
-    if settings.index:
-        return index_dir(settings.artifacts, settings.index)
-    names, broken = scan_indexes(settings)
-    if len(names) == 1:
-        if broken:
-            print(f"ragtui: note: {broken_note(settings, broken)}; using {names[0]}", file=sys.stderr)
-        return index_dir(settings.artifacts, names[0])
-    also = f"; {broken_note(settings, broken)}" if broken else ""
-    if not names:
-        raise UsageError(
-            f"no index under {settings.artifacts}/rag: build one with `ragtui ingest FOLDER` "
-            f"(or point --artifacts / RAGTUI_ARTIFACTS at an existing artifacts root){also}"
-        )
-    raise UsageError(f"several indexes under {settings.artifacts}/rag ({', '.join(names)}): choose one with --index{also}")
-
-
-def open_embedder(settings: Settings):
-    from ragtui.core.embedders import make_embedder
-
-    options = dict(settings.embedder)
-    kind = options.pop("kind", "wordllama")
-    return make_embedder(kind, **options)
-
-
-def open_retriever(settings: Settings, *, need_embedder: bool):
-    from ragtui.core.ingest.publish import rag_root
-    from ragtui.core.search.ivf import IVFParams
-    from ragtui.core.search.retriever import Retriever
-
-    path = resolve_index(settings)
-    embedder = open_embedder(settings) if need_embedder else None
-    params = IVFParams(nlist=settings.nlist, nprobe=settings.nprobe) if (settings.nlist or settings.nprobe) else None
-    retriever = Retriever.open(path, embedder=embedder, ivf_params=params, cache_dir=rag_root(settings.artifacts) / ".cache")
-    if embedder is not None:
-        retriever.check_embedder(embedder)
-    return retriever
-
-
-# -- commands ---------------------------------------------------------------------
-
-
-def cmd_search(args) -> int:
-    from ragtui.core.search.retriever import check_search
-    from ragtui.core.textsafe import one_line
-
-    if args.k < 1:
-        raise UsageError(f"-k must be at least 1 (got {args.k})")
-    from ragtui.core.search.retriever import check_query
-
-    check_query(args.query)  # before anything is loaded: a bad query costs nothing
-    params = {"nprobe": args.nprobe} if args.nprobe is not None else {}
-    check_search(args.mode, params)  # before the index or the embedder is loaded
-    settings = settings_from(args)
-    retriever = open_retriever(settings, need_embedder=args.mode != "bm25")
-    hits = retriever.search(args.query, mode=args.mode, k=args.k, **params)
-    if args.json:
-        out = [
-            {"rank": h.rank, "score": h.score, "chunk_id": h.chunk_id, "doc_id": h.doc_id, "row": h.row, "text": h.text}
-            for h in hits
-        ]
-        sys.stdout.write(json_text(out, indent=1) + "\n")
-    else:
-        width = max(40, _term_width() - 40)
-        for h in hits:
-            print(f"{h.rank:>3}  {h.score:9.4f}  {one_line(h.chunk_id, 60)}  {one_line(h.text, width)}")
-        ms = retriever.last_search_seconds * 1000
-        print(f"{len(hits)} result(s), {args.mode}, {ms:.1f} ms", file=sys.stderr)
-    return EXIT_OK if hits else EXIT_NOT_FOUND
-
-
-def cmd_ingest(args) -> int:
-    from ragtui.core.ingest.sync import sync
-
-    settings, folder, index_id, rules = folder_settings(args, "index")
-    embedder = open_embedder(settings)
-    show = not args.quiet and not args.json and sys.stderr.isatty()
-    with ProgressDisplay(show) as progress:
-        report = sync(
-            folder,
-            artifacts=settings.artifacts,
-            embedder=embedder,
-            index_id=index_id,
-            max_tokens=settings.max_tokens,
-            overlap=settings.overlap,
-            rules=rules,
-            progress=progress.update,
-            replace=args.replace,
-        )
-    if args.json:
-        print(json_text(report.to_json(), indent=1))
-        _warn(report)
-    else:
-        from ragtui.core.textsafe import neutralize
-
-        for path, reason in report.skipped:
-            print(f"skipped {neutralize(path)}: {reason}", file=sys.stderr)
-        _warn(report)
-        if report.rebuilt:
-            print(f"note: {report.rebuilt}", file=sys.stderr)
-        print(report.summary())
-    return EXIT_OK
-
-
-def _warn(report) -> None:
-    from ragtui.core.textsafe import one_line
-
-    for warning in report.warnings:
-        print(f"ragtui: warning: {one_line(warning, 2000)}", file=sys.stderr)
-
-
-def cmd_info(args) -> int:
-    from ragtui.core.index.index_format import read_index
-
-    settings = settings_from(args)
-    names, broken = ([], []) if settings.index else scan_indexes(settings)
-    if not settings.index and (len(names) != 1 or broken):
-        if args.json:
-            print(json.dumps({"artifacts": str(settings.artifacts), "indexes": names,
-                              "broken": [{"index_id": n, "problem": p} for n, p in broken]}))
-        elif names:
-            print("\n".join(names))
-        elif not broken:
-            print(f"no index under {settings.artifacts}/rag (build one with `ragtui ingest FOLDER`)", file=sys.stderr)
-        if broken and not args.json:
-            print(f"ragtui: note: {broken_note(settings, broken)}", file=sys.stderr)
-        return EXIT_OK if names else EXIT_NOT_FOUND
-    data = read_index(resolve_index(settings))
-    info = {"path": str(data.path), **data.meta.to_json(), "n_documents": len({r.doc_id for r in data.records})}
-    info["n_terms"] = data.bm25.n_terms
-    if args.json:
-        print(json_text(info, indent=1))
-    else:
-        for key, value in info.items():
-            print(f"{key:>16}: {value}")
-    return EXIT_OK
-
-
 def _launch_tui(args) -> int:
     from ragtui.tui.launch import launch  # an import failure here is an internal error (exit 3)
 
     return launch(args)
-
-
-def _term_width() -> int:
-    try:
-        return os.get_terminal_size().columns
-    except OSError:
-        return 120
 
 
 def _internal_error(e: BaseException, debug: bool) -> int:

@@ -1,8 +1,10 @@
-"""Subcommands that live in their own module: each has ``register(sub, common)`` and ``run(args) -> int``.
+"""One module per subcommand, each with ``register(sub, common)`` and ``run(args) -> int``.
 
-``cli.py`` registers them in ``COMMANDS`` order; a module adds its parser with
-``sub.add_parser(...)``, calls ``common(parser)`` for --artifacts/--index/--debug,
-and sets ``func=run``.
+``cli.py`` registers them in ``COMMANDS`` order (the order ``ragtui --help``
+lists them); a module adds its parser with ``sub.add_parser(...)``, calls
+``common(parser)`` for --artifacts/--index/--debug/--config, and sets
+``func=run``. What settings, index, embedder or agent a command uses comes
+from ``ragtui.app``; ``options`` holds flags several commands share.
 """
 
-COMMANDS = ("inspect", "watch", "eval")
+COMMANDS = ("search", "ingest", "inspect", "watch", "eval", "info")

@@ -74,14 +74,12 @@ def _int_list(text: str, flag: str) -> list[int]:
 
 
 def _evaluate(args, modes: list[str], sweep_values: list[int] | None) -> int:
-    from ragtui.cli import load_settings, open_embedder, resolve_index
+    from ragtui.app import open_embedder, open_index, resolve_index, settings_from
     from ragtui.core.eval.datasets import load_dataset, validate_native_ids
     from ragtui.core.eval.evaluate import make_report, mode_params, nprobe_sweep, prepare_collection, run_mode
-    from ragtui.core.ingest.publish import index_dir, rag_root
-    from ragtui.core.search.ivf import IVFParams
-    from ragtui.core.search.retriever import Retriever
+    from ragtui.core.ingest.publish import index_dir
 
-    settings = load_settings(config=getattr(args, "config", None)).with_flags(artifacts=args.artifacts, index=args.index)
+    settings = settings_from(args)
     dataset = load_dataset(args.dataset, split=args.split)
     need_embedder = any(m != "bm25" for m in modes) or sweep_values is not None
     show = not args.quiet and sys.stderr.isatty()
@@ -96,10 +94,7 @@ def _evaluate(args, modes: list[str], sweep_values: list[int] | None) -> int:
         else:
             doc_map = None
             path = index_dir(settings.artifacts, dataset.index) if (dataset.index and not settings.index) else resolve_index(settings)
-        ivf_params = IVFParams(nlist=settings.nlist, nprobe=settings.nprobe) if (settings.nlist or settings.nprobe) else None
-        retriever = Retriever.open(path, embedder=embedder, ivf_params=ivf_params, cache_dir=rag_root(settings.artifacts) / ".cache")
-        if embedder is not None and need_embedder:
-            retriever.check_embedder(embedder)
+        retriever = open_index(path, settings, embedder=embedder, check_embedder=need_embedder)
         if dataset.docs is None:
             records = retriever.data.records
             rows = [records[i] for i in range(len(records))]

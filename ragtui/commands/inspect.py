@@ -19,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ragtui.cli import list_indexes, resolve_index, settings_from
+from ragtui.app import list_indexes, resolve_index, settings_from
 from ragtui.core.citations import FRESH, Citation, Resolver, parse_refs, split_ref
 from ragtui.core.errors import NotFoundError, RagtuiError, UsageError
 from ragtui.core.textsafe import json_text, neutralize

@@ -19,15 +19,14 @@ import sys
 import threading
 from datetime import UTC, datetime
 
+from ragtui import app
+from ragtui.app import DEFAULT_RECONCILE_EVERY
+from ragtui.commands.options import add_folder_options
 from ragtui.core.errors import UsageError
 from ragtui.core.textsafe import json_text
 
-DEFAULT_RECONCILE_EVERY = 600.0
-
 
 def register(sub, common) -> None:
-    from ragtui.cli import add_folder_options
-
     p = sub.add_parser(
         "watch",
         help="keep the index of a folder up to date as its files change",
@@ -128,25 +127,20 @@ def _raise_stop(signum, frame) -> None:
 
 
 def run(args) -> int:
-    from ragtui.cli import folder_settings, open_embedder
-    from ragtui.watch import WatchAgent
     from ragtui.watch.memory import IDLE_RELEASE_SECONDS, release_freed_memory, retain_freed_memory
 
-    settings, folder, index_id, rules = folder_settings(args, "watch")
+    settings, folder, index_id, rules = app.folder_settings(args, "watch")
     if args.quiet_ms < 0:
         raise UsageError(f"--quiet-ms must be at least 0 (got {args.quiet_ms})")
     if args.poll_seconds <= 0 or args.reconcile_every < 0:
         raise UsageError("--poll-seconds must be positive and --reconcile-every at least 0")
     log = _Log(args.json)
-    embedder = open_embedder(settings)
-    agent = WatchAgent(
+    agent = app.build_agent(
+        settings,
         folder,
-        artifacts=settings.artifacts,
-        embedder=embedder,
+        rules,
         index_id=index_id,
-        rules=rules,
-        max_tokens=settings.max_tokens,
-        overlap=settings.overlap,
+        embedder=app.open_embedder(settings),
         quiet_seconds=args.quiet_ms / 1000,
         reconcile_every=args.reconcile_every or None,
         poll=args.poll,

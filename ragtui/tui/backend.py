@@ -2,9 +2,11 @@
 
 Every function here may block (disk, embedding, building IVF lists) and is
 meant to run in a worker thread; each returns a frozen value the UI renders.
-Errors are the core's ``RagtuiError`` classes, plus ``SeveralIndexes`` when
-the UI must ask which index to open. Nothing here reads index files itself:
-``Retriever`` and ``ragtui.core.citations`` do.
+Errors are the core's ``RagtuiError`` classes; ``SeveralIndexes`` (from
+``ragtui.app``) means the UI must ask which index to open. Which index, how
+it is opened and with which embedder is decided by ``ragtui.app``, as for the
+CLI. Nothing here reads index files itself: ``Retriever`` and
+``ragtui.core.citations`` do.
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ import os
 import shlex
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ragtui import app as app_layer
+from ragtui.app import SeveralIndexes
 from ragtui.config import Settings
 from ragtui.core.errors import IndexMissingError, RagtuiError
 from ragtui.core.search.retriever import Hit, Retriever
@@ -46,14 +50,6 @@ __all__ = [
 VECTOR_MODES = ("flat", "ivf", "hybrid")
 COMPARED = ("flat", "ivf", "bm25")
 """The modes the compare view lines up, in column order."""
-
-
-class SeveralIndexes(Exception):
-    """There are several indexes and none was named: the user picks one of ``names``."""
-
-    def __init__(self, names: list[str]) -> None:
-        super().__init__(f"several indexes: {', '.join(names)}")
-        self.names = names
 
 
 @dataclass(frozen=True)
@@ -147,14 +143,12 @@ class SourceText:
 
 def list_index_names(settings: Settings) -> list[str]:
     """The index ids under the artifacts root, sorted (empty when there is none)."""
-    return scan_indexes(settings).names
+    return app_layer.list_indexes(settings)
 
 
-def scan_indexes(settings: Settings):
-    """The index ids under the artifacts root and the broken entries beside them (``cli.IndexListing``)."""
-    from ragtui.cli import scan_indexes
-
-    return scan_indexes(settings)
+def scan_indexes(settings: Settings) -> app_layer.IndexListing:
+    """The index ids under the artifacts root and the broken entries beside them."""
+    return app_layer.scan_indexes(settings)
 
 
 class OnlyBrokenIndexes(IndexMissingError):
@@ -166,43 +160,26 @@ class OnlyBrokenIndexes(IndexMissingError):
 
 
 def locate_index(settings: Settings, index_id: str | None) -> Path:
-    """The directory of the index to open.
+    """The directory of the index to open: ``index_id``, else the only one (``ragtui.app.resolve_index``'s choice).
 
-    Raises ``IndexMissingError`` (with what to run) when there is none, and
-    ``SeveralIndexes`` when there are several and ``index_id`` is None.
+    Raises ``IndexMissingError`` when there is none (``OnlyBrokenIndexes``
+    when broken entries are all there is): the UI says what to run and keeps
+    looking for one. Raises ``SeveralIndexes`` when there are several and
+    ``index_id`` is None: the UI asks which.
     """
-    from ragtui.core.ingest.publish import index_dir
-
-    if index_id:
-        return index_dir(settings.artifacts, index_id)
-    names, broken = scan_indexes(settings)
-    if len(names) == 1:
-        return index_dir(settings.artifacts, names[0])
-    if names:
-        raise SeveralIndexes(names)
-    if broken:
-        from ragtui.cli import broken_note
-
-        raise OnlyBrokenIndexes(f"no usable index under {settings.artifacts}/rag: {broken_note(settings, broken)}", broken)
-    raise IndexMissingError(f"no index under {settings.artifacts}/rag yet")
+    try:
+        return app_layer.resolve_index(replace(settings, index=index_id), note=None)
+    except app_layer.NoIndex as e:
+        if e.broken:
+            raise OnlyBrokenIndexes(
+                f"no usable index under {settings.artifacts}/rag: {app_layer.broken_note(settings, e.broken)}", e.broken
+            ) from None
+        raise IndexMissingError(f"no index under {settings.artifacts}/rag yet") from None
 
 
 def open_index(path: Path, settings: Settings) -> Retriever:
     """Open and validate the index at ``path`` without an embedder (BM25 works at once)."""
-    from ragtui.core.ingest.publish import rag_root
-
-    return Retriever.open(
-        path, embedder=None, ivf_params=ivf_params(settings), cache_dir=rag_root(settings.artifacts) / ".cache"
-    )
-
-
-def ivf_params(settings: Settings):
-    """The configured ``IVFParams``, or None for the defaults."""
-    from ragtui.core.search.ivf import IVFParams
-
-    if settings.nlist or settings.nprobe:
-        return IVFParams(nlist=settings.nlist, nprobe=settings.nprobe)
-    return None
+    return app_layer.open_index(path, settings)
 
 
 def resolved_ivf(retriever: Retriever) -> tuple[int, int]:
@@ -230,10 +207,8 @@ def index_stats(retriever: Retriever, ivf_state: str) -> IndexStats:
 
 
 def load_embedder(settings: Settings, factory: Callable[[Settings], object] | None):
-    """The configured embedder (``factory(settings)``, by default the CLI's ``open_embedder``)."""
-    if factory is None:
-        from ragtui.cli import open_embedder as factory  # type: ignore[no-redef]
-    return factory(settings)
+    """The configured embedder (``factory(settings)``, by default ``ragtui.app.open_embedder``)."""
+    return (factory or app_layer.open_embedder)(settings)
 
 
 # -- searching ----------------------------------------------------------------------

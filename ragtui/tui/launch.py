@@ -1,4 +1,4 @@
-"""``ragtui`` with no subcommand: open the terminal UI (called by ``ragtui.cli``)."""
+"""``ragtui`` with no subcommand: open the terminal UI (called by ``ragtui.cli``; settings from ``ragtui.app``)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def launch(args) -> int:
     index, no embedder) are shown there; only a bad ``--watch`` folder or a
     bad configuration file stops it before it starts (``UsageError``).
     """
-    from ragtui.cli import settings_from
+    from ragtui.app import settings_from
     from ragtui.tui.app import create_app
 
     settings = settings_from(args)

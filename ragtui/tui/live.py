@@ -1,6 +1,8 @@
 """Live updates from ``ragtui.watch``, turned into app messages.
 
-``LiveAgent``: ``ragtui --watch FOLDER`` runs the sync agent in-process.
+``LiveAgent``: ``ragtui --watch FOLDER`` runs the sync agent in-process,
+built by ``ragtui.app.build_agent`` as ``ragtui watch`` builds its own (the
+same walk rules and ignore files, the same periodic reconcile).
 ``LiveFollower``: notices, through filesystem events on ``<artifacts>/rag/``,
 when anyone (the agent, an ingest in another process) publishes the open
 index. Both know nothing of Textual and call back on their own threads;
@@ -14,18 +16,17 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from ragtui import app as app_layer
 from ragtui.config import Settings
 from ragtui.core.errors import RagtuiError
 from ragtui.tui.messages import IndexChanged, IndexPublished, WatchActivity
 
-__all__ = ["LiveAgent", "LiveFollower", "describe_sync"]
-
-
-def _agent_class():
+if TYPE_CHECKING:
     from ragtui.watch import WatchAgent
 
-    return WatchAgent
+__all__ = ["LiveAgent", "LiveFollower", "describe_sync"]
 
 
 def describe_sync(report) -> str:
@@ -42,33 +43,34 @@ def describe_sync(report) -> str:
 class LiveAgent:
     """Owns one ``WatchAgent`` on ``folder`` for ``index_id``; ``post`` receives the messages.
 
-    ``start()`` returns at once (the agent reconciles the folder first, in
-    its thread); ``stop()`` waits up to ``timeout`` seconds for a publish in
-    progress to finish.
+    ``rules`` are the walk rules (None: ``ragtui.app.walk_rules()``, what ``ragtui
+    watch FOLDER`` uses without walk flags). ``start()`` returns at once (the
+    agent reconciles the folder first, in its thread); ``stop()`` waits up to
+    ``timeout`` seconds for a publish in progress to finish.
     """
 
-    def __init__(self, post: Callable, folder: str | os.PathLike, settings: Settings, index_id: str, embedder) -> None:
+    def __init__(self, post: Callable, folder: str | os.PathLike, settings: Settings, index_id: str, embedder,
+                 rules=None) -> None:
         self.post = post
         self.folder = Path(folder)
         self.settings = settings
         self.index_id = index_id
         self.embedder = embedder
-        self.agent = None
+        self.rules = rules
+        self.agent: WatchAgent | None = None
 
     @staticmethod
     def index_id_for(folder: str | os.PathLike, settings: Settings) -> str:
         """The index the agent writes: ``--index``, else the folder's name (as ``ragtui ingest``)."""
-        return settings.index or Path(os.path.abspath(folder)).name
+        return app_layer.index_id_for(folder, settings)
 
     def start(self) -> None:
-        cls = _agent_class()
-        self.agent = cls(
+        self.agent = app_layer.build_agent(
+            self.settings,
             self.folder,
-            artifacts=self.settings.artifacts,
-            embedder=self.embedder,
+            self.rules,
             index_id=self.index_id,
-            max_tokens=self.settings.max_tokens,
-            overlap=self.settings.overlap,
+            embedder=self.embedder,
             on_publish=self._published,
             on_sync=self._synced,
             on_error=self._failed,

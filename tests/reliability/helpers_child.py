@@ -194,10 +194,10 @@ def run_job(job: dict) -> int:
     from ragtui.core.errors import RagtuiError
 
     if job.get("embedder") == "hash":
-        import ragtui.cli
+        import ragtui.app
         from tests.unit.fakes import HashEmbedder
 
-        ragtui.cli.open_embedder = lambda settings: HashEmbedder()
+        ragtui.app.open_embedder = lambda settings: HashEmbedder()
     tracer.install()
     try:
         if job["action"] == "cli":

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ragtui.app import DEFAULT_RECONCILE_EVERY, walk_rules
 from tests.tui import make_app, ready, search, settled, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,6 +66,8 @@ async def test_watch_builds_the_index_and_keeps_it_fresh(tmp_path):
         assert app.index_id == "notes"
         await ready(pilot)  # the agent published the first generation, the app opened it
         assert app.agent is not None and app.agent.agent.running
+        # The agent `ragtui watch FOLDER` would run: the same walk rules, the same periodic reconcile.
+        assert app.agent.agent.reconcile_every == DEFAULT_RECONCILE_EVERY and app.agent.agent.rules == walk_rules()
         await wait_for(pilot, lambda: app.live_text.startswith("watch:"), "the agent's activity line")
         await search(pilot, "pears")
         assert app.results.hits == ()

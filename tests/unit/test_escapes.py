@@ -155,7 +155,7 @@ def rag(tmp_path):
     ("to-file", "a link to something that is not a directory"),
 ])
 def test_scan_indexes_names_broken_entries_and_keeps_the_others(rag, kind, problem):
-    from ragtui.cli import list_indexes, scan_indexes
+    from ragtui.app import list_indexes, scan_indexes
     from ragtui.config import Settings
 
     target = {"loop": "bad", "dangling": ".gen/bad/gone", "to-file": "stray.txt"}[kind]
@@ -166,7 +166,7 @@ def test_scan_indexes_names_broken_entries_and_keeps_the_others(rag, kind, probl
 
 
 def test_scan_indexes_of_a_missing_root_is_empty(tmp_path):
-    from ragtui.cli import scan_indexes
+    from ragtui.app import scan_indexes
     from ragtui.config import Settings
 
     assert scan_indexes(Settings(artifacts=Path(tmp_path / "nothing"))) == ([], [])

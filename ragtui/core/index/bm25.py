@@ -25,7 +25,7 @@ from ragtui.core.errors import IndexFormatError, UsageError
 from ragtui.core.index import leb128
 from ragtui.core.index.analyzer import analyze
 from ragtui.core.index.arraycache import cached_arrays, evict, store_arrays
-from ragtui.core.search.topk import top_k
+from ragtui.core.topk import top_k
 
 if TYPE_CHECKING:
     import mmap

@@ -19,7 +19,7 @@ from typing import SupportsFloat, SupportsIndex
 import numpy as np
 
 from ragtui.core.errors import UsageError
-from ragtui.core.search.topk import top_k
+from ragtui.core.topk import top_k
 
 __all__ = ["DEFAULT_DEPTH", "DEFAULT_FUSION", "DEFAULT_RRF_K", "DEFAULT_WEIGHT", "FUSIONS", "fuse", "resolve"]
 

@@ -1,4 +1,8 @@
-"""Top-k selection with the project's one tie rule: descending score, then ascending row."""
+"""Top-k selection with the project's one tie rule: descending score, then ascending row.
+
+BM25 (``core.index``) and the flat and fusion searches (``core.search``) rank
+with it, so it sits at core's root, beside ``errors`` and ``textsafe``.
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,313 @@
+"""The application layer: settings -> which index -> open it with which embedder -> build the watch agent.
+
+The CLI's commands, the TUI and (later) the MCP server call these functions
+and decide none of this themselves, so a flag, a config key or a rule about
+which index to open means the same thing in every front end::
+
+    settings = settings_from(args)                 # flags > RAGTUI_* > ragtui.toml > defaults
+    retriever = open_retriever(settings, need_embedder=True)
+    job = folder_settings(args, "watch")           # a folder, its index id and walk rules from flags
+    agent = build_agent(job.settings, job.folder, job.rules, index_id=job.index_id)
+
+Errors are ``ragtui.core.errors`` classes with a one-line message the CLI
+prints as it is: ``UsageError`` (exit 2) for a bad flag or no usable index,
+with ``NoIndex`` and ``SeveralIndexes`` carrying what a UI needs to say more.
+Importing this module loads no UI library and neither numpy nor watchdog;
+what a function needs it imports when called.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from ragtui.config import Settings, load_settings
+from ragtui.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from ragtui.core.ingest.walk import WalkRules
+    from ragtui.core.search.ivf import IVFParams
+    from ragtui.core.search.retriever import Retriever
+    from ragtui.watch import WatchAgent
+
+__all__ = [
+    "DEFAULT_RECONCILE_EVERY",
+    "FolderSettings",
+    "IndexListing",
+    "NoIndex",
+    "SeveralIndexes",
+    "broken_note",
+    "build_agent",
+    "folder_settings",
+    "index_id_for",
+    "ivf_params",
+    "list_indexes",
+    "open_embedder",
+    "open_index",
+    "open_retriever",
+    "resolve_index",
+    "scan_indexes",
+    "settings_from",
+    "walk_rules",
+]
+
+DEFAULT_RECONCILE_EVERY = 600.0
+"""Seconds between the watch agent's full reconciles of its folder (``ragtui watch --reconcile-every``)."""
+
+
+# -- settings -------------------------------------------------------------------------------------
+
+
+def settings_from(args) -> Settings:
+    """The settings for parsed arguments: their --config, --artifacts and --index over the usual layers."""
+    return load_settings(config=getattr(args, "config", None)).with_flags(
+        artifacts=getattr(args, "artifacts", None), index=getattr(args, "index", None)
+    )
+
+
+def index_id_for(folder: str | os.PathLike, settings: Settings) -> str:
+    """The index a folder is ingested into: the configured ``index``, else the folder's name."""
+    return settings.index or Path(os.path.abspath(folder)).name
+
+
+def walk_rules(include=None, exclude=None, max_bytes: int | None = None, ignore_files: bool = True) -> WalkRules:
+    """The ``WalkRules`` for the walk flags (None: the default); ``UsageError`` for a bad pattern or size."""
+    from ragtui.core.ingest.patterns import check_patterns
+    from ragtui.core.ingest.walk import DEFAULT_INCLUDE, DEFAULT_MAX_BYTES, WalkRules
+
+    if max_bytes is not None and max_bytes < 1:
+        raise UsageError(f"--max-bytes must be at least 1 (got {max_bytes})")
+    # A pattern that is not one is bad usage (exit 2) before anything is read or written.
+    check_patterns(tuple(include or ()), "--include")
+    check_patterns(tuple(exclude or ()), "--exclude")
+    return WalkRules(
+        include=tuple(include) if include else DEFAULT_INCLUDE,
+        exclude=tuple(exclude or ()),
+        max_bytes=max_bytes or DEFAULT_MAX_BYTES,
+        ignore_files=ignore_files,
+    )
+
+
+class FolderSettings(NamedTuple):
+    """What ``ingest`` and ``watch`` work with (unpacks as ``settings, folder, index_id, rules``)."""
+
+    settings: Settings
+    folder: Path
+    index_id: str
+    rules: WalkRules
+
+
+def folder_settings(args, verb: str) -> FolderSettings:
+    """Settings, folder, index id and walk rules from the flags of ``commands.options.add_folder_options``.
+
+    ``verb`` says what is done to the folder, for the message when it is not one (``UsageError``).
+    """
+    settings = load_settings(config=getattr(args, "config", None)).with_flags(
+        artifacts=getattr(args, "artifacts", None), max_tokens=args.max_tokens, overlap=args.overlap
+    )
+    folder = Path(args.folder)
+    if not folder.is_dir():
+        raise UsageError(f"{folder} is not a folder: give the folder of documents to {verb}")
+    index_id = getattr(args, "index", None) or index_id_for(folder, settings)
+    rules = walk_rules(args.include, args.exclude, args.max_bytes, ignore_files=not args.no_ignore)
+    return FolderSettings(settings, folder, index_id, rules)
+
+
+# -- which index ----------------------------------------------------------------------------------
+
+
+class IndexListing(NamedTuple):
+    """What ``<artifacts>/rag/`` holds."""
+
+    names: list[str]
+    """The index ids whose entry is a directory (or a link to one), sorted."""
+    broken: list[tuple[str, str]]
+    """(name, problem) of the entries that cannot be an index: a link loop, a link to nothing, no permission."""
+
+
+class NoIndex(UsageError):
+    """There is no index to open; ``broken`` lists (name, problem) of the entries under rag/ that are broken."""
+
+    def __init__(self, message: str, broken: list[tuple[str, str]]) -> None:
+        super().__init__(message)
+        self.broken = broken
+
+
+class SeveralIndexes(UsageError):
+    """There are several indexes and none was named: ``names`` are the choices (a UI asks which one)."""
+
+    def __init__(self, message: str, names: list[str], broken: list[tuple[str, str]]) -> None:
+        super().__init__(message)
+        self.names, self.broken = names, broken
+
+
+def scan_indexes(settings: Settings) -> IndexListing:
+    """The indexes under the artifacts root, and the broken entries beside them (one bad entry hides no other)."""
+    import errno
+
+    from ragtui.core.ingest.publish import rag_root
+
+    root = rag_root(settings.artifacts)
+    try:
+        entries = list(os.scandir(root))
+    except FileNotFoundError:
+        return IndexListing([], [])
+    except OSError as e:
+        raise UsageError(f"cannot list {root}: {e.strerror}") from None
+    names, broken = [], []
+    for entry in entries:
+        if entry.name.startswith("."):
+            continue
+        try:
+            if entry.is_dir():
+                names.append(entry.name)
+            elif entry.is_symlink():
+                gone = not os.path.lexists(os.path.realpath(entry.path))
+                broken.append((entry.name, "a link to nothing (its generation is gone)" if gone
+                               else "a link to something that is not a directory"))
+        except OSError as e:
+            broken.append((entry.name, "a loop of symbolic links" if e.errno == errno.ELOOP else e.strerror or str(e)))
+    return IndexListing(sorted(names), sorted(broken))
+
+
+def list_indexes(settings: Settings) -> list[str]:
+    """The index ids under the artifacts root, sorted (broken entries left out: see ``scan_indexes``)."""
+    return scan_indexes(settings).names
+
+
+def broken_note(settings: Settings, broken: list[tuple[str, str]]) -> str:
+    """One line naming the broken entries under rag/ and what to do about them."""
+    from ragtui.core.ingest.publish import rag_root
+
+    root = rag_root(settings.artifacts)
+    what = "; ".join(f"{root / name} is not a usable index ({problem})" for name, problem in broken)
+    return f"{what}: remove it, or rebuild it with `ragtui ingest FOLDER --index ID`"
+
+
+def _note_on_stderr(text: str) -> None:
+    print(f"ragtui: note: {text}", file=sys.stderr)
+
+
+def resolve_index(settings: Settings, *, note: Callable[[str], None] | None = _note_on_stderr) -> Path:
+    """The directory of the index to use: ``settings.index``, else the only index under the artifacts root.
+
+    Raises ``NoIndex`` when there is none and ``SeveralIndexes`` when there
+    are several and none was named. When a single good index sits beside
+    broken entries, ``note`` receives a line about them (by default printed
+    on stderr, as every command does; None: say nothing).
+    """
+    from ragtui.core.ingest.publish import index_dir
+
+    if settings.index:
+        return index_dir(settings.artifacts, settings.index)
+    names, broken = scan_indexes(settings)
+    if len(names) == 1:
+        if broken and note is not None:
+            note(f"{broken_note(settings, broken)}; using {names[0]}")
+        return index_dir(settings.artifacts, names[0])
+    also = f"; {broken_note(settings, broken)}" if broken else ""
+    if not names:
+        raise NoIndex(
+            f"no index under {settings.artifacts}/rag: build one with `ragtui ingest FOLDER` "
+            f"(or point --artifacts / RAGTUI_ARTIFACTS at an existing artifacts root){also}", broken
+        )
+    listed = ", ".join(names)
+    raise SeveralIndexes(f"several indexes under {settings.artifacts}/rag ({listed}): choose one with --index{also}",
+                         names, broken)
+
+
+# -- opening it -----------------------------------------------------------------------------------
+
+
+def open_embedder(settings: Settings):
+    """The configured embedder (``[embedder] kind`` and its options); ``UsageError`` for a bad option."""
+    from ragtui.core.embedders import make_embedder
+
+    options = dict(settings.embedder)
+    kind = options.pop("kind", "wordllama")
+    return make_embedder(kind, **options)
+
+
+def ivf_params(settings: Settings) -> IVFParams | None:
+    """The configured ``IVFParams``, or None for the defaults."""
+    from ragtui.core.search.ivf import IVFParams
+
+    if settings.nlist or settings.nprobe:
+        return IVFParams(nlist=settings.nlist, nprobe=settings.nprobe)
+    return None
+
+
+def open_index(path: Path, settings: Settings, *, embedder=None, check_embedder: bool = True) -> Retriever:
+    """Open and validate the index at ``path`` with the configured IVF parameters and the shared IVF cache.
+
+    Without an embedder BM25 works at once; with one (and ``check_embedder``)
+    a model that differs from the index's is a ``ModelMismatchError``.
+    """
+    from ragtui.core.ingest.publish import rag_root
+    from ragtui.core.search.retriever import Retriever
+
+    retriever = Retriever.open(path, embedder=embedder, ivf_params=ivf_params(settings),
+                               cache_dir=rag_root(settings.artifacts) / ".cache")
+    if embedder is not None and check_embedder:
+        retriever.check_embedder(embedder)
+    return retriever
+
+
+def open_retriever(settings: Settings, *, need_embedder: bool) -> Retriever:
+    """The index ``resolve_index`` picks, opened, with the configured embedder when ``need_embedder``."""
+    path = resolve_index(settings)
+    return open_index(path, settings, embedder=open_embedder(settings) if need_embedder else None)
+
+
+# -- the watch agent ------------------------------------------------------------------------------
+
+
+def build_agent(
+    settings: Settings,
+    folder: str | os.PathLike,
+    rules: WalkRules | None = None,
+    *,
+    index_id: str | None = None,
+    embedder=None,
+    quiet_seconds: float = 0.1,
+    reconcile_every: float | None = DEFAULT_RECONCILE_EVERY,
+    poll: bool = False,
+    poll_seconds: float = 1.0,
+    on_publish: Callable[[Any], None] | None = None,
+    on_sync: Callable[[Any], None] | None = None,
+    on_error: Callable[[BaseException], None] | None = None,
+    on_event: Callable[[Any], None] | None = None,
+    on_idle: Callable[[], None] | None = None,
+    idle_seconds: float = 600.0,
+) -> WatchAgent:
+    """The sync agent keeping ``folder``'s index fresh, not started; ``ragtui watch`` and ``ragtui --watch``
+    both build theirs here, so both reconcile every ``reconcile_every`` seconds (None: never) and walk
+    the folder by the same rules (``rules``; None: ``walk_rules()``, the defaults with .gitignore/.ignore).
+
+    ``index_id`` defaults to ``index_id_for(folder, settings)``; ``embedder`` to ``open_embedder(settings)``.
+    The callbacks are ``WatchAgent``'s and run on the agent's thread.
+    """
+    from ragtui.watch import WatchAgent
+
+    return WatchAgent(
+        folder,
+        artifacts=settings.artifacts,
+        embedder=open_embedder(settings) if embedder is None else embedder,
+        index_id=index_id or index_id_for(folder, settings),
+        rules=walk_rules() if rules is None else rules,
+        max_tokens=settings.max_tokens,
+        overlap=settings.overlap,
+        quiet_seconds=quiet_seconds,
+        reconcile_every=reconcile_every,
+        poll=poll,
+        poll_seconds=poll_seconds,
+        on_publish=on_publish,
+        on_sync=on_sync,
+        on_error=on_error,
+        on_event=on_event,
+        on_idle=on_idle,
+        idle_seconds=idle_seconds,
+    )

@@ -1,0 +1,58 @@
+"""``ragtui search QUERY``: rank chunks for a query (exit 1 when nothing matched)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from ragtui import app
+from ragtui.core.errors import UsageError
+from ragtui.core.textsafe import json_text
+
+__all__ = ["register", "run"]
+
+
+def register(sub, common) -> None:
+    p = sub.add_parser("search", help="rank chunks for a query", description="Rank chunks for a query.")
+    p.add_argument("query")
+    # Checked (with a did-you-mean) by run() before anything loads.
+    p.add_argument("--mode", default="bm25", help="flat, ivf, bm25 or hybrid (default: bm25)")
+    p.add_argument("-k", type=int, default=10, help="number of results (default: 10)")
+    p.add_argument("--nprobe", type=int, help="IVF lists to probe")
+    p.add_argument("--json", action="store_true", help="print the full hits as JSON")
+    common(p)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ragtui.core.search.retriever import check_query, check_search
+    from ragtui.core.textsafe import one_line
+
+    if args.k < 1:
+        raise UsageError(f"-k must be at least 1 (got {args.k})")
+    check_query(args.query)  # before anything is loaded: a bad query costs nothing
+    params = {"nprobe": args.nprobe} if args.nprobe is not None else {}
+    check_search(args.mode, params)  # before the index or the embedder is loaded
+    settings = app.settings_from(args)
+    retriever = app.open_retriever(settings, need_embedder=args.mode != "bm25")
+    hits = retriever.search(args.query, mode=args.mode, k=args.k, **params)
+    if args.json:
+        out = [
+            {"rank": h.rank, "score": h.score, "chunk_id": h.chunk_id, "doc_id": h.doc_id, "row": h.row, "text": h.text}
+            for h in hits
+        ]
+        sys.stdout.write(json_text(out, indent=1) + "\n")
+    else:
+        width = max(40, _term_width() - 40)
+        for h in hits:
+            print(f"{h.rank:>3}  {h.score:9.4f}  {one_line(h.chunk_id, 60)}  {one_line(h.text, width)}")
+        ms = retriever.last_search_seconds * 1000
+        print(f"{len(hits)} result(s), {args.mode}, {ms:.1f} ms", file=sys.stderr)
+    return 0 if hits else 1
+
+
+def _term_width() -> int:
+    try:
+        return os.get_terminal_size().columns
+    except OSError:
+        return 120
