@@ -242,7 +242,7 @@ def test_the_embed_journal_drops_rows_that_are_not_unit_vectors(tmp_path):
 
 
 def _deny(monkeypatch, denied: Path) -> None:
-    import ragtui.core.ingest.sync as sync_mod
+    import ragtui.core.ingest.scan as sync_mod
 
     real = sync_mod.read_file
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from ragtui.core.index.bm25 import BM25Index
 from ragtui.core.index.index_format import read_index
-from ragtui.core.ingest.sync import load_state, sync
+from ragtui.core.ingest.sync import IndexWriter, load_state, prepare, sync
 from tests.files import write
 
 from .fakes import HashEmbedder
@@ -130,41 +130,54 @@ def test_a_damaged_previous_index_is_rebuilt_not_carried(tmp_path):
     assert b"ALPHA" not in docs.read_bytes()
 
 
-def test_the_next_sync_starts_from_what_this_process_published(tmp_path):
-    """A writer keeps the generation it just published (maps, postings, state) for its next sync."""
-    from ragtui.core.ingest import sync as sync_module
+def test_the_next_sync_starts_from_what_this_writer_published(tmp_path, monkeypatch):
+    """A writer object keeps the generation it just published (maps, postings, state) for its next sync."""
+    from ragtui.core.ingest import state as state_module
+    from ragtui.core.ingest import writer as writer_module
 
+    opened, read = [], []
+    real_open, real_read = writer_module.open_generation, state_module.read_stamped_state
+    monkeypatch.setattr(writer_module, "open_generation", lambda *a: opened.append(a[0]) or real_open(*a))
+    monkeypatch.setattr(writer_module, "read_stamped_state", lambda *a: read.append(a[0]) or real_read(*a))
     folder, art = tmp_path / "docs", tmp_path / "art"
     for i in range(5):
         write(folder / f"f{i}.md", f"file {i} cat dog " * (i + 2))
-    run(folder, art)
-    key = (str(art), "docs")
+    writer = IndexWriter(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3)
+    writer.sync()
     for i in range(4):
         write(folder / "f2.md", f"edit {i} " + "zebra park " * i)
-        report = run(folder, art, paths=[folder / "f2.md"])
+        report = writer.sync([folder / "f2.md"])
         assert report.incremental
-        assert key in sync_module._CARRIED_INDEX and key in sync_module._CARRIED_STATE
         assert_same_as_rebuild(folder, art, tmp_path / "scratch")
-    # Lost state on disk: the carried copy is not trusted over it.
+    # The state was read once (before the first build) and the generation opened once (after it, by the
+    # first splice): every later sync started from what the one before it published.
+    assert read.count(art) == 1 and opened.count(art / "rag" / "docs") == 1
+    # Lost state on disk: the writer's own copy is not trusted over it.
     (art / "rag" / ".state" / "docs" / "files.json").unlink()
     write(folder / "f3.md", "rewritten after the state was lost")
-    report = run(folder, art)
+    report = writer.sync()
     assert report.published and not report.incremental
+    assert_same_as_rebuild(folder, art, tmp_path / "scratch")
+    # Another writer publishes in between: this one's memory no longer matches the files, and is not used.
+    write(folder / "f1.md", "written by another process")
+    assert run(folder, art).incremental
+    write(folder / "f4.md", "and then by this writer again")
+    assert writer.sync([folder / "f4.md"]).incremental
     assert_same_as_rebuild(folder, art, tmp_path / "scratch")
 
 
 def test_prepare_opens_an_index_another_process_published(tmp_path):
-    from ragtui.core.ingest import sync as sync_module
-    from ragtui.core.ingest.sync import prepare
-
     folder, art = tmp_path / "docs", tmp_path / "art"
     write(folder / "a.md", "alpha cat")
     write(folder / "b.md", "beta dog")
-    run(folder, art)  # a full build: nothing carried
-    key = (str(art), "docs")
-    assert key not in sync_module._CARRIED_INDEX
-    assert prepare(art, "docs") and key in sync_module._CARRIED_INDEX
+    run(folder, art)  # another writer
+    writer = IndexWriter(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3)
+    assert writer._generation is None
+    assert prepare(art, "docs")
+    assert writer.prepare(warm_up=True) and writer._generation is not None
     write(folder / "b.md", "beta dog edited")
-    assert run(folder, art, paths=[folder / "b.md"]).incremental
+    assert writer.sync([folder / "b.md"]).incremental
     assert_same_as_rebuild(folder, art, tmp_path / "scratch")
     assert not prepare(tmp_path / "nowhere", "docs")
+    nowhere = IndexWriter(folder, artifacts=tmp_path / "nowhere", embedder=HashEmbedder())
+    assert not nowhere.prepare()
