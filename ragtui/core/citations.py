@@ -143,10 +143,10 @@ def split_ref(ref: str) -> tuple[str, int]:
 
 def source_folder(artifacts: str | os.PathLike, index_id: str) -> Path | None:
     """The absolute folder ingest read for ``index_id``, as its writer state records it (None when not)."""
-    from ragtui.core.ingest.state import state_file  # the writer owns where its state lives
+    from ragtui.core.ingest.state import state_path  # the writer owns where its state lives
 
     try:
-        st = os.stat(state_file(Path(artifacts), index_id))
+        st = os.stat(state_path(Path(artifacts), index_id))
     except OSError:
         return None
     # The state holds every file's hashes (large for a large folder): parse it

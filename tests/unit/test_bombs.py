@@ -241,7 +241,7 @@ def _ingested(tmp_path):
 @pytest.mark.parametrize("kind", (*KINDS, "huge"))
 def test_a_bad_writer_state_is_discarded_and_rewritten(tmp_path, fifo_guard, monkeypatch, kind):
     folder, art = _ingested(tmp_path)
-    state = art / "rag" / ".state" / "docs" / "files.json"
+    state = art / "rag" / ".state" / "docs" / "state.bin"
     if kind == "huge":
         monkeypatch.setattr(state_module, "MAX_STATE_BYTES", state.stat().st_size - 1)
     else:

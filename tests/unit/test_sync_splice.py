@@ -136,9 +136,9 @@ def test_the_next_sync_starts_from_what_this_writer_published(tmp_path, monkeypa
     from ragtui.core.ingest import writer as writer_module
 
     opened, read = [], []
-    real_open, real_read = writer_module.open_generation, state_module.read_stamped_state
+    real_open, real_read = writer_module.open_generation, state_module._read
     monkeypatch.setattr(writer_module, "open_generation", lambda *a: opened.append(a[0]) or real_open(*a))
-    monkeypatch.setattr(writer_module, "read_stamped_state", lambda *a: read.append(a[0]) or real_read(*a))
+    monkeypatch.setattr(state_module, "_read", lambda *a: read.append(a[0]) or real_read(*a))
     folder, art = tmp_path / "docs", tmp_path / "art"
     for i in range(5):
         write(folder / f"f{i}.md", f"file {i} cat dog " * (i + 2))
@@ -153,7 +153,7 @@ def test_the_next_sync_starts_from_what_this_writer_published(tmp_path, monkeypa
     # first splice): every later sync started from what the one before it published.
     assert read.count(art) == 1 and opened.count(art / "rag" / "docs") == 1
     # Lost state on disk: the writer's own copy is not trusted over it.
-    (art / "rag" / ".state" / "docs" / "files.json").unlink()
+    (art / "rag" / ".state" / "docs" / "state.bin").unlink()
     write(folder / "f3.md", "rewritten after the state was lost")
     report = writer.sync()
     assert report.published and not report.incremental

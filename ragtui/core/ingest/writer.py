@@ -48,17 +48,7 @@ from ragtui.core.ingest.publish import (
 from ragtui.core.ingest.report import Progress, SyncReport
 from ragtui.core.ingest.scan import Scan, by_bytes, classify, keep_unreadable, scan
 from ragtui.core.ingest.splice import Generation, following, open_generation, publish_splice, warm
-from ragtui.core.ingest.state import (
-    FileEntry,
-    Settings,
-    Stamp,
-    WriterState,
-    file_stamp,
-    index_stamp,
-    read_stamped_state,
-    save_state,
-    state_file,
-)
+from ragtui.core.ingest.state import FileEntry, Settings, StateStore, WriterState, index_stamp
 from ragtui.core.ingest.walk import WalkRules
 
 __all__ = ["IndexWriter", "open_published"]
@@ -105,25 +95,18 @@ class IndexWriter:
         self.walk = self.rules.describe()
         self._cache_dir = rag_root(self.artifacts) / ".cache"
         self._busy = threading.Lock()
-        self._state: WriterState | None = None
-        """The state this writer read or wrote last, valid while the file's stamp is ``_state_stamp``."""
-        self._state_stamp: Stamp | None = None
+        self._store = StateStore(self.artifacts, self.index_id)
+        """The writer state, kept in memory while the file is the one this writer read or wrote last."""
         self._generation: Generation | None = None
         """The generation this writer published (or opened) last, the next splice's starting point."""
 
     # -- what this writer remembers -------------------------------------------------------------
 
     def _current_state(self) -> WriterState | None:
-        """The writer state: the one this writer read or saved last if the file is still that one, else read."""
-        if self._state is not None and file_stamp(state_file(self.artifacts, self.index_id)) == self._state_stamp:
-            return self._state
-        self._state, self._state_stamp = read_stamped_state(self.artifacts, self.index_id)
-        return self._state
+        return self._store.current()
 
     def _save(self, state: WriterState) -> bool:
-        stamp = save_state(self.artifacts, self.index_id, state)
-        self._state, self._state_stamp = (state, stamp) if stamp is not None else (None, None)
-        return stamp is not None
+        return self._store.save(state)
 
     def settings(self) -> Settings:
         e = self.embedder
