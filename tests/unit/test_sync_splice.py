@@ -56,15 +56,22 @@ step = st.one_of(
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(start=st.dictionaries(st.sampled_from(NAMES), text, min_size=1), steps=st.lists(step, min_size=1, max_size=6),
-       by_paths=st.booleans())
-def test_splice_equals_full_rebuild(tmp_path_factory, start, steps, by_paths):
+       by_paths=st.booleans(), one_writer=st.booleans())
+def test_splice_equals_full_rebuild(tmp_path_factory, start, steps, by_paths, one_writer):
+    """``one_writer``: every sync by one IndexWriter, which starts each splice from what it carried."""
     root = tmp_path_factory.mktemp("splice")
     folder, art, scratch = root / "docs", root / "art", root / "scratch"
     for name, body in start.items():
         write(folder / name, body)
-    run(folder, art)
+    if one_writer:
+        writer = IndexWriter(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3)
+        writer.sync()
+        if by_paths:
+            writer.prepare(warm_up=True)
+    else:
+        run(folder, art)
     for kind, name, arg in steps:
         path = folder / name
         touched = [path]
@@ -78,7 +85,8 @@ def test_splice_equals_full_rebuild(tmp_path_factory, start, steps, by_paths):
             touched.append(folder / arg)
         elif kind == "rmdir":
             shutil.rmtree(path, ignore_errors=True)
-        report = run(folder, art, paths=touched if by_paths else None)
+        paths = touched if by_paths else None
+        report = writer.sync(paths) if one_writer else run(folder, art, paths=paths)
         if report.published:
             assert report.incremental
         assert_same_as_rebuild(folder, art, scratch)

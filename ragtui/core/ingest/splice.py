@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 from ragtui.core.errors import IndexFormatError, IndexMissingError
 from ragtui.core.index.analyzer import analyze
-from ragtui.core.index.bm25 import BM25Index, Postings, encode_spliced, splice_postings
+from ragtui.core.index.bm25 import BM25Index, PostingBytes, Postings, encode_spliced_carried, splice_postings
 from ragtui.core.index.index_format import (
     BM25,
     DOCS,
@@ -61,6 +61,8 @@ class Generation:
     """The bm25.idx whose postings' bytes are reused."""
     stamp: IndexStamp
     """Where its files are, and the size, mtime, ctime and inode each had when it was opened."""
+    posting_bytes: PostingBytes | None = None
+    """Each posting's gap and varint length in ``bm25_raw``, once worked out (carried from the splice that wrote it)."""
 
     def previous(self) -> Previous:
         records = self.data.records
@@ -123,11 +125,14 @@ def open_generation(target: Path, stamp: IndexStamp | None, generation: str | No
 
 
 def warm(gen: Generation) -> None:
-    """Run the BM25 splice of ``gen`` once without publishing (reads its arrays in, grows the heap)."""
+    """Run the BM25 splice of ``gen`` once without publishing (reads its arrays in, grows the heap).
+
+    It also works out the postings' byte layout, which the first splice then takes as it is.
+    """
     old = gen.data
     same = np.arange(old.n_chunks, dtype=np.int64)
     postings = splice_postings(old.bm25, same, old.n_chunks, [], [])
-    encode_spliced(gen.bm25_raw, old.bm25, postings)
+    _, gen.posting_bytes = encode_spliced_carried(gen.bm25_raw, old.bm25, postings, gen.posting_bytes)
     BM25Index.from_postings(postings, old.meta.k1, old.meta.b)
 
 
@@ -139,6 +144,7 @@ class Spliced:
     pieces: dict[str, list[Piece]]
     bm25: BM25Index
     bm25_raw: bytes
+    posting_bytes: PostingBytes
 
 
 def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembly, meta: IndexMeta,
@@ -151,7 +157,7 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
 
     t0 = time.perf_counter()
     postings = splice_postings(old.bm25, asm.row_map, asm.n_rows, asm.new_rows(), new_terms)
-    bm25_bytes = encode_spliced(gen.bm25_raw, old.bm25, postings)
+    bm25_bytes, layout = encode_spliced_carried(gen.bm25_raw, old.bm25, postings, gen.posting_bytes)
     sources = _open_sources(gen.stamp)
     try:
         pieces = _pieces(gen, asm, sources)
@@ -168,7 +174,7 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
     report.bytes_written = sum(file_size(v) for v in files.values())
     report.seconds["write"] = time.perf_counter() - t0
     tick("write", 1, 1)
-    return Spliced(meta, pieces, decoded, bm25_bytes)
+    return Spliced(meta, pieces, decoded, bm25_bytes, layout)
 
 
 def _store_decoded(postings: Postings, meta: IndexMeta, bm25_bytes: bytes, cache_dir: Path, index_id: str,
@@ -258,7 +264,7 @@ def following(target: Path, gen: Generation, asm: Assembly, done: Spliced) -> Ge
     data = IndexData(path=target, generation=generation_of(target) or "", meta=meta, records=records,
                      vectors=vectors, bm25=done.bm25)
     fingerprints = np.concatenate(fps) if fps else np.zeros(0, dtype="S64")
-    return Generation(data, asm.rows, fingerprints, done.bm25_raw, stamp)
+    return Generation(data, asm.rows, fingerprints, done.bm25_raw, stamp, done.posting_bytes)
 
 
 def _map_published(stamp: IndexStamp) -> dict[str, mmap.mmap | bytes] | None:

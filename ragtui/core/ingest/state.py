@@ -161,22 +161,25 @@ class WriterState:
     index_files: IndexStamp | None
     files: dict[str, FileEntry] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
-        """The state as files.json holds it."""
+    def head(self) -> dict[str, Any]:
+        """Everything but the documents, as JSON."""
         idx: dict[str, Any] | None = None
         if self.index_files is not None:
             idx = {"dir": self.index_files.dir, **{n: list(s) for n, s in zip(FILES, self.index_files.files)}}
+        return {"folder": self.folder, "settings": self.settings.to_json(), "walk": self.walk,
+                "generation": self.generation, "index_files": idx}
+
+    def to_json(self) -> dict[str, Any]:
+        """The state as files.json held it."""
         files: dict[str, Any] = {}
         for doc_id, e in self.files.items():
             entry: dict[str, Any] = {"stat": None if e.stamp is None else list(e.stamp), "sha256": e.sha256}
             if e.n_chunks is not None:
                 entry["n_chunks"] = e.n_chunks
             files[doc_id] = entry
-        return {
-            "version": STATE_VERSION, "folder": self.folder, "root": str(Path(self.folder).parent),
-            "settings": self.settings.to_json(), "walk": self.walk, "generation": self.generation,
-            "index_files": idx, "files": files,
-        }
+        head = self.head()
+        return {"version": STATE_VERSION, "folder": self.folder, "root": str(Path(self.folder).parent),
+                **{k: head[k] for k in _HEAD_KEYS[1:]}, "files": files}
 
 
 # -- reading: every field checked, anything unexpected discards the whole state -----------------
@@ -253,10 +256,6 @@ def state_from_json(obj: object, files: dict[str, FileEntry] | None = None) -> W
         )
     except (_Bad, TypeError, ValueError):
         return None
-
-
-def _head(state: WriterState) -> dict[str, Any]:
-    return {k: v for k, v in state.to_json().items() if k in _HEAD_KEYS}
 
 
 def state_from_head(head: dict[str, Any], files: dict[str, FileEntry]) -> WriterState | None:
@@ -499,7 +498,7 @@ class StateStore:
         old, new = base.files, state.files
         puts = {d: e for d, e in new.items() if old.get(d) != e}
         deletes = [d for d in old if d not in new]
-        base_head, head = _head(base), _head(state)
+        base_head, head = base.head(), state.head()
         record = _encode_record({k: v for k, v in head.items() if base_head.get(k) != v}, puts, deletes)
         known = self._known
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -516,7 +515,7 @@ class StateStore:
         self._known = _Read(state, stamp, True, known.snapshot_bytes, known.delta_bytes + len(record), known.deltas + 1)
 
     def _rewrite(self, state: WriterState) -> None:
-        record = _encode_record(_head(state), state.files, [])
+        record = _encode_record(state.head(), state.files, [])
         if len(MAGIC) + len(record) > MAX_STATE_BYTES:
             raise OSError(errno.EFBIG, "larger than a state file may be")
         path = self.path
