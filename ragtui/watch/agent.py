@@ -456,7 +456,8 @@ class WatchAgent:
     def _prepare(self) -> None:
         """Have the index open before the first save needs it (a no-op once this process published)."""
         try:
-            self._writer.prepare(warm_up=True)
+            # The warm-up only saves time later: a save already waiting goes first.
+            self._writer.prepare(warm_up=True, should_stop=self._buffer.has_work)
         except Exception:  # noqa: BLE001 - it only saves time; the next sync reads what it needs itself
             pass
 

@@ -422,6 +422,10 @@ class ChangeBuffer:
             self._full = None
             self._cond.notify_all()
 
+    def has_work(self) -> bool:
+        """Whether a change or a full reconcile is waiting (cheap; for work that may be skipped)."""
+        return bool(self._pending) or self._full is not None
+
     def pending_paths(self) -> list[str]:
         with self._cond:
             return sorted(self._pending)

@@ -189,3 +189,15 @@ def test_prepare_opens_an_index_another_process_published(tmp_path):
     assert not prepare(tmp_path / "nowhere", "docs")
     nowhere = IndexWriter(folder, artifacts=tmp_path / "nowhere", embedder=HashEmbedder())
     assert not nowhere.prepare()
+
+
+def test_prepare_skips_the_warm_up_when_work_is_waiting(tmp_path):
+    folder, art = tmp_path / "docs", tmp_path / "art"
+    write(folder / "a.md", "alpha cat")
+    run(folder, art)
+    busy = IndexWriter(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3)
+    assert busy.prepare(warm_up=True, should_stop=lambda: True)
+    assert busy._generation is not None and busy._generation.posting_bytes is None  # opened, not warmed
+    idle = IndexWriter(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3)
+    assert idle.prepare(warm_up=True, should_stop=lambda: False)
+    assert idle._generation is not None and idle._generation.posting_bytes is not None
