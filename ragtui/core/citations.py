@@ -143,7 +143,7 @@ def split_ref(ref: str) -> tuple[str, int]:
 
 def source_folder(artifacts: str | os.PathLike, index_id: str) -> Path | None:
     """The absolute folder ingest read for ``index_id``, as its writer state records it (None when not)."""
-    from ragtui.core.ingest.state import state_path  # the writer owns where its state lives
+    from ragtui.core.ingest.state_store import state_path  # the writer owns where its state lives
 
     try:
         st = os.stat(state_path(Path(artifacts), index_id))
@@ -162,7 +162,7 @@ def source_root(artifacts: str | os.PathLike, index_id: str) -> Path | None:
 
 @functools.lru_cache(maxsize=16)
 def _state_folder(artifacts: str, index_id: str, *_stamp) -> Path | None:
-    from ragtui.core.ingest.state import recorded_folder
+    from ragtui.core.ingest.state_store import recorded_folder
 
     folder = recorded_folder(Path(artifacts), index_id)
     if isinstance(folder, str) and os.path.isabs(folder) and "\0" not in folder:

@@ -26,7 +26,7 @@ from ragtui.core.index import index_format
 from ragtui.core.index.arraycache import cached_arrays
 from ragtui.core.index.bm25 import B_RANGE, K1_RANGE, BM25Index, bm25_params_problem, build_postings, check_bm25_params
 from ragtui.core.index.index_format import FILES, MAX_META_BYTES, read_index
-from ragtui.core.ingest import state as state_module
+from ragtui.core.ingest import state_store as state_module
 from ragtui.core.ingest.journal import EmbedJournal
 from ragtui.core.ingest.publish import IndexLock
 from ragtui.core.ingest.sync import load_state, sync

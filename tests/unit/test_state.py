@@ -11,19 +11,9 @@ import pytest
 
 from ragtui.core.index.index_format import FILES
 from ragtui.core.ingest import scan as scan_module
-from ragtui.core.ingest import state as state_module
-from ragtui.core.ingest.state import (
-    MAGIC,
-    FileEntry,
-    IndexStamp,
-    Settings,
-    Stamp,
-    StateStore,
-    WriterState,
-    load_state,
-    read_state,
-    recorded_folder,
-)
+from ragtui.core.ingest import state_store as state_module
+from ragtui.core.ingest.state import FileEntry, IndexStamp, Settings, Stamp, WriterState
+from ragtui.core.ingest.state_store import MAGIC, StateStore, load_state, read_state, recorded_folder
 from ragtui.core.ingest.sync import sync
 from tests.files import write
 

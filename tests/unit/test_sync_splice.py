@@ -140,7 +140,7 @@ def test_a_damaged_previous_index_is_rebuilt_not_carried(tmp_path):
 
 def test_the_next_sync_starts_from_what_this_writer_published(tmp_path, monkeypatch):
     """A writer object keeps the generation it just published (maps, postings, state) for its next sync."""
-    from ragtui.core.ingest import state as state_module
+    from ragtui.core.ingest import state_store as state_module
     from ragtui.core.ingest import writer as writer_module
 
     opened, read = [], []

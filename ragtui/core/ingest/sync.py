@@ -20,7 +20,7 @@ from pathlib import Path
 from ragtui.core.embedders.base import Embedder
 from ragtui.core.ingest.publish import index_dir, rag_root
 from ragtui.core.ingest.report import Progress, SyncReport
-from ragtui.core.ingest.state import load_state, read_state
+from ragtui.core.ingest.state_store import load_state, read_state
 from ragtui.core.ingest.walk import WalkRules
 from ragtui.core.ingest.writer import IndexWriter, open_published
 

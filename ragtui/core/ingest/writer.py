@@ -48,7 +48,8 @@ from ragtui.core.ingest.publish import (
 from ragtui.core.ingest.report import Progress, SyncReport
 from ragtui.core.ingest.scan import Scan, by_bytes, classify, keep_unreadable, scan
 from ragtui.core.ingest.splice import Generation, following, open_generation, publish_splice, warm
-from ragtui.core.ingest.state import FileEntry, Settings, StateStore, WriterState, index_stamp
+from ragtui.core.ingest.state import FileEntry, Settings, WriterState, index_stamp
+from ragtui.core.ingest.state_store import StateStore
 from ragtui.core.ingest.walk import WalkRules
 
 __all__ = ["IndexWriter", "open_published"]
