@@ -39,7 +39,8 @@ def register(sub, common) -> None:
     p.add_argument("--poll", action="store_true", help="poll the folder instead of using inotify (e.g. network filesystems)")
     p.add_argument("--poll-seconds", type=float, default=1.0, metavar="S", help="polling interval (default 1)")
     p.add_argument("--quiet-ms", type=int, default=100, metavar="MS",
-                   help="wait until events pause this long before syncing a batch (default 100)")
+                   help="wait until events pause this long before syncing a batch (default 100; files whose "
+                        "last event is a close after writing wait 10 ms)")
     p.add_argument("--reconcile-every", type=float, default=DEFAULT_RECONCILE_EVERY, metavar="S",
                    help=f"also reconcile the whole folder every S seconds (0: never; default {DEFAULT_RECONCILE_EVERY:.0f})")
     add_folder_options(p)

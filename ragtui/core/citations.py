@@ -143,10 +143,10 @@ def split_ref(ref: str) -> tuple[str, int]:
 
 def source_folder(artifacts: str | os.PathLike[str], index_id: str) -> Path | None:
     """The absolute folder ingest read for ``index_id``, as its writer state records it (None when not)."""
-    from ragtui.core.ingest.sync import _state_file  # the writer owns where its state lives
+    from ragtui.core.ingest.state_store import state_path  # the writer owns where its state lives
 
     try:
-        st = os.stat(_state_file(Path(artifacts), index_id))
+        st = os.stat(state_path(Path(artifacts), index_id))
     except OSError:
         return None
     # The state holds every file's hashes (large for a large folder): parse it
@@ -162,9 +162,9 @@ def source_root(artifacts: str | os.PathLike[str], index_id: str) -> Path | None
 
 @functools.lru_cache(maxsize=16)
 def _state_folder(artifacts: str, index_id: str, *_stamp: int) -> Path | None:
-    from ragtui.core.ingest.sync import load_state
+    from ragtui.core.ingest.state_store import recorded_folder
 
-    folder = load_state(Path(artifacts), index_id).get("folder")
+    folder = recorded_folder(Path(artifacts), index_id)
     if isinstance(folder, str) and os.path.isabs(folder) and "\0" not in folder:
         folder = os.path.normpath(folder)
         if os.path.dirname(folder) != folder:  # ingest never takes the filesystem's root

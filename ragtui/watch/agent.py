@@ -41,8 +41,9 @@ from typing import TYPE_CHECKING
 
 from ragtui.core.errors import EmbeddingError, StorageError, UsageError
 from ragtui.core.ingest.publish import check_index_id, index_dir
-from ragtui.core.ingest.sync import SyncReport, prepare, sync
+from ragtui.core.ingest.report import SyncReport
 from ragtui.core.ingest.walk import WalkRules
+from ragtui.core.ingest.writer import IndexWriter
 from ragtui.watch.events import ROOT_GONE, Batch, ChangeBuffer, Scope, classify, compact_paths, is_ignore_file
 from ragtui.watch.observers import EVENT_FILTER, LIMITS, Handler, Hooks, limit_message, make_observer, stop_observer
 
@@ -155,6 +156,9 @@ class WatchAgent:
         self.embedder = embedder
         self.rules = rules or WalkRules()
         self.max_tokens, self.overlap = max_tokens, overlap
+        # One writer for the agent's lifetime: each save starts from what the previous one published.
+        self._writer = IndexWriter(self.folder, artifacts=self.artifacts, embedder=embedder, index_id=self.index_id,
+                                   max_tokens=max_tokens, overlap=overlap, rules=self.rules)
         self.poll, self.poll_seconds = poll, poll_seconds
         self.reconcile_every = reconcile_every
         self.root_check_seconds = root_check_seconds
@@ -456,23 +460,14 @@ class WatchAgent:
     def _prepare(self) -> None:
         """Have the index open before the first save needs it (a no-op once this process published)."""
         try:
-            prepare(self.artifacts, self.index_id, warm=True)
+            # The warm-up only saves time later: a save already waiting goes first.
+            self._writer.prepare(warm_up=True, should_stop=self._buffer.has_work)
         except Exception:  # noqa: BLE001 - it only saves time; the next sync reads what it needs itself
             pass
 
     def _sync(self, paths: list[str] | None) -> SyncReport:
         self._writing = False
-        return sync(
-            self.folder,
-            artifacts=self.artifacts,
-            embedder=self.embedder,
-            index_id=self.index_id,
-            max_tokens=self.max_tokens,
-            overlap=self.overlap,
-            rules=self.rules,
-            paths=paths,
-            progress=self._progress,
-        )
+        return self._writer.sync(paths, progress=self._progress)
 
     def _progress(self, stage: str, done: int, total: int) -> None:
         if stage == "write":

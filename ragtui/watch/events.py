@@ -36,7 +36,7 @@ from typing import Final, Literal
 from ragtui.core.ingest.patterns import IGNORE_FILES
 from ragtui.core.ingest.walk import WalkRules
 
-__all__ = ["ROOT_GONE", "Batch", "Change", "ChangeBuffer", "Scope", "classify", "compact_paths", "is_ignore_file"]
+__all__ = ["CLOSED_FAST_PATHS", "ROOT_GONE", "Batch", "Change", "ChangeBuffer", "Scope", "classify", "compact_paths", "is_ignore_file"]
 
 ROOT_GONE: Final = "root-gone"
 """What ``classify`` returns when the watched folder itself was deleted."""
@@ -54,6 +54,8 @@ class Change:
 
     path: str
     writing: bool | None = None
+    closed: bool = False
+    """True for a close after writing (inotify IN_CLOSE_WRITE): the writer is done with the file."""
 
 
 class Scope:
@@ -150,7 +152,9 @@ def classify(event, scope: Scope) -> list[Change] | Literal["root-gone"]:
         return [Change(src, None)] if kind in ("created", "deleted") else []
     if kind in ("created", "modified"):
         return [Change(src, True)]
-    if kind in ("closed", "deleted"):
+    if kind == "closed":
+        return [Change(src, False, closed=True)]
+    if kind == "deleted":
         return [Change(src, False)]
     if kind == "attrib":
         return [Change(src, None)]
@@ -192,6 +196,12 @@ class _Pending:
     first: float
     last: float
     writing: bool = False
+    closed: bool = False
+    """Its last event was a close after writing."""
+
+
+CLOSED_FAST_PATHS = 64
+"""Up to this many pending paths, all closed after writing, wait only ``closed_quiet_seconds``."""
 
 
 @dataclass
@@ -214,7 +224,11 @@ class ChangeBuffer:
     * a file still held by a writer (created or modified, not yet closed) is
       left out until it is closed or no event touched it for
       ``settle_seconds``. For inotify every write is an IN_MODIFY event, so
-      "no event for settle_seconds" is exactly "size and mtime settled".
+      "no event for settle_seconds" is exactly "size and mtime settled";
+    * when every pending path's last event is a close after writing (and
+      there are at most ``CLOSED_FAST_PATHS`` of them), the quiet period is
+      ``closed_quiet_seconds`` instead: an editor's save is one close, and
+      nothing more is coming for that file.
     """
 
     def __init__(
@@ -223,8 +237,10 @@ class ChangeBuffer:
         max_delay: float = 3.0,
         settle_seconds: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
+        closed_quiet_seconds: float = 0.01,
     ) -> None:
         self.quiet_seconds = quiet_seconds
+        self.closed_quiet_seconds = closed_quiet_seconds
         self.max_delay = max_delay
         self.settle_seconds = settle_seconds
         self._clock = clock
@@ -256,6 +272,9 @@ class ChangeBuffer:
                 if p is None:
                     p = self._pending[ch.path] = _Pending(now, now)
                 p.last = now
+                p.closed = ch.closed
+                # A close may make the release due sooner than the deadline the consumer waits for.
+                wake = wake or ch.closed
                 if ch.writing is not None:
                     wake = wake or (p.writing and not ch.writing)
                     p.writing = ch.writing
@@ -346,7 +365,10 @@ class ChangeBuffer:
         # churn elsewhere must not starve it); a file still being written is
         # due once it settled. Held files must not make new paths overdue, or
         # a long-open file would cut every later save into pieces.
-        due_at = self._last_event + self.quiet_seconds
+        quiet = self.quiet_seconds
+        if len(self._pending) <= CLOSED_FAST_PATHS and all(p.closed for p in self._pending.values()):
+            quiet = min(quiet, self.closed_quiet_seconds)
+        due_at = self._last_event + quiet
         for p in self._pending.values():
             due_at = min(due_at, p.last + self.settle_seconds if p.writing else p.first + self.max_delay)
         if now < due_at:
@@ -400,6 +422,10 @@ class ChangeBuffer:
             self._pending.clear()
             self._full = None
             self._cond.notify_all()
+
+    def has_work(self) -> bool:
+        """Whether a change or a full reconcile is waiting (cheap; for work that may be skipped)."""
+        return bool(self._pending) or self._full is not None
 
     def pending_paths(self) -> list[str]:
         with self._cond:

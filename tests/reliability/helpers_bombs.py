@@ -15,7 +15,7 @@ measurement: a hang fails the case instead of the run). Expected:
   ``info`` then validates it;
 * the index link ``rag/<id>`` replaced: the same, or exit 2 "no index" when
   what is there is an empty directory;
-* a cached array (``rag/.cache``), the writer state (``files.json``) or the
+* a cached array (``rag/.cache``), the writer state (``state.bin``) or the
   embedding journal (``embedded.bin``): these only save time, so every
   command succeeds as if they were absent;
 * the writer lock: ``ingest`` refuses with one line naming it (exit 3) unless
@@ -123,7 +123,7 @@ def _targets(art: Path) -> dict[str, Path]:
         "generation": gen,
         "link": root / INDEX_ID,
         "cache": caches[0] if caches else root / ".cache" / "missing.npy",
-        "files.json": root / ".state" / INDEX_ID / "files.json",
+        "state.bin": root / ".state" / INDEX_ID / "state.bin",
         "embedded.bin": root / ".state" / INDEX_ID / "embedded.bin",
         "lock": root / ".locks" / f"{INDEX_ID}.lock",
     })
@@ -144,11 +144,11 @@ def _argv(command: str, folder: Path, art: Path) -> list[str]:
 
 def _expected(target: str, kind: str, command: str) -> tuple[int, str]:
     """(exit code, what stderr must say) for ``command`` with a ``kind`` bomb at ``target``."""
-    if target == "files.json" and command == "inspect":
+    if target == "state.bin" and command == "inspect":
         # The writer state records the ingested folder; without it inspect reads no source (never the
         # current directory) and says to name the folder with --root.
         return 2, "--root"
-    if target in ("cache", "files.json", "embedded.bin"):
+    if target in ("cache", "state.bin", "embedded.bin"):
         return 0, ""
     if target == "lock":
         if command != "ingest" or kind == "huge":
@@ -169,7 +169,7 @@ def plan(full: bool) -> list[tuple[str, str, str]]:
             for j, command in enumerate(COMMANDS):
                 if full or command in ("info", "ingest") or (i + j + len(target)) % len(KINDS) == 0:
                     cases.append((target, kind, command))
-    extra = {"cache": ("search", "inspect"), "files.json": ("ingest", "inspect"), "embedded.bin": ("ingest",),
+    extra = {"cache": ("search", "inspect"), "state.bin": ("ingest", "inspect"), "embedded.bin": ("ingest",),
              "lock": ("ingest", "search")}
     for target, commands in extra.items():
         for kind in KINDS:
@@ -186,7 +186,7 @@ def run_index_bombs(base: Path, *, full: bool = False, timeout: float = 120.0) -
         folder, art = case / INDEX_ID, case / "art"
         shutil.copytree(pristine_folder, folder)
         shutil.copytree(pristine_art, art, symlinks=True)
-        if target in ("files.json", "embedded.bin"):
+        if target in ("state.bin", "embedded.bin"):
             # Something for ingest to do, so that it reads its state and journal and embeds.
             write(folder / "cats.md", DOCS["cats.md"] + "Kittens too.\n")
             if target == "embedded.bin":
@@ -217,7 +217,7 @@ def _check_case(target, kind, command, folder, art, where, timeout) -> None:
         real = Path(os.path.realpath(art / "rag" / INDEX_ID))
         for name in INDEX_FILES:
             assert stat.S_ISREG(os.stat(real / name).st_mode), f"{name} is not a regular file after ingest"
-        if target == "files.json":
+        if target == "state.bin":
             assert stat.S_ISREG(os.lstat(where).st_mode), "the writer state was not rewritten as a regular file"
 
 

@@ -340,7 +340,7 @@ def check_unreadable(base: Path, lock: str, paths, lose_state: bool, edit_other:
     before = {d: _chunks_of(art, d) for d in locked_ids}
     _assert(all(before.values()), "the case tests nothing: no chunks before")
     if lose_state:
-        os.unlink(art / "rag" / ".state" / "docs" / "files.json")
+        os.unlink(art / "rag" / ".state" / "docs" / "state.bin")
     if edit_other:
         write(folder / "doc2.md", doc_text(502))
         os.chmod(folder / "doc2.md", 0o644)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ragtui.core.embedders.http import HTTPEmbedder
 from ragtui.core.errors import EmbeddingError
-from ragtui.core.ingest import sync as sync_mod
+from ragtui.core.ingest import assemble as sync_mod
 from tests.helpers.embed_server import EmbedServer, Fault
 from tests.reliability.helpers import REPO_ROOT, Tally, leftovers, make_folder, run_sync, snapshot
 from tests.unit.fakes import HashEmbedder, WordTokenizer

@@ -135,14 +135,14 @@ class OpenRecorder:
             finally:
                 os.open = real_open
 
-        import ragtui.core.ingest.sync as sync_mod
+        import ragtui.core.ingest.scan as sync_mod
 
         self._saved = (walk.read_file, sync_mod.read_file)
         walk.read_file = sync_mod.read_file = read_file
         return self
 
     def __exit__(self, *exc) -> None:
-        import ragtui.core.ingest.sync as sync_mod
+        import ragtui.core.ingest.scan as sync_mod
 
         walk.read_file, sync_mod.read_file = self._saved
 

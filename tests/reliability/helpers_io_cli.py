@@ -84,7 +84,7 @@ def run_cli_faults(base: Path, server: ForkServer) -> Tally:
                 shutil.rmtree(base / f"f{k}", ignore_errors=True)
     for op in ("open", "write", "rename"):  # the state file after a successful publish
         k += 1
-        fault = {"op": op, "errno": errno.ENOSPC, "match": "files.json", "persistent": True}
+        fault = {"op": op, "errno": errno.ENOSPC, "match": "state.bin", "persistent": True}
         tally.check(f"state file {op} ENOSPC", lambda k=k, fault=fault:
                     check_cli_fault(server, base / f"f{k}", fault, publish_fails=False))
         shutil.rmtree(base / f"f{k}", ignore_errors=True)

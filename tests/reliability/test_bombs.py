@@ -19,7 +19,7 @@ def test_the_plan_covers_every_file_kind_and_command():
     for target in (*INDEX_FILES, "generation", "link"):
         assert {(k, c) for t, k, c in cases if t == target} >= {(k, c) for k in KINDS for c in ("info", "ingest")}
         assert {c for t, _, c in cases if t == target} == set(COMMANDS)
-    assert {t for t, _, _ in cases} >= {"cache", "files.json", "embedded.bin", "lock"}
+    assert {t for t, _, _ in cases} >= {"cache", "state.bin", "embedded.bin", "lock"}
     assert len(plan(full=True)) == 6 * len(KINDS) * len(COMMANDS) + 7 * len(KINDS)
 
 

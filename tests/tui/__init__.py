@@ -31,7 +31,7 @@ MAX_TOKENS, OVERLAP = 48, 8
 
 def ingest(folder: Path, artifacts: Path, index_id: str | None = None):
     """Index ``folder`` as ``ragtui ingest`` would, with the test embedder and a fixed created_at."""
-    with mock.patch("ragtui.core.ingest.sync.utc_now", return_value=FIXED_TIME):
+    with mock.patch("ragtui.core.ingest.writer.utc_now", return_value=FIXED_TIME):
         return sync(folder, artifacts=artifacts, embedder=HashEmbedder(), index_id=index_id,
                     max_tokens=MAX_TOKENS, overlap=OVERLAP)
 

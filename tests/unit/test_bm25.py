@@ -295,3 +295,23 @@ def test_varint_sizes_match_the_encoding():
     assert leb128.decode(leb128.encode(values)).tolist() == values.tolist()
     with pytest.raises(ValueError):
         leb128.encode(np.array([2**32], dtype=np.uint64))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_weights_equal_the_plain_formula_to_the_bit(seed):
+    """``_weights`` (per-chunk norms, a tf table, in-place operations) is the reference formula, value for value."""
+    from ragtui.core.index.bm25 import _weights, _weights_reference
+
+    rng = np.random.default_rng(seed)
+    n_docs, n_terms = 300, 120
+    df = rng.integers(0, 40, n_terms)
+    offsets = np.concatenate(([0], np.cumsum(df)))
+    post_doc = np.concatenate([np.sort(rng.choice(n_docs, d, replace=False)) for d in df]).astype(np.int64)
+    big = seed == 3  # a tf beyond the table
+    post_tf = rng.integers(1, 70000 if big else 9, post_doc.size).astype(np.int64)
+    doc_len = np.bincount(post_doc, weights=post_tf, minlength=n_docs).astype(np.uint32)
+    avgdl = float(doc_len.mean()) if seed else 0.0
+    for k1, b in ((1.2, 0.75), (0.0, 0.0), (2.7, 1.0), (0.9, 0.3)):
+        args = (df, offsets, post_doc, post_tf, doc_len, avgdl, n_docs, k1, b)
+        assert np.array_equal(_weights(*args), _weights_reference(*args))
+        assert np.array_equal(_weights(*args[:3], post_tf.astype(np.uint32), *args[4:]), _weights_reference(*args))

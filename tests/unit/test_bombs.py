@@ -26,7 +26,7 @@ from ragtui.core.index import index_format
 from ragtui.core.index.arraycache import cached_arrays
 from ragtui.core.index.bm25 import B_RANGE, K1_RANGE, BM25Index, bm25_params_problem, build_postings, check_bm25_params
 from ragtui.core.index.index_format import FILES, MAX_META_BYTES, read_index
-from ragtui.core.ingest import sync as sync_module
+from ragtui.core.ingest import state_store as state_module
 from ragtui.core.ingest.journal import EmbedJournal
 from ragtui.core.ingest.publish import IndexLock
 from ragtui.core.ingest.sync import load_state, sync
@@ -241,9 +241,9 @@ def _ingested(tmp_path):
 @pytest.mark.parametrize("kind", (*KINDS, "huge"))
 def test_a_bad_writer_state_is_discarded_and_rewritten(tmp_path, fifo_guard, monkeypatch, kind):
     folder, art = _ingested(tmp_path)
-    state = art / "rag" / ".state" / "docs" / "files.json"
+    state = art / "rag" / ".state" / "docs" / "state.bin"
     if kind == "huge":
-        monkeypatch.setattr(sync_module, "MAX_STATE_BYTES", state.stat().st_size - 1)
+        monkeypatch.setattr(state_module, "MAX_STATE_BYTES", state.stat().st_size - 1)
     else:
         plant(state, kind, fifo_guard)
     assert load_state(art, "docs") == {}

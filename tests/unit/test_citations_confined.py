@@ -14,7 +14,7 @@ from ragtui.core.citations import Resolver, resolve, source_folder, source_root
 from ragtui.core.errors import IndexFormatError, UsageError
 from ragtui.core.index.index_format import read_index
 from ragtui.core.ingest.publish import state_dir
-from ragtui.core.ingest.sync import sync
+from ragtui.core.ingest.sync import load_state, sync
 from tests.files import write
 
 from .fakes import HashEmbedder
@@ -91,10 +91,11 @@ def test_the_recorded_folder_and_a_hidden_ingested_folder(tmp_path):
 @pytest.mark.parametrize("folder", ["/", "relative/docs", 7, "/a\0b"])
 def test_a_state_recording_a_useless_folder_records_none(tmp_path, folder):
     art, data = crafted(tmp_path / "home", "docs/a.md")
-    state = state_dir(art, "docs") / "files.json"
-    doc = json.loads(state.read_text(encoding="utf-8"))
+    # Written in the earlier JSON form (which the writer still reads), where any value can be planted.
+    doc = load_state(art, "docs")
     doc["folder"] = folder
-    state.write_text(json.dumps(doc), encoding="utf-8")
+    (state_dir(art, "docs") / "state.bin").unlink()
+    (state_dir(art, "docs") / "files.json").write_text(json.dumps(doc), encoding="utf-8")
     assert source_folder(art, "docs") is None
     with pytest.raises(UsageError, match="--root"):
         resolve(data, "docs#0")

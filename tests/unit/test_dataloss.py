@@ -242,7 +242,7 @@ def test_the_embed_journal_drops_rows_that_are_not_unit_vectors(tmp_path):
 
 
 def _deny(monkeypatch, denied: Path) -> None:
-    import ragtui.core.ingest.sync as sync_mod
+    import ragtui.core.ingest.scan as sync_mod
 
     real = sync_mod.read_file
 
@@ -262,7 +262,7 @@ def test_an_unreadable_file_keeps_its_chunks(docs, tmp_path, monkeypatch, how):
     target = docs / "sub" / "c.md"
     os.utime(target, ns=(1, 1))  # its stamp changed, so it has to be read
     if how == "state lost":
-        os.unlink(art / "rag" / ".state" / "docs" / "files.json")
+        os.unlink(art / "rag" / ".state" / "docs" / "state.bin")
     _deny(monkeypatch, target)
     report = run(docs, art, paths=[target] if how == "partial sync" else None)
     assert report.removed == []

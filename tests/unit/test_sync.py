@@ -180,7 +180,7 @@ def test_partial_sync_by_paths(docs, tmp_path):
 def test_lost_state_still_writes_nothing(docs, tmp_path):
     art = tmp_path / "art"
     run(docs, art)
-    (art / "rag" / ".state" / "docs" / "files.json").unlink()
+    (art / "rag" / ".state" / "docs" / "state.bin").unlink()
     gen = tree_snapshot(art / "rag" / ".gen")
     report = run(docs, art)
     assert not report.published

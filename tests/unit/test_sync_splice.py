@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from ragtui.core.index.bm25 import BM25Index
 from ragtui.core.index.index_format import read_index
-from ragtui.core.ingest.sync import load_state, sync
+from ragtui.core.ingest.sync import IndexWriter, load_state, prepare, sync
 from tests.files import write
 
 from .fakes import HashEmbedder
@@ -56,15 +56,22 @@ step = st.one_of(
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(start=st.dictionaries(st.sampled_from(NAMES), text, min_size=1), steps=st.lists(step, min_size=1, max_size=6),
-       by_paths=st.booleans())
-def test_splice_equals_full_rebuild(tmp_path_factory, start, steps, by_paths):
+       by_paths=st.booleans(), one_writer=st.booleans())
+def test_splice_equals_full_rebuild(tmp_path_factory, start, steps, by_paths, one_writer):
+    """``one_writer``: every sync by one IndexWriter, which starts each splice from what it carried."""
     root = tmp_path_factory.mktemp("splice")
     folder, art, scratch = root / "docs", root / "art", root / "scratch"
     for name, body in start.items():
         write(folder / name, body)
-    run(folder, art)
+    if one_writer:
+        writer = IndexWriter(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3)
+        writer.sync()
+        if by_paths:
+            writer.prepare(warm_up=True)
+    else:
+        run(folder, art)
     for kind, name, arg in steps:
         path = folder / name
         touched = [path]
@@ -78,7 +85,8 @@ def test_splice_equals_full_rebuild(tmp_path_factory, start, steps, by_paths):
             touched.append(folder / arg)
         elif kind == "rmdir":
             shutil.rmtree(path, ignore_errors=True)
-        report = run(folder, art, paths=touched if by_paths else None)
+        paths = touched if by_paths else None
+        report = writer.sync(paths) if one_writer else run(folder, art, paths=paths)
         if report.published:
             assert report.incremental
         assert_same_as_rebuild(folder, art, scratch)
@@ -130,41 +138,66 @@ def test_a_damaged_previous_index_is_rebuilt_not_carried(tmp_path):
     assert b"ALPHA" not in docs.read_bytes()
 
 
-def test_the_next_sync_starts_from_what_this_process_published(tmp_path):
-    """A writer keeps the generation it just published (maps, postings, state) for its next sync."""
-    from ragtui.core.ingest import sync as sync_module
+def test_the_next_sync_starts_from_what_this_writer_published(tmp_path, monkeypatch):
+    """A writer object keeps the generation it just published (maps, postings, state) for its next sync."""
+    from ragtui.core.ingest import state_store as state_module
+    from ragtui.core.ingest import writer as writer_module
 
+    opened, read = [], []
+    real_open, real_read = writer_module.open_generation, state_module._read
+    monkeypatch.setattr(writer_module, "open_generation", lambda *a: opened.append(a[0]) or real_open(*a))
+    monkeypatch.setattr(state_module, "_read", lambda *a: read.append(a[0]) or real_read(*a))
     folder, art = tmp_path / "docs", tmp_path / "art"
     for i in range(5):
         write(folder / f"f{i}.md", f"file {i} cat dog " * (i + 2))
-    run(folder, art)
-    key = (str(art), "docs")
+    writer = IndexWriter(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3)
+    writer.sync()
     for i in range(4):
         write(folder / "f2.md", f"edit {i} " + "zebra park " * i)
-        report = run(folder, art, paths=[folder / "f2.md"])
+        report = writer.sync([folder / "f2.md"])
         assert report.incremental
-        assert key in sync_module._CARRIED_INDEX and key in sync_module._CARRIED_STATE
         assert_same_as_rebuild(folder, art, tmp_path / "scratch")
-    # Lost state on disk: the carried copy is not trusted over it.
-    (art / "rag" / ".state" / "docs" / "files.json").unlink()
+    # The state was read once (before the first build) and the generation opened once (after it, by the
+    # first splice): every later sync started from what the one before it published.
+    assert read.count(art) == 1 and opened.count(art / "rag" / "docs") == 1
+    # Lost state on disk: the writer's own copy is not trusted over it.
+    (art / "rag" / ".state" / "docs" / "state.bin").unlink()
     write(folder / "f3.md", "rewritten after the state was lost")
-    report = run(folder, art)
+    report = writer.sync()
     assert report.published and not report.incremental
+    assert_same_as_rebuild(folder, art, tmp_path / "scratch")
+    # Another writer publishes in between: this one's memory no longer matches the files, and is not used.
+    write(folder / "f1.md", "written by another process")
+    assert run(folder, art).incremental
+    write(folder / "f4.md", "and then by this writer again")
+    assert writer.sync([folder / "f4.md"]).incremental
     assert_same_as_rebuild(folder, art, tmp_path / "scratch")
 
 
 def test_prepare_opens_an_index_another_process_published(tmp_path):
-    from ragtui.core.ingest import sync as sync_module
-    from ragtui.core.ingest.sync import prepare
-
     folder, art = tmp_path / "docs", tmp_path / "art"
     write(folder / "a.md", "alpha cat")
     write(folder / "b.md", "beta dog")
-    run(folder, art)  # a full build: nothing carried
-    key = (str(art), "docs")
-    assert key not in sync_module._CARRIED_INDEX
-    assert prepare(art, "docs") and key in sync_module._CARRIED_INDEX
+    run(folder, art)  # another writer
+    writer = IndexWriter(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3)
+    assert writer._generation is None
+    assert prepare(art, "docs")
+    assert writer.prepare(warm_up=True) and writer._generation is not None
     write(folder / "b.md", "beta dog edited")
-    assert run(folder, art, paths=[folder / "b.md"]).incremental
+    assert writer.sync([folder / "b.md"]).incremental
     assert_same_as_rebuild(folder, art, tmp_path / "scratch")
     assert not prepare(tmp_path / "nowhere", "docs")
+    nowhere = IndexWriter(folder, artifacts=tmp_path / "nowhere", embedder=HashEmbedder())
+    assert not nowhere.prepare()
+
+
+def test_prepare_skips_the_warm_up_when_work_is_waiting(tmp_path):
+    folder, art = tmp_path / "docs", tmp_path / "art"
+    write(folder / "a.md", "alpha cat")
+    run(folder, art)
+    busy = IndexWriter(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3)
+    assert busy.prepare(warm_up=True, should_stop=lambda: True)
+    assert busy._generation is not None and busy._generation.posting_bytes is None  # opened, not warmed
+    idle = IndexWriter(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3)
+    assert idle.prepare(warm_up=True, should_stop=lambda: False)
+    assert idle._generation is not None and idle._generation.posting_bytes is not None

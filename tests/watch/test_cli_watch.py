@@ -95,7 +95,8 @@ def test_follows_changes_and_stops_cleanly_on_a_signal(docs, tmp_path, signum):
     write(docs / "b.md", "bravo arrives while watching\n")
     line = p.wait_line(lambda o: o["event"] == "publish", "the publish of b.md")
     assert line["added"] == ["docs/b.md"] and line["chunks"]["embedded"] == 1 and line["ms"] > 0
-    assert line["latency_ms"] >= 200
+    # Written and closed: released after the short quiet period of a close after writing, not --quiet-ms.
+    assert 0 < line["latency_ms"]
     os.kill(p.proc.pid, signum)
     assert p.proc.wait(WAIT) == 0
     p.wait_line(lambda o: o["event"] == "stopped", "stopped")

@@ -37,7 +37,7 @@ def scope():
 def test_document_writes_are_changes_that_track_the_writer(scope):
     assert classify(FileCreatedEvent(F + "/a.md"), scope) == [Change(F + "/a.md", True)]
     assert classify(FileModifiedEvent(F + "/a.md"), scope) == [Change(F + "/a.md", True)]
-    assert classify(FileClosedEvent(F + "/a.md"), scope) == [Change(F + "/a.md", False)]
+    assert classify(FileClosedEvent(F + "/a.md"), scope) == [Change(F + "/a.md", False, closed=True)]
     assert classify(FileDeletedEvent(F + "/sub/a.md"), scope) == [Change(F + "/sub/a.md", False)]
     assert classify(FileAttribEvent(F + "/a.md"), scope) == [Change(F + "/a.md", None)]
 
@@ -202,3 +202,50 @@ def test_a_folder_waits_for_the_open_files_inside_it():
     buf.record([Change(F + "/copied/big.md", False)])
     clock.t += 0.5
     assert sorted(take(buf).paths) == [F + "/copied", F + "/copied/big.md"]
+
+
+def test_files_closed_after_writing_wait_only_the_short_quiet_period():
+    """An editor's save ends in one close: when that is every pending path's last event, the batch goes sooner."""
+    clock = Clock()
+    buf = ChangeBuffer(quiet_seconds=0.3, max_delay=3.0, settle_seconds=2.0, clock=clock, closed_quiet_seconds=0.01)
+    a, b = F + "/a.md", F + "/b.md"
+    buf.record([Change(a, True), Change(a, True), Change(a, False, closed=True)])
+    assert take(buf) is None  # not even the short period has passed
+    clock.t += 0.011
+    batch = take(buf)
+    assert batch is not None and batch.paths == (a,)
+    buf.done()
+    # Another path whose last event says nothing about a finished write (a touch) keeps the full quiet period.
+    buf.record([Change(a, False, closed=True), Change(b, None)])
+    clock.t += 0.011
+    assert take(buf) is None
+    clock.t += 0.3
+    assert set(take(buf).paths) == {a, b}
+    buf.done()
+    # So does a file written again after its close (the last event decides).
+    buf.record([Change(a, False, closed=True), Change(a, True)])
+    clock.t += 0.011
+    assert take(buf) is None
+    buf.record([Change(a, False, closed=True)])
+    clock.t += 0.011
+    assert take(buf).paths == (a,)
+    buf.done()
+    # Many closed paths at once (a checkout, a copy) are one batch after the full quiet period.
+    many = [Change(f"{F}/m{i}.md", False, closed=True) for i in range(65)]
+    buf.record(many)
+    clock.t += 0.011
+    assert take(buf) is None
+    clock.t += 0.3
+    assert len(take(buf).paths) == 65
+
+
+def test_a_close_wakes_a_consumer_waiting_for_the_long_quiet_period():
+    buf = ChangeBuffer(quiet_seconds=3600.0, closed_quiet_seconds=0.0)
+    path = F + "/a.md"
+    buf.record([Change(path, True)])
+    got = []
+    consumer = threading.Thread(target=lambda: got.append(buf.next_batch(timeout=60.0)))
+    consumer.start()
+    buf.record([Change(path, False, closed=True)])
+    consumer.join(60.0)
+    assert got and got[0] is not None and got[0].paths == (path,)

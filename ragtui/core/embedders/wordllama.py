@@ -179,7 +179,7 @@ class WordLlamaEmbedder:
                 block = self._table[ids[lo : lo + _POOL_BLOCK]]
                 if total is not None:
                     block[0] += total
-                total = np.sum(block, axis=0, dtype=np.float32)
+                total = np.asarray(np.sum(block, axis=0, dtype=np.float32))
         out_row[:] = 0.0 if total is None else total
 
     def _normalize(self, out: np.ndarray) -> None:

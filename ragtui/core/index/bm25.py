@@ -32,12 +32,22 @@ if TYPE_CHECKING:
 
 __all__ = [
     "B_RANGE", "K1_RANGE", "BM25Index", "MAGIC", "Postings", "VERSION", "bm25_params_problem", "build_postings",
-    "check_bm25_params", "encode_bm25", "encode_postings", "encode_spliced", "splice_postings",
+    "PostingBytes", "check_bm25_params", "encode_bm25", "encode_postings", "encode_spliced", "encode_spliced_carried",
+    "posting_bytes", "splice_postings",
 ]
 
 MAGIC = b"TLBM"
 VERSION = 1
 _HEADER = struct.Struct("<4sIIId")
+"""magic, version, n_docs, n_terms, avgdl."""
+DOC_LEN_BYTES = 4
+"""Each chunk's length (u32) follows the header."""
+TERM_LEN_BYTES = 2
+"""A term entry starts with the length of the term's UTF-8 (u16), then the term;"""
+DF_BYTES = POSTINGS_LEN_BYTES = 4
+"""then its df (u32) and the length of its postings in bytes (u32), then the postings."""
+ENTRY_FIXED = TERM_LEN_BYTES + DF_BYTES + POSTINGS_LEN_BYTES
+"""The bytes of a term entry besides the term and its postings."""
 
 K1_RANGE = (0.0, 100.0)
 """k1 (term-frequency saturation) may be 0 to 100; the usual values are 0.9 to 2."""
@@ -154,10 +164,10 @@ def _put_entry_heads(out: np.ndarray, at: np.ndarray, p: Postings, df: np.ndarra
     """Write each term's entry head (u16 length, its bytes, u32 df, u32 postings_bytes) at ``at``."""
     starts = np.asarray(p.term_starts, dtype=np.int64)
     term_len = np.diff(starts)
-    _put_le(out, at, term_len, 2)
-    _scatter(out, at + 2, np.asarray(p.term_blob, dtype=np.uint8), starts)
-    _put_le(out, at + 2 + term_len, df, 4)
-    _put_le(out, at + 6 + term_len, postings_bytes, 4)
+    _put_le(out, at, term_len, TERM_LEN_BYTES)
+    _scatter(out, at + TERM_LEN_BYTES, np.asarray(p.term_blob, dtype=np.uint8), starts)
+    _put_le(out, at + TERM_LEN_BYTES + term_len, df, DF_BYTES)
+    _put_le(out, at + TERM_LEN_BYTES + DF_BYTES + term_len, postings_bytes, POSTINGS_LEN_BYTES)
 
 
 def encode_postings(p: Postings) -> bytes:
@@ -174,8 +184,8 @@ def encode_postings(p: Postings) -> bytes:
     term_len = np.diff(p.term_starts)
     if n_terms and int(term_len.max()) > 0xFFFF:
         raise ValueError("a term is longer than 65,535 bytes, which bm25.idx cannot hold")
-    entry = 10 + term_len + np.diff(pay_start)
-    head = _HEADER.size + 4 * n_docs
+    entry = ENTRY_FIXED + term_len + np.diff(pay_start)
+    head = _HEADER.size + DOC_LEN_BYTES * n_docs
     at = np.zeros(n_terms + 1, dtype=np.int64)
     np.cumsum(entry, out=at[1:])
     at += head
@@ -185,8 +195,27 @@ def encode_postings(p: Postings) -> bytes:
     out[_HEADER.size : head] = np.frombuffer(np.asarray(p.doc_len, dtype="<u4").tobytes(), dtype=np.uint8)
     starts = at[:-1]
     _put_entry_heads(out, starts, p, df, np.diff(pay_start))
-    _scatter(out, starts + 10 + term_len, payload, pay_start)
+    _scatter(out, starts + ENTRY_FIXED + term_len, payload, pay_start)
     return out.tobytes()
+
+
+@dataclass(frozen=True, eq=False)
+class PostingBytes:
+    """Per posting of one bm25.idx: its gap and the bytes its (gap, tf) varints take.
+
+    ``encode_spliced_carried`` returns the new file's, so that the next
+    splice need not work them out again from the decoded postings.
+    """
+
+    gap: np.ndarray
+    """int64: the posting's document number minus the previous one in its term (the first: the number itself)."""
+    size: np.ndarray
+    """uint8: the length of its two varints."""
+
+
+def posting_bytes(post_doc: np.ndarray, offsets: np.ndarray, post_tf: np.ndarray) -> PostingBytes:
+    gap = _gaps(np.asarray(post_doc, dtype=np.int64), np.asarray(offsets, dtype=np.int64))
+    return PostingBytes(gap, leb128.sizes(gap) + leb128.sizes(post_tf))
 
 
 def encode_spliced(old_data: bytes | memoryview | mmap.mmap, old: BM25Index, p: Postings) -> bytes:
@@ -198,16 +227,24 @@ def encode_spliced(old_data: bytes | memoryview | mmap.mmap, old: BM25Index, p: 
     changed and the term headers are encoded. The result is byte for byte
     what ``encode_postings`` gives.
     """
-    if p.kept is None or p.inserted is None:
-        return encode_postings(p)
-    raw = np.frombuffer(old_data, dtype=np.uint8)
-    old_offsets = np.asarray(old.offsets, dtype=np.int64)
-    old_gap = _gaps(np.asarray(old.post_doc, dtype=np.int64), old_offsets)
-    old_len = leb128.sizes(old_gap) + leb128.sizes(old.post_tf)
+    return encode_spliced_carried(old_data, old, p)[0]
+
+
+def encode_spliced_carried(
+    old_data: bytes | memoryview | mmap.mmap, old: BM25Index, p: Postings, old_bytes: PostingBytes | None = None
+) -> tuple[bytes, PostingBytes]:
+    """``encode_spliced``, taking ``old_data``'s ``PostingBytes`` when the caller has them, and giving the new file's."""
     new_offsets = np.asarray(p.offsets, dtype=np.int64)
     new_tf = np.asarray(p.post_tf)
-    new_gap = _gaps(np.asarray(p.post_doc, dtype=np.int64), new_offsets)
-    new_len = leb128.sizes(new_gap) + leb128.sizes(new_tf)
+    new = posting_bytes(p.post_doc, new_offsets, new_tf)
+    if p.kept is None or p.inserted is None:
+        return encode_postings(p), new
+    raw = np.frombuffer(old_data, dtype=np.uint8)
+    old_offsets = np.asarray(old.offsets, dtype=np.int64)
+    if old_bytes is None or old_bytes.gap.size != old.post_doc.size:
+        old_bytes = posting_bytes(old.post_doc, old_offsets, old.post_tf)
+    old_gap, old_len = old_bytes.gap, old_bytes.size
+    new_gap, new_len = new.gap, new.size
     n_post = new_gap.size
 
     # Which postings keep their bytes: carried over with the same gap (tf never changes).
@@ -223,8 +260,8 @@ def encode_spliced(old_data: bytes | memoryview | mmap.mmap, old: BM25Index, p: 
     old_cum = np.zeros(old_gap.size + 1, dtype=np.int64)
     np.cumsum(old_len, dtype=np.int64, out=old_cum[1:])
     old_term_len = np.diff(np.asarray(old.term_starts, dtype=np.int64))
-    old_head = _HEADER.size + 4 * old.n_docs
-    hdr_len = 10 + old_term_len
+    old_head = _HEADER.size + DOC_LEN_BYTES * old.n_docs
+    hdr_len = ENTRY_FIXED + old_term_len
     entry_at = old_head + np.concatenate(([0], np.cumsum(hdr_len + np.diff(old_cum[old_offsets]))))
     if int(entry_at[-1]) != raw.size:
         raise ValueError("old_data is not the file old was decoded from")
@@ -265,7 +302,7 @@ def encode_spliced(old_data: bytes | memoryview | mmap.mmap, old: BM25Index, p: 
     term_len = np.diff(np.asarray(p.term_starts, dtype=np.int64))
     if n_terms and int(term_len.max()) > 0xFFFF:
         raise ValueError("a term is longer than 65,535 bytes, which bm25.idx cannot hold")
-    h_len = 10 + term_len
+    h_len = ENTRY_FIXED + term_len
     h_at = np.zeros(n_terms + 1, dtype=np.int64)
     np.cumsum(h_len, out=h_at[1:])
     headers = np.empty(int(h_at[-1]), dtype=np.uint8)
@@ -278,7 +315,7 @@ def encode_spliced(old_data: bytes | memoryview | mmap.mmap, old: BM25Index, p: 
     order_key = np.concatenate((new_offsets[:-1] + np.arange(n_terms), fresh + np.searchsorted(new_offsets, fresh, side="right")))
     order = np.argsort(order_key, kind="stable")
     item_pos = np.concatenate((before(new_offsets[:-1]), before(fresh)))[order]
-    item_len = np.concatenate((h_len, fresh_len))[order]
+    item_len = np.concatenate((h_len, fresh_len))[order].astype(np.int64, copy=False)
     item_src = np.concatenate((h_at[:-1], headers.size + fresh_at[:-1]))[order]
     src = np.concatenate((headers, fresh_bytes))
     item_cum = np.zeros(item_len.size + 1, dtype=np.int64)
@@ -289,7 +326,7 @@ def encode_spliced(old_data: bytes | memoryview | mmap.mmap, old: BM25Index, p: 
     n_docs = p.n_docs
     avgdl = float(p.doc_len.mean(dtype=np.float64)) if n_docs else 0.0
     head = _HEADER.pack(MAGIC, VERSION, n_docs, n_terms, avgdl) + np.asarray(p.doc_len, dtype="<u4").tobytes()
-    return head + body.tobytes()
+    return head + body.tobytes(), new
 
 
 def _encode_pairs(gaps: np.ndarray, tf: np.ndarray) -> np.ndarray:
@@ -705,6 +742,10 @@ def _decode_postings(
     return docs, tf, offsets
 
 
+_TF_TABLE = 1 << 16
+"""Up to this tf, ``_weights`` looks tf*(k1+1) up in a table."""
+
+
 def _weights(
     df: npt.NDArray[np.int64],
     offsets: npt.NDArray[np.int64],
@@ -716,6 +757,44 @@ def _weights(
     k1: float,
     b: float,
 ) -> npt.NDArray[np.float64]:
+    """Each posting's weight: ``_weights_reference`` to the bit, in fewer passes over the postings.
+
+    The length norm is computed once per chunk and gathered, ``tf*(k1+1)``
+    once per distinct tf; the remaining operations run in place. Each value
+    goes through the same IEEE operations on the same operands as in the
+    reference (addition and multiplication commute exactly), so the results
+    are identical.
+    """
+    if post_doc.size == 0:
+        return np.zeros(0, dtype=np.float64)
+    dff = df.astype(np.float64)
+    idf = np.log(1.0 + (n_docs - dff + 0.5) / (dff + 0.5))
+    dl = doc_len.astype(np.float64)
+    norm = k1 * (1.0 - b + b * dl / avgdl) if avgdl > 0 else np.full_like(dl, k1 * (1.0 - b))
+    w = norm[post_doc]
+    np.add(w, post_tf, out=w)  # tf + norm
+    top = int(post_tf.max())
+    if top <= _TF_TABLE:
+        out = (np.arange(top + 1, dtype=np.float64) * (k1 + 1.0))[post_tf]  # tf * (k1 + 1), from a table
+    else:  # a term repeated that often is rare (or the file is hostile): no table that large
+        out = post_tf.astype(np.float64) * (k1 + 1.0)
+    np.divide(out, w, out=out)
+    np.multiply(out, np.repeat(idf, df), out=out)
+    return out
+
+
+def _weights_reference(
+    df: npt.NDArray[np.int64],
+    offsets: npt.NDArray[np.int64],
+    post_doc: npt.NDArray[np.int64],
+    post_tf: npt.NDArray[np.int64],
+    doc_len: npt.NDArray[np.uint32],
+    avgdl: float,
+    n_docs: int,
+    k1: float,
+    b: float,
+) -> npt.NDArray[np.float64]:
+    """The BM25 weight of each posting, written as the formula reads (the plain reference of ``_weights``)."""
     if post_doc.size == 0:
         return np.zeros(0, dtype=np.float64)
     dff = df.astype(np.float64)

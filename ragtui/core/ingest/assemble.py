@@ -1,0 +1,281 @@
+"""The one assembly step of both publish paths: which rows the next generation holds, and their vectors.
+
+Given the documents of the next generation in order, the chunks of those
+whose text changed, and the previous generation (when there is one to take
+rows from), ``assemble`` lays the next generation out as ``Segment`` runs:
+stretches of the previous generation's rows kept as they are, and the new
+chunks' records. It counts each document's chunks, finds a stored vector
+for every new chunk whose fingerprint the previous generation holds, and
+leaves the rest for ``embed_pending``. The full rebuild expands the
+segments into whole lists (``expand``); the splice copies the old runs'
+bytes instead.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from ragtui.core.embedders.base import Embedder, Tokenizer
+from ragtui.core.errors import EmbeddingError
+from ragtui.core.index.index_format import ChunkRecord, bad_vector_rows, fingerprint, vector_row_problem
+from ragtui.core.ingest.chunker import LONG_DOCUMENT_CHARS, Chunk, chunk_text
+from ragtui.core.ingest.journal import EmbedJournal
+from ragtui.core.ingest.report import Progress, SyncReport
+
+__all__ = [
+    "CHUNK_BATCH", "EMBED_BATCH", "Assembly", "Previous", "Segment", "assemble", "chunk_all", "embed_pending", "expand",
+]
+
+EMBED_BATCH = 256
+CHUNK_BATCH = 64
+
+Vectors = npt.NDArray[np.float32]
+Rows = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """A run of consecutive rows of the next generation that come from one place.
+
+    ``source`` "old": rows ``lo`` to ``hi - 1`` of the previous generation;
+    "new": ``Assembly.records[lo:hi]``. Either way they fill the next
+    generation's rows from ``at``.
+    """
+
+    source: Literal["old", "new"]
+    lo: int
+    hi: int
+    at: int
+
+    @property
+    def n(self) -> int:
+        return self.hi - self.lo
+
+
+@dataclass
+class Previous:
+    """What the next generation may take from the previous one."""
+
+    rows: Mapping[str, tuple[int, int]]
+    """Each document's rows [lo, hi) (documents without chunks absent)."""
+    fingerprints: npt.NDArray[np.bytes_]
+    """S64: each row's fingerprint as ASCII."""
+    vectors: npt.NDArray[np.float32]
+    records: Callable[[int, int], Sequence[ChunkRecord]]
+    """Rows [lo, hi) as records (parsed on demand)."""
+    reusable: bool = True
+    """Whether its vectors may be copied: the same embedding model and dimension."""
+
+    @property
+    def n_chunks(self) -> int:
+        return int(self.fingerprints.size)
+
+
+@dataclass
+class Assembly:
+    """The next generation, laid out; ``vectors`` of the new records are filled except for ``pending``."""
+
+    segments: list[Segment] = field(default_factory=list)
+    records: list[ChunkRecord] = field(default_factory=list)
+    """The records of the new chunks, in row order."""
+    vectors: Vectors = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
+    pending: dict[str, list[int]] = field(default_factory=dict)
+    """Fingerprint -> the positions in ``records`` still without a vector."""
+    counts: dict[str, int] = field(default_factory=dict)
+    """Every document's number of chunks (0 for one that has none)."""
+    rows: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Each document's rows [lo, hi) in the next generation (documents with chunks only)."""
+    row_map: Rows = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """For each row of the previous generation: its row in the next one, or -1."""
+    n_rows: int = 0
+    chunks_added: int = 0
+    """Rows whose fingerprint the previous generation does not hold."""
+    chunks_removed: int = 0
+    """Rows of the previous generation whose fingerprint the next one no longer holds."""
+
+    def new_rows(self) -> list[int]:
+        """The row of each of ``records`` in the next generation."""
+        out: list[int] = []
+        for seg in self.segments:
+            if seg.source == "new":
+                out.extend(range(seg.at, seg.at + seg.n))
+        return out
+
+
+def _records_of(doc_id: str, chunks: Sequence[Chunk]) -> list[ChunkRecord]:
+    return [ChunkRecord(f"{doc_id}#{k}", doc_id, "file", doc_id, ch.text, ch.n_tokens, fingerprint(ch.text))
+            for k, ch in enumerate(chunks)]
+
+
+def assemble(order: Sequence[str], new_chunks: Mapping[str, Sequence[Chunk]], prev: Previous | None, dim: int) -> Assembly:
+    """Lay out the next generation: the documents ``order`` (in index order), each from ``new_chunks`` or ``prev``.
+
+    A document in neither (known to the state but without chunks) holds no rows.
+    """
+    asm = Assembly()
+    segments, records = asm.segments, asm.records
+    n = 0
+    # Without reusable vectors, the previous generation's rows are taken as new records (to embed again).
+    old_rows: Mapping[str, tuple[int, int]] = prev.rows if prev is not None and prev.reusable else {}
+    for doc_id in order:
+        chunks = new_chunks.get(doc_id)
+        if chunks is not None:
+            doc_records = _records_of(doc_id, chunks)
+        elif doc_id in old_rows:
+            lo, hi = old_rows[doc_id]
+            last = segments[-1] if segments else None
+            if last is not None and last.source == "old" and last.hi == lo:
+                segments[-1] = Segment("old", last.lo, hi, last.at)
+            else:
+                segments.append(Segment("old", lo, hi, n))
+            asm.counts[doc_id] = hi - lo
+            asm.rows[doc_id] = (n, n + hi - lo)
+            n += hi - lo
+            continue
+        elif prev is not None and doc_id in prev.rows:
+            doc_records = list(prev.records(*prev.rows[doc_id]))
+        else:
+            asm.counts[doc_id] = 0
+            continue
+        asm.counts[doc_id] = len(doc_records)
+        if not doc_records:
+            continue
+        first = len(records)
+        records.extend(doc_records)
+        last = segments[-1] if segments else None
+        if last is not None and last.source == "new":
+            segments[-1] = Segment("new", last.lo, len(records), last.at)
+        else:
+            segments.append(Segment("new", first, len(records), n))
+        asm.rows[doc_id] = (n, n + len(doc_records))
+        n += len(doc_records)
+    asm.n_rows = n
+    asm.row_map = np.full(prev.n_chunks if prev is not None else 0, -1, dtype=np.int64)
+    for seg in segments:
+        if seg.source == "old":
+            asm.row_map[seg.lo : seg.hi] = np.arange(seg.at, seg.at + seg.n)
+    _find_vectors(asm, prev, dim)
+    return asm
+
+
+def _find_vectors(asm: Assembly, prev: Previous | None, dim: int) -> None:
+    """Fill each new record's vector from a stored row of the same fingerprint; count what is added and removed."""
+    records = asm.records
+    asm.vectors = np.zeros((len(records), dim), dtype=np.float32)
+    find = _fingerprint_finder(prev.fingerprints, len(records)) if prev is not None else None
+    added = 0
+    for i, rec in enumerate(records):
+        src = find(rec.fingerprint.encode("ascii")) if find is not None else None
+        if src is None:
+            added += 1
+        if src is not None and prev is not None and prev.reusable:
+            asm.vectors[i] = prev.vectors[src]
+        else:
+            asm.pending.setdefault(rec.fingerprint, []).append(i)
+    asm.chunks_added = added
+    if prev is None:
+        return
+    dropped = np.flatnonzero(asm.row_map < 0)
+    if not dropped.size:
+        return
+    now = {r.fingerprint.encode("ascii") for r in records}
+    gone = [f for f in prev.fingerprints[dropped].tolist() if f not in now]
+    if not gone:
+        return
+    kept = asm.row_map >= 0
+    if len(gone) <= 8:
+        asm.chunks_removed = sum(1 for f in gone if not kept[prev.fingerprints == f].any())
+    else:
+        kept_set = set(prev.fingerprints[kept].tolist())
+        asm.chunks_removed = sum(1 for f in gone if f not in kept_set)
+
+
+def _fingerprint_finder(fingerprints: npt.NDArray[np.bytes_], wanted: int) -> Callable[[bytes], int | None]:
+    """A function from a fingerprint (ASCII bytes) to the first row holding it, or None."""
+    if wanted <= 8:
+        def scan(fp: bytes) -> int | None:
+            hit = np.flatnonzero(fingerprints == fp)
+            return int(hit[0]) if hit.size else None
+        return scan
+    n = len(fingerprints)
+    rows: dict[bytes, int] = dict(zip(fingerprints[::-1].tolist(), range(n - 1, -1, -1)))
+    return rows.get
+
+
+def expand(asm: Assembly, prev: Previous | None) -> tuple[list[ChunkRecord], Vectors]:
+    """Every record and vector of the next generation, in row order (for a full rebuild)."""
+    records: list[ChunkRecord] = []
+    pieces: list[Vectors] = []
+    for seg in asm.segments:
+        if seg.source == "old":
+            assert prev is not None
+            records.extend(prev.records(seg.lo, seg.hi))
+            pieces.append(prev.vectors[seg.lo : seg.hi])
+        else:
+            records.extend(asm.records[seg.lo : seg.hi])
+            pieces.append(asm.vectors[seg.lo : seg.hi])
+    dim = asm.vectors.shape[1]
+    vectors = np.concatenate(pieces) if pieces else np.zeros((0, dim), dtype=np.float32)
+    return records, vectors
+
+
+def chunk_all(
+    new_texts: Mapping[str, str], tokenizer: Tokenizer, max_tokens: int, overlap: int, report: SyncReport, tick: Progress,
+) -> dict[str, list[Chunk]]:
+    """Each new document's chunks."""
+    t0 = time.perf_counter()
+    new_chunks: dict[str, list[Chunk]] = {}
+    done = 0
+    items = list(new_texts.items())
+    spans_many = getattr(tokenizer, "spans_many", None)
+    for lo in range(0, len(items), CHUNK_BATCH):
+        batch = items[lo : lo + CHUNK_BATCH]
+        # One parallel tokenizer call for a batch of documents, when the tokenizer offers it;
+        # a long document is left to chunk_text, which tokenizes it part by part.
+        spans: list[list[tuple[int, int]] | None] = [None] * len(batch)
+        short = [i for i, (_, t) in enumerate(batch) if len(t) < LONG_DOCUMENT_CHARS]
+        if spans_many and short:
+            for i, doc_spans in zip(short, spans_many([batch[i][1] for i in short])):
+                spans[i] = doc_spans
+        for (doc_id, text), doc_spans in zip(batch, spans):
+            new_chunks[doc_id] = chunk_text(text, tokenizer, max_tokens, overlap, spans=doc_spans)
+        done += len(batch)
+        tick("chunk", done, len(new_texts))
+    tick("chunk", len(new_texts), len(new_texts))
+    report.seconds["chunk"] = time.perf_counter() - t0
+    return new_chunks
+
+
+def embed_pending(asm: Assembly, embedder: Embedder, journal: EmbedJournal, report: SyncReport, tick: Progress) -> None:
+    """Fill the vector of every pending record: from the journal, else from the embedder (once per fingerprint)."""
+    t0 = time.perf_counter()
+    pending, vectors = asm.pending, asm.vectors
+    texts_for = {f: asm.records[rows[0]].text for f, rows in pending.items()}
+    if pending:
+        # Vectors a failed earlier run already had embedded are not asked for again.
+        for f, vec in journal.load(pending).items():
+            if f in pending:
+                vectors[pending.pop(f)] = vec
+    fps = list(pending)
+    for lo in range(0, len(fps), EMBED_BATCH):
+        batch = fps[lo : lo + EMBED_BATCH]
+        emb = np.asarray(embedder.embed([texts_for[f] for f in batch]), dtype=np.float32)
+        if emb.shape != (len(batch), vectors.shape[1]):
+            raise EmbeddingError(f"embedder {embedder.model}: {emb.shape} embeddings for {len(batch)} texts of dim {vectors.shape[1]}")
+        bad = bad_vector_rows(emb)
+        if bad.size:
+            # Never published: a row that is not a unit vector ranks wrongly in every later search.
+            raise EmbeddingError(f"embedder {embedder.model}: {vector_row_problem(emb, int(bad[0]))}")
+        for f, vec in zip(batch, emb):
+            vectors[pending[f]] = vec
+        journal.append(batch, emb)
+        tick("embed", min(lo + EMBED_BATCH, len(fps)), len(fps))
+    pending.clear()
+    report.chunks_embedded = len(fps)
+    report.seconds["embed"] = time.perf_counter() - t0

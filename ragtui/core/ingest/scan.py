@@ -1,0 +1,202 @@
+"""Which documents exist now, and the text of those that changed (by stamp first, then by SHA-256)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ragtui.core.ingest.patterns import PathFilter
+from ragtui.core.ingest.report import Progress, SyncReport
+from ragtui.core.ingest.state import FileEntry, Stamp
+from ragtui.core.ingest.walk import (
+    Candidate,
+    WalkRules,
+    candidate,
+    decode_document,
+    doc_id_for,
+    filter_paths,
+    read_file,
+    unreadable_now,
+    walk_folder,
+)
+
+__all__ = ["Scan", "by_bytes", "classify", "keep_unreadable", "scan"]
+
+PathLike = str | os.PathLike[str]
+
+
+def by_bytes(doc_ids: Iterable[str]) -> list[str]:
+    """``doc_ids`` in the index's order: ascending UTF-8 bytes (which is code point order)."""
+    return sorted(doc_ids)
+
+
+@dataclass
+class Scan:
+    seen: dict[str, FileEntry] = field(default_factory=dict)
+    """Every document now, with its state entry."""
+    new_texts: dict[str, str] = field(default_factory=dict)
+    """The text of each new or changed document."""
+    unreadable: list[str] = field(default_factory=list)
+    """doc_ids (files or folders) that exist but could not be read now."""
+
+
+def scan(
+    folder: Path, rules: WalkRules, paths: Iterable[PathLike] | None, old_files: Mapping[str, FileEntry],
+    report: SyncReport, tick: Progress,
+) -> Scan:
+    """What changed in ``folder`` against ``old_files``.
+
+    With ``paths``, only what they name is looked at; every other document of
+    ``old_files`` is carried over as it was.
+    """
+    t0 = time.perf_counter()
+    out = Scan()
+    missed: list[Path] = []
+    if paths is None:
+        found = walk_folder(folder, rules, report.skipped, unreadable=missed, warnings=report.warnings)
+    else:
+        out.seen, found = _rescan(folder, rules, paths, old_files, report.skipped, missed)
+    seen = out.seen
+    tick("scan", len(seen) + len(found), len(seen) + len(found))
+    to_read: list[tuple[Candidate, FileEntry | None, Stamp]] = []
+    for cand in found:
+        prev = old_files.get(cand.doc_id)
+        stamp = Stamp(cand.size, cand.mtime_ns, cand.ctime_ns, cand.ino)
+        if prev is not None and prev.stamp == stamp:
+            seen[cand.doc_id] = prev
+        else:
+            to_read.append((cand, prev, stamp))
+    report.seconds["scan"] = time.perf_counter() - t0
+
+    # Read what may have changed; a matching content hash proves it did not.
+    t0 = time.perf_counter()
+    out.unreadable = [d for d in (doc_id_for(folder, p) for p in missed) if d is not None]
+    real_folder = os.path.realpath(folder)
+    for cand, prev, stamp in to_read:
+        try:
+            data = read_file(cand.path, rules.max_bytes, inside=real_folder)
+        except FileNotFoundError:
+            report.skipped.append((str(cand.path), "vanished"))
+            continue
+        except OSError as e:
+            if unreadable_now(e):
+                report.skipped.append((str(cand.path), f"unreadable: {e.strerror or e} (kept as it was until it can be read)"))
+                out.unreadable.append(cand.doc_id)
+            else:
+                report.skipped.append((str(cand.path), f"unreadable: {e.strerror or e}"))
+            continue
+        digest = hashlib.sha256(data).hexdigest()
+        if prev is not None and prev.sha256 == digest:
+            seen[cand.doc_id] = prev._replace(stamp=stamp)
+            continue
+        text, reason = decode_document(data)
+        if text is None:
+            report.skipped.append((str(cand.path), reason or "not text"))
+            continue
+        out.new_texts[cand.doc_id] = text
+        seen[cand.doc_id] = FileEntry(stamp, digest)
+    report.seconds["read"] = time.perf_counter() - t0
+    return out
+
+
+def _under(doc_id: str, prefixes: Sequence[str]) -> bool:
+    """Whether ``doc_id`` is one of ``prefixes`` or lies in a folder one of them names."""
+    return any(doc_id == p or doc_id.startswith(p + "/") for p in prefixes)
+
+
+def keep_unreadable(seen: dict[str, FileEntry], unreadable: Sequence[str], old: Mapping[str, FileEntry]) -> None:
+    """Carry each document of ``old`` that could not be read now (itself or its folder) into ``seen``.
+
+    A file that exists but cannot be read at the moment is not a deletion: it
+    keeps the chunks it had until it can be read again.
+    """
+    if not unreadable:
+        return
+    for doc_id, entry in old.items():
+        if doc_id not in seen and _under(doc_id, unreadable):
+            seen[doc_id] = entry
+
+
+def classify(report: SyncReport, s: Scan, old: Iterable[str]) -> None:
+    """Fill the report's added, changed, removed and unchanged, against the documents ``old``."""
+    old_set = old if isinstance(old, (set, dict)) else set(old)
+    report.added = by_bytes(d for d in s.new_texts if d not in old_set)
+    report.changed = by_bytes(d for d in s.new_texts if d in old_set)
+    report.removed = by_bytes(set(old_set) - set(s.seen))
+    # A document kept because it could not be read is reported as skipped, not as unchanged.
+    report.unchanged = sum(
+        1 for d in s.seen if d not in s.new_texts and not (s.unreadable and _under(d, s.unreadable))
+    )
+
+
+def _rescan(
+    folder: Path, rules: WalkRules, paths: Iterable[PathLike], old_files: Mapping[str, FileEntry],
+    skipped: list[tuple[str, str]], unreadable: list[Path],
+) -> tuple[dict[str, FileEntry], list[Candidate]]:
+    """For a partial sync: (old documents no path covers, candidates for what the paths name now).
+
+    Paths that exist but cannot be examined now are appended to ``unreadable``.
+    """
+    named = filter_paths((Path(p) for p in paths), folder)
+    prefixes = sorted({d for d in (doc_id_for(folder, p) for p in named) if d is not None})
+    carried = dict(old_files)
+    if 0 < len(prefixes) <= 8:
+        # A few named paths against many documents: drop each named one and
+        # everything under a named folder, by prefix, without splitting every doc_id.
+        for doc_id in old_files:
+            for prefix in prefixes:
+                if doc_id.startswith(prefix) and (len(doc_id) == len(prefix) or doc_id[len(prefix)] == "/"):
+                    del carried[doc_id]
+                    break
+    elif prefixes:
+        # Many paths: look each document's ancestors up instead (linear in the documents).
+        named_set = set(prefixes)
+        for doc_id in old_files:
+            parts = doc_id.split("/")
+            if any("/".join(parts[:i]) in named_set for i in range(1, len(parts) + 1)):
+                del carried[doc_id]
+    found: dict[str, Candidate] = {}
+    filt = rules.path_filter(folder, skipped)  # reads each ignore file on the way once
+    for p in named:
+        try:
+            is_dir = stat.S_ISDIR(os.lstat(p).st_mode)
+        except (FileNotFoundError, NotADirectoryError):
+            is_dir = False  # deleted: it and everything under it are gone
+        except OSError as e:
+            skipped.append((str(p), f"cannot stat: {e.strerror}"))
+            if unreadable_now(e):
+                unreadable.append(p)
+            continue
+        if is_dir:
+            if _inside_walkable(folder, p / "x", filt):
+                for cand in walk_folder(folder, rules, skipped, start=p, path_filter=filt, unreadable=unreadable):
+                    found[cand.doc_id] = cand
+        elif _inside_walkable(folder, p, filt) and filt.wants(_rel(folder, p)):
+            one = candidate(folder, p, rules, skipped, unreadable=unreadable)
+            if one is not None:
+                found[one.doc_id] = one
+            elif skipped and skipped[-1] == (str(p), "vanished"):
+                skipped.pop()  # a deletion, not a skip
+    for doc_id in found:
+        carried.pop(doc_id, None)
+    return carried, sorted(found.values(), key=lambda c: c.doc_id)
+
+
+def _rel(folder: Path, path: Path) -> str:
+    return os.path.relpath(path, folder).replace(os.sep, "/")
+
+
+def _inside_walkable(folder: Path, path: Path, filt: PathFilter) -> bool:
+    """Whether every folder between ``folder`` and ``path`` is one the walk enters."""
+    rel = _rel(folder, path)
+    if rel.startswith(".."):
+        return False
+    for skip in filt.rules.skip_under:
+        if os.path.commonpath([os.path.abspath(path), os.path.abspath(skip)]) == os.path.abspath(skip):
+            return False
+    return filt.chain(rel.rpartition("/")[0]) is not None

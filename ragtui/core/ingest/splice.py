@@ -1,0 +1,283 @@
+"""The incremental publish: the next generation from the previous one plus the changed documents.
+
+Unchanged documents keep their docs.jsonl lines and vector rows byte for
+byte (the kernel copies them from the previous generation's files, see
+``FileRange``), and their BM25 postings (renumbered, not re-analyzed); only
+the changed documents are chunked, embedded and analyzed. The bytes equal
+what a full rebuild writes (tests compare them).
+"""
+
+from __future__ import annotations
+
+import errno
+import mmap
+import os
+import stat
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from ragtui.core.errors import IndexFormatError, IndexMissingError
+from ragtui.core.index.analyzer import analyze
+from ragtui.core.index.bm25 import BM25Index, PostingBytes, Postings, encode_spliced_carried, splice_postings
+from ragtui.core.index.index_format import (
+    BM25,
+    DOCS,
+    META,
+    VECTORS,
+    DocsFile,
+    IndexData,
+    IndexMeta,
+    encode_docs,
+    encode_meta,
+    generation_of,
+    read_index,
+)
+from ragtui.core.ingest.assemble import Assembly, Previous
+from ragtui.core.ingest.publish import FileRange, file_size, publish
+from ragtui.core.ingest.report import Progress, SyncReport
+from ragtui.core.ingest.state import FileEntry, IndexStamp, index_stamp, stat_stamp
+
+__all__ = ["Generation", "Piece", "Spliced", "following", "open_generation", "publish_splice", "rows_of", "warm"]
+
+Piece = bytes | memoryview | FileRange
+"""A stretch of one file's content, as ``publish`` writes it."""
+
+
+@dataclass
+class Generation:
+    """A published generation, opened to be the starting point of the next splice."""
+
+    data: IndexData
+    rows: dict[str, tuple[int, int]]
+    """Each document's rows [lo, hi) (documents with chunks only), in index order."""
+    fingerprints: npt.NDArray[np.bytes_]
+    """S64: each row's fingerprint as ASCII."""
+    bm25_raw: bytes
+    """The bm25.idx whose postings' bytes are reused."""
+    stamp: IndexStamp
+    """Where its files are, and the size, mtime, ctime and inode each had when it was opened."""
+    posting_bytes: PostingBytes | None = None
+    """Each posting's gap and varint length in ``bm25_raw``, once worked out (carried from the splice that wrote it)."""
+
+    def previous(self) -> Previous:
+        records = self.data.records
+        return Previous(self.rows, self.fingerprints, self.data.vectors, lambda lo, hi: records[lo:hi])
+
+    def still_published(self, target: Path) -> bool:
+        """Whether ``target`` still names this generation, every file untouched since it was stamped."""
+        return index_stamp(target) == self.stamp
+
+
+def rows_of(files: dict[str, FileEntry]) -> dict[str, tuple[int, int]] | None:
+    """Each document's rows from the state's chunk counts (None if a count is missing or negative)."""
+    rows: dict[str, tuple[int, int]] = {}
+    at = 0
+    for doc_id in sorted(files):
+        n = files[doc_id].n_chunks
+        if n is None or n < 0:
+            return None
+        if n:
+            rows[doc_id] = (at, at + n)
+        at += n
+    return rows
+
+
+def open_generation(target: Path, stamp: IndexStamp | None, generation: str | None,
+                    files: dict[str, FileEntry], cache_dir: Path) -> Generation | None:
+    """The published generation, when it is exactly the one the writer's state describes.
+
+    That is: ``stamp`` is the generation's stamp now (every one of its four
+    files is the one written then: size, mtime, ctime, inode), it is
+    ``generation``, and the state's chunk counts add up. Anything else (an
+    index written by another tool, a file touched since) returns None, and
+    the caller reads and re-checks the whole previous index instead.
+    """
+    if stamp is None or stamp != index_stamp(target):
+        return None
+    try:
+        old = read_index(target, full=False, cache_dir=cache_dir)
+    except (IndexFormatError, IndexMissingError):
+        return None
+    if old.generation != generation:
+        return None
+    fps = old.records.written_fingerprints()
+    rows = rows_of(files)
+    if fps is None or rows is None:
+        return None
+    if sum(hi - lo for lo, hi in rows.values()) != old.n_chunks:
+        return None
+    try:
+        # Non-blocking: the file stamped may have been swapped for a FIFO since (the fstat then refuses it).
+        fd = os.open(os.path.join(stamp.dir, BM25), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with open(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if stat_stamp(st) != stamp.of(BM25) or not stat.S_ISREG(st.st_mode):
+                return None
+            bm25_raw = f.read()
+    except OSError:
+        return None
+    return Generation(old, rows, fps, bm25_raw, stamp)
+
+
+def warm(gen: Generation) -> None:
+    """Run the BM25 splice of ``gen`` once without publishing (reads its arrays in, grows the heap).
+
+    It also works out the postings' byte layout, which the first splice then takes as it is.
+    """
+    old = gen.data
+    same = np.arange(old.n_chunks, dtype=np.int64)
+    postings = splice_postings(old.bm25, same, old.n_chunks, [], [])
+    _, gen.posting_bytes = encode_spliced_carried(gen.bm25_raw, old.bm25, postings, gen.posting_bytes)
+    BM25Index.from_postings(postings, old.meta.k1, old.meta.b)
+
+
+@dataclass
+class Spliced:
+    """What ``publish_splice`` published, for the next splice to start from."""
+
+    meta: IndexMeta
+    pieces: dict[str, list[Piece]]
+    bm25: BM25Index
+    bm25_raw: bytes
+    posting_bytes: PostingBytes
+
+
+def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembly, meta: IndexMeta,
+                   report: SyncReport, tick: Progress, cache_dir: Path) -> Spliced:
+    """Publish ``asm`` (laid out against ``gen``) as the next generation; the caller holds the lock."""
+    old = gen.data
+    t0 = time.perf_counter()
+    new_terms = [analyze(r.text) for r in asm.records]
+    report.seconds["analyze"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    postings = splice_postings(old.bm25, asm.row_map, asm.n_rows, asm.new_rows(), new_terms)
+    bm25_bytes, layout = encode_spliced_carried(gen.bm25_raw, old.bm25, postings, gen.posting_bytes)
+    sources = _open_sources(gen.stamp)
+    try:
+        pieces = _pieces(gen, asm, sources)
+        files: dict[str, Sequence[Piece]] = {META: [encode_meta(meta)], **pieces, BM25: [bm25_bytes]}
+        report.seconds["encode"] = time.perf_counter() - t0
+        tick("write", 0, 1)
+        decoded = _store_decoded(postings, meta, bm25_bytes, cache_dir, index_id, report)
+        t0 = time.perf_counter()
+        publish(artifacts, index_id, files, tidy=False)
+    finally:
+        for fd in (sources or {}).values():
+            os.close(fd)
+    report.published = report.incremental = True
+    report.bytes_written = sum(file_size(v) for v in files.values())
+    report.seconds["write"] = time.perf_counter() - t0
+    tick("write", 1, 1)
+    return Spliced(meta, pieces, decoded, bm25_bytes, layout)
+
+
+def _store_decoded(postings: Postings, meta: IndexMeta, bm25_bytes: bytes, cache_dir: Path, index_id: str,
+                   report: SyncReport) -> BM25Index:
+    """The new bm25.idx decoded (without decoding it), left in the cache for readers."""
+    t0 = time.perf_counter()
+    decoded = BM25Index.from_postings(postings, meta.k1, meta.b)
+    report.seconds["weights"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    decoded.store(bm25_bytes, cache_dir, index_id)
+    report.seconds["cache"] = time.perf_counter() - t0
+    return decoded
+
+
+def _pieces(gen: Generation, asm: Assembly, sources: dict[str, int] | None) -> dict[str, list[Piece]]:
+    """docs.jsonl and vectors.f32 of the next generation as pieces, segment by segment."""
+    old = gen.data
+    docs: list[Piece] = []
+    vectors: list[Piece] = []
+    row_bytes = 4 * old.meta.dim
+    for seg in asm.segments:
+        if seg.source == "old":
+            # Unchanged stretches of the old files: the kernel copies them (or, when the
+            # files cannot be opened again, they are written from the old maps).
+            if sources is not None:
+                start, end = old.records.byte_range(seg.lo, seg.hi)
+                docs.append(FileRange(sources[DOCS], start, end - start))
+                vectors.append(FileRange(sources[VECTORS], seg.lo * row_bytes, seg.n * row_bytes))
+            else:
+                docs.append(old.records.raw_lines(seg.lo, seg.hi))
+                vectors.append(_view(old.vectors[seg.lo : seg.hi]))
+        else:
+            docs.append(encode_docs(asm.records[seg.lo : seg.hi]))
+            vectors.append(_view(asm.vectors[seg.lo : seg.hi]))
+    return {DOCS: docs, VECTORS: vectors}
+
+
+def _view(rows: npt.NDArray[np.float32]) -> memoryview:
+    """The bytes of a C-contiguous block of rows, without copying."""
+    return memoryview(rows.data)
+
+
+def _open_sources(stamp: IndexStamp) -> dict[str, int] | None:
+    """Read-only descriptors of the old docs.jsonl and vectors.f32, if they are still the files stamped."""
+    fds: dict[str, int] = {}
+    try:
+        for name in (DOCS, VECTORS):
+            fd = os.open(os.path.join(stamp.dir, name), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            fds[name] = fd
+            st = os.fstat(fd)
+            if stat_stamp(st) != stamp.of(name) or not stat.S_ISREG(st.st_mode):
+                raise OSError(errno.ESTALE, "changed since it was opened")
+    except OSError:
+        for fd in fds.values():
+            os.close(fd)
+        return None
+    return fds
+
+
+def following(target: Path, gen: Generation, asm: Assembly, done: Spliced) -> Generation | None:
+    """The generation just published as the next splice's starting point, or None if it cannot be had cheaply."""
+    stamp = index_stamp(target)
+    if stamp is None:
+        return None
+    old, meta = gen.data, done.meta
+    ends: list[npt.NDArray[np.int64]] = []
+    fps: list[npt.NDArray[np.bytes_]] = []
+    pos = 0
+    for seg, piece in zip(asm.segments, done.pieces[DOCS]):
+        if seg.source == "old":
+            ends.append(old.records.line_ends(seg.lo, seg.hi) + pos)
+            fps.append(gen.fingerprints[seg.lo : seg.hi])
+        else:
+            assert not isinstance(piece, FileRange)
+            ends.append(np.flatnonzero(np.frombuffer(piece, dtype=np.uint8) == 10) + pos)
+            fps.append(np.array([r.fingerprint.encode("ascii") for r in asm.records[seg.lo : seg.hi]], dtype="S64"))
+        pos += file_size([piece])
+    mapped = _map_published(stamp)
+    if mapped is None:
+        return None
+    where = os.path.join(target, DOCS)
+    records = DocsFile(mapped[DOCS], where, meta, ends=np.concatenate(ends) if ends else np.zeros(0, dtype=np.int64))
+    vectors = (
+        np.frombuffer(mapped[VECTORS], dtype="<f4").reshape(meta.n_chunks, meta.dim)
+        if meta.n_chunks else np.zeros((0, meta.dim), dtype=np.float32)
+    )
+    data = IndexData(path=target, generation=generation_of(target) or "", meta=meta, records=records,
+                     vectors=vectors, bm25=done.bm25)
+    fingerprints = np.concatenate(fps) if fps else np.zeros(0, dtype="S64")
+    return Generation(data, asm.rows, fingerprints, done.bm25_raw, stamp, done.posting_bytes)
+
+
+def _map_published(stamp: IndexStamp) -> dict[str, mmap.mmap | bytes] | None:
+    """Read-only maps of the published docs.jsonl and vectors.f32, if they are the files stamped."""
+    mapped: dict[str, mmap.mmap | bytes] = {}
+    try:
+        for name in (DOCS, VECTORS):
+            fd = os.open(os.path.join(stamp.dir, name), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            with open(fd, "rb") as f:
+                st = os.fstat(f.fileno())
+                if stat_stamp(st) != stamp.of(name) or not stat.S_ISREG(st.st_mode):
+                    return None
+                mapped[name] = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if st.st_size else b""
+    except (OSError, ValueError):
+        return None
+    return mapped

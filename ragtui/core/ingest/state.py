@@ -1,0 +1,234 @@
+"""The writer's state: what the last sync of an index saw (outside the index; it only saves time).
+
+It records the folder, the settings and walk rules of the last sync, which
+generation it published (and the size, mtime, ctime and inode of each of its
+four files), and per document its stamp, the SHA-256 of its bytes and its
+number of chunks. A state that cannot be read, is not a regular file, is too
+large or does not hold what this module writes is discarded: the next sync
+then reads the folder and the index in full, which costs time and nothing
+else.
+
+This module holds what the state is (and its checked JSON form);
+``state_store`` how it is kept on disk.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from ragtui.core.index.index_format import FILES, IndexMeta
+
+__all__ = [
+    "STATE_VERSION", "FileEntry", "IndexStamp", "Settings", "Stamp", "StateError", "WriterState", "file_stamp",
+    "index_stamp", "stat_stamp", "state_from_head", "state_from_json",
+]
+
+STATE_VERSION = 1
+"""The version of the earlier JSON form (files.json), still read."""
+HEAD_KEYS = ("folder", "settings", "walk", "generation", "index_files")
+"""The fields of a state besides its documents."""
+
+
+class Stamp(NamedTuple):
+    """What identifies a file's content without reading it.
+
+    ctime cannot be set back by a user, so a file written in place and given
+    its old mtime again still differs.
+    """
+
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    ino: int
+
+
+def stat_stamp(st: os.stat_result) -> Stamp:
+    return Stamp(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+def file_stamp(path: str | os.PathLike[str]) -> Stamp | None:
+    """``path``'s stamp (following links), or None when it cannot be had."""
+    try:
+        return stat_stamp(os.stat(path))
+    except OSError:
+        return None
+
+
+@dataclass(frozen=True)
+class IndexStamp:
+    """The generation a link named when stamped: its real directory and each of the four files' stamps."""
+
+    dir: str
+    files: tuple[Stamp, ...]
+    """In ``FILES`` order."""
+
+    def of(self, name: str) -> Stamp:
+        return self.files[FILES.index(name)]
+
+
+def index_stamp(target: str | os.PathLike[str]) -> IndexStamp | None:
+    """The stamp of the generation ``target`` names now (None if one of its files is missing)."""
+    real = os.path.realpath(target)
+    stamps = []
+    for name in FILES:
+        stamp = file_stamp(os.path.join(real, name))
+        if stamp is None:
+            return None
+        stamps.append(stamp)
+    return IndexStamp(real, tuple(stamps))
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What makes two indexes of the same folder differ: any change re-chunks every document."""
+
+    embedding_model: str
+    dim: int
+    tokenizer: str
+    max_tokens: int
+    overlap: int
+    k1: float
+    b: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "embedding_model": self.embedding_model, "dim": self.dim, "tokenizer": self.tokenizer,
+            "max_tokens": self.max_tokens, "overlap": self.overlap, "k1": self.k1, "b": self.b,
+        }
+
+    @classmethod
+    def of_meta(cls, m: IndexMeta) -> Settings:
+        return cls(m.embedding_model, m.dim, m.tokenizer, m.max_tokens, m.overlap, m.k1, m.b)
+
+    def differing(self, other: Settings) -> list[str]:
+        """The names of the settings that differ, in declaration order."""
+        mine, theirs = self.to_json(), other.to_json()
+        return [k for k in mine if mine[k] != theirs[k]]
+
+
+class FileEntry(NamedTuple):
+    """One document as the last sync saw it."""
+
+    stamp: Stamp | None
+    """None: read the file again next time (its chunks came from an index, not from reading it)."""
+    sha256: str | None
+    """Hex SHA-256 of the file's bytes (None with ``stamp`` None)."""
+    n_chunks: int | None = None
+    """How many chunks the published generation holds for it; None until it is published."""
+
+
+@dataclass
+class WriterState:
+    """Everything the writer remembers of the index it published last."""
+
+    folder: str
+    settings: Settings
+    walk: dict[str, Any]
+    """The walk rules (``WalkRules.describe()``)."""
+    generation: str | None
+    index_files: IndexStamp | None
+    files: dict[str, FileEntry] = field(default_factory=dict)
+
+    def head(self) -> dict[str, Any]:
+        """Everything but the documents, as JSON."""
+        idx: dict[str, Any] | None = None
+        if self.index_files is not None:
+            idx = {"dir": self.index_files.dir, **{n: list(s) for n, s in zip(FILES, self.index_files.files)}}
+        return {"folder": self.folder, "settings": self.settings.to_json(), "walk": self.walk,
+                "generation": self.generation, "index_files": idx}
+
+    def to_json(self) -> dict[str, Any]:
+        """The state as files.json held it."""
+        files: dict[str, Any] = {}
+        for doc_id, e in self.files.items():
+            entry: dict[str, Any] = {"stat": None if e.stamp is None else list(e.stamp), "sha256": e.sha256}
+            if e.n_chunks is not None:
+                entry["n_chunks"] = e.n_chunks
+            files[doc_id] = entry
+        head = self.head()
+        return {"version": STATE_VERSION, "folder": self.folder, "root": str(Path(self.folder).parent),
+                **{k: head[k] for k in HEAD_KEYS[1:]}, "files": files}
+
+
+# -- reading: every field checked, anything unexpected discards the whole state -----------------
+
+
+class StateError(ValueError):
+    """A state field that is not what this module writes."""
+
+
+def _int(v: object) -> int:
+    if type(v) is not int:
+        raise StateError
+    return v
+
+
+def _str(v: object) -> str:
+    if type(v) is not str:
+        raise StateError
+    return v
+
+
+def _stamp(v: object) -> Stamp:
+    if not isinstance(v, list) or len(v) != 4:
+        raise StateError
+    return Stamp(*(_int(x) for x in v))
+
+
+def _settings(v: object) -> Settings:
+    if not isinstance(v, dict) or set(v) != {"embedding_model", "dim", "tokenizer", "max_tokens", "overlap", "k1", "b"}:
+        raise StateError
+    k1, b = v["k1"], v["b"]
+    if type(k1) not in (int, float) or type(b) not in (int, float):
+        raise StateError
+    return Settings(_str(v["embedding_model"]), _int(v["dim"]), _str(v["tokenizer"]), _int(v["max_tokens"]),
+                    _int(v["overlap"]), k1, b)
+
+
+def _index_files(v: object) -> IndexStamp | None:
+    if v is None:
+        return None
+    if not isinstance(v, dict) or set(v) != {"dir", *FILES}:
+        raise StateError
+    return IndexStamp(_str(v["dir"]), tuple(_stamp(v[n]) for n in FILES))
+
+
+def _entry(v: object) -> FileEntry:
+    if not isinstance(v, dict):
+        raise StateError
+    raw_stamp, sha, n = v.get("stat"), v.get("sha256"), v.get("n_chunks")
+    return FileEntry(
+        None if raw_stamp is None else _stamp(raw_stamp),
+        None if sha is None else _str(sha),
+        None if n is None else _int(n),
+    )
+
+
+def state_from_json(obj: object, files: dict[str, FileEntry] | None = None) -> WriterState | None:
+    """The state a JSON object holds (files.json, or a record's head with ``files``); None when malformed."""
+    try:
+        if not isinstance(obj, dict) or obj.get("version") != STATE_VERSION:
+            return None
+        raw_files = obj.get("files")
+        walk = obj.get("walk")
+        generation = obj.get("generation")
+        if not isinstance(raw_files, dict) or not isinstance(walk, dict):
+            return None
+        return WriterState(
+            folder=_str(obj.get("folder")),
+            settings=_settings(obj.get("settings")),
+            walk=walk,
+            generation=None if generation is None else _str(generation),
+            index_files=_index_files(obj.get("index_files")),
+            files=files if files is not None else {_str(d): _entry(e) for d, e in raw_files.items()},
+        )
+    except (StateError, TypeError, ValueError):
+        return None
+
+
+def state_from_head(head: dict[str, Any], files: dict[str, FileEntry]) -> WriterState | None:
+    """The state a record's head describes, with ``files``; None when a field is malformed."""
+    return state_from_json({**head, "version": STATE_VERSION, "files": {}}, files)

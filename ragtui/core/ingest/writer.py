@@ -1,0 +1,381 @@
+"""``IndexWriter``: brings one index up to date with one folder, writing nothing when nothing changed.
+
+A sync walks the folder (or re-examines just the paths it is given),
+decides per file whether its content changed (size, times and inode first;
+a SHA-256 of the bytes when those differ), chunks and embeds only what is
+new, reuses the stored vectors of every chunk whose fingerprint it already
+has, and publishes the four files atomically under the index lock. When no
+document changed it writes nothing at all: no index file, no state.
+
+A writer object remembers what it published last (the state, and the
+generation opened for the next splice); a long-running writer such as the
+watch agent keeps one for its lifetime, so each save starts from memory
+instead of re-reading the index. What it remembers is used only while the
+files on disk are provably the ones it describes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+
+import numpy as np
+
+from ragtui.core.embedders.base import Embedder
+from ragtui.core.errors import IndexFormatError, IndexMissingError, UsageError
+from ragtui.core.index.analyzer import analyze
+from ragtui.core.index.bm25 import BM25Index, build_postings, check_bm25_params
+from ragtui.core.index.index_format import BM25, IndexData, IndexMeta, generation_of, read_index
+from ragtui.core.ingest.assemble import Previous, assemble, chunk_all, embed_pending, expand
+from ragtui.core.ingest.journal import EmbedJournal
+from ragtui.core.ingest.patterns import IGNORE_FILES
+from ragtui.core.ingest.publish import (
+    IndexLock,
+    check_index_id,
+    encode_index,
+    index_dir,
+    publish,
+    rag_root,
+    remove_leftovers,
+    remove_stale_generations,
+    utc_now,
+)
+from ragtui.core.ingest.report import Progress, SyncReport
+from ragtui.core.ingest.scan import Scan, by_bytes, classify, keep_unreadable, scan
+from ragtui.core.ingest.splice import Generation, following, open_generation, publish_splice, warm
+from ragtui.core.ingest.state import FileEntry, Settings, WriterState, index_stamp
+from ragtui.core.ingest.state_store import StateStore
+from ragtui.core.ingest.walk import WalkRules
+
+__all__ = ["IndexWriter", "open_published"]
+
+PathLike = str | os.PathLike[str]
+
+
+def _quiet(stage: str, done: int, total: int) -> None:
+    pass
+
+
+class IndexWriter:
+    """The writer of ``<artifacts>/rag/<index_id>`` for ``folder`` (see the module docstring).
+
+    ``sync`` and ``prepare`` may be called from any thread; a writer runs
+    one at a time. Another process (or another writer object) may write the
+    same index in between: the lock keeps them apart, and what this writer
+    remembers is dropped as soon as the files differ from it.
+    """
+
+    def __init__(
+        self,
+        folder: PathLike,
+        *,
+        artifacts: PathLike,
+        embedder: Embedder,
+        index_id: str | None = None,
+        max_tokens: int = 256,
+        overlap: int = 32,
+        k1: float = 1.2,
+        b: float = 0.75,
+        rules: WalkRules | None = None,
+    ) -> None:
+        check_bm25_params(k1, b)
+        self.folder = Path(os.path.abspath(folder))
+        self.artifacts = Path(os.path.abspath(artifacts))
+        self.index_id = index_id or self.folder.name
+        check_index_id(self.index_id)
+        self.target = index_dir(self.artifacts, self.index_id)
+        self.embedder = embedder
+        self.max_tokens, self.overlap, self.k1, self.b = max_tokens, overlap, k1, b
+        base_rules = rules or WalkRules()
+        self.rules = dataclasses.replace(base_rules, skip_under=(*base_rules.skip_under, self.artifacts))
+        self.walk = self.rules.describe()
+        self._cache_dir = rag_root(self.artifacts) / ".cache"
+        self._busy = threading.Lock()
+        self._store = StateStore(self.artifacts, self.index_id)
+        """The writer state, kept in memory while the file is the one this writer read or wrote last."""
+        self._generation: Generation | None = None
+        """The generation this writer published (or opened) last, the next splice's starting point."""
+
+    # -- what this writer remembers -------------------------------------------------------------
+
+    def _current_state(self) -> WriterState | None:
+        return self._store.current()
+
+    def _save(self, state: WriterState) -> bool:
+        return self._store.save(state)
+
+    def settings(self) -> Settings:
+        e = self.embedder
+        return Settings(e.model, e.dim, e.tokenizer.name, self.max_tokens, self.overlap, self.k1, self.b)
+
+    def prepare(self, *, warm_up: bool = False, should_stop: Callable[[], bool] | None = None) -> bool:
+        """Open the current generation for the next sync, so that it does not pay for reading it.
+
+        A long-running writer calls this when idle. With ``warm_up``, it also
+        runs the BM25 splice once without publishing, so the arrays a save
+        works on are read in and the heap has grown to its working size
+        (skipped when ``should_stop()`` says work is waiting). Only reads;
+        True when the next sync can start from it.
+        """
+        with self._busy:
+            if self._generation is not None and self._generation.still_published(self.target):
+                return True  # this writer published it: everything is in memory already
+            gen = open_published(self.target, self._current_state(), self._cache_dir)
+            if gen is None:
+                return False
+            self._generation = gen
+            if warm_up and not (should_stop is not None and should_stop()):
+                warm(gen)
+            return True
+
+    # -- the sync ---------------------------------------------------------------------------------
+
+    def sync(self, paths: Iterable[PathLike] | None = None, *, progress: Progress | None = None,
+             replace: bool = False) -> SyncReport:
+        """Bring the index up to date with the folder; see ``ragtui.core.ingest.sync.sync``."""
+        t_start = time.perf_counter()
+        folder = self.folder
+        if not folder.is_dir():
+            raise UsageError(f"{folder} is not a folder: give the folder of documents to index")
+        if folder.parent == folder:
+            raise UsageError("cannot index the root folder itself: give a folder below it")
+        if paths is not None and self.rules.ignore_files:
+            paths = list(paths)
+            if any(os.path.basename(os.fspath(p)) in IGNORE_FILES for p in paths):
+                paths = None  # an ignore file changed: any document of the folder may be in or out now
+        report = SyncReport(self.index_id, str(self.target))
+        tick = progress or _quiet
+        with self._busy, IndexLock(self.artifacts, self.index_id):
+            self._sync_locked(paths, replace, report, tick)
+        report.seconds["total"] = time.perf_counter() - t_start
+        return report
+
+    def _sync_locked(self, paths: Iterable[PathLike] | None, replace: bool, report: SyncReport, tick: Progress) -> None:
+        # A writer killed earlier may have left a half-written generation or state file.
+        t0 = time.perf_counter()
+        remove_leftovers(self.artifacts, self.index_id)
+        state = self._current_state()
+        report.seconds["load"] = time.perf_counter() - t0
+        settings = self.settings()
+        current_gen = generation_of(self.target)
+        if not replace:
+            _refuse_other_folder(state, self.folder, self.index_id, current_gen)
+        # The state stands in for the index only while the published generation is
+        # the one it describes: the same meta.json and the same four files, unchanged
+        # since (size, mtime, ctime, inode). A damaged or replaced file breaks that:
+        # any of the four files replaced or touched since (a FIFO, a bomb, an edit) is
+        # read again, so that a damaged generation is rebuilt rather than kept.
+        trusted = (
+            state is not None
+            and state.settings == settings
+            and state.generation is not None
+            and state.generation == current_gen
+            and state.folder == str(self.folder)
+            and state.index_files is not None
+            and state.index_files == index_stamp(self.target)
+        )
+        old_files: dict[str, FileEntry] = state.files if state is not None and trusted else {}
+        # Other patterns or limits than the last sync's choose other documents: only a whole walk
+        # finds them (the files it already knows keep their stamps and vectors).
+        same_walk = state is not None and state.walk == self.walk
+
+        # 1-2. Which documents exist now, and the text of those that changed.
+        found = scan(self.folder, self.rules, paths if trusted and same_walk else None, old_files, report, tick)
+        if trusted:
+            keep_unreadable(found.seen, found.unreadable, old_files)
+        classify(report, found, old_files)
+
+        if state is not None and trusted and not found.new_texts and not report.removed:
+            report.chunks_total = sum(e.n_chunks or 0 for e in found.seen.values())
+            if found.seen != old_files or not same_walk:
+                # Only times changed (a touch, a save of the same bytes): remember
+                # the new stamps so the next sync need not read these files again.
+                # New walk rules that changed no document are remembered too.
+                self._save(dataclasses.replace(state, files=found.seen, walk=self.walk))
+            return
+
+        journal = EmbedJournal(self.artifacts, self.index_id, self.embedder.model, self.embedder.dim)
+        t0 = time.perf_counter()
+        gen, self._generation = self._generation, None  # dropped if this sync fails: it is re-opened then
+        if not (state is not None and trusted and current_gen):
+            gen = None
+        elif gen is None or gen.stamp != state.index_files:
+            gen = open_generation(self.target, state.index_files, state.generation, state.files, self._cache_dir)
+        report.seconds["open"] = time.perf_counter() - t0
+        if gen is not None:
+            # 3'. The common case: keep the previous generation's bytes for every
+            # unchanged document and build only what changed.
+            self._splice(gen, found, settings, report, tick, journal)
+        else:
+            self._rebuild(found, state if trusted else None, current_gen, settings, report, tick, journal)
+
+    def _meta(self, n_chunks: int) -> IndexMeta:
+        e = self.embedder
+        return IndexMeta(self.index_id, utc_now(), n_chunks, e.dim, e.model, e.tokenizer.name,
+                         self.max_tokens, self.overlap, self.k1, self.b)
+
+    def _next_state(self, settings: Settings, seen: dict[str, FileEntry], counts: Mapping[str, int]) -> WriterState:
+        for doc_id, entry in seen.items():
+            n = counts.get(doc_id, 0)
+            if entry.n_chunks != n:
+                seen[doc_id] = entry._replace(n_chunks=n)
+        return WriterState(str(self.folder), settings, self.walk, generation_of(self.target),
+                           index_stamp(self.target), seen)
+
+    def _splice(self, gen: Generation, found: Scan, settings: Settings, report: SyncReport, tick: Progress,
+                journal: EmbedJournal) -> None:
+        e = self.embedder
+        new_chunks = chunk_all(found.new_texts, e.tokenizer, self.max_tokens, self.overlap, report, tick)
+        t0 = time.perf_counter()
+        asm = assemble(by_bytes(found.seen), new_chunks, gen.previous(), e.dim)
+        report.chunks_added, report.chunks_removed, report.chunks_total = asm.chunks_added, asm.chunks_removed, asm.n_rows
+        report.seconds["plan"] = time.perf_counter() - t0
+        embed_pending(asm, e, journal, report, tick)
+        done = publish_splice(self.artifacts, self.index_id, gen, asm, self._meta(asm.n_rows), report, tick,
+                              self._cache_dir)
+        # Readers already see the new generation; what follows only tidies up.
+        t0 = time.perf_counter()
+        nxt = following(self.target, gen, asm, done)
+        remove_stale_generations(self.artifacts, self.index_id)
+        BM25Index.evict(self._cache_dir, self.index_id)
+        journal.clear()
+        report.seconds["tidy"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        if self._save(self._next_state(settings, found.seen, asm.counts)):
+            self._generation = nxt
+        report.seconds["state"] = time.perf_counter() - t0
+
+    def _rebuild(self, found: Scan, state: WriterState | None, current_gen: str | None, settings: Settings,
+                 report: SyncReport, tick: Progress, journal: EmbedJournal) -> None:
+        """3. The full path: the previous index is read and checked in full; its chunks and vectors are reused where they fit."""
+        e = self.embedder
+        old: IndexData | None = None
+        if current_gen is not None or os.path.lexists(self.target):  # a link whose meta.json is gone is damage too
+            try:
+                old = read_index(self.target)
+            except (IndexFormatError, IndexMissingError) as err:
+                report.rebuilt = f"the existing index could not be read ({err}); rebuilt from every file of the folder"
+        trusted = state is not None
+        if state is not None and (old is None or not _state_matches(old, state.files)):
+            # The unchanged documents were to come from that index: without it
+            # (or when it does not hold what the state says), read them all.
+            trusted = False
+            report.skipped.clear()
+            found = scan(self.folder, self.rules, None, {}, report, tick)
+        prev = _previous_of(old, e) if old is not None else None
+        if old is not None and not trusted:
+            old_settings = Settings.of_meta(old.meta)
+            if old_settings != settings:
+                report.rebuilt = f"settings changed ({', '.join(settings.differing(old_settings))}); every document re-chunked"
+        if not trusted:
+            # Without trustworthy state every present document is re-read above,
+            # so every one of them is in new_texts; classify against the old index.
+            old_docs = prev.rows if prev is not None else {}
+            # Their previous chunks are in the old index only: the entry has no stamp, so
+            # the next sync reads the file again.
+            keep_unreadable(found.seen, found.unreadable, dict.fromkeys(old_docs, FileEntry(None, None)))
+            classify(report, found, old_docs)
+
+        new_chunks = chunk_all(found.new_texts, e.tokenizer, self.max_tokens, self.overlap, report, tick)
+        asm = assemble(by_bytes(found.seen), new_chunks, prev, e.dim)
+        embed_pending(asm, e, journal, report, tick)
+        records, vectors = expand(asm, prev)
+        t0 = time.perf_counter()
+        doc_terms = [analyze(r.text) for r in records]
+        report.seconds["analyze"] = time.perf_counter() - t0
+        report.chunks_added, report.chunks_removed, report.chunks_total = asm.chunks_added, asm.chunks_removed, asm.n_rows
+
+        # 4. Encode and publish as one unit.
+        t0 = time.perf_counter()
+        meta = self._meta(len(records))
+        postings = build_postings(doc_terms)
+        files = encode_index(meta, records, vectors, postings=postings)
+        if old is not None and not trusted and _same_content(old, files):
+            # Every document "changed" only in ways that leave the index bytes
+            # identical (e.g. state was lost): keep the current generation.
+            report.published = False
+        else:
+            tick("write", 0, 1)
+            # Readers find the decoded BM25 arrays ready instead of decoding the new file.
+            BM25Index.from_postings(postings, self.k1, self.b).store(files[BM25], self._cache_dir, self.index_id)
+            publish(self.artifacts, self.index_id, files)
+            report.published = True
+            report.bytes_written = sum(len(v) for v in files.values())
+            tick("write", 1, 1)
+            BM25Index.evict(self._cache_dir, self.index_id)
+        journal.clear()
+        report.seconds["write"] = time.perf_counter() - t0
+        self._save(self._next_state(settings, found.seen, asm.counts))
+
+
+def open_published(target: Path, state: WriterState | None, cache_dir: Path) -> Generation | None:
+    """The generation ``target`` names, opened for a splice, if it is the one ``state`` describes."""
+    if state is None or state.index_files is None or state.generation != generation_of(target):
+        return None
+    return open_generation(target, state.index_files, state.generation, state.files, cache_dir)
+
+
+def _previous_of(old: IndexData, embedder: Embedder) -> Previous:
+    """What a full rebuild may take from the previous index (read and checked in full)."""
+    records = old.records
+    rows: dict[str, tuple[int, int]] = {}
+    start = 0
+    for i in range(1, len(records) + 1):
+        if i == len(records) or records[i].doc_id != records[start].doc_id:
+            rows[records[start].doc_id] = (start, i)
+            start = i
+    fps = np.array([r.fingerprint.encode("ascii") for r in records], dtype="S64")
+    reusable = old.meta.embedding_model == embedder.model and old.meta.dim == embedder.dim
+    return Previous(rows, fps, old.vectors, lambda lo, hi: records[lo:hi], reusable)
+
+
+def _state_matches(old: IndexData, old_files: Mapping[str, FileEntry]) -> bool:
+    """Whether the index holds, per document, the number of chunks the state says it does."""
+    held: dict[str, int] = {}
+    for r in old.records:
+        held[r.doc_id] = held.get(r.doc_id, 0) + 1
+    wanted = {d: f.n_chunks for d, f in old_files.items() if f.n_chunks != 0}
+    return held == wanted
+
+
+def _refuse_other_folder(state: WriterState | None, folder: Path, index_id: str, current_gen: str | None) -> None:
+    """``UsageError`` when the published index ``index_id`` belongs to another folder that still exists.
+
+    The writer's state records the folder; the same folder by another path
+    (a link, a bind mount) is the same folder. When the recorded one is gone
+    (moved, deleted) there is nothing of it to keep apart: a re-ingest from the
+    new place takes the index over.
+    """
+    recorded = state.folder if state is not None else None
+    if current_gen is None or not recorded or recorded == str(folder):
+        return
+    try:
+        if os.path.samefile(recorded, folder) or not os.path.isdir(recorded):
+            return
+    except OSError:
+        return
+    raise UsageError(
+        f"index {index_id!r} holds the folder {recorded}, not {folder} (same name): "
+        "give this one another index id with --index ID, or pass --replace to replace that index"
+    )
+
+
+def _same_content(old: IndexData, files: dict[str, bytes]) -> bool:
+    """Whether ``files`` differ from the published generation only in created_at."""
+    base = old.path
+    try:
+        for name in ("docs.jsonl", "bm25.idx", "vectors.f32"):
+            if (base / name).read_bytes() != files[name]:
+                return False
+        old_meta = json.loads((base / "meta.json").read_bytes())
+        new_meta = json.loads(files["meta.json"])
+    except (OSError, ValueError):
+        return False
+    old_meta.pop("created_at", None)
+    new_meta.pop("created_at", None)
+    return bool(old_meta == new_meta)

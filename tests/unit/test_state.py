@@ -1,0 +1,173 @@
+"""The writer state on disk: a snapshot plus appended deltas, checked record by record; files.json still read."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from pathlib import Path
+
+import pytest
+
+from ragtui.core.index.index_format import FILES
+from ragtui.core.ingest import scan as scan_module
+from ragtui.core.ingest import state_store as state_module
+from ragtui.core.ingest.state import FileEntry, IndexStamp, Settings, Stamp, WriterState
+from ragtui.core.ingest.state_store import MAGIC, StateStore, load_state, read_state, recorded_folder
+from ragtui.core.ingest.sync import sync
+from tests.files import write
+
+from .fakes import HashEmbedder
+
+SETTINGS = Settings("m", 4, "t", 12, 3, 1.2, 0.75)
+
+
+def a_state(n: int = 50) -> WriterState:
+    files = {
+        f"docs/f{i:03d}.md": FileEntry(Stamp(i, 10**18 + i, -5 + i, 7 + i), f"{i:064x}", i % 3) for i in range(n)
+    }
+    files["docs/Ωmega é.md"] = FileEntry(Stamp(1, -1, 2, (1 << 64) - 1), "ab" * 32, 0)  # a huge inode, a time before 1970
+    files["docs/unread.md"] = FileEntry(None, None, None)
+    stamp = IndexStamp("/x/.gen/docs/g1", tuple(Stamp(k, k, k, k) for k in range(len(FILES))))
+    return WriterState("/home/u/docs", SETTINGS, {"include": None, "exclude": ["x"]}, "/x/g1:5:6", stamp, files)
+
+
+def test_round_trip_through_a_snapshot(tmp_path):
+    store = StateStore(tmp_path, "docs")
+    state = a_state()
+    assert store.save(state)
+    assert store.path.read_bytes().startswith(MAGIC)
+    assert read_state(tmp_path, "docs") == state
+    assert recorded_folder(tmp_path, "docs") == "/home/u/docs"
+    assert load_state(tmp_path, "docs")["root"] == "/home/u"
+
+
+def test_a_save_appends_only_what_changed(tmp_path):
+    store = StateStore(tmp_path, "docs")
+    state = a_state(2000)
+    store.save(state)
+    snapshot = store.path.stat()
+    files = dict(state.files)
+    files["docs/f007.md"] = files["docs/f007.md"]._replace(sha256="cd" * 32, n_chunks=9)
+    del files["docs/f008.md"]
+    files["docs/new.md"] = FileEntry(Stamp(1, 2, 3, 4), "ef" * 32, 1)
+    nxt = WriterState(state.folder, state.settings, state.walk, "/x/g2:5:6", state.index_files, files)
+    assert store.save(nxt)
+    after = store.path.stat()
+    assert after.st_ino == snapshot.st_ino  # appended, not rewritten
+    assert 0 < after.st_size - snapshot.st_size < 1024 < snapshot.st_size
+    assert read_state(tmp_path, "docs") == nxt
+    assert StateStore(tmp_path, "docs").current() == nxt  # another process reads the same
+
+
+def test_a_torn_delta_ends_the_state_at_the_record_before(tmp_path):
+    store = StateStore(tmp_path, "docs")
+    first = a_state()
+    store.save(first)
+    second = WriterState(first.folder, first.settings, first.walk, "/x/g2:5:6", first.index_files, {})
+    store.save(second)
+    raw = store.path.read_bytes()
+    store.path.write_bytes(raw[:-3])  # killed while appending
+    assert read_state(tmp_path, "docs") == first
+    # The next save does not append after the torn bytes: it rewrites the file.
+    again = StateStore(tmp_path, "docs")
+    assert again.current() == first and again.save(second)
+    assert read_state(tmp_path, "docs") == second
+    assert len(store.path.read_bytes()) < len(raw)
+
+
+@pytest.mark.parametrize("where", ["magic", "snapshot", "length"])
+def test_damage_to_the_snapshot_discards_the_state(tmp_path, where):
+    store = StateStore(tmp_path, "docs")
+    store.save(a_state())
+    raw = bytearray(store.path.read_bytes())
+    if where == "magic":
+        raw[0] ^= 1
+    elif where == "snapshot":
+        raw[len(raw) // 2] ^= 0x40
+    else:
+        struct.pack_into("<I", raw, len(MAGIC), 1 << 31)  # a record longer than the file
+    store.path.write_bytes(bytes(raw))
+    assert read_state(tmp_path, "docs") is None and load_state(tmp_path, "docs") == {}
+
+
+def _record(body: bytes) -> bytes:
+    import zlib
+
+    return struct.pack("<II", len(body), zlib.crc32(body)) + body
+
+
+@pytest.mark.parametrize("counts", [(2, 1 << 31, 0, 0), (2, 0, 5, 0), (200, 0, 0, 0)])
+def test_crafted_counts_are_refused_without_allocating(tmp_path, counts):
+    """A record whose counts promise more than it holds (with a valid CRC) ends the state; nothing is allocated for it."""
+    store = StateStore(tmp_path, "docs")
+    store.save(a_state())
+    body = struct.pack("<IIII", *counts) + b"{}"
+    with open(store.path, "ab") as f:
+        f.write(_record(body))
+    assert read_state(tmp_path, "docs") == a_state()  # the snapshot before it still stands
+
+
+def test_a_delta_deleting_what_is_not_there_discards_the_state(tmp_path):
+    store = StateStore(tmp_path, "docs")
+    store.save(a_state())
+    name = b"docs/never.md"
+    body = struct.pack("<IIII", 2, 0, 1, len(name)) + b"{}" + name
+    with open(store.path, "ab") as f:
+        f.write(_record(body))
+    assert read_state(tmp_path, "docs") is None
+
+
+def test_deltas_are_folded_into_a_snapshot_once_they_outgrow_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(state_module, "COMPACT_RECORDS", 3)
+    store = StateStore(tmp_path, "docs")
+    state = a_state(10)
+    store.save(state)
+    inodes = set()
+    for i in range(8):
+        files = {**state.files, "docs/f001.md": FileEntry(Stamp(i, i, i, i), "00" * 32, i)}
+        state = WriterState(state.folder, state.settings, state.walk, f"/x/g{i}:1:1", state.index_files, files)
+        assert store.save(state)
+        inodes.add(store.path.stat().st_ino)
+        assert read_state(tmp_path, "docs") == state
+    assert len(inodes) >= 2  # rewritten at least once along the way
+
+
+def test_the_earlier_json_state_is_read_and_replaced_at_the_next_save(tmp_path, monkeypatch):
+    folder, art = tmp_path / "docs", tmp_path / "art"
+    for i in range(6):
+        write(folder / f"f{i}.md", f"document {i} cat dog")
+
+    def run(**kw):
+        return sync(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3, **kw)
+
+    run()
+    state_dir = art / "rag" / ".state" / "docs"
+    legacy = state_dir / "files.json"
+    legacy.write_text(json.dumps(load_state(art, "docs")), encoding="utf-8")  # as an earlier version wrote it
+    (state_dir / "state.bin").unlink()
+    before = legacy.stat()
+    # Nothing changed: nothing is read, nothing is written (the earlier state is trusted as it is).
+    monkeypatch.setattr(scan_module, "read_file", lambda *a, **k: pytest.fail("a document was read"))
+    report = run()
+    assert not report.published and report.unchanged == 6
+    assert sorted(os.listdir(state_dir)) == ["files.json"] and legacy.stat().st_mtime_ns == before.st_mtime_ns
+    monkeypatch.undo()
+    write(folder / "f2.md", "document two edited")
+    report = run(paths=[folder / "f2.md"])
+    assert report.incremental and report.changed == ["docs/f2.md"]
+    assert sorted(os.listdir(state_dir)) == ["state.bin"]
+    assert read_state(art, "docs") is not None and read_state(art, "docs").files["docs/f2.md"].n_chunks == 1
+
+
+def test_a_publish_appends_one_small_record(tmp_path):
+    folder, art = tmp_path / "docs", tmp_path / "art"
+    for i in range(300):
+        write(folder / f"f{i:03d}.md", f"document {i} " + "cat dog park " * 5)
+    sync(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3)
+    path = Path(art / "rag" / ".state" / "docs" / "state.bin")
+    size = path.stat().st_size
+    write(folder / "f150.md", "rewritten")
+    assert sync(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3,
+                paths=[folder / "f150.md"]).incremental
+    assert 0 < path.stat().st_size - size < 1024 < size
