@@ -106,7 +106,7 @@ def build_hostile(base: Path, name: str) -> Hostile:
     art = base / "art"
     embedder = HashEmbedder(model=f"model{payload}")
     embedder.tokenizer.name = f"tok{payload}"
-    with mock.patch("ragtui.core.ingest.sync.utc_now", return_value=f"2026-01-01T00:00:00Z{payload}"):
+    with mock.patch("ragtui.core.ingest.writer.utc_now", return_value=f"2026-01-01T00:00:00Z{payload}"):
         sync(folder, artifacts=art, embedder=embedder, max_tokens=32, overlap=4)
         sync(plain, artifacts=art, embedder=HashEmbedder(), max_tokens=32, overlap=4)
     loop = rag_root(art) / f"loop{payload}"
