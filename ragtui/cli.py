@@ -70,6 +70,36 @@ def folder_settings(args, verb: str):
     return settings, folder, index_id, rules
 
 
+def add_rerank_options(p: argparse.ArgumentParser) -> None:
+    """--rerank N, --rerank-budget-ms, --rerank-model (search, eval and the UI)."""
+    p.add_argument("--rerank", type=int, metavar="N", default=argparse.SUPPRESS,
+                   help="rerank the top N candidates with a cross-encoder (needs the onnx extra; 0: off; "
+                   "default: [rerank] n, else off)")
+    p.add_argument("--rerank-budget-ms", type=float, metavar="MS", default=argparse.SUPPRESS,
+                   help="stop reranking a query after MS milliseconds and merge what was scored (default: no limit)")
+    p.add_argument("--rerank-model", metavar="PRESET|DIR", default=argparse.SUPPRESS,
+                   help="cross-encoder preset (ms-marco-minilm) or model folder (default: [rerank] model)")
+
+
+def rerank_options(args, settings: Settings) -> tuple[int, float | None]:
+    """(n, budget_ms) from the flags, else the [rerank] settings; n = 0 means off."""
+    n = getattr(args, "rerank", None)
+    n = settings.rerank.get("n", 0) if n is None else n
+    budget = getattr(args, "rerank_budget_ms", None)
+    budget = settings.rerank.get("budget_ms") if budget is None else budget
+    if type(n) is not int or n < 0:
+        raise UsageError(f"--rerank must be 0 (off) or a number of candidates (got {n})")
+    if budget is not None and (budget != budget or budget < 0):
+        raise UsageError(f"--rerank-budget-ms must be a number of milliseconds >= 0 (got {budget})")
+    return n, (budget or None)
+
+
+def open_reranker(args, settings: Settings):
+    from ragtui.core.rerank import make_reranker
+
+    return make_reranker(settings.rerank, model=getattr(args, "rerank_model", None))
+
+
 _CONFIG_HELP = ("a ragtui.toml to use instead of ./ragtui.toml, trusted to set base_url and api_key_env "
                 "(default: ~/.config/ragtui/ragtui.toml, then ./ragtui.toml)")
 
@@ -104,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-k", type=int, default=10, help="number of results (default: 10)")
     p.add_argument("--nprobe", type=int, help="IVF lists to probe")
     p.add_argument("--json", action="store_true", help="print the full hits as JSON")
+    add_rerank_options(p)
     _common(p)
     p.set_defaults(func=cmd_search)
 
@@ -217,21 +248,35 @@ def cmd_search(args) -> int:
     if args.k < 1:
         raise UsageError(f"-k must be at least 1 (got {args.k})")
     settings = settings_from(args)
+    n_rerank, budget = rerank_options(args, settings)
+    reranker = open_reranker(args, settings) if n_rerank else None
     retriever = open_retriever(settings, need_embedder=args.mode != "bm25")
     params = {"nprobe": args.nprobe} if args.nprobe else {}
-    hits = retriever.search(args.query, mode=args.mode, k=args.k, **params)
+    hits = retriever.search(args.query, mode=args.mode, k=max(args.k, n_rerank), **params)
+    reranked = None
+    if reranker is not None:
+        from ragtui.core.rerank import rerank
+
+        reranked = rerank(args.query, hits, reranker, n_rerank, budget_ms=budget)
+        hits = list(reranked.hits)
+    hits = hits[: args.k]
     if args.json:
         out = [
             {"rank": h.rank, "score": h.score, "chunk_id": h.chunk_id, "doc_id": h.doc_id, "row": h.row, "text": h.text}
             for h in hits
         ]
+        if reranked is not None:  # which scores are the cross-encoder's, and where each hit was before
+            for row, before in zip(out, reranked.first_stage_rank):
+                row["reranked"] = before <= reranked.scored
+                row["first_stage_rank"] = before
         sys.stdout.write(json_text(out, indent=1) + "\n")
     else:
         width = max(40, _term_width() - 40)
         for h in hits:
             print(f"{h.rank:>3}  {h.score:9.4f}  {one_line(h.chunk_id, 60)}  {one_line(h.text, width)}")
         ms = retriever.last_search_seconds * 1000
-        print(f"{len(hits)} result(s), {args.mode}, {ms:.1f} ms", file=sys.stderr)
+        extra = f"; {reranked.describe()} in {reranked.seconds * 1000:.0f} ms" if reranked is not None else ""
+        print(f"{len(hits)} result(s), {args.mode}, {ms:.1f} ms{extra}", file=sys.stderr)
     return EXIT_OK if hits else EXIT_NOT_FOUND
 
 
@@ -240,6 +285,7 @@ def cmd_ingest(args) -> int:
 
     settings, folder, index_id, rules = folder_settings(args, "index")
     embedder = open_embedder(settings)
+    warn_truncation(embedder, settings.max_tokens)
     show = not args.quiet and not args.json and sys.stderr.isatty()
     with ProgressDisplay(show) as progress:
         report = sync(
@@ -266,6 +312,14 @@ def cmd_ingest(args) -> int:
             print(f"note: {report.rebuilt}", file=sys.stderr)
         print(report.summary())
     return EXIT_OK
+
+
+def warn_truncation(embedder, max_tokens: int) -> None:
+    """Say once when the chunks are longer than the embedding model reads (ONNX models have a maximum)."""
+    notice = getattr(embedder, "truncation_notice", None)
+    message = notice(max_tokens) if notice is not None else None
+    if message:
+        print(f"ragtui: note: {message}", file=sys.stderr)
 
 
 def _warn(report) -> None:

@@ -20,11 +20,19 @@ class ProgressDisplay:
     def __enter__(self) -> ProgressDisplay:
         if self.show:
             from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
 
+            # The remaining time matters for slow embedders (a transformer embeds ~10 chunks/s on 2 cores).
             self._bar = Progress(
                 TextColumn("{task.description:>7}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                transient=True, console=Console(stderr=True),
+                TextColumn("eta"), TimeRemainingColumn(), transient=True, console=Console(stderr=True),
             )
             self._bar.__enter__()
         return self

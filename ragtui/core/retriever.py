@@ -96,7 +96,9 @@ class Retriever:
             if self.embedder is None:
                 raise UsageError("vector search needs an embedder or a query vector")
             self.check_embedder(self.embedder)
-            vec = np.asarray(self.embedder.embed([query]), dtype=np.float32)[0]
+            # Models trained with a query instruction (bge) embed queries apart from passages.
+            embed = getattr(self.embedder, "embed_query", None) or self.embedder.embed
+            vec = np.asarray(embed([query]), dtype=np.float32)[0]
         else:
             vec = np.asarray(query, dtype=np.float32).reshape(-1)
         if vec.shape[0] != meta.dim:
