@@ -52,7 +52,7 @@ class CrossEncoder:
 
     def __init__(
         self, *, model: str | None = None, model_dir: str | None = None, threads: int | None = None,
-        batch_size: int = 8, optimization: str = "all",
+        batch_size: int = 1, optimization: str = "all",
     ) -> None:
         from ragtui.core.embedders.onnx import load_encoder
         from ragtui.core.embedders.onnx_model import (
@@ -112,9 +112,20 @@ class CrossEncoder:
             raise UsageError(f"{found.model_file}: output {self._output!r} of shape {out.shape} is not a pair score")
 
     def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
-        """The cross-encoder's score of each (query, passage) pair, float32, higher is more relevant."""
-        if not passages:
-            return np.zeros(0, dtype=np.float32)
+        """The cross-encoder's score of each (query, passage) pair, float32, higher is more relevant.
+
+        Pairs run ``batch_size`` at a time (default one: the int8 model takes its
+        quantisation scale from the whole batch, so a pair's score would depend on
+        its neighbours; alone it does not, and two cores are no slower for it).
+        """
+        out = np.zeros(len(passages), dtype=np.float32)
+        for lo in range(0, len(passages), self.batch_size):
+            out[lo : lo + self.batch_size] = self._run(query, passages[lo : lo + self.batch_size])
+        return out
+
+    def _run(self, query: str, passages: Sequence[str]) -> np.ndarray:
+        from ragtui.core.embedders.onnx_model import feeds
+
         encs = self._tk.encode_batch([(query, p) for p in passages])
         width = max(len(e.ids) for e in encs)
         ids = np.full((len(encs), width), self._pad_id, dtype=np.int64)
@@ -123,8 +134,6 @@ class CrossEncoder:
         for row, e in enumerate(encs):
             n = len(e.ids)
             ids[row, :n], types[row, :n], mask[row, :n] = e.ids, e.type_ids, 1
-        from ragtui.core.embedders.onnx_model import feeds
-
         try:
             out = self._session.run([self._output], feeds(self._inputs, ids, mask, types))[0]
         except Exception as e:
@@ -197,7 +206,7 @@ def rerank(
     asked = min(n, len(hits))
     scores: list[float] = []
     reason = ""
-    batch = max(1, int(getattr(encoder, "batch_size", 8)))
+    batch = max(1, int(getattr(encoder, "batch_size", 1)))
     while len(scores) < asked:
         if should_stop is not None and should_stop():
             reason = "cancelled"
@@ -247,7 +256,7 @@ class RerankingRetriever:
         self.encoder = encoder
         self.n = n
         self.budget_ms = budget_ms
-        self.batch_size = getattr(encoder, "batch_size", 8)
+        self.batch_size = getattr(encoder, "batch_size", 1)
         self.partial = 0
         self._query: str | None = None
         self._last_k = 0

@@ -18,7 +18,12 @@ gets ``empty_text_vector`` as every embedder does (embedders.base).
 Speed: texts are sorted by length and cut into batches of at most
 ``batch_size`` texts and ``max_batch_tokens`` padded tokens, so little is
 padded; onnxruntime runs with ``threads`` intra-op threads (default: the
-cores this process may use) and full graph optimisation. ``meta.json``
+cores this process may use) and full graph optimisation. The default batch
+is one text: with the int8 models (dynamically quantised, so the scale of
+each matrix product is taken from the whole batch) larger batches cost as
+much or more CPU per text on two cores (spec/embedders.md, measured), and a
+text alone gets a vector that does not depend on the other texts in the
+call; in a batch it varies by up to ~0.006 in cosine. ``meta.json``
 records ``model`` = ``<name>@<12 hex digits>``, a digest of the model file,
 the tokenizer file and the settings above, so an index can only be searched
 with exactly the model that built it.
@@ -90,7 +95,7 @@ class OnnxEmbedder:
         model: str | None = None,
         model_dir: str | None = None,
         threads: int | None = None,
-        batch_size: int = 32,
+        batch_size: int = 1,
         max_batch_tokens: int = 8192,
         optimization: str = "all",
     ) -> None:
