@@ -40,6 +40,23 @@ def hits_for(texts, offset=0):
     return [Hit(i + 1, 10.0 - i, f"d{i + offset}.md#0", f"d{i + offset}.md", i + offset, t) for i, t in enumerate(texts)]
 
 
+def stepping_clock(step: float):
+    """A clock whose every reading is ``step`` seconds after the previous one (no real time)."""
+    ticks = iter(range(1_000_000))
+    return lambda: next(ticks) * step
+
+
+def stopper(after: int | None):
+    """should_stop that says stop from its ``after + 1``-th call on (never when None)."""
+    calls = [0]
+
+    def should_stop() -> bool:
+        calls[0] += 1
+        return after is not None and calls[0] > after
+
+    return should_stop
+
+
 def same_candidates(before, after):
     assert len(after) == len(before)
     assert sorted(h.chunk_id for h in after) == sorted(h.chunk_id for h in before)
@@ -90,17 +107,9 @@ def test_random_candidates_budgets_and_cancellations_never_drop_or_duplicate(enc
         texts = [rng.choice(PASSAGES) for _ in range(rng.randint(0, 14))]
         hits = hits_for(texts, offset=100 * case)
         n = rng.randint(1, 20)
-        ticks = iter(range(0, 10_000, 10))  # every clock reading is 10 ms after the previous
         budget = rng.choice([None, 5, 15, 35, 1000])
-        stop_after = rng.choice([None, 0, 1, 2])
-        calls = {"n": 0}
-
-        def should_stop():
-            calls["n"] += 1
-            return stop_after is not None and calls["n"] > stop_after
-
-        result = rerank(QUERY, hits, encoder, n, budget_ms=budget, should_stop=should_stop,
-                        clock=lambda: next(ticks) / 1000.0)
+        result = rerank(QUERY, hits, encoder, n, budget_ms=budget, should_stop=stopper(rng.choice([None, 0, 1, 2])),
+                        clock=stepping_clock(0.010))
         same_candidates(hits, result.hits)
         m = result.scored
         assert m <= result.asked == min(n, len(hits))
