@@ -94,6 +94,22 @@ def rerank_options(args, settings: Settings) -> tuple[int, float | None]:
     return n, (budget or None)
 
 
+def with_rerank_flags(args, settings: Settings) -> Settings:
+    """``settings`` whose ``[rerank]`` table holds the --rerank* flags (checked)."""
+    from dataclasses import replace
+
+    n, budget = rerank_options(args, settings)
+    table = {**settings.rerank, "n": n, "budget_ms": budget or 0}
+    model = getattr(args, "rerank_model", None)
+    if model is not None:
+        from ragtui.core.embedders.onnx_model import is_preset_name
+
+        table.pop("model", None)
+        table.pop("model_dir", None)
+        table["model" if is_preset_name(model) else "model_dir"] = model
+    return replace(settings, rerank=table)
+
+
 def open_reranker(args, settings: Settings):
     from ragtui.core.rerank import make_reranker
 
@@ -125,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--artifacts", metavar="DIR", help="artifacts root (default: $RAGTUI_ARTIFACTS or /artifacts)")
     parser.add_argument("--index", metavar="ID", help="the index to open in the UI")
     parser.add_argument("--watch", metavar="FOLDER", help="UI: also run the sync agent on FOLDER in-process")
+    add_rerank_options(parser)  # the UI's; `x` turns reranking on and off there
     parser.add_argument("--version", action="version", version=f"ragtui {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
