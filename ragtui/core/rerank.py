@@ -63,8 +63,6 @@ class CrossEncoder:
             token_inputs,
         )
 
-        if model is None and model_dir is None:
-            model = DEFAULT_RERANKER
         if threads is not None and (type(threads) is not int or threads < 1):
             raise UsageError(f"reranker: threads must be a whole number >= 1 (got {threads!r})")
         if type(batch_size) is not int or batch_size < 1:

@@ -256,6 +256,12 @@ def test_unreadable_manifest_and_unknown_presets(tmp_path):
     assert "unknown preset 'bge-large'" in _error("onnx:bge-large")
     assert "does not exist" in _error(f"onnx:{tmp_path / 'nowhere'}")
     assert "onnx:<preset>" in _error("onnx:")
+    with pytest.raises(UsageError, match="not both"):
+        make_embedder("onnx", model="bge-small", model_dir=str(folder))
+
+
+def test_kind_onnx_alone_is_the_first_preset(bge):
+    assert make_embedder("onnx").model == bge.model
 
 
 def test_the_cli_exits_2_naming_the_missing_file(tmp_path):

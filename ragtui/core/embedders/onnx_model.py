@@ -163,13 +163,15 @@ def _package_folder(preset: Preset, label: str) -> Path:
 
 
 def resolve_model(model: str | None, model_dir: str | os.PathLike | None, kind: str) -> ModelFolder:
-    """The folder for a preset name (``model``) or a folder path (``model_dir``); exactly one is given."""
+    """The folder for a preset name (``model``) or a folder path (``model_dir``); at most one is given
+    (neither: the first preset)."""
     presets = EMBEDDER_PRESETS if kind == "embedder" else RERANKER_PRESETS
     what = "onnx embedder" if kind == "embedder" else "reranker"
-    if (model is None) == (model_dir is None):
+    if model is None and model_dir is None:
+        model = next(iter(presets))  # kind = "onnx" alone: the first preset (bge-small, ms-marco-minilm)
+    if model is not None and model_dir is not None:
         raise UsageError(
-            f"{what}: give either a preset name (one of: {', '.join(presets)}) or model_dir=<folder>, not "
-            + ("both" if model is not None else "neither")
+            f"{what}: give either a preset name (one of: {', '.join(presets)}) or model_dir=<folder>, not both"
         )
     if model is not None:
         if not isinstance(model, str) or model not in presets:
