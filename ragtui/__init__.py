@@ -7,6 +7,7 @@ UI library nor numpy::
     emb = make_embedder()                       # the embedded offline default
     sync("./docs", artifacts="./artifacts", embedder=emb)
     hits = Retriever.open("./artifacts/rag/docs", embedder=emb).search("query", mode="hybrid")
+    reranked = rerank("query", hits, make_reranker(), n=10)   # the onnx extra
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ _EXPORTS = {
     "WatchAgent": "ragtui.watch",
     "analyze": "ragtui.core.index.analyzer",
     "make_embedder": "ragtui.core.embedders",
+    "make_reranker": "ragtui.core.rerank",
     "read_index": "ragtui.core.index.index_format",
+    "rerank": "ragtui.core.rerank",
     "resolve": "ragtui.core.citations",
     "sync": "ragtui.core.ingest.sync",
 }

@@ -265,6 +265,42 @@ def open_retriever(settings: Settings, *, need_embedder: bool) -> Retriever:
 # -- the watch agent ------------------------------------------------------------------------------
 
 
+def rerank_options(args, settings: Settings) -> tuple[int, float | None]:
+    """(n, budget_ms) from the --rerank* flags, else the ``[rerank]`` settings; n = 0 means off."""
+    n = getattr(args, "rerank", None)
+    n = settings.rerank.get("n", 0) if n is None else n
+    budget = getattr(args, "rerank_budget_ms", None)
+    budget = settings.rerank.get("budget_ms") if budget is None else budget
+    if type(n) is not int or n < 0:
+        raise UsageError(f"--rerank must be 0 (off) or a number of candidates (got {n})")
+    if budget is not None and (budget != budget or budget < 0):
+        raise UsageError(f"--rerank-budget-ms must be a number of milliseconds >= 0 (got {budget})")
+    return n, (budget or None)
+
+
+def with_rerank_flags(args, settings: Settings) -> Settings:
+    """``settings`` whose ``[rerank]`` table holds the --rerank* flags (checked)."""
+    from dataclasses import replace
+
+    n, budget = rerank_options(args, settings)
+    table = {**settings.rerank, "n": n, "budget_ms": budget or 0}
+    model = getattr(args, "rerank_model", None)
+    if model is not None:
+        from ragtui.core.embedders.onnx_model import is_preset_name
+
+        table.pop("model", None)
+        table.pop("model_dir", None)
+        table["model" if is_preset_name(model) else "model_dir"] = model
+    return replace(settings, rerank=table)
+
+
+def open_reranker(args, settings: Settings):
+    """The cross-encoder the settings (and a --rerank-model flag) name."""
+    from ragtui.core.rerank import make_reranker
+
+    return make_reranker(settings.rerank, model=getattr(args, "rerank_model", None))
+
+
 def build_agent(
     settings: Settings,
     folder: str | os.PathLike,

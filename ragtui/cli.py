@@ -54,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--artifacts", metavar="DIR", help="artifacts root (default: $RAGTUI_ARTIFACTS or /artifacts)")
     parser.add_argument("--index", metavar="ID", help="the index to open in the UI")
     parser.add_argument("--watch", metavar="FOLDER", help="UI: also run the sync agent on FOLDER in-process")
+    from ragtui.commands.options import add_rerank_options
+
+    add_rerank_options(parser)  # the UI's; `x` turns reranking on and off there
     parser.add_argument("--version", action="version", version=f"ragtui {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 

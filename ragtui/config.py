@@ -20,26 +20,33 @@ another). Every key is optional:
     index = "docs"                    # RAGTUI_INDEX
     trusted_configs = ["/abs/path/ragtui.toml"]   # the user's config only
     [embedder]
-    kind = "wordllama"                # or "http"           RAGTUI_EMBEDDER
+    kind = "wordllama"                # or "http", "onnx:bge-small", "onnx:/abs/folder"   RAGTUI_EMBEDDER
     base_url = "http://127.0.0.1:8080"                    # RAGTUI_EMBED_URL
     model = "nomic-embed-text"                             # RAGTUI_EMBED_MODEL
     api_key_env = "OPENAI_API_KEY"    # the NAME of the variable holding the key
     tokenizer_file = "/abs/tokenizer.json"
     (and the HTTP client's dim, tokenize_style, tokenize_path, batch_size,
     max_batch_tokens, concurrency, timeout, retries, backoff, backoff_max,
-    retry_after_max, jitter; wordllama's batch_size)
+    retry_after_max, jitter; wordllama's batch_size; onnx's model, model_dir,
+    threads, optimization, batch_size, max_batch_tokens)
     [chunker]
     max_tokens = 256
     overlap = 32
     [ivf]
     nlist = 0                         # 0: derive from the index size
     nprobe = 0
+    [rerank]                          # the cross-encoder (the onnx extra)
+    n = 0                             # rerank the top n candidates (0: off)
+    budget_ms = 0                     # per query; 0: no limit
+    model = "ms-marco-minilm"         # a preset, or model_dir = "/abs/folder"
+    threads = 2
 
 Trust. A ``ragtui.toml`` in the current directory may have come with a
 cloned repository, so it may not decide where documents and credentials go,
 nor make ragtui read a file of its choosing. The keys in ``TRUSTED_ONLY``
-(``base_url``, ``api_key_env``, ``tokenizer_file``, in any table, so a
-future ``[llm]`` is covered too) are taken only from a trusted file: the
+(``base_url``, ``api_key_env``, ``tokenizer_file``, ``model_dir``, in any
+table, so a future ``[llm]`` is covered too; and an ``onnx:<folder>`` kind)
+are taken only from a trusted file: the
 user's config, a file given with ``--config FILE`` (naming it on the
 command line is the trust), or a file whose real path is listed in the user
 config's ``trusted_configs``. An untrusted file that sets one is refused as
@@ -59,6 +66,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -69,7 +77,7 @@ __all__ = ["SCHEMA", "TRUSTED_ONLY", "Settings", "load_settings", "user_config_p
 
 DEFAULT_ARTIFACTS = "/artifacts"
 
-TRUSTED_ONLY = frozenset({"base_url", "api_key_env", "tokenizer_file"})
+TRUSTED_ONLY = frozenset({"base_url", "api_key_env", "tokenizer_file", "model_dir"})
 """Keys that send documents or credentials somewhere, or read a file: only a trusted config may set them."""
 
 _STR, _INT, _NUM, _STRS = "a string", "a whole number", "a number", "a list of strings"
@@ -83,7 +91,9 @@ SCHEMA: dict[str, object] = {
         "tokenize_style": _STR, "tokenize_path": _STR, "tokenizer_file": _STR, "batch_size": _INT,
         "max_batch_tokens": _INT, "concurrency": _INT, "timeout": _NUM, "retries": _INT, "backoff": _NUM,
         "backoff_max": _NUM, "retry_after_max": _NUM, "jitter": _NUM,
+        "model_dir": _STR, "threads": _INT, "optimization": _STR,
     },
+    "rerank": {"n": _INT, "budget_ms": _INT, "model": _STR, "model_dir": _STR, "threads": _INT},
     "chunker": {"max_tokens": _INT, "overlap": _INT},
     "ivf": {"nlist": _INT, "nprobe": _INT},
 }
@@ -99,6 +109,8 @@ class Settings:
     overlap: int = 32
     nlist: int | None = None
     nprobe: int | None = None
+    rerank: dict = field(default_factory=dict)
+    """The ``[rerank]`` table: n, budget_ms, model or model_dir, threads (flags override n and budget_ms)."""
     config_file: Path | None = None
     """The last config file read (the project's when there is one, else the user's)."""
 
@@ -197,9 +209,18 @@ def _network_keys(doc: dict) -> list[str]:
                 walk(value, f"{prefix}{key}.")
             elif key in TRUSTED_ONLY:
                 found.append(f"{prefix}{key}")
+            elif key == "kind" and _names_folder(value):
+                found.append(f"{prefix}{key} (a model folder)")
 
     walk(doc, "")
     return found
+
+
+def _names_folder(kind) -> bool:
+    """``onnx:<folder>`` (a path, so a file of the config's choosing), not ``onnx:<preset>``."""
+    if not isinstance(kind, str) or not kind.startswith("onnx:"):
+        return False
+    return re.fullmatch(r"[a-z0-9][a-z0-9._-]*", kind[len("onnx:"):]) is None  # as onnx_model.is_preset_name
 
 
 def _refuse_untrusted(doc: dict, path: Path, user: Path) -> None:
@@ -246,7 +267,8 @@ def _embedder(current: dict, given: dict) -> dict:
 
 def _apply(s: Settings, doc: dict, path: Path) -> Settings:
     chunker, ivf = doc.get("chunker", {}), doc.get("ivf", {})
-    changes: dict = {"config_file": path, "embedder": _embedder(s.embedder, doc.get("embedder", {}))}
+    changes: dict = {"config_file": path, "embedder": _embedder(s.embedder, doc.get("embedder", {})),
+                     "rerank": {**s.rerank, **doc.get("rerank", {})}}
     if "artifacts" in doc:
         changes["artifacts"] = Path(doc["artifacts"]).expanduser()
     if "index" in doc:

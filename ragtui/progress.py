@@ -19,12 +19,21 @@ class ProgressDisplay:
 
     def __enter__(self) -> ProgressDisplay:
         if self.show:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
 
             from ragtui.terminal import console
 
+            # The remaining time matters for slow embedders (a transformer embeds ~10 chunks/s on 2 cores).
             self._bar = Progress(
                 TextColumn("{task.description:>7}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                TextColumn("eta"), TimeRemainingColumn(),
                 transient=True, console=console(stderr=True),
             )
             self._bar.__enter__()

@@ -2,6 +2,7 @@
 
     ragtui eval DATASET [--modes flat,ivf,bm25,hybrid] [-k 10] [--split test] [--json OUT]
     ragtui eval DATASET --nprobe-sweep 1,2,4,8,16,32
+    ragtui eval DATASET --modes bm25,hybrid --rerank 20   (also measures bm25+rerank, hybrid+rerank)
     ragtui eval --compare A.json B.json          (or A.json:bm25 B.json:hybrid)
 
 Exit codes: 0 done · 2 bad usage or bad dataset · 3 index, storage or embedder failure.
@@ -40,6 +41,9 @@ def register(sub, common) -> None:
     p.add_argument("--permutations", type=int, default=10_000, help="sign flips in the paired randomisation test (default: 10000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the randomisation test (default: 0)")
     p.add_argument("--quiet", action="store_true", help="no progress display")
+    from ragtui.commands.options import add_rerank_options
+
+    add_rerank_options(p)  # with --rerank N, each mode M is also measured as M+rerank
     common(p)
     p.set_defaults(func=run)
 
@@ -74,16 +78,22 @@ def _int_list(text: str, flag: str) -> list[int]:
 
 
 def _evaluate(args, modes: list[str], sweep_values: list[int] | None) -> int:
-    from ragtui.app import open_embedder, open_index, resolve_index, settings_from
+    from ragtui.app import open_embedder, open_index, open_reranker, rerank_options, resolve_index, settings_from
     from ragtui.core.eval.datasets import load_dataset, validate_native_ids
     from ragtui.core.eval.evaluate import make_report, mode_params, nprobe_sweep, prepare_collection, run_mode
     from ragtui.core.ingest.publish import index_dir
 
     settings = settings_from(args)
+    n_rerank, budget = rerank_options(args, settings)
+    reranker = open_reranker(args, settings) if n_rerank else None
     dataset = load_dataset(args.dataset, split=args.split)
     need_embedder = any(m != "bm25" for m in modes) or sweep_values is not None
     show = not args.quiet and sys.stderr.isatty()
     embedder = open_embedder(settings) if (need_embedder or dataset.docs is not None) else None
+    if embedder is not None and dataset.docs is not None:
+        from ragtui.commands.options import warn_truncation
+
+        warn_truncation(embedder, settings.max_tokens)
     with ProgressDisplay(show) as progress:
         if dataset.docs is not None:
             index_id = settings.index or f"eval-{dataset.name}"
@@ -105,6 +115,18 @@ def _evaluate(args, modes: list[str], sweep_values: list[int] | None) -> int:
             result = run_mode(retriever, dataset, mode, args.k, params=params, to_doc=doc_map, progress=progress.update)
             result.params = mode_params(retriever, mode, args.nprobe)
             results.append(result)
+        if reranker is not None:
+            from ragtui.core.rerank import RerankingRetriever
+
+            for mode in modes:
+                params = {"nprobe": args.nprobe} if (mode == "ivf" and args.nprobe) else {}
+                wrapped = RerankingRetriever(retriever, reranker, n_rerank, budget)
+                name = mode + RerankingRetriever.SUFFIX
+                result = run_mode(wrapped, dataset, name, args.k, params=params, to_doc=doc_map,
+                                  progress=progress.update)
+                result.params = {"rerank": n_rerank, "reranker": reranker.model, "budget_ms": budget,
+                                 "partial_asks": wrapped.partial, "first_stage": mode_params(retriever, mode, args.nprobe)}
+                results.append(result)
         sweep = None
         if sweep_values is not None:
             sweep = nprobe_sweep(retriever, dataset, args.k, sweep_values, to_doc=doc_map, progress=progress.update)
@@ -178,7 +200,7 @@ def _print_report(report: dict, *, stderr: bool = False) -> None:
 def _split_ref(ref: str) -> tuple[str, str | None]:
     """FILE or FILE:MODE (a mode after the last colon, and the whole string not an existing file)."""
     head, sep, tail = ref.rpartition(":")
-    if sep and tail in MODES and not os.path.exists(ref):
+    if sep and tail.removesuffix("+rerank") in MODES and not os.path.exists(ref):
         return head, tail
     return ref, None
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from ragtui import app
-from ragtui.commands.options import add_folder_options
+from ragtui.commands.options import add_folder_options, warn_truncation
 from ragtui.core.textsafe import json_text
 from ragtui.progress import ProgressDisplay
 
@@ -34,6 +34,7 @@ def run(args) -> int:
 
     settings, folder, index_id, rules = app.folder_settings(args, "index")
     embedder = app.open_embedder(settings)
+    warn_truncation(embedder, settings.max_tokens)
     show = not args.quiet and not args.json and sys.stderr.isatty()
     with ProgressDisplay(show) as progress:
         report = sync(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["add_folder_options"]
+__all__ = ["add_folder_options", "add_rerank_options", "warn_truncation"]
 
 
 def add_folder_options(p: argparse.ArgumentParser) -> None:
@@ -23,3 +23,24 @@ def add_folder_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-bytes", type=int, metavar="N", help="skip files larger than N bytes (default 16 MiB)")
     p.add_argument("--max-tokens", type=int, metavar="N", help="chunk window in tokens (default 256)")
     p.add_argument("--overlap", type=int, metavar="N", help="tokens shared by consecutive chunks (default 32)")
+
+
+def add_rerank_options(p: argparse.ArgumentParser) -> None:
+    """--rerank N, --rerank-budget-ms, --rerank-model (search, eval and the UI); ``ragtui.app.rerank_options`` reads them."""
+    p.add_argument("--rerank", type=int, metavar="N", default=argparse.SUPPRESS,
+                   help="rerank the top N candidates with a cross-encoder (needs the onnx extra; 0: off; "
+                   "default: [rerank] n, else off)")
+    p.add_argument("--rerank-budget-ms", type=float, metavar="MS", default=argparse.SUPPRESS,
+                   help="stop reranking a query after MS milliseconds and merge what was scored (default: no limit)")
+    p.add_argument("--rerank-model", metavar="PRESET|DIR", default=argparse.SUPPRESS,
+                   help="cross-encoder preset (ms-marco-minilm) or model folder (default: [rerank] model)")
+
+
+def warn_truncation(embedder: object, max_tokens: int) -> None:
+    """Say once when the chunks are longer than the embedding model reads (ONNX models have a maximum)."""
+    import sys
+
+    notice = getattr(embedder, "truncation_notice", None)
+    message = notice(max_tokens) if notice is not None else None
+    if message:
+        print(f"ragtui: note: {message}", file=sys.stderr)

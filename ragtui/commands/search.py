@@ -6,6 +6,7 @@ import os
 import sys
 
 from ragtui import app
+from ragtui.commands.options import add_rerank_options
 from ragtui.core.errors import UsageError
 from ragtui.core.textsafe import json_text
 
@@ -20,6 +21,7 @@ def register(sub, common) -> None:
     p.add_argument("-k", type=int, default=10, help="number of results (default: 10)")
     p.add_argument("--nprobe", type=int, help="IVF lists to probe")
     p.add_argument("--json", action="store_true", help="print the full hits as JSON")
+    add_rerank_options(p)
     common(p)
     p.set_defaults(func=run)
 
@@ -34,20 +36,34 @@ def run(args) -> int:
     params = {"nprobe": args.nprobe} if args.nprobe is not None else {}
     check_search(args.mode, params)  # before the index or the embedder is loaded
     settings = app.settings_from(args)
+    n_rerank, budget = app.rerank_options(args, settings)
+    reranker = app.open_reranker(args, settings) if n_rerank else None
     retriever = app.open_retriever(settings, need_embedder=args.mode != "bm25")
-    hits = retriever.search(args.query, mode=args.mode, k=args.k, **params)
+    hits = retriever.search(args.query, mode=args.mode, k=max(args.k, n_rerank), **params)
+    reranked = None
+    if reranker is not None:
+        from ragtui.core.rerank import rerank
+
+        reranked = rerank(args.query, hits, reranker, n_rerank, budget_ms=budget)
+        hits = list(reranked.hits)
+    hits = hits[: args.k]
     if args.json:
         out = [
             {"rank": h.rank, "score": h.score, "chunk_id": h.chunk_id, "doc_id": h.doc_id, "row": h.row, "text": h.text}
             for h in hits
         ]
+        if reranked is not None:  # which scores are the cross-encoder's, and where each hit was before
+            for row, before in zip(out, reranked.first_stage_rank):
+                row["reranked"] = before <= reranked.scored
+                row["first_stage_rank"] = before
         sys.stdout.write(json_text(out, indent=1) + "\n")
     else:
         width = max(40, _term_width() - 40)
         for h in hits:
             print(f"{h.rank:>3}  {h.score:9.4f}  {one_line(h.chunk_id, 60)}  {one_line(h.text, width)}")
         ms = retriever.last_search_seconds * 1000
-        print(f"{len(hits)} result(s), {args.mode}, {ms:.1f} ms", file=sys.stderr)
+        extra = f"; {reranked.describe()} in {reranked.seconds * 1000:.0f} ms" if reranked is not None else ""
+        print(f"{len(hits)} result(s), {args.mode}, {ms:.1f} ms{extra}", file=sys.stderr)
     return 0 if hits else 1
 
 

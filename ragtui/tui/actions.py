@@ -58,6 +58,10 @@ class Actions:
             return "building in the background…"
         return self.ivf_state
 
+    def action_toggle_rerank(self) -> None:
+        """x: rerank the top candidates with the cross-encoder (the onnx extra), or stop reranking."""
+        self.toggle_rerank()
+
     def action_set_mode(self, mode: str) -> None:
         """Search with ``mode`` from now on; a vector mode that is off is refused with the reason."""
         if mode != "bm25" and self.vectors == "off":

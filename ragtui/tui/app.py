@@ -31,6 +31,8 @@ from ragtui.tui.messages import (
     IndexPublished,
     IndexReloaded,
     IvfBuilt,
+    RerankDone,
+    RerankerReady,
     SearchDone,
     WatchActivity,
     while_running,
@@ -70,7 +72,11 @@ class RagtuiApp(Actions, Workers, App[int]):
     because a newer search was asked for); ``reloads``; ``rendered_seq`` (the
     request whose results are painted); ``latencies`` (a ``Latency`` per typed
     search); ``timings`` (seconds from construction: "usable", a searchable
-    screen; "vectors", vector modes ready); ``editor_runs`` (argv lists run).
+    screen; "vectors", vector modes ready); ``editor_runs`` (argv lists run);
+    ``rerank_n`` (candidates the cross-encoder reranks, 0: off), ``reranker``
+    (None until loaded), ``rerank_text`` (the mode bar's marker),
+    ``reranked`` (the ``RerankOutcome`` on screen, None while the first-stage
+    order is shown).
     """
 
     CSS_PATH = "app.tcss"
@@ -112,6 +118,10 @@ class RagtuiApp(Actions, Workers, App[int]):
         self.timings: dict[str, float] = {}
         self.editor_runs: list[list[str]] = []
         self.live_text, self.live_error = ("live: reloads when the index changes", False)
+        self.rerank_n = int(settings.rerank.get("n") or 0)
+        self.rerank_budget_ms = settings.rerank.get("budget_ms") or None
+        self.reranker = None
+        self.rerank_text, self.reranked = "", None
         self.agent: LiveAgent | None = None
         self.follower: LiveFollower | None = None
         self._seq = 0
@@ -144,6 +154,8 @@ class RagtuiApp(Actions, Workers, App[int]):
         self.history_worker()
         self.open_index_worker(self.index_id)
         self.load_embedder_worker()
+        if self.rerank_n:
+            self._load_reranker()
         self.set_interval(self.poll_seconds, self.poll_index, name="poll-index")
 
     # -- the terminal-safety choke points (ragtui.tui.safe) -------------------------------------
@@ -341,7 +353,8 @@ class RagtuiApp(Actions, Workers, App[int]):
         if self.mode != "bm25" and self.vectors != "ready":
             self._refresh()  # the bar says why; EmbedderReady searches again
             return
-        self.search_worker(r, backend.SearchRequest(self._seq, query, self.mode, self.k, self.nprobe))
+        rerank = self.rerank_n if self.reranker is not None else 0
+        self.search_worker(r, backend.SearchRequest(self._seq, query, self.mode, self.k, self.nprobe, rerank))
 
     @while_running
     def on_search_done(self, message: SearchDone) -> None:
@@ -351,14 +364,68 @@ class RagtuiApp(Actions, Workers, App[int]):
             return
         self.results, self.terms = outcome, query_terms(outcome.request.query)
         self.query_time = fmt.ms(outcome.seconds)
+        self.reranked = None
+        if outcome.request.rerank and self.reranker is not None and outcome.hits:
+            # The first-stage order is shown now; the reranked one replaces it when it arrives.
+            self.rerank_text = f"reranking {min(outcome.request.rerank, len(outcome.hits))}…"
+            self.rerank_worker(self.reranker, outcome, self.rerank_budget_ms)
+        elif self.rerank_n and self.reranker is not None:
+            self.rerank_text = "rerank: nothing to rerank"
         table = self.main.results
-        table.show(outcome.hits, outcome.request.mode, self.terms)
+        table.show(outcome.hits[: outcome.request.k], outcome.request.mode, self.terms)
         if table.selected_hit is not None:
             self.hit_highlighted(table.selected_hit)
         else:
             self.main.detail.clear(f"no results for this query in {MODE_LABELS[outcome.request.mode]}")
         self._refresh()
         self.call_after_refresh(self._painted, outcome, time.perf_counter())
+
+    # -- reranking ------------------------------------------------------------------------------
+
+    def _load_reranker(self) -> None:
+        self.rerank_text = "rerank: loading the cross-encoder…"
+        self.load_reranker_worker()
+        self._refresh()
+
+    def toggle_rerank(self) -> None:
+        """Turn reranking on (the configured n, else 20) or off, and search again."""
+        if self.rerank_n:
+            self.rerank_n, self.rerank_text, self.reranked = 0, "", None
+            self.workers.cancel_group(self, "rerank")
+        else:
+            self.rerank_n = int(self.settings.rerank.get("n") or 0) or 20
+            if self.reranker is None:
+                self._load_reranker()
+        self._refresh()
+        self.search_now()
+
+    @while_running
+    def on_reranker_ready(self, message: RerankerReady) -> None:
+        self.reranker = message.reranker
+        if self.rerank_n:
+            self.rerank_text = f"rerank {self.rerank_n}"
+            self.search_now()
+        self._refresh()
+
+    @while_running
+    def on_rerank_done(self, message: RerankDone) -> None:
+        done = message.outcome
+        if self.results is not done.outcome or done.outcome.request.seq != self._seq or not self.rerank_n:
+            self.stale_dropped += 1
+            return
+        self.reranked = done
+        result = done.reranked
+        self.rerank_text = result.describe() + f" · {fmt.ms(result.seconds)}"
+        table = self.main.results
+        table.show(result.hits[: done.outcome.request.k], done.outcome.request.mode, self.terms)
+        if table.selected_hit is not None:
+            self.hit_highlighted(table.selected_hit)
+        self._refresh()
+
+    def rerank_failed(self, message: str) -> None:
+        """Loading or running the cross-encoder failed: reranking goes off, first-stage results stay."""
+        self.rerank_n, self.rerank_text, self.reranked = 0, "", None
+        self.notify(f"reranking is off: {message}", severity="warning", timeout=8)
 
     @while_running
     def _painted(self, outcome: backend.SearchOutcome, shown: float) -> None:

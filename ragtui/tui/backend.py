@@ -40,9 +40,12 @@ __all__ = [
     "editor_command",
     "generation",
     "index_stats",
+    "RerankOutcome",
     "list_index_names",
+    "load_reranker",
     "locate_index",
     "open_index",
+    "rerank_outcome",
     "run_search",
     "scan_indexes",
 ]
@@ -62,6 +65,8 @@ class SearchRequest:
     k: int
     nprobe: int | None = None
     """IVF lists to probe; None: the index's default."""
+    rerank: int = 0
+    """Candidates to rerank afterwards (0: none); the search fetches ``max(k, rerank)``."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,15 @@ class SearchOutcome:
     request: SearchRequest
     hits: tuple[Hit, ...]
     seconds: float
+
+
+@dataclass(frozen=True)
+class RerankOutcome:
+    """A search's candidates reordered by the cross-encoder (``reranked``: a ``core.rerank.Reranked``)."""
+
+    outcome: SearchOutcome
+    """The first-stage results it reorders."""
+    reranked: object
 
 
 @dataclass(frozen=True)
@@ -218,8 +232,29 @@ def run_search(retriever: Retriever, request: SearchRequest) -> SearchOutcome:
     """Run one request; the time is measured here because ``last_search_seconds`` is shared between threads."""
     params = {"nprobe": request.nprobe} if request.mode == "ivf" and request.nprobe else {}
     start = time.perf_counter()
-    hits = retriever.search(request.query, mode=request.mode, k=request.k, **params)
+    hits = retriever.search(request.query, mode=request.mode, k=max(request.k, request.rerank), **params)
     return SearchOutcome(request, tuple(hits), time.perf_counter() - start)
+
+
+def load_reranker(settings: Settings):
+    """The cross-encoder of the ``[rerank]`` settings (raises ``UsageError`` when the onnx extra is missing)."""
+    from ragtui.core.rerank import make_reranker
+
+    return make_reranker(settings.rerank)
+
+
+RERANK_CLOCK: Callable[[], float] = time.perf_counter
+"""The clock the rerank time budget is measured with (tests replace it with a stepping one)."""
+
+
+def rerank_outcome(reranker, outcome: SearchOutcome, budget_ms: float | None,
+                   should_stop: Callable[[], bool] | None = None) -> RerankOutcome:
+    """Rerank the first ``outcome.request.rerank`` candidates of ``outcome`` (stops early when asked)."""
+    from ragtui.core.rerank import rerank
+
+    result = rerank(outcome.request.query, outcome.hits, reranker, outcome.request.rerank, budget_ms=budget_ms,
+                    should_stop=should_stop, clock=RERANK_CLOCK)
+    return RerankOutcome(outcome, result)
 
 
 def compare(retriever: Retriever, query: str, k: int, nprobe: int | None, vectors_off: str | None) -> CompareOutcome:

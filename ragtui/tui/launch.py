@@ -16,10 +16,10 @@ def launch(args) -> int:
     index, no embedder) are shown there; only a bad ``--watch`` folder or a
     bad configuration file stops it before it starts (``UsageError``).
     """
-    from ragtui.app import settings_from
+    from ragtui.app import settings_from, with_rerank_flags
     from ragtui.tui.app import create_app
 
-    settings = settings_from(args)
+    settings = with_rerank_flags(args, settings_from(args))
     watch = getattr(args, "watch", None)
     if watch is not None and not Path(watch).is_dir():
         raise UsageError(f"--watch {watch}: not a folder (give the folder of documents to keep indexed)")

@@ -22,6 +22,8 @@ __all__ = [
     "IndexPublished",
     "IndexReloaded",
     "IvfBuilt",
+    "RerankDone",
+    "RerankerReady",
     "SearchDone",
     "StatsReady",
     "WatchActivity",
@@ -78,6 +80,22 @@ class IvfBuilt(Message):
 
 class SearchDone(Message):
     """One search finished (``outcome``: a ``backend.SearchOutcome``); stale ones are dropped by seq."""
+
+    def __init__(self, outcome) -> None:
+        super().__init__()
+        self.outcome = outcome
+
+
+class RerankerReady(Message):
+    """The cross-encoder is loaded; searches from now on are reranked."""
+
+    def __init__(self, reranker) -> None:
+        super().__init__()
+        self.reranker = reranker
+
+
+class RerankDone(Message):
+    """The reranked order of a search (``outcome``: a ``backend.RerankOutcome``); stale ones are dropped."""
 
     def __init__(self, outcome) -> None:
         super().__init__()

@@ -23,6 +23,8 @@ from ragtui.tui.messages import (
     IndexOpened,
     IndexReloaded,
     IvfBuilt,
+    RerankDone,
+    RerankerReady,
     SearchDone,
     StatsReady,
     while_running,
@@ -39,8 +41,8 @@ def _live() -> bool:
 
 
 class Workers:
-    """The app's workers. Groups: open, embedder, ivf, search, cite, jump, reload, compare, list,
-    stats, history. Failures go to ``self.work_failed(group, error)``."""
+    """The app's workers. Groups: open, embedder, ivf, search, reranker, rerank, cite, jump, reload,
+    compare, list, stats, history. Failures go to ``self.work_failed(group, error)``."""
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="open")
     def open_index_worker(self, index_id: str | None, unless_generation: str | None = None) -> None:
@@ -70,6 +72,20 @@ class Workers:
         outcome = backend.run_search(retriever, request)
         if _live():
             self.post_message(SearchDone(outcome))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="reranker")
+    def load_reranker_worker(self) -> None:
+        reranker = backend.load_reranker(self.settings)
+        self.post_message(RerankerReady(reranker))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="rerank")
+    def rerank_worker(self, reranker, outcome: backend.SearchOutcome, budget_ms: float | None) -> None:
+        """Rerank a search's candidates after its first results are shown; a newer search cancels it
+        (it stops before its next pair)."""
+        worker = get_current_worker()
+        result = backend.rerank_outcome(reranker, outcome, budget_ms, should_stop=lambda: worker.is_cancelled)
+        if _live():
+            self.post_message(RerankDone(result))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="cite")
     def cite_worker(self, retriever, chunk_id: str) -> None:
@@ -154,6 +170,8 @@ class Workers:
             self.notify(f"IVF build failed: {message}", severity="error")
         elif group == "search" and isinstance(error, ModelMismatchError | EmbeddingError):
             self._vectors_off(message)
+        elif group in ("reranker", "rerank"):
+            self.rerank_failed(message)
         elif group == "cite":
             self._citing = None
             self.main.detail.show_problem(self.main.detail.chunk_id, message)

@@ -83,10 +83,14 @@ def test_every_valid_key_is_accepted(dirs):
     assert s.max_tokens == 2 and s.nprobe == 2 and s.embedder["timeout"] == 1.5
 
 
-def test_the_embedder_keys_are_exactly_the_http_clients_options():
+def test_the_embedder_keys_are_exactly_the_embedders_options():
     from ragtui.core.embedders.http import HTTPEmbedder
+    from ragtui.core.embedders.onnx import OnnxEmbedder
+    from ragtui.core.embedders.wordllama import WordLlamaEmbedder
 
-    params = set(inspect.signature(HTTPEmbedder.__init__).parameters) - {"self"}
+    params = set()
+    for cls in (HTTPEmbedder, OnnxEmbedder, WordLlamaEmbedder):
+        params |= set(inspect.signature(cls.__init__).parameters) - {"self"}
     not_settable = {"transport", "sleep", "clock", "random", "tokenizer"}  # objects, for tests and callers
     assert set(SCHEMA["embedder"]) == (params - not_settable) | {"kind"}
     assert TRUSTED_ONLY <= set(SCHEMA["embedder"])

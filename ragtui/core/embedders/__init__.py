@@ -9,6 +9,9 @@ and one factory, ``make_embedder(kind, **options)``:
 
     "wordllama"  WordLlamaEmbedder — in-process, offline, 256-d (the default)
     "http"       HTTPEmbedder      — an OpenAI-compatible /v1/embeddings server
+    "onnx"       OnnxEmbedder      — a transformer in a local folder, run with onnxruntime
+                 (the optional ``onnx`` extra); ``"onnx:bge-small"`` names a preset,
+                 ``"onnx:/path/to/folder"`` a folder
 
 Failures are ``ragtui.core.errors``: ``UsageError`` for bad configuration,
 ``EmbeddingError`` (exit 3) for a backend that failed or answered nonsense.
@@ -30,6 +33,7 @@ __all__ = [
     "HTTPEmbedder",
     "HTTPTokenizer",
     "KINDS",
+    "OnnxEmbedder",
     "Tokenizer",
     "WordLlamaEmbedder",
     "empty_text_vector",
@@ -37,20 +41,33 @@ __all__ = [
     "tile_spans",
 ]
 
-KINDS = ("wordllama", "http")
+KINDS = ("wordllama", "http", "onnx")
 
 
 def make_embedder(kind: str = "wordllama", **options: Any) -> Embedder:
     """Build the embedder ``kind`` with ``options`` (its constructor's keyword arguments).
 
     Raises ``UsageError`` for an unknown kind or option, or a missing one
-    (``http`` needs ``base_url`` and ``model``).
+    (``http`` needs ``base_url`` and ``model``). ``"onnx:<preset>"`` and
+    ``"onnx:<folder>"`` are ``kind="onnx"`` with ``model=<preset>`` or
+    ``model_dir=<folder>`` (a name with no ``/`` is a preset; write ``./name``
+    for a folder in the current directory).
     """
+    if isinstance(kind, str) and kind.startswith("onnx:"):
+        from ragtui.core.embedders.onnx_model import is_preset_name
+
+        spec = kind[len("onnx:"):]
+        if not spec:
+            raise UsageError("onnx embedder: write onnx:<preset> or onnx:<folder>, e.g. onnx:bge-small")
+        options = {**options, ("model" if is_preset_name(spec) else "model_dir"): spec}
+        kind = "onnx"
     cls: Callable[..., Embedder]
     if kind == "wordllama":
         from ragtui.core.embedders.wordllama import WordLlamaEmbedder as cls
     elif kind == "http":
         from ragtui.core.embedders.http import HTTPEmbedder as cls
+    elif kind == "onnx":
+        from ragtui.core.embedders.onnx import OnnxEmbedder as cls
     else:
         raise UsageError(f"unknown embedder kind {kind!r}; expected one of: {', '.join(KINDS)}")
     try:
@@ -71,6 +88,10 @@ def __getattr__(name: str) -> Any:
         from ragtui.core.embedders.http import HTTPEmbedder
 
         return HTTPEmbedder
+    if name == "OnnxEmbedder":
+        from ragtui.core.embedders.onnx import OnnxEmbedder
+
+        return OnnxEmbedder
     if name == "HTTPTokenizer":
         from ragtui.core.embedders.http_tokenizer import HTTPTokenizer
 

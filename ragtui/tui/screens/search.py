@@ -85,6 +85,7 @@ class SearchScreen(Screen):
         Binding("v", "app.compare", "Compare"),
         Binding("i", "app.pick_index", "Index"),
         Binding("t", "app.toggle_theme", "Theme", show=False),
+        Binding("x", "app.toggle_rerank", "Rerank", show=False),
         Binding("r", "app.reload", "Reload", show=False),
         Binding("question_mark", "app.help", "Help"),
         Binding("slash,s", "focus_query", "Search", show=False),
@@ -148,7 +149,8 @@ class SearchScreen(Screen):
         r = app.retriever
         nlist, default = backend.resolved_ivf(r) if r is not None else (0, 0)
         self.query_one("#modes", ModeBar).show(
-            ModeBarState(app.mode, app.k, app.nprobe, default, nlist, app.vectors, app.query_time))
+            ModeBarState(app.mode, app.k, app.nprobe, default, nlist, app.vectors, app.query_time,
+                         getattr(app, "rerank_text", "")))
         if r is not None:
             m = r.meta
             index = f"{m.index_id} · {m.n_chunks:,} chunks · {m.embedding_model} ({m.dim}d)"

@@ -30,6 +30,8 @@ class ModeBarState:
     vectors: str
     """"ready", "loading" or "off"."""
     query_time: str = ""
+    rerank: str = ""
+    """The reranker's marker ("reranking 20…", "reranked 20 · 1.2 s", "reranked 7 of 20 (time budget)"); "" when off."""
 
 
 class ModeChip(Static):
@@ -108,4 +110,7 @@ class ModeBar(Horizontal):
         elif state.query_time:
             line.append(" │ ", "dim")
             line.append(state.query_time)
+        if state.rerank:
+            line.append(" │ ", "dim")
+            line.append(state.rerank, "italic" if state.rerank.endswith("…") else "bold")
         self.query_one("#mode-params", Static).update(line)
