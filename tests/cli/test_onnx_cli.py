@@ -118,10 +118,11 @@ def test_an_interrupted_ingest_resumes_without_embedding_again(tmp_path):
     require_onnx()
     from ragtui.core.embedders import make_embedder
     from ragtui.core.ingest import sync as sync_module
+    from ragtui.core.ingest.assemble import EMBED_BATCH
 
     docs = tmp_path / "docs"
     docs.mkdir()
-    n_docs = sync_module.EMBED_BATCH + 20
+    n_docs = EMBED_BATCH + 20
     for i in range(n_docs):
         (docs / f"n{i:03d}.txt").write_text(f"note {i}: item {i * 7 % 13} of list {i % 5}\n", encoding="utf-8")
     real = make_embedder("onnx:bge-small")
@@ -145,7 +146,7 @@ def test_an_interrupted_ingest_resumes_without_embedding_again(tmp_path):
         sync_module.sync(docs, artifacts=tmp_path / "art", embedder=StopsAfterOneBatch(), index_id="docs")
     report = sync_module.sync(docs, artifacts=tmp_path / "art", embedder=real, index_id="docs")
     assert report.chunks_total == n_docs
-    assert report.chunks_embedded == n_docs - sync_module.EMBED_BATCH  # the journal's batch was not redone
+    assert report.chunks_embedded == n_docs - EMBED_BATCH  # the journal's batch was not redone
     from ragtui.core.search.retriever import Retriever
 
     r = Retriever.open(report.index_path, embedder=real)

@@ -221,7 +221,9 @@ class Retriever:
             if self.embedder is None:
                 raise UsageError("vector search needs an embedder or a query vector")
             _check_embedder(self.embedder, meta)
-            vec: npt.NDArray[np.float32] = np.asarray(self.embedder.embed([query]), dtype=np.float32)[0]
+            # Models trained with a query instruction (bge) embed queries apart from passages.
+            embed = getattr(self.embedder, "embed_query", None) or self.embedder.embed
+            vec: npt.NDArray[np.float32] = np.asarray(embed([query]), dtype=np.float32)[0]
         else:
             vec = np.asarray(query, dtype=np.float32).reshape(-1)
         if vec.shape[0] != meta.dim:
