@@ -40,19 +40,10 @@ import numpy as np
 from ragtui.core.errors import LockedError, StorageError, UsageError
 from ragtui.core.index.analyzer import analyze
 from ragtui.core.index.arraycache import remove_dead_temporaries
-from ragtui.core.index.bm25 import Postings, build_postings, encode_postings
-from ragtui.core.index.index_format import (
-    BM25,
-    DOCS,
-    FILES,
-    META,
-    VECTORS,
-    ChunkRecord,
-    IndexMeta,
-    encode_docs,
-    encode_meta,
-    encode_vectors,
-)
+from ragtui.core.index.bm25 import Postings
+from ragtui.core.index.bm25_write import build_postings, encode_postings
+from ragtui.core.index.index_format import BM25, DOCS, FILES, META, VECTORS
+from ragtui.core.index.records import ChunkRecord, IndexMeta, encode_docs, encode_meta, encode_vectors
 
 __all__ = [
     "OS_OPS", "FileRange", "FsOps", "IndexLock", "check_index_id", "encode_index", "file_size", "index_dir", "publish",
