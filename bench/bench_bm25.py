@@ -26,7 +26,8 @@ import corpora  # noqa: E402
 
 from ragtui.core.index.analyzer import analyze  # noqa: E402
 from ragtui.core.index.bm25 import BM25Index  # noqa: E402
-from ragtui.core.index.index_format import ChunkRecord, IndexMeta, fingerprint, read_index  # noqa: E402
+from ragtui.core.index.index_format import read_index  # noqa: E402
+from ragtui.core.index.records import ChunkRecord, IndexMeta, fingerprint  # noqa: E402
 from ragtui.core.ingest.publish import IndexLock, encode_index, publish  # noqa: E402
 
 K1, B, K = 1.2, 0.75, 10

@@ -42,8 +42,10 @@ sys.path.insert(0, str(HERE.parent))
 
 from ragtui.config import Settings  # noqa: E402
 from ragtui.core.index.analyzer import analyze  # noqa: E402
-from ragtui.core.index.bm25 import BM25Index, build_postings  # noqa: E402
-from ragtui.core.index.index_format import BM25, ChunkRecord, IndexMeta, fingerprint  # noqa: E402
+from ragtui.core.index.bm25 import BM25Index  # noqa: E402
+from ragtui.core.index.bm25_write import build_postings  # noqa: E402
+from ragtui.core.index.index_format import BM25  # noqa: E402
+from ragtui.core.index.records import ChunkRecord, IndexMeta, fingerprint  # noqa: E402
 from ragtui.core.ingest.publish import IndexLock, encode_index, index_dir, publish, rag_root  # noqa: E402
 
 INDEX_ID = "bench"

@@ -45,7 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ragtui.core.errors import IndexFormatError, NotFoundError, StorageError, UsageError
-from ragtui.core.index.index_format import ChunkRecord, IndexData
+from ragtui.core.index.index_format import IndexData
+from ragtui.core.index.records import ChunkRecord
 from ragtui.core.ingest.walk import decode_document, read_file
 from ragtui.core.textsafe import neutralize
 

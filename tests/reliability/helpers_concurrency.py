@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ragtui.core.index.index_format import ChunkRecord, IndexMeta, fingerprint
+from ragtui.core.index.records import ChunkRecord, IndexMeta, fingerprint
 from ragtui.core.ingest.publish import IndexLock, encode_index, publish
 from tests.reliability.helpers import Tally
 

@@ -19,7 +19,7 @@ import struct
 
 import numpy as np
 
-from ragtui.core.index.index_format import ChunkRecord, IndexMeta, fingerprint
+from ragtui.core.index.records import ChunkRecord, IndexMeta, fingerprint
 from ragtui.core.ingest.publish import encode_index
 
 INDEX_ID = "docs"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ragtui.core.index.index_format import ChunkRecord, IndexMeta, fingerprint
+from ragtui.core.index.records import ChunkRecord, IndexMeta, fingerprint
 from ragtui.core.ingest.publish import IndexLock, encode_index, publish
 
 

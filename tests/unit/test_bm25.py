@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from ragtui.core.errors import IndexFormatError
 from ragtui.core.index import leb128
 from ragtui.core.index.analyzer import analyze
-from ragtui.core.index.bm25 import BM25Index, encode_bm25, encode_postings, encode_spliced, splice_postings
+from ragtui.core.index.bm25 import BM25Index
+from ragtui.core.index.bm25_write import encode_bm25, encode_postings, encode_spliced, splice_postings
 
 
 def varint(n: int) -> bytes:

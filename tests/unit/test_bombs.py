@@ -22,9 +22,10 @@ import numpy as np
 import pytest
 
 from ragtui.core.errors import IndexFormatError, QueryError, StorageError, UsageError
-from ragtui.core.index import index_format
+from ragtui.core.index import docs_file, index_format
 from ragtui.core.index.arraycache import cached_arrays
-from ragtui.core.index.bm25 import B_RANGE, K1_RANGE, BM25Index, bm25_params_problem, build_postings, check_bm25_params
+from ragtui.core.index.bm25 import B_RANGE, K1_RANGE, BM25Index, bm25_params_problem, check_bm25_params
+from ragtui.core.index.bm25_write import build_postings
 from ragtui.core.index.index_format import FILES, MAX_META_BYTES, read_index
 from ragtui.core.ingest import state_store as state_module
 from ragtui.core.ingest.journal import EmbedJournal
@@ -144,9 +145,9 @@ def test_meta_json_is_read_only_up_to_its_bound(tmp_path, bounded_memory):
 def test_a_docs_line_is_bounded(tmp_path, monkeypatch):
     path, _, _ = build(tmp_path, "docs", DOCS)
     longest = max(len(line) for line in (gen_dir(path) / "docs.jsonl").read_bytes().split(b"\n"))
-    monkeypatch.setattr(index_format, "MAX_DOCS_LINE_BYTES", longest)
+    monkeypatch.setattr(docs_file, "MAX_DOCS_LINE_BYTES", longest)
     assert len(read_index(path).records) == 3
-    monkeypatch.setattr(index_format, "MAX_DOCS_LINE_BYTES", longest - 1)
+    monkeypatch.setattr(docs_file, "MAX_DOCS_LINE_BYTES", longest - 1)
     with pytest.raises(IndexFormatError, match=r"docs.jsonl: (line \d is longer|is \d+ bytes, more than 3 lines)"):
         read_index(path)
 
@@ -154,8 +155,8 @@ def test_a_docs_line_is_bounded(tmp_path, monkeypatch):
 def test_a_long_line_is_refused_without_reading_the_rest(tmp_path, monkeypatch):
     """The count stops at the first line over the bound, even in a file whose total size is allowed."""
     path, _, _ = build(tmp_path, "docs", DOCS)
-    monkeypatch.setattr(index_format, "MAX_DOCS_LINE_BYTES", 1000)
-    monkeypatch.setattr(index_format, "_COUNT_BLOCK", 64)
+    monkeypatch.setattr(docs_file, "MAX_DOCS_LINE_BYTES", 1000)
+    monkeypatch.setattr(docs_file, "_COUNT_BLOCK", 64)
     docs = gen_dir(path) / "docs.jsonl"
     lines = docs.read_bytes().split(b"\n")[:-1]
     docs.write_bytes(lines[0] + b" " * 1500 + b"\n" + b"\n".join(lines[1:]) + b"\n")
@@ -167,7 +168,7 @@ def test_more_lines_than_n_chunks_keep_no_more_offsets(tmp_path):
     path, _, _ = build(tmp_path, "docs", DOCS)
     raw = (gen_dir(path) / "docs.jsonl").read_bytes() + b"\n" * 1000
     with pytest.raises(IndexFormatError, match="has 1003 lines, but meta.json says n_chunks 3"):
-        index_format._line_ends(raw, 3, "docs.jsonl")
+        docs_file._line_ends(raw, 3, "docs.jsonl")
 
 
 @pytest.mark.parametrize(("name", "match"), [

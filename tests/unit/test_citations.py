@@ -21,7 +21,8 @@ from ragtui.core.citations import (
     split_ref,
 )
 from ragtui.core.errors import IndexFormatError, NotFoundError, UsageError
-from ragtui.core.index.index_format import ChunkRecord, IndexMeta, fingerprint, read_index
+from ragtui.core.index.index_format import read_index
+from ragtui.core.index.records import ChunkRecord, IndexMeta, fingerprint
 from ragtui.core.ingest.chunker import chunk_text
 from ragtui.core.ingest.publish import encode_index
 from ragtui.core.ingest.sync import sync

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from ragtui.core.errors import IndexFormatError, IndexMissingError, LockedError
-from ragtui.core.index.index_format import encode_docs, encode_meta, fingerprint, read_index
+from ragtui.core.index.index_format import read_index
+from ragtui.core.index.records import encode_docs, encode_meta, fingerprint
 from ragtui.core.ingest.publish import IndexLock, encode_index, publish
 
 from .indexgen import build, make_meta, make_records, random_vectors

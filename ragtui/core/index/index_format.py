@@ -1,139 +1,58 @@
-"""The four files of an index (spec/index-format.md): encode them, and read them back validated.
+"""The four files of an index (spec/index-format.md): read them back validated.
 
 Reading is all-or-nothing: ``read_index`` either returns a complete,
 cross-checked ``IndexData`` or raises ``IndexFormatError`` naming the file and
 the problem. It never returns part of an index.
+
+What the files hold and how they are encoded is ``records``; docs.jsonl's
+lines are read by ``docs_file.DocsFile``.
 """
 
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import math
 import mmap
 import os
 import stat
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from hashlib import sha256
 from pathlib import Path
-from typing import BinaryIO, TypeVar, cast, overload
+from typing import BinaryIO, TypeVar, cast
 
 import numpy as np
 
 from ragtui.core.errors import IndexFormatError, IndexMissingError, StorageError
 from ragtui.core.index.bm25 import BM25Index, bm25_params_problem
+from ragtui.core.index.docs_file import MAX_DOCS_LINE_BYTES, DocsFile
+from ragtui.core.index.records import IndexMeta
 
 __all__ = [
     "FILES",
     "NORM_TOLERANCE",
-    "ChunkRecord",
     "IndexData",
-    "IndexMeta",
     "bad_vector_rows",
-    "encode_docs",
-    "encode_meta",
-    "encode_vectors",
-    "fingerprint",
     "generation_of",
     "read_index",
 ]
 
 META, DOCS, VECTORS, BM25 = "meta.json", "docs.jsonl", "vectors.f32", "bm25.idx"
 FILES = (META, DOCS, VECTORS, BM25)
-_DOC_KEYS = ("chunk_id", "doc_id", "source", "uri", "text", "n_tokens", "fingerprint")
 _META_KEYS = ("index_id", "created_at", "n_chunks", "dim", "embedding_model", "tokenizer", "chunker", "bm25")
 
-# What the format allows, checked before anything is allocated for a file (spec/index-format.md, "Bounds").
+# What the format allows, checked before anything is allocated for a file (spec/index-format.md, "Bounds");
+# the bound of a docs.jsonl line is docs_file.MAX_DOCS_LINE_BYTES.
 MAX_META_BYTES = 1 << 20
 """meta.json is a few hundred bytes; a reader refuses one over 1 MiB without reading it."""
-MAX_DOCS_LINE_BYTES = 256 << 20
-"""One docs.jsonl line holds one chunk of one document: at most 256 MiB, newline excluded."""
 MAX_N_CHUNKS = (1 << 32) - 1
 """bm25.idx counts chunks in a u32."""
 MAX_DIM = 1 << 16
 """More dimensions than any embedding model has."""
 BM25_BYTES_PER_DOCS_BYTE = 32
 """bm25.idx is at most 24 + 4·n_chunks + 32·(size of docs.jsonl) bytes: each term and posting needs text."""
-_COUNT_BLOCK = 4 << 20
-
-
-_FP_HEAD = b',"fingerprint":"'
-_FP_HEAD_ARRAY = np.frombuffer(_FP_HEAD, dtype=np.uint8)
-_FP_TAIL_ARRAY = np.frombuffer(b'"}', dtype=np.uint8)
-_HEX = np.zeros(256, dtype=bool)
-_HEX[np.frombuffer(b"0123456789abcdef", dtype=np.uint8)] = True
 
 
 _T = TypeVar("_T")
-
-
-def fingerprint(text: str) -> str:
-    """Lowercase hex SHA-256 of the UTF-8 bytes of ``text``."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-@dataclass(frozen=True)
-class IndexMeta:
-    """meta.json, field for field."""
-
-    index_id: str
-    created_at: str
-    n_chunks: int
-    dim: int
-    embedding_model: str
-    tokenizer: str
-    max_tokens: int
-    overlap: int
-    k1: float = 1.2
-    b: float = 0.75
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "index_id": self.index_id,
-            "created_at": self.created_at,
-            "n_chunks": self.n_chunks,
-            "dim": self.dim,
-            "embedding_model": self.embedding_model,
-            "tokenizer": self.tokenizer,
-            "chunker": {"max_tokens": self.max_tokens, "overlap": self.overlap},
-            "bm25": {"k1": self.k1, "b": self.b},
-        }
-
-
-@dataclass(frozen=True)
-class ChunkRecord:
-    """One line of docs.jsonl."""
-
-    chunk_id: str
-    doc_id: str
-    source: str
-    uri: str
-    text: str
-    n_tokens: int
-    fingerprint: str
-
-    @property
-    def k(self) -> int:
-        """The chunk's number within its document."""
-        return int(self.chunk_id.rsplit("#", 1)[1])
-
-    def to_json(self) -> dict[str, object]:
-        return {key: getattr(self, key) for key in _DOC_KEYS}
-
-
-def encode_meta(meta: IndexMeta) -> bytes:
-    return (json.dumps(meta.to_json(), ensure_ascii=False, indent=2) + "\n").encode("utf-8")
-
-
-def encode_docs(records: Iterable[ChunkRecord]) -> bytes:
-    dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-    return "".join(dumps(r.to_json()) + "\n" for r in records).encode("utf-8")
-
-
-def encode_vectors(vectors: np.ndarray) -> bytes:
-    return np.ascontiguousarray(vectors, dtype="<f4").tobytes()
 
 
 @dataclass(frozen=True, eq=False)
@@ -377,214 +296,6 @@ def _map(f: BinaryIO, where: str) -> bytes | mmap.mmap:
     except OSError as e:
         raise StorageError(f"cannot map {where}: {e.strerror}") from None
 
-
-class DocsFile(Sequence[ChunkRecord]):
-    """docs.jsonl, parsed a line at a time on first use.
-
-    Opening counts the lines (it must equal n_chunks). Indexing parses the
-    line and checks the record on its own; ``verify`` parses every line and
-    checks what spans lines (order, contiguity, chunk numbering). A bad line
-    raises ``IndexFormatError`` naming the file and the line.
-    """
-
-    def __init__(self, raw: bytes | mmap.mmap, where: str, meta: IndexMeta, ends: np.ndarray | None = None) -> None:
-        """``ends`` (each line's newline offset) may be passed by a writer that knows them; they are not checked then."""
-        self._raw = raw
-        self._where = where
-        self._max_tokens = meta.max_tokens
-        size = len(raw)
-        if size and raw[size - 1 : size] != b"\n":
-            raise IndexFormatError(where, "the last line does not end in a newline (truncated?)")
-        if ends is None:
-            ends = _line_ends(raw, meta.n_chunks, where)
-        if ends.size != meta.n_chunks:
-            raise IndexFormatError(where, f"has {ends.size} lines, but meta.json says n_chunks {meta.n_chunks}")
-        self._ends = ends
-        self._starts = np.concatenate(([0], ends[:-1] + 1)) if ends.size else ends
-        self._cache: dict[int, ChunkRecord] = {}
-        self._verified = False
-
-    def __len__(self) -> int:
-        return int(self._ends.size)
-
-    @overload
-    def __getitem__(self, i: int) -> ChunkRecord: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> list[ChunkRecord]: ...
-
-    def __getitem__(self, i: int | slice) -> ChunkRecord | list[ChunkRecord]:
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError(i)
-        rec = self._cache.get(i)
-        if rec is None:
-            line = self._raw[int(self._starts[i]) : int(self._ends[i])]
-            try:
-                obj = json.loads(line)
-            except (ValueError, RecursionError) as e:
-                raise IndexFormatError(
-                    self._where, f"line {i + 1} is not valid JSON ({type(e).__name__}: {str(e)[:200]})"
-                ) from None
-            rec = self._cache[i] = self._record(obj, i + 1)
-        return rec
-
-    def _record(self, obj: object, line: int) -> ChunkRecord:
-        where = self._where
-        if type(obj) is not dict or any(k not in obj for k in _DOC_KEYS):
-            raise IndexFormatError(where, f"line {line} lacks one of the fields {', '.join(_DOC_KEYS)}")
-        chunk_id, doc_id, source, uri, text, n_tokens, fp = (obj[k] for k in _DOC_KEYS)
-        if not (type(chunk_id) is str and type(doc_id) is str and type(source) is str and type(uri) is str
-                and type(text) is str and type(fp) is str):
-            raise IndexFormatError(where, f"line {line}: a text field has the wrong type")
-        if type(n_tokens) is not int or not 1 <= n_tokens <= self._max_tokens:
-            raise IndexFormatError(where, f"line {line}: n_tokens {n_tokens!r} is not in 1..{self._max_tokens}")
-        try:
-            for value in (chunk_id, doc_id, source, uri, fp):
-                value.encode("utf-8")
-            text_bytes = text.encode("utf-8")
-        except UnicodeEncodeError:
-            # A \ud800-style escape decodes to a lone surrogate, which no UTF-8 text holds.
-            raise IndexFormatError(where, f"line {line}: a text field holds a lone surrogate (not UTF-8)") from None
-        # Checked per line, not only in verify(): a lazily opened index must not show damaged text.
-        if sha256(text_bytes).hexdigest() != fp:
-            raise IndexFormatError(where, f"line {line}: fingerprint is not the SHA-256 of the chunk's text")
-        head, sep, k = chunk_id.rpartition("#")
-        if (head != doc_id or not sep or not k.isdigit() or not k.isascii() or (k != "0" and k[0] == "0")
-                or len(k) > 19):  # more digits than any chunk count; int() refuses beyond 4300
-            raise IndexFormatError(where, f"line {line}: chunk_id {chunk_id[:200]!r} is not {doc_id[:200]!r} + '#<n>'")
-        return ChunkRecord(chunk_id, doc_id, source, uri, text, n_tokens, fp)
-
-    def verify(self) -> None:
-        """Parse every line and check the order rules; raise ``IndexFormatError`` at the first breach."""
-        if self._verified or not len(self):
-            self._verified = True
-            return
-        where = self._where
-        raw = bytes(self._raw)
-        try:
-            objs = json.loads(b"[" + raw[:-1].replace(b"\n", b",") + b"]")
-            if len(objs) != len(self):
-                raise ValueError("line count")
-        except (ValueError, RecursionError):
-            for i in range(len(self)):
-                self._cache.pop(i, None)
-                self[i]  # raises with the line number
-            raise IndexFormatError(where, "a line holds more than one JSON value") from None
-        prev_doc = None
-        prev_bytes = b""
-        next_k = 0
-        cache = self._cache
-        for i, obj in enumerate(objs):
-            rec = cache.get(i) or self._record(obj, i + 1)
-            cache[i] = rec
-            doc_id = rec.doc_id
-            if doc_id != prev_doc:
-                doc_bytes = doc_id.encode("utf-8")
-                if prev_doc is not None and doc_bytes <= prev_bytes:
-                    raise IndexFormatError(
-                        where, f"line {i + 1}: documents are out of order or not contiguous ({doc_id!r} after {prev_doc!r})"
-                    )
-                prev_doc, prev_bytes, next_k = doc_id, doc_bytes, 0
-            if rec.k != next_k:
-                raise IndexFormatError(where, f"line {i + 1}: chunk_id {rec.chunk_id!r} should be {doc_id + '#' + str(next_k)!r}")
-            next_k += 1
-        self._verified = True
-
-    def byte_range(self, lo: int, hi: int) -> tuple[int, int]:
-        """Where lines ``lo`` to ``hi - 1`` (newlines included) lie in the file: [start, end)."""
-        if lo >= hi:
-            return 0, 0
-        return int(self._starts[lo]), int(self._ends[hi - 1]) + 1
-
-    def raw_lines(self, lo: int, hi: int) -> memoryview:
-        """The bytes of lines ``lo`` to ``hi - 1``, newlines included, without copying or parsing them."""
-        start, end = self.byte_range(lo, hi)
-        return memoryview(self._raw)[start:end] if end > start else memoryview(b"")
-
-    def line_ends(self, lo: int, hi: int) -> np.ndarray:
-        """The newline offsets of lines ``lo`` to ``hi - 1``, counted from the start of line ``lo``."""
-        if lo >= hi:
-            return np.zeros(0, dtype=np.int64)
-        return self._ends[lo:hi] - int(self._starts[lo])
-
-    def written_fingerprints(self) -> np.ndarray | None:
-        """Every line's fingerprint as ASCII bytes (dtype S64), read straight from the file.
-
-        Only for a file whose every line ends the way ``encode_docs`` writes
-        it (``,"fingerprint":"<64 lowercase hex>"}``); returns None for any
-        other file. The values are not checked against the texts: callers
-        use this on a generation they wrote themselves.
-        """
-        n = len(self)
-        if n == 0:
-            return np.zeros(0, dtype="S64")
-        tail = len(_FP_HEAD) + 64 + 2
-        if int((self._ends - self._starts).min()) < tail:
-            return None
-        raw = np.frombuffer(self._raw, dtype=np.uint8)
-        block = raw[self._ends[:, None] + np.arange(-tail, 0)]
-        if not (block[:, : len(_FP_HEAD)] == _FP_HEAD_ARRAY).all() or not (block[:, -2:] == _FP_TAIL_ARRAY).all():
-            return None
-        hexes = np.ascontiguousarray(block[:, len(_FP_HEAD) : -2])
-        if not _HEX[hexes].all():
-            return None
-        return hexes.view("S64").ravel()
-
-    def find(self, chunk_id: str) -> int:
-        """The line (chunk number) holding ``chunk_id``, or -1. Bisects the ordered file."""
-        head, sep, k = chunk_id.rpartition("#")
-        if not sep or not k.isdigit() or not k.isascii() or len(k) > 19:
-            return -1
-        key = (head.encode("utf-8"), int(k))
-        lo, hi = 0, len(self)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            rec = self[mid]
-            here = (rec.doc_id.encode("utf-8"), rec.k)
-            if here < key:
-                lo = mid + 1
-            elif here > key:
-                hi = mid
-            else:
-                return mid if rec.chunk_id == chunk_id else -1
-        return -1
-
-
-def _line_ends(raw: bytes | mmap.mmap, n_chunks: int, where: str) -> np.ndarray:
-    """The offset of every newline of docs.jsonl, found a block at a time.
-
-    Stops at the first line longer than ``MAX_DOCS_LINE_BYTES``, and keeps
-    the offsets of at most ``n_chunks`` + 1 lines: the memory used is bounded
-    by what meta.json promises, whatever the file holds.
-    """
-    size = len(raw)
-    if not size:
-        return np.zeros(0, dtype=np.int64)
-    whole = np.frombuffer(raw, dtype=np.uint8)
-    parts: list[np.ndarray] = []
-    count, line_start = 0, 0
-    for lo in range(0, size, _COUNT_BLOCK):
-        ends = np.flatnonzero(whole[lo : lo + _COUNT_BLOCK] == 10)
-        if ends.size:
-            ends += lo
-            lengths = np.diff(ends, prepend=line_start - 1) - 1
-            long = np.flatnonzero(lengths > MAX_DOCS_LINE_BYTES)
-            if long.size:
-                raise IndexFormatError(where, f"line {count + int(long[0]) + 1} is longer than the "
-                                              f"{MAX_DOCS_LINE_BYTES:,} bytes a line may hold")
-            line_start = int(ends[-1]) + 1
-            if count <= n_chunks:  # past that the file is refused: count on, keep nothing
-                parts.append(ends[: n_chunks + 1 - count])
-            count += int(ends.size)
-        if min(size, lo + _COUNT_BLOCK) - line_start > MAX_DOCS_LINE_BYTES:
-            raise IndexFormatError(where, f"line {count + 1} is longer than the {MAX_DOCS_LINE_BYTES:,} bytes a line may hold")
-    if count != n_chunks:
-        raise IndexFormatError(where, f"has {count} lines, but meta.json says n_chunks {n_chunks}")
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
 def _check_vectors_size(f: BinaryIO, where: str, meta: IndexMeta) -> None:

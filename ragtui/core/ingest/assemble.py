@@ -23,7 +23,8 @@ import numpy.typing as npt
 
 from ragtui.core.embedders.base import Embedder, Tokenizer
 from ragtui.core.errors import EmbeddingError
-from ragtui.core.index.index_format import ChunkRecord, bad_vector_rows, fingerprint, vector_row_problem
+from ragtui.core.index.index_format import bad_vector_rows, vector_row_problem
+from ragtui.core.index.records import ChunkRecord, fingerprint
 from ragtui.core.ingest.chunker import LONG_DOCUMENT_CHARS, Chunk, chunk_text
 from ragtui.core.ingest.journal import EmbedJournal
 from ragtui.core.ingest.report import Progress, SyncReport

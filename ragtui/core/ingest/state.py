@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ragtui.core.index.index_format import FILES, IndexMeta
+from ragtui.core.index.index_format import FILES
+from ragtui.core.index.records import IndexMeta
 
 __all__ = [
     "STATE_VERSION", "FileEntry", "IndexStamp", "Settings", "Stamp", "StateError", "WriterState", "file_stamp",

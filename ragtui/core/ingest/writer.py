@@ -29,8 +29,10 @@ import numpy as np
 from ragtui.core.embedders.base import Embedder
 from ragtui.core.errors import IndexFormatError, IndexMissingError, UsageError
 from ragtui.core.index.analyzer import analyze
-from ragtui.core.index.bm25 import BM25Index, build_postings, check_bm25_params
-from ragtui.core.index.index_format import BM25, IndexData, IndexMeta, generation_of, read_index
+from ragtui.core.index.bm25 import BM25Index, check_bm25_params
+from ragtui.core.index.bm25_write import build_postings
+from ragtui.core.index.index_format import BM25, IndexData, generation_of, read_index
+from ragtui.core.index.records import IndexMeta
 from ragtui.core.ingest.assemble import Previous, assemble, chunk_all, embed_pending, expand
 from ragtui.core.ingest.journal import EmbedJournal
 from ragtui.core.ingest.patterns import IGNORE_FILES

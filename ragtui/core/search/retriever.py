@@ -28,7 +28,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ragtui.core.errors import ModelMismatchError, QueryError, UsageError
-from ragtui.core.index.index_format import IndexData, IndexMeta, generation_of, read_index
+from ragtui.core.index.index_format import IndexData, generation_of, read_index
+from ragtui.core.index.records import IndexMeta
 
 if TYPE_CHECKING:
     from ragtui.core.embedders.base import Embedder
