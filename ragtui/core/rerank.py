@@ -28,11 +28,17 @@ import hashlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Protocol, Unpack
 
 import numpy as np
+import numpy.typing as npt
 
 from ragtui.core.errors import EmbeddingError, UsageError
-from ragtui.core.search.retriever import Hit
+from ragtui.core.search.retriever import Hit, Retriever, SearchParams
+
+if TYPE_CHECKING:
+    from ragtui.core.embedders.onnx_model import ModelFolder
+    from ragtui.core.index.index_format import IndexData, IndexMeta
 
 __all__ = [
     "DEFAULT_RERANKER",
@@ -45,6 +51,13 @@ __all__ = [
 ]
 
 DEFAULT_RERANKER = "ms-marco-minilm"
+
+
+class PairScorer(Protocol):
+    """What ``rerank`` needs: a score per (query, passage) pair (``CrossEncoder``, ``RerankingRetriever``).
+    An optional ``batch_size`` attribute sets how many pairs are scored between budget checks."""
+
+    def score(self, query: str, passages: Sequence[str]) -> npt.NDArray[np.float32]: ...
 
 
 class CrossEncoder:
@@ -90,7 +103,7 @@ class CrossEncoder:
     def __repr__(self) -> str:
         return f"CrossEncoder(model={self.model!r})"
 
-    def _probe(self, found) -> None:
+    def _probe(self, found: ModelFolder) -> None:
         """One pair at the longest allowed length: a tokenizer or model that do not fit fail now."""
         vocab = int(self._tk.get_vocab_size(with_added_tokens=True))
         ids = np.full((1, found.max_length), self._tk.token_to_id("a") or 0, dtype=np.int64)
@@ -147,7 +160,7 @@ class CrossEncoder:
         self._session = None  # type: ignore[assignment]
 
 
-def make_reranker(table: dict | None = None, *, model: str | None = None) -> CrossEncoder:
+def make_reranker(table: dict[str, Any] | None = None, *, model: str | None = None) -> CrossEncoder:
     """A ``CrossEncoder`` from a ``[rerank]`` settings table (``model`` or ``model_dir``, ``threads``).
 
     ``model`` (the ``--rerank-model`` flag) overrides the table: a preset name,
@@ -191,7 +204,7 @@ class Reranked:
 
 
 def rerank(
-    query: str, hits: Sequence[Hit], encoder, n: int, *, budget_ms: float | None = None,
+    query: str, hits: Sequence[Hit], encoder: PairScorer, n: int, *, budget_ms: float | None = None,
     should_stop: Callable[[], bool] | None = None, clock: Callable[[], float] = time.perf_counter,
 ) -> Reranked:
     """Rerank the first ``n`` of ``hits`` for ``query`` with ``encoder.score``; see the module docstring."""
@@ -228,8 +241,9 @@ def rerank(
 
 
 def search_reranked(
-    retriever, query: str, encoder, *, mode: str = "hybrid", k: int = 10, n: int = 20,
-    budget_ms: float | None = None, should_stop: Callable[[], bool] | None = None, **params,
+    retriever: Retriever, query: str, encoder: PairScorer, *, mode: str = "hybrid", k: int = 10, n: int = 20,
+    budget_ms: float | None = None, should_stop: Callable[[], bool] | None = None,
+    **params: Unpack[SearchParams],
 ) -> Reranked:
     """The top ``k`` after reranking the top ``n`` first-stage candidates of ``mode``."""
     hits = retriever.search(query, mode=mode, k=max(k, n), **params)
@@ -249,7 +263,7 @@ class RerankingRetriever:
 
     SUFFIX = "+rerank"
 
-    def __init__(self, retriever, encoder, n: int, budget_ms: float | None = None) -> None:
+    def __init__(self, retriever: Retriever, encoder: PairScorer, n: int, budget_ms: float | None = None) -> None:
         self.retriever = retriever
         self.encoder = encoder
         self.n = n
@@ -261,14 +275,14 @@ class RerankingRetriever:
         self._cache: dict[str, float] = {}
 
     @property
-    def data(self):
+    def data(self) -> IndexData:
         return self.retriever.data
 
     @property
-    def meta(self):
+    def meta(self) -> IndexMeta:
         return self.retriever.meta
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self.retriever, name)
 
     def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
@@ -277,7 +291,7 @@ class RerankingRetriever:
             self._cache.update(zip(missing, self.encoder.score(query, missing).tolist()))
         return np.array([self._cache[p] for p in passages], dtype=np.float32)
 
-    def search(self, query, mode: str = "bm25", k: int = 10, **params) -> list[Hit]:
+    def search(self, query: str, mode: str = "bm25", k: int = 10, **params: Unpack[SearchParams]) -> list[Hit]:
         if not mode.endswith(self.SUFFIX):
             return self.retriever.search(query, mode=mode, k=k, **params)
         base = mode[: -len(self.SUFFIX)]

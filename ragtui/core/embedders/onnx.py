@@ -35,8 +35,10 @@ import hashlib
 import json
 import threading
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ragtui.core.embedders.base import check_texts, empty_text_vector, normalize_rows
 from ragtui.core.embedders.hf_tokenizer import HFTokenizer
@@ -51,18 +53,21 @@ from ragtui.core.embedders.onnx_model import (
 )
 from ragtui.core.errors import UsageError
 
+if TYPE_CHECKING:
+    from tokenizers import Encoding, Tokenizer
+
 __all__ = ["OnnxEmbedder", "load_encoder"]
 
 _OPTIMIZATIONS = ("all", "extended", "basic", "none")
 
 
-def _positive_int(value, name: str) -> int:
+def _positive_int(value: object, name: str) -> int:
     if type(value) is not int or value < 1:
         raise UsageError(f"onnx embedder: {name} must be a whole number >= 1 (got {value!r})")
     return value
 
 
-def load_encoder(found: ModelFolder, *, pair: bool = False):
+def load_encoder(found: ModelFolder, *, pair: bool = False) -> Tokenizer:
     """A ``tokenizers.Tokenizer`` that adds the special tokens and truncates to ``found.max_length``."""
     from tokenizers import Tokenizer
 
@@ -187,7 +192,7 @@ class OnnxEmbedder:
         first, last = (ends[0], ends[-1]) if len(ends) >= 2 else (self._pad_id, self._pad_id)
         filler = ends[1] if len(ends) >= 3 else 0
 
-        def run(length: int, top: int):
+        def run(length: int, top: int) -> npt.NDArray[Any]:
             ids = np.full((1, length), filler, dtype=np.int64)
             ids[0, 0], ids[0, 1], ids[0, -1] = first, top, last
             mask = np.ones_like(ids)
@@ -267,7 +272,7 @@ class OnnxEmbedder:
         out[np.asarray(live)] = normalize_rows(pooled, source=f"onnx model {self.model}")
         return out
 
-    def _run(self, encs) -> np.ndarray:
+    def _run(self, encs: Sequence[Encoding]) -> npt.NDArray[np.float32]:
         width = max(len(e.ids) for e in encs)
         ids = np.full((len(encs), width), self._pad_id, dtype=np.int64)
         types = np.zeros_like(ids)
@@ -291,11 +296,14 @@ class OnnxEmbedder:
         self._session = None  # type: ignore[assignment]
 
 
-def pool(hidden: np.ndarray, mask: np.ndarray, pooling: str) -> np.ndarray:
+def pool(hidden: npt.NDArray[Any], mask: npt.NDArray[np.int64], pooling: str) -> npt.NDArray[np.float32]:
     """One vector per row of ``hidden`` ((batch, tokens, dim), or (batch, dim) when already pooled)."""
     if pooling == "pooled":
         return np.asarray(hidden, dtype=np.float32)
     if pooling == "cls":
         return np.asarray(hidden[:, 0, :], dtype=np.float32)
     m = mask.astype(np.float32)[:, :, None]
-    return (np.asarray(hidden, dtype=np.float32) * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1.0)
+    # numpy's stubs type .sum() as Any; both are float32 (mask and hidden are cast above).
+    total: npt.NDArray[np.float32] = (np.asarray(hidden, dtype=np.float32) * m).sum(axis=1)
+    count: npt.NDArray[np.float32] = np.maximum(m.sum(axis=1), 1.0)
+    return total / count

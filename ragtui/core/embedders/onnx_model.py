@@ -23,9 +23,10 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from ragtui.core.errors import UsageError
 
@@ -162,7 +163,7 @@ def _package_folder(preset: Preset, label: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations))).joinpath(*preset.parts)
 
 
-def resolve_model(model: str | None, model_dir: str | os.PathLike | None, kind: str) -> ModelFolder:
+def resolve_model(model: str | None, model_dir: str | os.PathLike[str] | None, kind: str) -> ModelFolder:
     """The folder for a preset name (``model``) or a folder path (``model_dir``); at most one is given
     (neither: the first preset)."""
     presets = EMBEDDER_PRESETS if kind == "embedder" else RERANKER_PRESETS
@@ -194,6 +195,7 @@ def resolve_model(model: str | None, model_dir: str | os.PathLike | None, kind: 
             if not path.is_file():
                 raise UsageError(f"the {what} preset {model!r}: {path} is missing: reinstall with {preset.install}")
         return found
+    assert model_dir is not None  # both None was replaced by the first preset above
     return read_folder(Path(os.fspath(model_dir)).expanduser(), kind)
 
 
@@ -243,7 +245,7 @@ def read_folder(folder: Path, kind: str = "embedder") -> ModelFolder:
     return found
 
 
-def _from_manifest(folder: Path, doc: dict, path: Path, kind: str) -> ModelFolder:
+def _from_manifest(folder: Path, doc: dict[str, Any], path: Path, kind: str) -> ModelFolder:
     unknown = sorted(set(doc) - _MANIFEST_KEYS)
     if unknown:
         raise UsageError(f"{path}: unknown key {unknown[0]!r} (keys: {', '.join(sorted(_MANIFEST_KEYS))})")
@@ -355,7 +357,17 @@ def check_digests(found: ModelFolder) -> dict[str, str]:
     return digests
 
 
-def load_session(model_file: Path, threads: int, *, optimization: str = "all"):
+class Session(Protocol):
+    """The part of ``onnxruntime.InferenceSession`` that ragtui uses (onnxruntime ships no types)."""
+
+    def run(self, output_names: list[str], input_feed: dict[str, npt.NDArray[Any]]) -> list[npt.NDArray[Any]]: ...
+
+    def get_inputs(self) -> list[Any]: ...  # NodeArg: .name, .shape
+
+    def get_outputs(self) -> list[Any]: ...
+
+
+def load_session(model_file: Path, threads: int, *, optimization: str = "all") -> Session:
     """An onnxruntime ``InferenceSession`` for ``model_file`` on the CPU with ``threads`` intra-op threads."""
     try:
         import onnxruntime as ort
@@ -379,13 +391,14 @@ def load_session(model_file: Path, threads: int, *, optimization: str = "all"):
     # other core from tokenising, the TUI and other people's jobs.
     so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     try:
-        return ort.InferenceSession(str(model_file), so, providers=["CPUExecutionProvider"])
+        # cast: onnxruntime is untyped (Any); its InferenceSession has the methods Session names.
+        return cast(Session, ort.InferenceSession(str(model_file), so, providers=["CPUExecutionProvider"]))
     except Exception as e:  # onnxruntime raises its own Fail/InvalidGraph/... classes
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise UsageError(f"cannot load {model_file} as an ONNX model: {first[:300]}") from None
 
 
-def token_inputs(session, model_file: Path) -> list[str]:
+def token_inputs(session: Session, model_file: Path) -> list[str]:
     """The session's input names, all of which ragtui knows how to feed; ``UsageError`` otherwise."""
     names = [i.name for i in session.get_inputs()]
     unknown = [n for n in names if n not in _TOKEN_INPUTS]
