@@ -38,7 +38,8 @@ from ragtui.core.search.retriever import Hit, Retriever, SearchParams
 
 if TYPE_CHECKING:
     from ragtui.core.embedders.onnx_model import ModelFolder
-    from ragtui.core.index.index_format import IndexData, IndexMeta
+    from ragtui.core.index.index_format import IndexData
+    from ragtui.core.index.records import IndexMeta
 
 __all__ = [
     "DEFAULT_RERANKER",
