@@ -17,13 +17,13 @@ gets ``empty_text_vector`` as every embedder does (embedders.base).
 
 Speed: texts are sorted by length and cut into batches of at most
 ``batch_size`` texts and ``max_batch_tokens`` padded tokens, so little is
-padded; onnxruntime runs with ``threads`` intra-op threads (default: the
-cores this process may use) and full graph optimisation. The default batch
-is one text: with the int8 models (dynamically quantised, so the scale of
-each matrix product is taken from the whole batch) larger batches cost as
-much or more CPU per text on two cores (spec/embedders.md, measured), and a
-text alone gets a vector that does not depend on the other texts in the
-call; in a batch it varies by up to ~0.006 in cosine. ``meta.json``
+padded; ``threads`` batches (default: the cores this process may use) run
+side by side, each on one core, with full graph optimisation. The default
+batch is one text: the int8 models are dynamically quantised (each matrix
+product takes its scale from the whole batch), so a text alone gets a vector
+that does not depend on the other texts in the call, where in a batch it
+varies by up to ~0.006 in cosine; and one-text runs in parallel are the
+fastest setting measured on two cores (spec/embedders.md). ``meta.json``
 records ``model`` = ``<name>@<12 hex digits>``, a digest of the model file,
 the tokenizer file and the settings above, so an index can only be searched
 with exactly the model that built it.
@@ -42,6 +42,7 @@ from ragtui.core.embedders.base import check_texts, empty_text_vector, normalize
 from ragtui.core.embedders.hf_tokenizer import HFTokenizer
 from ragtui.core.embedders.onnx_model import (
     ModelFolder,
+    Parallel,
     check_digests,
     default_threads,
     feeds,
@@ -100,7 +101,7 @@ class OnnxEmbedder:
         optimization: str = "all",
     ) -> None:
         """``model``: a preset name (``bge-small``); ``model_dir``: a model folder (exactly one of the two).
-        ``threads``: onnxruntime intra-op threads (default: the usable cores). ``batch_size`` and
+        ``threads``: batches run in parallel, one core each (default: the usable cores). ``batch_size`` and
         ``max_batch_tokens``: the largest batch, in texts and in padded tokens. ``optimization``:
         onnxruntime's graph optimisation level (all, extended, basic, none)."""
         self._threads = default_threads() if threads is None else _positive_int(threads, "threads")
@@ -115,7 +116,8 @@ class OnnxEmbedder:
         self._tk = load_encoder(found)
         self.tokenizer = HFTokenizer.from_file(found.tokenizer_file, f"{found.name}@{tok_digest[:12]}")
         self._n_special = self._tk.num_special_tokens_to_add(False)
-        self._session = load_session(found.model_file, self._threads, optimization=optimization)
+        self._session = load_session(found.model_file, 1, optimization=optimization)
+        self._parallel = Parallel(self._threads)
         self._inputs = token_inputs(self._session, found.model_file)
         self._output, self.pooling = self._choose_output(found)
         pad = self._tk.token_to_id("[PAD]")
@@ -255,15 +257,18 @@ class OnnxEmbedder:
         lengths = np.fromiter((len(e.ids) for e in encs), dtype=np.int64, count=len(encs))
         order = np.argsort(lengths, kind="stable")  # similar lengths together: little padding
         pooled = np.empty((len(live), self.dim), dtype=np.float32)
+        batches = []
         start = 0
         while start < len(order):
             end = start + 1
             while (end < len(order) and end - start < self._batch_size
                    and (end - start + 1) * lengths[order[end]] <= self._max_batch_tokens):
                 end += 1
-            batch = order[start:end]
-            pooled[batch] = self._run([encs[j] for j in batch])
+            batches.append(order[start:end])
             start = end
+        results = self._parallel.map(lambda batch: self._run([encs[j] for j in batch]), batches)
+        for batch, vectors in zip(batches, results):
+            pooled[batch] = vectors
         out[np.asarray(live)] = normalize_rows(pooled, source=f"onnx model {self.model}")
         return out
 
@@ -287,7 +292,8 @@ class OnnxEmbedder:
         return pool(hidden, mask, self.pooling)
 
     def close(self) -> None:
-        """Drop the onnxruntime session (its memory is freed when no call is running)."""
+        """Drop the onnxruntime session and the threads (memory is freed when no call is running)."""
+        self._parallel.close()
         self._session = None  # type: ignore[assignment]
 
 
