@@ -99,7 +99,7 @@ class CrossEncoder:
     def _probe(self, found) -> None:
         """One pair at the longest allowed length: a tokenizer or model that do not fit fail now."""
         vocab = int(self._tk.get_vocab_size(with_added_tokens=True))
-        ids = np.full((1, found.max_length), self._tk.token_to_id("a") or 0, dtype=np.int64)
+        ids = np.full((1, min(found.max_length, 1024)), self._tk.token_to_id("a") or 0, dtype=np.int64)
         ids[0, 1] = vocab - 1
         mask = np.ones_like(ids)
         from ragtui.core.embedders.onnx_model import feeds

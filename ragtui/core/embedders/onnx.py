@@ -55,6 +55,7 @@ from ragtui.core.errors import UsageError
 __all__ = ["OnnxEmbedder", "load_encoder"]
 
 _OPTIMIZATIONS = ("all", "extended", "basic", "none")
+_PROBE_MAX = 1024
 
 
 def _positive_int(value, name: str) -> int:
@@ -182,8 +183,9 @@ class OnnxEmbedder:
         return name, found.pooling
 
     def _probe(self, found: ModelFolder) -> int:
-        """Run the longest input the settings allow, holding the tokenizer's largest id: a tokenizer
-        or a max_length that does not fit the model fails here, naming the file, not mid-ingest."""
+        """Run the longest input the settings allow (up to 1,024 tokens), holding the tokenizer's largest
+        id: a tokenizer or a max_length that does not fit the model fails here, naming the file, not
+        mid-ingest."""
         vocab = int(self._tk.get_vocab_size(with_added_tokens=True))
         ends = self._tk.encode("a").ids
         first, last = (ends[0], ends[-1]) if len(ends) >= 2 else (self._pad_id, self._pad_id)
@@ -196,7 +198,8 @@ class OnnxEmbedder:
             return self._session.run([self._output], feeds(self._inputs, ids, mask, None))[0]
 
         try:
-            out = run(found.max_length, vocab - 1)
+            # At most 1,024 tokens: attention memory grows with the square of the length.
+            out = run(min(found.max_length, _PROBE_MAX), vocab - 1)
         except Exception:
             try:
                 run(3, vocab - 1)
@@ -207,7 +210,8 @@ class OnnxEmbedder:
                     f"token ids and the model rejects id {vocab - 1} ({first_line[:200]})"
                 ) from None
             raise UsageError(
-                f"{found.model_file} does not accept {found.max_length} tokens (max_length from {found.source}): "
+                f"{found.model_file} does not accept {min(found.max_length, _PROBE_MAX)} tokens "
+                f"(max_length {found.max_length} from {found.source}): "
                 "set a smaller \"max_length\" in ragtui-model.json"
             ) from None
         dim = int(out.shape[-1])
