@@ -7,9 +7,9 @@ by each embedder's own tokenizer at 256 tokens (the default chunker):
 
 * load time of each embedder and of the cross-encoder;
 * embedding throughput (chunks/s, wall, and CPU ms per chunk) of wordllama and
-  of bge-small int8, and for bge-small the onnxruntime settings: batch size
-  1/4/16 (texts sorted by length), graph optimisation all/basic/none,
-  intra-op threads 1/2;
+  of bge-small int8, and for bge-small the settings: batch size 1/4/16 (texts
+  sorted by length), graph optimisation all/basic/none, runs side by side 2/1
+  (each run on one core);
 * query latency: embedding one query (with bge's instruction) and, with
   ``--index`` (an index built with bge-small, e.g. by ``ragtui eval``), the
   flat and hybrid search on it: median and p95 over the SciFact queries;
@@ -81,12 +81,12 @@ def main() -> None:
     rows.append((f"wordllama embed, {len(wl_chunks)} chunks", f"{len(wl_chunks) / w:,.0f} chunks/s, {c / len(wl_chunks) * 1000:.2f} CPU ms/chunk"))
     base_rate = None
     for label, opts in [
-        ("bge-small, batch 1, optimisation all, 2 threads (the default)", {}),
+        ("bge-small, batch 1, 2 runs side by side, optimisation all (the default)", {}),
         ("bge-small, batch 4", {"batch_size": 4}),
         ("bge-small, batch 16", {"batch_size": 16}),
         ("bge-small, optimisation basic", {"optimization": "basic"}),
         ("bge-small, optimisation none", {"optimization": "none"}),
-        ("bge-small, 1 thread", {"threads": 1}),
+        ("bge-small, one run at a time (threads=1)", {"threads": 1}),
     ]:
         emb = bge if not opts else make_embedder("onnx:bge-small", **opts)
         emb.embed(chunks[:2])  # warm-up

@@ -68,8 +68,11 @@ class CrossEncoder:
         self, *, model: str | None = None, model_dir: str | None = None, threads: int | None = None,
         batch_size: int = 1, optimization: str = "all",
     ) -> None:
+        """``threads``: pairs scored side by side, one core each (default: the usable cores);
+        ``batch_size``: pairs per model run."""
         from ragtui.core.embedders.onnx import load_encoder
         from ragtui.core.embedders.onnx_model import (
+            Parallel,
             check_digests,
             default_threads,
             load_session,
@@ -83,9 +86,12 @@ class CrossEncoder:
             raise UsageError(f"reranker: batch_size must be a whole number >= 1 (got {batch_size!r})")
         found = resolve_model(model, model_dir, "cross-encoder")
         digests = check_digests(found)
-        self.batch_size = batch_size
+        self._batch_size = batch_size
+        self._parallel = Parallel(threads or default_threads())
+        # What rerank() scores between two looks at its budget: one run per thread.
+        self.batch_size = batch_size * self._parallel.threads
         self._tk = load_encoder(found, pair=True)
-        self._session = load_session(found.model_file, threads or default_threads(), optimization=optimization)
+        self._session = load_session(found.model_file, 1, optimization=optimization)
         self._inputs = token_inputs(self._session, found.model_file)
         outs = [(o.name, o.shape) for o in self._session.get_outputs()]
         names = [n for n, _ in outs]
@@ -107,7 +113,7 @@ class CrossEncoder:
     def _probe(self, found: ModelFolder) -> None:
         """One pair at the longest allowed length: a tokenizer or model that do not fit fail now."""
         vocab = int(self._tk.get_vocab_size(with_added_tokens=True))
-        ids = np.full((1, found.max_length), self._tk.token_to_id("a") or 0, dtype=np.int64)
+        ids = np.full((1, min(found.max_length, 1024)), self._tk.token_to_id("a") or 0, dtype=np.int64)
         ids[0, 1] = vocab - 1
         mask = np.ones_like(ids)
         from ragtui.core.embedders.onnx_model import feeds
@@ -126,14 +132,14 @@ class CrossEncoder:
     def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
         """The cross-encoder's score of each (query, passage) pair, float32, higher is more relevant.
 
-        Pairs run ``batch_size`` at a time (default one: the int8 model takes its
+        Pairs run ``batch_size`` per model run (default one: the int8 model takes its
         quantisation scale from the whole batch, so a pair's score would depend on
-        its neighbours; alone it does not, and two cores are no slower for it).
+        its neighbours; alone it does not), ``threads`` runs side by side.
         """
-        out = np.zeros(len(passages), dtype=np.float32)
-        for lo in range(0, len(passages), self.batch_size):
-            out[lo : lo + self.batch_size] = self._run(query, passages[lo : lo + self.batch_size])
-        return out
+        step = self._batch_size
+        parts = [passages[lo : lo + step] for lo in range(0, len(passages), step)]
+        scores = self._parallel.map(lambda part: self._run(query, part), parts)
+        return np.concatenate(scores).astype(np.float32) if scores else np.zeros(0, dtype=np.float32)
 
     def _run(self, query: str, passages: Sequence[str]) -> np.ndarray:
         from ragtui.core.embedders.onnx_model import feeds
@@ -158,6 +164,7 @@ class CrossEncoder:
         return scores
 
     def close(self) -> None:
+        self._parallel.close()
         self._session = None  # type: ignore[assignment]
 
 

@@ -17,7 +17,8 @@ from tests.unit.fakes import HashEmbedder
 
 
 def make_rerank_app(artifacts, n: int = 5, budget_ms: int = 0):
-    settings = Settings(artifacts=artifacts, rerank={"n": n, "budget_ms": budget_ms})
+    # threads fixed, so a budget's batches (one pair per thread) are the same on any machine
+    settings = Settings(artifacts=artifacts, rerank={"n": n, "budget_ms": budget_ms, "threads": 2})
     return create_app(settings, embedder_factory=lambda s: HashEmbedder(), debounce=0.0, poll_seconds=0.1,
                       history=QueryHistory(None))
 
@@ -99,19 +100,20 @@ async def test_a_spent_budget_merges_the_partial_order_and_says_so(demo_index, m
     require_onnx()
     ticks = iter(range(1_000_000))
     monkeypatch.setattr(backend, "RERANK_CLOCK", lambda: next(ticks) * 0.010)  # 10 ms per reading
-    app = make_rerank_app(demo_index[0], n=8, budget_ms=25)  # start, 10, 20: two pairs, then 30 >= 25
+    app = make_rerank_app(demo_index[0], n=8, budget_ms=25)  # start, 10, 20: two batches, then 30 >= 25
     async with app.run_test(size=(120, 30)) as pilot:
         await ready(pilot)
         await wait_for(pilot, lambda: app.reranker is not None, "the cross-encoder to load")
         await search(pilot, "bm25 ranking")
         await reranked(pilot)
         result = app.reranked.reranked
-        assert result.scored == 2 and not result.complete and result.reason == "budget"
+        m = 2 * app.reranker.batch_size  # a batch is one pair per thread
+        assert result.scored == m and not result.complete and result.reason == "budget"
         first = app.reranked.outcome.hits
-        assert result.asked == min(8, len(first)) > 2
-        assert app.rerank_text.startswith(f"reranked 2 of {result.asked} (time budget)")
+        assert result.asked == min(8, len(first)) > m
+        assert app.rerank_text.startswith(f"reranked {m} of {result.asked} (time budget)")
         assert "time budget" in mode_bar_text(app)
-        assert [h.chunk_id for h in result.hits[2:]] == [h.chunk_id for h in first[2:]]
+        assert [h.chunk_id for h in result.hits[m:]] == [h.chunk_id for h in first[m:]]
 
 
 async def test_x_turns_reranking_on_and_off(demo_index):

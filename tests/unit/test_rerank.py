@@ -33,7 +33,7 @@ def encoder():
     require_onnx()
     from ragtui.core.rerank import make_reranker
 
-    return make_reranker()
+    return make_reranker({"threads": 2})  # a budget's batches (one pair per thread) are the same on any machine
 
 
 def hits_for(texts, offset=0):

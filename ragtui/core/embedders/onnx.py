@@ -17,13 +17,13 @@ gets ``empty_text_vector`` as every embedder does (embedders.base).
 
 Speed: texts are sorted by length and cut into batches of at most
 ``batch_size`` texts and ``max_batch_tokens`` padded tokens, so little is
-padded; onnxruntime runs with ``threads`` intra-op threads (default: the
-cores this process may use) and full graph optimisation. The default batch
-is one text: with the int8 models (dynamically quantised, so the scale of
-each matrix product is taken from the whole batch) larger batches cost as
-much or more CPU per text on two cores (spec/embedders.md, measured), and a
-text alone gets a vector that does not depend on the other texts in the
-call; in a batch it varies by up to ~0.006 in cosine. ``meta.json``
+padded; ``threads`` batches (default: the cores this process may use) run
+side by side, each on one core, with full graph optimisation. The default
+batch is one text: the int8 models are dynamically quantised (each matrix
+product takes its scale from the whole batch), so a text alone gets a vector
+that does not depend on the other texts in the call, where in a batch it
+varies by up to ~0.006 in cosine; and one-text runs in parallel are the
+fastest setting measured on two cores (spec/embedders.md). ``meta.json``
 records ``model`` = ``<name>@<12 hex digits>``, a digest of the model file,
 the tokenizer file and the settings above, so an index can only be searched
 with exactly the model that built it.
@@ -44,6 +44,7 @@ from ragtui.core.embedders.base import check_texts, empty_text_vector, normalize
 from ragtui.core.embedders.hf_tokenizer import HFTokenizer
 from ragtui.core.embedders.onnx_model import (
     ModelFolder,
+    Parallel,
     check_digests,
     default_threads,
     feeds,
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
 __all__ = ["OnnxEmbedder", "load_encoder"]
 
 _OPTIMIZATIONS = ("all", "extended", "basic", "none")
+_PROBE_MAX = 1024
 
 
 def _positive_int(value: object, name: str) -> int:
@@ -105,7 +107,7 @@ class OnnxEmbedder:
         optimization: str = "all",
     ) -> None:
         """``model``: a preset name (``bge-small``); ``model_dir``: a model folder (exactly one of the two).
-        ``threads``: onnxruntime intra-op threads (default: the usable cores). ``batch_size`` and
+        ``threads``: batches run in parallel, one core each (default: the usable cores). ``batch_size`` and
         ``max_batch_tokens``: the largest batch, in texts and in padded tokens. ``optimization``:
         onnxruntime's graph optimisation level (all, extended, basic, none)."""
         self._threads = default_threads() if threads is None else _positive_int(threads, "threads")
@@ -120,7 +122,8 @@ class OnnxEmbedder:
         self._tk = load_encoder(found)
         self.tokenizer = HFTokenizer.from_file(found.tokenizer_file, f"{found.name}@{tok_digest[:12]}")
         self._n_special = self._tk.num_special_tokens_to_add(False)
-        self._session = load_session(found.model_file, self._threads, optimization=optimization)
+        self._session = load_session(found.model_file, 1, optimization=optimization)
+        self._parallel = Parallel(self._threads)
         self._inputs = token_inputs(self._session, found.model_file)
         self._output, self.pooling = self._choose_output(found)
         pad = self._tk.token_to_id("[PAD]")
@@ -185,8 +188,9 @@ class OnnxEmbedder:
         return name, found.pooling
 
     def _probe(self, found: ModelFolder) -> int:
-        """Run the longest input the settings allow, holding the tokenizer's largest id: a tokenizer
-        or a max_length that does not fit the model fails here, naming the file, not mid-ingest."""
+        """Run the longest input the settings allow (up to 1,024 tokens), holding the tokenizer's largest
+        id: a tokenizer or a max_length that does not fit the model fails here, naming the file, not
+        mid-ingest."""
         vocab = int(self._tk.get_vocab_size(with_added_tokens=True))
         ends = self._tk.encode("a").ids
         first, last = (ends[0], ends[-1]) if len(ends) >= 2 else (self._pad_id, self._pad_id)
@@ -199,7 +203,8 @@ class OnnxEmbedder:
             return self._session.run([self._output], feeds(self._inputs, ids, mask, None))[0]
 
         try:
-            out = run(found.max_length, vocab - 1)
+            # At most 1,024 tokens: attention memory grows with the square of the length.
+            out = run(min(found.max_length, _PROBE_MAX), vocab - 1)
         except Exception:
             try:
                 run(3, vocab - 1)
@@ -210,7 +215,8 @@ class OnnxEmbedder:
                     f"token ids and the model rejects id {vocab - 1} ({first_line[:200]})"
                 ) from None
             raise UsageError(
-                f"{found.model_file} does not accept {found.max_length} tokens (max_length from {found.source}): "
+                f"{found.model_file} does not accept {min(found.max_length, _PROBE_MAX)} tokens "
+                f"(max_length {found.max_length} from {found.source}): "
                 "set a smaller \"max_length\" in ragtui-model.json"
             ) from None
         dim = int(out.shape[-1])
@@ -260,15 +266,18 @@ class OnnxEmbedder:
         lengths = np.fromiter((len(e.ids) for e in encs), dtype=np.int64, count=len(encs))
         order = np.argsort(lengths, kind="stable")  # similar lengths together: little padding
         pooled = np.empty((len(live), self.dim), dtype=np.float32)
+        batches = []
         start = 0
         while start < len(order):
             end = start + 1
             while (end < len(order) and end - start < self._batch_size
                    and (end - start + 1) * lengths[order[end]] <= self._max_batch_tokens):
                 end += 1
-            batch = order[start:end]
-            pooled[batch] = self._run([encs[j] for j in batch])
+            batches.append(order[start:end])
             start = end
+        results = self._parallel.map(lambda batch: self._run([encs[j] for j in batch]), batches)
+        for batch, vectors in zip(batches, results):
+            pooled[batch] = vectors
         out[np.asarray(live)] = normalize_rows(pooled, source=f"onnx model {self.model}")
         return out
 
@@ -292,7 +301,8 @@ class OnnxEmbedder:
         return pool(hidden, mask, self.pooling)
 
     def close(self) -> None:
-        """Drop the onnxruntime session (its memory is freed when no call is running)."""
+        """Drop the onnxruntime session and the threads (memory is freed when no call is running)."""
+        self._parallel.close()
         self._session = None  # type: ignore[assignment]
 
 

@@ -21,6 +21,8 @@ import importlib.util
 import json
 import os
 import re
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, cast
@@ -37,6 +39,7 @@ __all__ = [
     "POOLINGS",
     "RERANKER_PRESETS",
     "ModelFolder",
+    "Parallel",
     "Preset",
     "default_threads",
     "file_sha256",
@@ -367,8 +370,40 @@ class Session(Protocol):
     def get_outputs(self) -> list[Any]: ...
 
 
-def load_session(model_file: Path, threads: int, *, optimization: str = "all") -> Session:
-    """An onnxruntime ``InferenceSession`` for ``model_file`` on the CPU with ``threads`` intra-op threads."""
+class Parallel:
+    """Runs ``fn`` over items on up to ``threads`` threads (onnxruntime releases the GIL), in order.
+
+    Each model run uses one core (``load_session``'s intra-op threads = 1): on two
+    cores, two single-threaded runs side by side embed ~1.5x more than one run
+    split over both cores, whose small matrix products parallelise poorly
+    (spec/embedders.md, measured).
+    """
+
+    def __init__(self, threads: int) -> None:
+        self.threads = threads
+        self._pool: Any = None
+        self._lock = threading.Lock()
+
+    def map(self, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+        if self.threads == 1 or len(items) <= 1:
+            return [fn(x) for x in items]
+        with self._lock:
+            if self._pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="ragtui-onnx")
+        return list(self._pool.map(fn, items))
+
+    def close(self) -> None:
+        with self._lock:
+            if self._pool is not None:
+                self._pool.shutdown(wait=False)
+                self._pool = None
+
+
+def load_session(model_file: Path, threads: int = 1, *, optimization: str = "all") -> Session:
+    """An onnxruntime ``InferenceSession`` for ``model_file`` on the CPU with ``threads`` intra-op threads
+    (ragtui uses 1, and runs texts in parallel instead: ``Parallel``)."""
     try:
         import onnxruntime as ort
     except ImportError:
