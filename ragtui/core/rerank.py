@@ -116,12 +116,12 @@ class CrossEncoder:
         ids = np.full((1, min(found.max_length, 1024)), self._tk.token_to_id("a") or 0, dtype=np.int64)
         ids[0, 1] = vocab - 1
         mask = np.ones_like(ids)
-        from ragtui.core.embedders.onnx_model import feeds
+        from ragtui.core.embedders.onnx_model import feeds, first_line
 
         try:
             out = self._session.run([self._output], feeds(self._inputs, ids, mask, None))[0]
         except Exception as e:
-            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            first = first_line(e)
             raise UsageError(
                 f"{found.model_file} does not run on {found.max_length} tokens of {found.tokenizer_file} "
                 f"(is the tokenizer this model's, and max_length right?): {first[:200]}"
@@ -142,7 +142,7 @@ class CrossEncoder:
         return np.concatenate(scores).astype(np.float32) if scores else np.zeros(0, dtype=np.float32)
 
     def _run(self, query: str, passages: Sequence[str]) -> np.ndarray:
-        from ragtui.core.embedders.onnx_model import feeds
+        from ragtui.core.embedders.onnx_model import feeds, first_line
 
         encs = self._tk.encode_batch([(query, p) for p in passages])
         width = max(len(e.ids) for e in encs)
@@ -155,7 +155,7 @@ class CrossEncoder:
         try:
             out = self._session.run([self._output], feeds(self._inputs, ids, mask, types))[0]
         except Exception as e:
-            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            first = first_line(e)
             raise EmbeddingError(f"reranker {self.model} failed on {len(encs)} pairs: {first[:300]}") from None
         out = np.asarray(out, dtype=np.float32)
         scores = out[:, 0] if out.shape[1] == 1 else out[:, 1] - out[:, 0]

@@ -48,6 +48,7 @@ from ragtui.core.embedders.onnx_model import (
     check_digests,
     default_threads,
     feeds,
+    first_line,
     load_session,
     resolve_model,
     token_inputs,
@@ -76,7 +77,7 @@ def load_encoder(found: ModelFolder, *, pair: bool = False) -> Tokenizer:
     try:
         tk = Tokenizer.from_file(str(found.tokenizer_file))
     except Exception as e:  # tokenizers raises plain Exception subclasses
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        first = first_line(e)
         raise UsageError(f"cannot load tokenizer file {found.tokenizer_file}: {first[:300]}") from None
     tk.no_padding()
     # Text is data: "[CLS]" inside a document is five characters, not the control token.
@@ -209,10 +210,10 @@ class OnnxEmbedder:
             try:
                 run(3, vocab - 1)
             except Exception as e:
-                first_line = (str(e).strip().splitlines() or [type(e).__name__])[0]
+                message = first_line(e)
                 raise UsageError(
                     f"{found.tokenizer_file} does not belong to {found.model_file}: the tokenizer has {vocab} "
-                    f"token ids and the model rejects id {vocab - 1} ({first_line[:200]})"
+                    f"token ids and the model rejects id {vocab - 1} ({message[:200]})"
                 ) from None
             raise UsageError(
                 f"{found.model_file} does not accept {min(found.max_length, _PROBE_MAX)} tokens "
@@ -296,7 +297,7 @@ class OnnxEmbedder:
         except Exception as e:
             from ragtui.core.errors import EmbeddingError
 
-            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            first = first_line(e)
             raise EmbeddingError(f"onnx model {self.model} failed on a batch of {len(encs)}: {first[:300]}") from None
         return pool(hidden, mask, self.pooling)
 

@@ -360,6 +360,11 @@ def check_digests(found: ModelFolder) -> dict[str, str]:
     return digests
 
 
+def first_line(e: BaseException) -> str:
+    """The first line of an onnxruntime error (its messages run to many lines), or the error's type."""
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
 class Session(Protocol):
     """The part of ``onnxruntime.InferenceSession`` that ragtui uses (onnxruntime ships no types)."""
 
@@ -429,7 +434,7 @@ def load_session(model_file: Path, threads: int = 1, *, optimization: str = "all
         # cast: onnxruntime is untyped (Any); its InferenceSession has the methods Session names.
         return cast(Session, ort.InferenceSession(str(model_file), so, providers=["CPUExecutionProvider"]))
     except Exception as e:  # onnxruntime raises its own Fail/InvalidGraph/... classes
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        first = first_line(e)
         raise UsageError(f"cannot load {model_file} as an ONNX model: {first[:300]}") from None
 
 
