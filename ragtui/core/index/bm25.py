@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import math
 import struct
+import threading
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,7 +27,15 @@ from ragtui.core.errors import IndexFormatError, UsageError
 from ragtui.core.index import leb128
 from ragtui.core.index.analyzer import analyze
 from ragtui.core.index.arraycache import cached_arrays, evict, store_arrays
-from ragtui.core.topk import top_k
+from ragtui.core.index.bm25_prune import (
+    PruneArrays,
+    SearchStats,
+    exhaustive_top_k,
+    prune_arrays,
+    query_key,
+    term_keys,
+    top_k_terms,
+)
 
 if TYPE_CHECKING:
     import mmap
@@ -145,6 +154,9 @@ class BM25Index:
     post_tf: np.ndarray
     weights: np.ndarray
     """float64 per posting: idf(t) * tf*(k1+1) / (tf + k1*(1-b+b*doc_len/avgdl))."""
+    term_key: np.ndarray
+    """uint64 per term: its first 8 UTF-8 bytes, big-endian, zero-padded (``bm25_prune.term_keys``):
+    sorted like the terms, so one ``searchsorted`` finds a query's terms."""
 
     @property
     def n_terms(self) -> int:
@@ -156,7 +168,37 @@ class BM25Index:
 
     def lookup(self, term: str) -> int:
         """The number of ``term`` in the dictionary, or -1."""
-        return _bisect(self.term_blob, self.term_starts, term.encode("utf-8"))[0]
+        return self.lookup_many([term.encode("utf-8")])[0]
+
+    def lookup_many(self, raws: list[bytes]) -> list[int]:
+        """The number of each UTF-8 term of ``raws`` in the dictionary, or -1.
+
+        One ``searchsorted`` over the terms' 8-byte keys narrows each term to
+        the few terms sharing its first 8 bytes (usually one); only those are
+        compared, so a query costs no Python-level bisection of the dictionary.
+        """
+        if not raws:
+            return []
+        keys = np.array([query_key(r) for r in raws], dtype=np.uint64)
+        tk = self.term_key
+        lo = np.searchsorted(tk, keys, side="left")
+        hi = np.searchsorted(tk, keys, side="right")
+        starts = self.term_starts
+        at = np.minimum(lo, starts.size - 2)
+        first = starts[at].tolist()
+        size = (starts[at + 1] - starts[at]).tolist()
+        out = []
+        for raw, t, n, a, length in zip(raws, lo.tolist(), (hi - lo).tolist(), first, size):
+            if n == 1:
+                # Same key and same length up to 8 bytes: the same term, no bytes to compare.
+                same = length == len(raw) and (length <= 8 or bytes(self.term_blob[a : a + length]) == raw)
+                out.append(t if same else -1)
+            elif n > 1:
+                found, _ = _bisect(self.term_blob, starts[t : t + n + 1], raw)
+                out.append(t + found if found >= 0 else -1)
+            else:
+                out.append(-1)
+        return out
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         scalars = np.array([self.n_docs, self.avgdl, self.k1, self.b], dtype=np.float64)
@@ -167,6 +209,17 @@ class BM25Index:
     def from_arrays(cls, arrays: dict[str, np.ndarray]) -> BM25Index:
         n_docs, avgdl, k1, b = (float(x) for x in arrays["scalars"])
         return cls(int(n_docs), avgdl, k1, b, **{name: arrays[name] for name in _ARRAYS})
+
+    def blocks(self) -> PruneArrays:
+        """The block entries of the pruned search, built on first use (memory only the pruned path pays)."""
+        got: PruneArrays | None = self.__dict__.get("_blocks")
+        if got is None:
+            with _BLOCKS_LOCK:
+                got = self.__dict__.get("_blocks")
+                if got is None:
+                    got = prune_arrays(self.offsets, self.post_doc, self.weights)
+                    object.__setattr__(self, "_blocks", got)
+        return got
 
     @classmethod
     def from_postings(cls, p: Postings, k1: float, b: float) -> BM25Index:
@@ -179,15 +232,19 @@ class BM25Index:
         post_tf = np.asarray(p.post_tf, dtype=np.int64)
         doc_len = np.asarray(p.doc_len, dtype=np.uint32)
         weights = _weights(df, p.offsets, post_doc, post_tf, doc_len, avgdl, n_docs, k1, b)
-        return cls(n_docs, avgdl, k1, b, doc_len, np.asarray(p.term_blob, dtype=np.uint8),
-                   np.asarray(p.term_starts, dtype=np.int64), df, np.asarray(p.offsets, dtype=np.int64),
-                   post_doc.astype(np.uint32), post_tf.astype(np.uint32), weights)
+        blob = np.asarray(p.term_blob, dtype=np.uint8)
+        starts = np.asarray(p.term_starts, dtype=np.int64)
+        offsets = np.asarray(p.offsets, dtype=np.int64)
+        docs = post_doc.astype(np.uint32)
+        return cls(n_docs, avgdl, k1, b, doc_len, blob, starts, df, offsets, docs, post_tf.astype(np.uint32),
+                   weights, term_keys(blob, starts))
 
     @staticmethod
     def cache_key(data: bytes | memoryview | mmap.mmap, k1: float, b: float) -> str:
         digest = hashlib.sha256(data)
         digest.update(struct.pack("<dd", k1, b))
-        return f"v{VERSION}-" + digest.hexdigest()[:40]
+        # "k": the entry also holds term_key (an entry of an older ragtui lacks it).
+        return f"v{VERSION}k-" + digest.hexdigest()[:40]
 
     def store(self, data: bytes | memoryview | mmap.mmap, cache_dir: Path | None, name: str = "index") -> None:
         """Put this index in ``cache_dir`` as the decoding of ``data``, so a reader's ``load`` finds it."""
@@ -296,29 +353,29 @@ class BM25Index:
         weights = _weights(df, offsets, post_doc, post_tf, doc_len, avgdl, n_docs, k1, b)
         term_starts = np.zeros(n_terms + 1, dtype=np.int64)
         np.cumsum([len(x) for x in term_parts], out=term_starts[1:])
+        term_blob = np.frombuffer(b"".join(term_parts), dtype=np.uint8)
+        docs = post_doc.astype(np.uint32)
         return cls(
             n_docs=n_docs,
             avgdl=avgdl,
             k1=k1,
             b=b,
             doc_len=doc_len,
-            term_blob=np.frombuffer(b"".join(term_parts), dtype=np.uint8),
+            term_blob=term_blob,
             term_starts=term_starts,
             df=df,
             offsets=offsets,
-            post_doc=post_doc.astype(np.uint32),
+            post_doc=docs,
             post_tf=post_tf.astype(np.uint32),
             weights=weights,
+            term_key=term_keys(term_blob, term_starts),
         )
 
     def term_ids(self, query: str) -> list[tuple[int, int]]:
-        """(term number, repetitions) for the query's terms found in the dictionary."""
-        found = []
-        for term, reps in Counter(analyze(query)).items():
-            t = self.lookup(term)
-            if t >= 0:
-                found.append((t, reps))
-        return found
+        """(term number, repetitions) for the query's terms found in the dictionary, in first-seen order."""
+        counts = Counter(analyze(query))
+        ids = self.lookup_many([term.encode("utf-8") for term in counts])
+        return [(t, reps) for t, reps in zip(ids, counts.values()) if t >= 0]
 
     def scores(self, query: str) -> np.ndarray:
         """Dense float64 scores of every chunk (0.0 where no query term occurs)."""
@@ -334,14 +391,29 @@ class BM25Index:
         """Top-k chunks by descending score, ties by ascending chunk number.
 
         Chunks without any query term are never returned. Returns (rows
-        int64, scores float64).
+        int64, scores float64). Exactly ``search_exhaustive``'s result (the
+        same rows, order and scores), found with dynamic pruning
+        (``bm25_prune``) where that pays.
         """
-        scores = self.scores(query)
-        matched = np.flatnonzero(scores > 0.0)
-        return top_k(scores[matched], matched, k)
+        return self.search_terms(self.term_ids(query), k)
+
+    def search_terms(
+        self, found: list[tuple[int, int]], k: int, stats: SearchStats | None = None, how: str = "auto"
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``search`` for (term number, repetitions) pairs, as ``term_ids`` gives them.
+
+        ``stats``, when given, is filled with the postings the search read;
+        ``how`` picks the path (``bm25_prune.top_k_terms``; every path gives the same result).
+        """
+        return top_k_terms(self.n_docs, self.offsets, self.post_doc, self.weights, self.blocks, found, k, stats, how)
+
+    def search_exhaustive(self, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """``search`` by scoring every posting of every query term: the reference of the pruned path."""
+        return exhaustive_top_k(self.n_docs, self.offsets, self.post_doc, self.weights, self.term_ids(query), k)
 
 
-_ARRAYS = ("doc_len", "term_blob", "term_starts", "df", "offsets", "post_doc", "post_tf", "weights")
+_ARRAYS = ("doc_len", "term_blob", "term_starts", "df", "offsets", "post_doc", "post_tf", "weights", "term_key")
+_BLOCKS_LOCK = threading.Lock()
 
 
 def _decode_postings(

@@ -1,0 +1,112 @@
+"""The fast BM25 paths (block-max pruning, one-pass dense sum, term lookup) against the plain reference."""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ragtui.core.index import bm25_prune
+from ragtui.core.index.bm25 import BM25Index
+from ragtui.core.index.bm25_prune import SearchStats, dense_scores_top_k, term_keys
+from ragtui.core.index.bm25_write import build_postings, encode_bm25
+from ragtui.core.topk import top_k
+
+WORDS = ["a", "b", "c", "the", "of", "zeta", "αβγ", "東京", "longerthaneight", "longerthaneigh", "x1", "x2"]
+
+word = st.sampled_from(WORDS)
+# Few distinct documents, repeated: many chunks tie exactly, so the tie rule is exercised.
+templates = st.lists(st.lists(word, min_size=0, max_size=12), min_size=1, max_size=6)
+
+
+@st.composite
+def corpora(draw):
+    shapes = draw(templates)
+    picks = draw(st.lists(st.integers(0, len(shapes) - 1), min_size=1, max_size=150))
+    return [shapes[i] for i in picks]
+
+
+queries = st.lists(st.sampled_from(WORDS + ["missing", "zz"]), min_size=0, max_size=8)
+
+
+def same(got, want):
+    assert got[0].tolist() == want[0].tolist()
+    assert got[1].tolist() == want[1].tolist()  # bit for bit: the scores are summed in the same order
+
+
+@pytest.mark.parametrize("block", [1, 2, 16])
+# The fixture's patch is the same for every example (set once per parametrized block size).
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(docs=corpora(), query=queries, k=st.integers(1, 25), k1=st.sampled_from([0.0, 1.2, 2.0]),
+       b=st.sampled_from([0.0, 0.75, 1.0]))
+def test_every_path_equals_the_exhaustive_reference(monkeypatch, block, docs, query, k, k1, b):
+    monkeypatch.setattr(bm25_prune, "BLOCK", block)
+    monkeypatch.setattr(bm25_prune, "SEED_BLOCKS", 1)  # a weak first theta: the second round must do the rest
+    ix = BM25Index.decode(encode_bm25(docs), k1, b)
+    text = " ".join(query)
+    want = ix.search_exhaustive(text, k)
+    found = ix.term_ids(text)
+    for how in ("auto", "pruned", "dense"):
+        same(ix.search_terms(found, k, how=how), want)
+    same(ix.search(text, k), want)
+    scores = ix.scores(text)
+    matched = np.flatnonzero(scores > 0)
+    same(want, top_k(scores[matched], matched, k))
+
+
+@settings(max_examples=60, deadline=None)
+@given(docs=corpora(), query=queries, k=st.integers(1, 10))
+def test_the_pruned_path_reads_fewer_postings_or_says_it_did_not_prune(docs, query, k):
+    ix = BM25Index.decode(encode_bm25(docs), 1.2, 0.75)
+    stats = SearchStats()
+    ix.search_terms(ix.term_ids(" ".join(query)), k, stats, how="pruned")
+    assert stats.touched >= 0
+    if stats.pruned:
+        assert 0 < stats.blocks <= stats.n_blocks
+    else:
+        assert stats.touched == stats.postings
+
+
+def test_pruning_skips_blocks_whose_bound_is_below_the_kth_score(monkeypatch):
+    monkeypatch.setattr(bm25_prune, "BLOCK", 4)
+    monkeypatch.setattr(bm25_prune, "SEED_BLOCKS", 1)
+    # Chunks 0-3 hold the rare term; every chunk holds the common one.
+    docs = [["rare", "common"]] * 4 + [["common", "filler", "filler"]] * 400
+    ix = BM25Index.decode(encode_bm25(docs), 1.2, 0.75)
+    stats = SearchStats()
+    rows, _ = ix.search_terms(ix.term_ids("rare common"), 3, stats, how="pruned")
+    assert rows.tolist() == [0, 1, 2]
+    assert stats.pruned and stats.blocks <= 2 and stats.n_blocks == 101  # the seed blocks only
+    assert stats.touched < stats.postings / 2
+    same((rows, _), ix.search_exhaustive("rare common", 3))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(alphabet="ab\x00é東", min_size=1, max_size=12), min_size=1, max_size=30, unique=True),
+       st.lists(st.text(alphabet="ab\x00é東", min_size=1, max_size=12), max_size=10))
+def test_lookup_finds_exactly_the_dictionary_terms(terms, probes):
+    # NUL-padded keys collide ("a" and "a\x00"): the lookup must still tell them apart.
+    p = build_postings([terms])
+    ix = BM25Index.from_postings(p, 1.2, 0.75)
+    keys = term_keys(p.term_blob, p.term_starts)
+    assert np.all(keys[1:] >= keys[:-1])
+    ordered = sorted(terms, key=lambda t: t.encode("utf-8"))
+    for probe in terms + probes:
+        want = ordered.index(probe) if probe in ordered else -1
+        assert ix.lookup(probe) == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.0, 3.5, 1e-300]), max_size=80), st.integers(1, 12))
+def test_dense_top_k_equals_top_k_of_the_matched(values, k):
+    scores = np.array(values, dtype=np.float64)
+    matched = np.flatnonzero(scores > 0)
+    same(dense_scores_top_k(scores, k), top_k(scores[matched], matched, k))
+
+
+def test_cached_arrays_round_trip_with_the_term_keys(tmp_path):
+    data = encode_bm25([["cat", "dog"], ["dog"], ["longerthaneight", "cat"]])
+    first = BM25Index.load(data, 1.2, 0.75, cache_dir=tmp_path)
+    again = BM25Index.load(data, 1.2, 0.75, cache_dir=tmp_path)
+    assert np.array_equal(first.term_key, again.term_key)
+    for query in ("cat", "dog cat", "longerthaneight", "nothing"):
+        same(again.search(query, 5), first.search_exhaustive(query, 5))
