@@ -6,7 +6,8 @@ bytes where a posting's varints did not change. Reading is ``bm25``.
 
 from __future__ import annotations
 
-from collections import Counter
+import itertools
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -46,31 +47,53 @@ def encode_bm25(doc_terms: Sequence[Sequence[str]]) -> bytes:
 
 
 def build_postings(doc_terms: Sequence[Sequence[str]]) -> Postings:
-    """The postings of chunks given as their analyzed terms (chunk i is ``doc_terms[i]``)."""
-    n_docs = len(doc_terms)
-    doc_len = np.fromiter((len(t) for t in doc_terms), dtype=np.uint32, count=n_docs)
-    vocab: dict[str, int] = {}
-    ids_per_doc = []
-    for terms in doc_terms:
-        ids_per_doc.append([vocab.setdefault(t, len(vocab)) for t in terms])
-    n_terms = len(vocab)
-    total = int(doc_len.sum(dtype=np.uint64))
-    term_ids = np.fromiter((i for ids in ids_per_doc for i in ids), dtype=np.int64, count=total)
-    docs = np.repeat(np.arange(n_docs, dtype=np.int64), doc_len.astype(np.int64))
+    """The postings of chunks given as their analyzed terms (chunk i is ``doc_terms[i]``).
 
-    terms_by_id = list(vocab)
+    One pass of C-level calls numbers every term occurrence (a dict that
+    hands out the next number to each new term); everything after that is
+    array work: a stable radix sort of the occurrences by term (they are
+    already in chunk order), then runs of equal (term, chunk) are postings
+    and their lengths the tfs.
+    """
+    n_docs = len(doc_terms)
+    doc_len = np.fromiter(map(len, doc_terms), dtype=np.uint32, count=n_docs)
+    total = int(doc_len.sum(dtype=np.uint64))
+    number: defaultdict[str, int] = defaultdict(itertools.count().__next__)
+    term_ids = np.fromiter(
+        map(number.__getitem__, itertools.chain.from_iterable(doc_terms)), dtype=np.int64, count=total
+    )
+    terms_by_id = list(number)
+    n_terms = len(terms_by_id)
     # UTF-8 byte order equals code point order, which is Python's str order.
     order = sorted(range(n_terms), key=terms_by_id.__getitem__)
     rank = np.empty(n_terms, dtype=np.int64)
     rank[order] = np.arange(n_terms, dtype=np.int64)
 
-    key = rank[term_ids] * max(n_docs, 1) + docs
-    uniq, tf = np.unique(key, return_counts=True)
-    post_term = uniq // max(n_docs, 1)
+    occ_term = rank[term_ids]
+    perm = _stable_order(occ_term, n_terms)
+    occ_term = occ_term[perm]
+    occ_doc = np.repeat(np.arange(n_docs, dtype=np.int64), doc_len.astype(np.int64))[perm]
+    new = np.ones(total, dtype=bool)
+    if total:
+        new[1:] = (occ_term[1:] != occ_term[:-1]) | (occ_doc[1:] != occ_doc[:-1])
+    first = np.flatnonzero(new)
+    tf = np.diff(np.append(first, total))
     offsets = np.zeros(n_terms + 1, dtype=np.int64)
-    np.cumsum(np.bincount(post_term, minlength=n_terms), out=offsets[1:])
+    np.cumsum(np.bincount(occ_term[first], minlength=n_terms), out=offsets[1:])
     blob, starts = _blob([terms_by_id[t].encode("utf-8") for t in order])
-    return Postings(doc_len, blob, starts, offsets, uniq % max(n_docs, 1), tf)
+    return Postings(doc_len, blob, starts, offsets, occ_doc[first], tf)
+
+
+def _stable_order(keys: np.ndarray, n_keys: int) -> np.ndarray:
+    """``np.argsort(keys, kind="stable")`` for keys in [0, n_keys), by 16-bit radix passes (numpy's
+    stable sort is a radix sort only for 16-bit keys, and several times faster there than a comparison sort)."""
+    perm = np.argsort((keys & 0xFFFF).astype(np.uint16), kind="stable")
+    shift = 16
+    while n_keys > 1 << shift:
+        digit = ((keys[perm] >> shift) & 0xFFFF).astype(np.uint16)
+        perm = perm[np.argsort(digit, kind="stable")]
+        shift += 16
+    return perm
 
 
 def _blob(raws: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
