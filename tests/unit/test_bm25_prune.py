@@ -1,5 +1,7 @@
 """The fast BM25 paths (block-max pruning, one-pass dense sum, term lookup) against the plain reference."""
 
+from collections import Counter
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -110,3 +112,16 @@ def test_cached_arrays_round_trip_with_the_term_keys(tmp_path):
     assert np.array_equal(first.term_key, again.term_key)
     for query in ("cat", "dog cat", "longerthaneight", "nothing"):
         same(again.search(query, 5), first.search_exhaustive(query, 5))
+
+
+def test_remembered_lookups_survive_the_memo_starting_over(monkeypatch):
+    from ragtui.core.index import bm25 as bm25_module
+
+    monkeypatch.setattr(bm25_module, "_MEMO_TERMS", 3)
+    docs = [["cat", "dog"], ["dog", "emu"], ["fox"], ["cat", "gnu", "hen"]]
+    ix = BM25Index.decode(encode_bm25(docs), 1.2, 0.75)
+    fresh = BM25Index.decode(encode_bm25(docs), 1.2, 0.75)
+    for query in ["cat dog", "emu fox gnu hen", "cat nope", "dog dog hen", "cat dog", "nope"] * 2:
+        assert ix.term_ids(query) == [(fresh.lookup(t), n) for t, n in Counter(query.split()).items()
+                                      if fresh.lookup(t) >= 0]
+        same(ix.search(query, 3), fresh.search_exhaustive(query, 3))

@@ -374,8 +374,16 @@ class BM25Index:
     def term_ids(self, query: str) -> list[tuple[int, int]]:
         """(term number, repetitions) for the query's terms found in the dictionary, in first-seen order."""
         counts = Counter(analyze(query))
-        ids = self.lookup_many([term.encode("utf-8") for term in counts])
-        return [(t, reps) for t, reps in zip(ids, counts.values()) if t >= 0]
+        memo: dict[str, int] = self.__dict__.setdefault("_memo", {})
+        ids = [memo.get(term) for term in counts]
+        if None in ids:
+            missing = [term for term, t in zip(counts, ids) if t is None]
+            if len(memo) + len(missing) > _MEMO_TERMS:
+                memo.clear()
+            looked = dict(zip(missing, self.lookup_many([term.encode("utf-8") for term in missing])))
+            memo.update(looked)
+            ids = [looked[term] if t is None else t for term, t in zip(counts, ids)]
+        return [(t, reps) for t, reps in zip(ids, counts.values()) if t is not None and t >= 0]
 
     def scores(self, query: str) -> np.ndarray:
         """Dense float64 scores of every chunk (0.0 where no query term occurs)."""
@@ -414,6 +422,9 @@ class BM25Index:
 
 _ARRAYS = ("doc_len", "term_blob", "term_starts", "df", "offsets", "post_doc", "post_tf", "weights", "term_key")
 _BLOCKS_LOCK = threading.Lock()
+_MEMO_TERMS = 1 << 16
+"""``term_ids`` remembers this many looked-up query terms per index (found or not), then starts over.
+A dict is safe to share between threads here: a racing reader at worst looks a term up again."""
 
 
 def _decode_postings(

@@ -28,7 +28,8 @@ This is block-max pruning over chunk-number ranges rather than over runs of
 each term's postings (block-max WAND's blocks): the blocks of all terms line
 up, so the bounds of every block come from one array operation, which is
 what pays in numpy. Queries whose terms hold few postings skip all of it and
-score every posting (``dense_top_k``, equal to the reference).
+score every posting with one ``bincount`` in query order (bit-identical to
+the reference's term-by-term adds: the same additions in the same order).
 
 Every bound compares with a slack of ``SLACK`` times the query's largest
 possible score, far above the rounding of a sum of doubles, so rounding can
@@ -46,7 +47,7 @@ import numpy.typing as npt
 from ragtui.core.topk import top_k
 
 __all__ = [
-    "BLOCK", "PruneArrays", "SearchStats", "dense_top_k", "exhaustive_top_k", "prune_arrays",
+    "BLOCK", "PruneArrays", "SearchStats", "dense_scores_top_k", "exhaustive_top_k", "prune_arrays",
     "query_key", "term_keys", "top_k_terms",
 ]
 
@@ -58,7 +59,7 @@ PRUNE_MIN_POSTINGS = 65_536
 """``auto`` prunes only queries whose terms hold at least this many postings..."""
 PRUNE_MAX_ENTRIES = 0.1
 """... and at most this many block entries per posting: measured, pruning in numpy costs about six
-times more per entry or posting read than the one ``bincount`` pass of ``dense_top_k`` per posting."""
+times more per entry or posting read than the one ``bincount`` pass over every posting does per posting."""
 SEED_BLOCKS = 32
 """Blocks scored first (at least), to find the lower bound ``theta``."""
 
@@ -158,27 +159,6 @@ def exhaustive_top_k(
     return top_k(scores[matched], matched, k)
 
 
-def dense_top_k(
-    n_docs: int,
-    offsets: np.ndarray,
-    post_doc: np.ndarray,
-    weights: np.ndarray,
-    found: list[tuple[int, int]],
-    k: int,
-) -> tuple[np.ndarray, np.ndarray]:
-    """``exhaustive_top_k`` in fewer passes: one ``bincount`` over the terms' postings in query order.
-
-    ``bincount`` adds each chunk's weights in input order starting from 0.0,
-    the same additions in the same order as the reference's term-by-term
-    adds, so every score is bit-identical.
-    """
-    docs = np.concatenate([post_doc[offsets[t] : offsets[t + 1]] for t, _ in found])
-    w = np.concatenate(
-        [weights[offsets[t] : offsets[t + 1]] * r if r != 1 else weights[offsets[t] : offsets[t + 1]] for t, r in found]
-    )
-    return dense_scores_top_k(np.bincount(docs, weights=w, minlength=n_docs), k)
-
-
 def dense_scores_top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """``top_k`` of the positive entries of dense ``scores``, without a selection over all of them.
 
@@ -217,24 +197,31 @@ def top_k_terms(
     (always, for a query of two or more terms), ``dense`` (never). All three
     give the same result. ``blocks`` gives the block entries (built on first use).
     """
-    # A term without postings adds nothing (only a hostile file has one).
-    found = [(t, r) for t, r in found if offsets[t + 1] > offsets[t]]
     if not found or k <= 0:
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
-    total = sum(int(offsets[t + 1] - offsets[t]) for t, _ in found)
+    tids = np.array([t for t, _ in found], dtype=np.int64)
+    los = offsets[tids].tolist()
+    his = offsets[tids + 1].tolist()
+    # A term without postings adds nothing (only a hostile file has one).
+    spans = [(a, b, r) for a, b, (_, r) in zip(los, his, found) if b > a]
+    found = [f for f, a, b in zip(found, los, his) if b > a]
+    if not found:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
+    total = sum(b - a for a, b, _ in spans)
     if stats is not None:
         stats.postings = stats.touched = total
     if len(found) == 1:
         # One term: its postings are the matched chunks, its weights their scores.
-        (t, r), = found
-        a, b = offsets[t], offsets[t + 1]
+        (a, b, r), = spans
         w = weights[a:b]
         return top_k(w * r if r != 1 else w, post_doc[a:b], k)
     if how == "pruned" or (how == "auto" and total >= PRUNE_MIN_POSTINGS):
         result = _block_max(n_docs, post_doc, weights, blocks(), found, total, k, stats, how == "pruned")
         if result is not None:
             return result
-    return dense_top_k(n_docs, offsets, post_doc, weights, found, k)
+    docs = np.concatenate([post_doc[a:b] for a, b, _ in spans])
+    w = np.concatenate([weights[a:b] * r if r != 1 else weights[a:b] for a, b, r in spans])
+    return dense_scores_top_k(np.bincount(docs, weights=w, minlength=n_docs), k)
 
 
 def _ranges(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
