@@ -493,3 +493,42 @@ def test_wordllama_on_python_docs(wordllama):
         check_invariants(doc, wordllama, chunks, *p)
         assert chunks == reference_chunks(doc, wordllama, *p)
     assert chunk_text(" \n\t\n ", wordllama) == []
+
+
+@pytest.fixture(scope="module")
+def wordllama_embedder():
+    pytest.importorskip("tokenizers")
+    from ragtui.core.embedders import make_embedder
+    from ragtui.core.errors import EmbeddingError as Missing
+
+    try:
+        return make_embedder("wordllama")
+    except Missing as exc:
+        pytest.skip(f"wordllama is not installed: {exc}")
+
+
+@settings(max_examples=80, deadline=None)
+@given(doc=docs, p=params())
+def test_kept_ids_are_the_chunks_own_tokens_and_embed_the_same(wordllama_embedder, doc, p):
+    # Ingest counts windows from their ids and hands them to the embedder: the chunks must be the same
+    # as without ids, the ids those of tokenizing the chunk's text, and embed_ids equal to embed.
+    tok = wordllama_embedder.tokenizer
+    plain = chunk_text(doc, tok, *p)
+    kept = chunk_text(doc, tok, *p, keep_ids=True)
+    assert kept == plain
+    with_ids = [c for c in kept if c.ids is not None]
+    assert all(c.ids is None for c in plain)
+    for c in with_ids:
+        assert c.ids.tolist() == tok.ids_many([c.text])[0]
+        assert len(c.ids) == c.n_tokens
+    if with_ids:
+        by_ids = wordllama_embedder.embed_ids([c.ids for c in with_ids])
+        by_text = wordllama_embedder.embed([c.text for c in with_ids])
+        assert by_ids.tobytes() == by_text.tobytes()
+
+
+def test_keep_ids_without_ids_many_counts_as_before():
+    tok = RegexTokenizer()
+    doc = "One two three. Four five six seven.\n\nEight nine ten eleven twelve."
+    assert chunk_text(doc, tok, 4, 1, keep_ids=True) == chunk_text(doc, tok, 4, 1)
+    assert all(c.ids is None for c in chunk_text(doc, tok, 4, 1, keep_ids=True))

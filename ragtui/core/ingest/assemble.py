@@ -88,6 +88,8 @@ class Assembly:
     vectors: Vectors = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
     pending: dict[str, list[int]] = field(default_factory=dict)
     """Fingerprint -> the positions in ``records`` still without a vector."""
+    ids: dict[str, np.ndarray] = field(default_factory=dict)
+    """Fingerprint -> the token ids the chunker counted its text from, where it kept them."""
     counts: dict[str, int] = field(default_factory=dict)
     """Every document's number of chunks (0 for one that has none)."""
     rows: dict[str, tuple[int, int]] = field(default_factory=dict)
@@ -128,6 +130,9 @@ def assemble(order: Sequence[str], new_chunks: Mapping[str, Sequence[Chunk]], pr
         chunks = new_chunks.get(doc_id)
         if chunks is not None:
             doc_records = _records_of(doc_id, chunks)
+            for ch, rec in zip(chunks, doc_records):
+                if ch.ids is not None:
+                    asm.ids.setdefault(rec.fingerprint, ch.ids)
         elif doc_id in old_rows:
             lo, hi = old_rows[doc_id]
             last = segments[-1] if segments else None
@@ -228,8 +233,9 @@ def expand(asm: Assembly, prev: Previous | None) -> tuple[list[ChunkRecord], Vec
 
 def chunk_all(
     new_texts: Mapping[str, str], tokenizer: Tokenizer, max_tokens: int, overlap: int, report: SyncReport, tick: Progress,
+    keep_ids: bool = False,
 ) -> dict[str, list[Chunk]]:
-    """Each new document's chunks."""
+    """Each new document's chunks (with their token ids when ``keep_ids``: ``chunk_text``)."""
     t0 = time.perf_counter()
     new_chunks: dict[str, list[Chunk]] = {}
     done = 0
@@ -245,7 +251,7 @@ def chunk_all(
             for i, doc_spans in zip(short, spans_many([batch[i][1] for i in short])):
                 spans[i] = doc_spans
         for (doc_id, text), doc_spans in zip(batch, spans):
-            new_chunks[doc_id] = chunk_text(text, tokenizer, max_tokens, overlap, spans=doc_spans)
+            new_chunks[doc_id] = chunk_text(text, tokenizer, max_tokens, overlap, spans=doc_spans, keep_ids=keep_ids)
         done += len(batch)
         tick("chunk", done, len(new_texts))
     tick("chunk", len(new_texts), len(new_texts))
@@ -264,9 +270,21 @@ def embed_pending(asm: Assembly, embedder: Embedder, journal: EmbedJournal, repo
             if f in pending:
                 vectors[pending.pop(f)] = vec
     fps = list(pending)
+    # The chunker's token ids, where it kept them, spare the embedder tokenizing those texts again.
+    found = getattr(embedder, "embed_ids", None) if asm.ids else None
+    embed_ids: Callable[[list[np.ndarray]], np.ndarray] | None = found if callable(found) else None
     for lo in range(0, len(fps), EMBED_BATCH):
         batch = fps[lo : lo + EMBED_BATCH]
-        emb = np.asarray(embedder.embed([texts_for[f] for f in batch]), dtype=np.float32)
+        with_ids = [i for i, f in enumerate(batch) if f in asm.ids] if embed_ids is not None else []
+        if embed_ids is not None and with_ids:
+            # An embedder's vector of a text does not depend on the other texts of the call.
+            emb = np.empty((len(batch), vectors.shape[1]), dtype=np.float32)
+            emb[with_ids] = np.asarray(embed_ids([asm.ids[batch[i]] for i in with_ids]), dtype=np.float32)
+            rest = [i for i, f in enumerate(batch) if f not in asm.ids]
+            if rest:
+                emb[rest] = np.asarray(embedder.embed([texts_for[batch[i]] for i in rest]), dtype=np.float32)
+        else:
+            emb = np.asarray(embedder.embed([texts_for[f] for f in batch]), dtype=np.float32)
         if emb.shape != (len(batch), vectors.shape[1]):
             raise EmbeddingError(f"embedder {embedder.model}: {emb.shape} embeddings for {len(batch)} texts of dim {vectors.shape[1]}")
         bad = bad_vector_rows(emb)
@@ -278,5 +296,6 @@ def embed_pending(asm: Assembly, embedder: Embedder, journal: EmbedJournal, repo
         journal.append(batch, emb)
         tick("embed", min(lo + EMBED_BATCH, len(fps)), len(fps))
     pending.clear()
+    asm.ids.clear()
     report.chunks_embedded = len(fps)
     report.seconds["embed"] = time.perf_counter() - t0

@@ -36,9 +36,11 @@ from __future__ import annotations
 import re
 import unicodedata
 from bisect import bisect_right
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
+
+import numpy as np
 
 from ragtui.core.errors import EmbeddingError, UsageError
 
@@ -63,6 +65,10 @@ _ZWJ = "\u200d"
 # Windows planned and counted per batch: the first batch, and the most.
 _PLAN_FIRST, _PLAN_MAX = 64, 1024
 
+IDS_MAX_CHARS = 8192
+"""``keep_ids`` takes ids from ``tok.ids_many`` only for window texts shorter than this, where
+``len(ids_many([t])[0]) == count(t)`` is one encoding (longer texts are split by the tokenizer)."""
+
 LONG_DOCUMENT_CHARS = 1 << 18
 """From this length on, a tokenizer with ``iter_spans`` is asked for the spans
 part by part (the chunker holds about one part, not the whole document's)."""
@@ -78,6 +84,11 @@ class _Tokenizer(Protocol):
     def count_many(self, texts: Sequence[str]) -> list[int]: ...
 
 
+def _ids_many(tok: _Tokenizer) -> Callable[[Sequence[str]], list[list[int]]] | None:
+    found = getattr(tok, "ids_many", None)
+    return found if callable(found) else None
+
+
 @dataclass(frozen=True)
 class Chunk:
     """One window of a document: ``text == document[start:end]`` (code points)."""
@@ -90,6 +101,9 @@ class Chunk:
     """The exact substring; never empty, no leading or trailing whitespace."""
     n_tokens: int
     """``tokenizer.count(text)``, between 1 and max_tokens."""
+    ids: np.ndarray | None = field(default=None, compare=False, repr=False)
+    """With ``keep_ids``: the token ids the window was counted from (int32, ``n_tokens`` of them), when
+    the chunker has them (a window shrunk by ``count`` has none), so an embedder need not tokenize the text again."""
 
 
 def chunk_text(
@@ -98,12 +112,18 @@ def chunk_text(
     max_tokens: int = DEFAULT_MAX_TOKENS,
     overlap: int = DEFAULT_OVERLAP,
     spans: Sequence[tuple[int, int]] | None = None,
+    keep_ids: bool = False,
 ) -> list[Chunk]:
     """Chunk ``text`` into windows of at most ``max_tokens`` tokens (spec/chunker.md).
 
     ``spans``, when given, must be ``tokenizer.spans(text)`` computed by the
     caller (ingest tokenizes many documents in one parallel batch); the
     chunks are the same either way.
+
+    ``keep_ids``: when the tokenizer has ``ids_many`` (texts -> token ids,
+    the ids of ``count``), windows are counted from their ids and each chunk
+    keeps them in ``Chunk.ids``: the chunks are the same, and the caller's
+    embedder can take the ids instead of tokenizing every chunk again.
 
     ``tokenizer`` is any object with ``count``, ``spans`` and ``count_many``;
     its spans are character offsets whose starts and ends each never decrease
@@ -115,7 +135,7 @@ def chunk_text(
     _check_params(max_tokens, overlap)
     if not text or text.isspace():
         return []
-    return _Chunker(text, tokenizer, max_tokens, overlap, spans).run()
+    return _Chunker(text, tokenizer, max_tokens, overlap, spans, keep_ids).run()
 
 
 def _check_params(max_tokens: object, overlap: object) -> None:
@@ -137,10 +157,17 @@ class _Chunker:
     """State for one document; ``run`` returns its chunks."""
 
     def __init__(
-        self, doc: str, tok: _Tokenizer, max_tokens: int, overlap: int, spans: Sequence[tuple[int, int]] | None = None
+        self,
+        doc: str,
+        tok: _Tokenizer,
+        max_tokens: int,
+        overlap: int,
+        spans: Sequence[tuple[int, int]] | None = None,
+        keep_ids: bool = False,
     ) -> None:
         self.doc = doc
         self.tok = tok
+        self.ids_many = _ids_many(tok) if keep_ids else None
         self.max_tokens = max_tokens
         self.overlap = overlap
         self.tail = max_tokens // 4
@@ -205,6 +232,7 @@ class _Chunker:
     def run(self) -> list[Chunk]:
         chunks: list[Chunk] = []
         counted: dict[tuple[int, int], int] = {}
+        ids_of: dict[tuple[int, int], list[int]] = {}
         a, prev_end = 0, 0
         limit = _PLAN_FIRST
         while True:
@@ -222,7 +250,13 @@ class _Chunker:
             plan, a_after = self._plan(a, prev_end, limit)
             todo = [(s, e) for _, _, s, e in plan if (s, e) not in counted]
             if todo:
-                counts = self.tok.count_many([self.doc[s:e] for s, e in todo])
+                texts = [self.doc[s:e] for s, e in todo]
+                if self.ids_many is not None and all(len(t) < IDS_MAX_CHARS for t in texts):
+                    ids = self.ids_many(texts)
+                    ids_of.update(zip(todo, ids))
+                    counts = [len(x) for x in ids]
+                else:
+                    counts = self.tok.count_many(texts)
                 if len(counts) != len(todo):
                     raise EmbeddingError(
                         f"tokenizer {getattr(self.tok, 'name', '?')!r} counted "
@@ -234,7 +268,9 @@ class _Chunker:
                 last_start = start
                 count = counted[start, end]
                 if 1 <= count <= self.max_tokens:
-                    chunks.append(Chunk(start, end, self.doc[start:end], count))
+                    got = ids_of.get((start, end))
+                    kept = np.array(got, dtype=np.int32) if got is not None else None
+                    chunks.append(Chunk(start, end, self.doc[start:end], count, kept))
                     prev_end = end
                     continue
                 emitted, a = self._settle(wa, wc, start, count, prev_end)
@@ -246,6 +282,8 @@ class _Chunker:
             # Later windows start at or after this one's start: only counts of
             # ranges that start there or later can be asked for again.
             counted = {r: k for r, k in counted.items() if r[0] >= last_start}
+            if ids_of:
+                ids_of = {r: x for r, x in ids_of.items() if r[0] >= last_start}
             if not fitted:
                 limit = max(1, limit // 2)
             elif len(plan) == limit:

@@ -92,6 +92,9 @@ class IndexWriter:
         check_index_id(self.index_id)
         self.target = index_dir(self.artifacts, self.index_id)
         self.embedder = embedder
+        # An embedder with embed_ids (wordllama) takes its own tokenizer's ids: the chunker then keeps the ids it
+        # counted each chunk from, and no chunk is tokenized twice.
+        self._embeds_ids = callable(getattr(embedder, "embed_ids", None))
         self.max_tokens, self.overlap, self.k1, self.b = max_tokens, overlap, k1, b
         base_rules = rules or WalkRules()
         self.rules = dataclasses.replace(base_rules, skip_under=(*base_rules.skip_under, self.artifacts))
@@ -232,7 +235,8 @@ class IndexWriter:
     def _splice(self, gen: Generation, found: Scan, settings: Settings, report: SyncReport, tick: Progress,
                 journal: EmbedJournal) -> None:
         e = self.embedder
-        new_chunks = chunk_all(found.new_texts, e.tokenizer, self.max_tokens, self.overlap, report, tick)
+        new_chunks = chunk_all(found.new_texts, e.tokenizer, self.max_tokens, self.overlap, report, tick,
+                               keep_ids=self._embeds_ids)
         t0 = time.perf_counter()
         asm = assemble(by_bytes(found.seen), new_chunks, gen.previous(), e.dim)
         report.chunks_added, report.chunks_removed, report.chunks_total = asm.chunks_added, asm.chunks_removed, asm.n_rows
@@ -283,7 +287,8 @@ class IndexWriter:
             keep_unreadable(found.seen, found.unreadable, dict.fromkeys(old_docs, FileEntry(None, None)))
             classify(report, found, old_docs)
 
-        new_chunks = chunk_all(found.new_texts, e.tokenizer, self.max_tokens, self.overlap, report, tick)
+        new_chunks = chunk_all(found.new_texts, e.tokenizer, self.max_tokens, self.overlap, report, tick,
+                               keep_ids=self._embeds_ids)
         asm = assemble(by_bytes(found.seen), new_chunks, prev, e.dim)
         embed_pending(asm, e, journal, report, tick)
         records, vectors = expand(asm, prev)
