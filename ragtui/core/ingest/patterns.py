@@ -195,6 +195,8 @@ def _key(path: str) -> str:
     one line, can never contain one, and ``.`` in the compiled regex would
     not cross it); a name that is not UTF-8 has its bad bytes replaced.
     """
+    if path.isascii() and "\n" not in path:
+        return path  # the common case: nothing to replace, and ASCII is UTF-8
     if "\n" in path:
         path = path.replace("\n", "\0")
     try:

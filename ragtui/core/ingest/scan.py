@@ -64,13 +64,15 @@ def scan(
     seen = out.seen
     tick("scan", len(seen) + len(found), len(seen) + len(found))
     to_read: list[tuple[Candidate, FileEntry | None, Stamp]] = []
+    get = old_files.get
     for cand in found:
-        prev = old_files.get(cand.doc_id)
-        stamp = Stamp(cand.size, cand.mtime_ns, cand.ctime_ns, cand.ino)
-        if prev is not None and prev.stamp == stamp:
-            seen[cand.doc_id] = prev
+        doc_id = cand.doc_id
+        prev = get(doc_id)
+        # A Stamp is a tuple of these four: a plain tuple compares equal without building one per file.
+        if prev is not None and prev.stamp == (cand.size, cand.mtime_ns, cand.ctime_ns, cand.ino):
+            seen[doc_id] = prev
         else:
-            to_read.append((cand, prev, stamp))
+            to_read.append((cand, prev, Stamp(cand.size, cand.mtime_ns, cand.ctime_ns, cand.ino)))
     report.seconds["scan"] = time.perf_counter() - t0
 
     # Read what may have changed; a matching content hash proves it did not.
