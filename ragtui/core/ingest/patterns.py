@@ -357,6 +357,10 @@ class PathFilter:
         ``parent`` is the folder's relative path ("" for the root) and
         ``chain`` its ignore levels (``enter`` or ``chain``).
         """
+        if not (self._unmatched or chain or self._exclude is not None or self._include is not None or is_dir):
+            # Nothing here matches on the path (the usual file of a walk without patterns or ignore
+            # files): only the name decides, and the path key is not built.
+            return not self._skips_name(name) and bool(self._wants_name(name))
         rel = f"{parent}/{name}" if parent else name
         key = _key(rel + "/" if is_dir else rel)
         if self._unmatched:
