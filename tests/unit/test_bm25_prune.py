@@ -125,3 +125,12 @@ def test_remembered_lookups_survive_the_memo_starting_over(monkeypatch):
         assert ix.term_ids(query) == [(fresh.lookup(t), n) for t, n in Counter(query.split()).items()
                                       if fresh.lookup(t) >= 0]
         same(ix.search(query, 3), fresh.search_exhaustive(query, 3))
+
+
+def test_a_cache_entry_without_term_keys_still_loads(tmp_path):
+    data = encode_bm25([["cat", "dog"], ["dog"]])
+    BM25Index.load(data, 1.2, 0.75, cache_dir=tmp_path)
+    (key_file,) = tmp_path.glob("bm25-*/term_key.npy")
+    key_file.unlink()
+    again = BM25Index.load(data, 1.2, 0.75, cache_dir=tmp_path)
+    same(again.search("dog cat", 2), BM25Index.decode(data, 1.2, 0.75).search_exhaustive("dog cat", 2))

@@ -208,6 +208,8 @@ class BM25Index:
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray]) -> BM25Index:
         n_docs, avgdl, k1, b = (float(x) for x in arrays["scalars"])
+        if "term_key" not in arrays:  # derived: an entry that lost it still loads
+            arrays = {**arrays, "term_key": term_keys(arrays["term_blob"], arrays["term_starts"])}
         return cls(int(n_docs), avgdl, k1, b, **{name: arrays[name] for name in _ARRAYS})
 
     def blocks(self) -> PruneArrays:
