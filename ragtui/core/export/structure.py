@@ -29,7 +29,7 @@ HEADING_SEPARATOR = " > "
 """Joins the heading path of a chunk (outermost first)."""
 
 _MARKDOWN = (".md", ".markdown", ".mdown", ".mkd", ".mdx")
-_RST = (".rst", ".rest")
+_RST = (".rst", ".rest", ".rst.txt")
 _ASCIIDOC = (".adoc", ".asciidoc", ".asc")
 
 _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
