@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import stat
 import struct
 from collections import Counter
@@ -39,6 +40,7 @@ __all__ = ["Corpus", "Export", "ExportHit", "read_export"]
 MAX_MANIFEST_BYTES = 1 << 20
 MAX_FILE_BYTES = 1 << 31
 """Any other file of an export: 2 GiB (a corpus of millions of chunks stays far below)."""
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$")
 _NORM_TOLERANCE = 0.1
 """An i8 row's dequantized norm may be off 1 by this much (quantization moves it by a few %); f32: 1e-3."""
 
@@ -82,6 +84,7 @@ class Corpus:
     vector_dtype: str | None = None
     dimensions: int | None = None
     embedding_provider: str | None = None
+    content_prefix: str = "content/content-"
     files: dict[str, int] = field(default_factory=dict)
     """Relative path -> size in bytes, for every file read."""
 
@@ -120,8 +123,11 @@ class Corpus:
                 for rank, (c, s) in enumerate(zip(best.tolist(), best_scores.tolist()), 1)]
 
     def verify_text(self) -> None:
-        """Require the postings to be exactly what the analyzer finds in each chunk's three fields."""
-        where = str(self.folder / "lexical" / "dictionary.bin")
+        """Require the postings to be exactly what the analyzer finds in each chunk's three fields.
+
+        A disagreement names the file holding the text (corpus.json for a title or heading, the
+        content shard for a body) and says what dictionary.bin and the postings claim.
+        """
         names = sorted(self.terms, key=self.terms.__getitem__)
         expected: list[dict[str, list[int]]] = []
         for c in range(self.n_chunks):
@@ -129,22 +135,32 @@ class Corpus:
             for f, text in enumerate((self.titles[c], self.headings[c], self.content(c))):
                 tally = Counter(analyze(text))
                 if sum(tally.values()) != int(self.field_lengths[f][c]):
-                    raise IndexFormatError(where, f"chunk {c}'s {sk.FIELDS[f]} has {sum(tally.values())} terms, "
-                                                  f"but its field length is {int(self.field_lengths[f][c])}")
+                    raise IndexFormatError(self._text_file(c, f), f"chunk {c}'s {sk.FIELDS[f]} has "
+                                           f"{sum(tally.values())} terms, but dictionary.bin gives its field "
+                                           f"length as {int(self.field_lengths[f][c])}")
                 for term, n in tally.items():
                     found.setdefault(term, [0, 0, 0])[f] = n
             expected.append(found)
         for t, term in enumerate(names):
             chunks, tf0, tf1, tf2 = self.postings[t]
             for c, a, b, d in zip(chunks.tolist(), tf0.tolist(), tf1.tolist(), tf2.tolist()):
-                want = expected[c].pop(term, None)
-                if want != [int(a), int(b), int(d)]:
-                    raise IndexFormatError(where, f"term {term!r} in chunk {c}: postings say {[a, b, d]}, "
-                                                  f"the chunk's text gives {want or [0, 0, 0]}")
+                got = [int(a), int(b), int(d)]
+                want = expected[c].pop(term, [0, 0, 0])
+                if want != got:
+                    f = next(i for i in range(3) if want[i] != got[i])
+                    raise IndexFormatError(self._text_file(c, f), f"chunk {c}'s {sk.FIELDS[f]} holds the term "
+                                           f"{term!r} {want[f]} times, but the postings say {got[f]}")
         for c, left in enumerate(expected):
             if left:
-                term = next(iter(left))
-                raise IndexFormatError(where, f"chunk {c} holds the term {term!r}, which has no posting for it")
+                term, tfs = next(iter(left.items()))
+                f = next(i for i in range(3) if tfs[i])
+                raise IndexFormatError(self._text_file(c, f), f"chunk {c}'s {sk.FIELDS[f]} holds the term "
+                                       f"{term!r}, which has no posting for it")
+
+    def _text_file(self, chunk: int, field: int) -> str:
+        if field < 2:
+            return str(self.folder / "corpus.json")
+        return str(self.folder / sk.content_name(self.content_prefix, self.content_at[chunk][0]))
 
 
 @dataclass
@@ -340,7 +356,7 @@ def _dictionary(raw: bytes, where: str, n: int, shards_declared: int) -> tuple[
     for f in range(3):
         mean = float(lengths[f].mean()) if n else 0.0
         avg = averages[f]
-        if not math.isfinite(avg) or abs(avg - mean) > 1e-5 * max(1.0, mean):
+        if not math.isfinite(avg) or abs(avg - mean) > 1e-6 * max(1.0, mean):
             raise IndexFormatError(where, f"averageFieldLength of {sk.FIELDS[f]} is {avg!r}, "
                                           f"but its field lengths average {mean:.6g}")
     term_count = cur.varint("termCount")
@@ -515,8 +531,8 @@ def _corpus(root: Path, real_root: str, key: str, entry: Any, where_m: str) -> C
         for i, item in enumerate(items):
             if not isinstance(item, dict) or not isinstance(item.get("content"), str):
                 raise IndexFormatError(where_s, f"chunk {i} has no content string")
-            if not isinstance(item.get("metadata", {}), dict):
-                raise IndexFormatError(where_s, f"chunk {i}'s metadata is not an object")
+            if not isinstance(item.get("metadata"), dict):
+                raise IndexFormatError(where_s, f"chunk {i} has no metadata object")
             texts.append(item["content"])
         contents.append(texts)
     seen = set()
@@ -564,7 +580,7 @@ def _corpus(root: Path, real_root: str, key: str, entry: Any, where_m: str) -> C
         vectors = _vectors(read(vec_rel), str(folder / vec_rel), dtype, dim, n)
     return Corpus(name, folder, n, documents, ids, document, urls, titles, headings, content_at, contents, lengths,
                   averages, {t: i for i, t in enumerate(terms)}, [e[0] for e in entries], postings, vectors, dtype,
-                  dim, provider, files)
+                  dim, provider, prefix, files)
 
 
 def read_export(folder: str | os.PathLike[str]) -> Export:
@@ -587,6 +603,8 @@ def read_export(folder: str | os.PathLike[str]) -> Export:
     if type(version) is not int or version != sk.VERSION:
         raise IndexFormatError(where_m, f"unknown version {version!r} (this reader reads version {sk.VERSION})")
     generated = _need(manifest, "generatedAt", str, where_m)
+    if not _RFC3339.match(generated):
+        raise IndexFormatError(where_m, f"generatedAt {generated[:40]!r} is not an RFC 3339 UTC time")
     corpora = _need(manifest, "corpora", dict, where_m)
     if not corpora:
         raise IndexFormatError(where_m, "corpora is empty")
