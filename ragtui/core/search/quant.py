@@ -25,6 +25,7 @@ on real data.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -33,7 +34,10 @@ from ragtui.core.errors import UsageError
 from ragtui.core.search.flat import as_query, as_vectors, row_scores
 from ragtui.core.topk import top_k
 
-__all__ = ["QuantizedVectors", "dequantize", "quantize_rows"]
+if TYPE_CHECKING:
+    from ragtui.core.search.ivf import IVFIndex
+
+__all__ = ["QuantizedVectors", "dequantize", "ivf_search_i8", "quantize_rows"]
 
 _BLOCK = 8192
 """Rows converted to float32 at a time during the scan (a few MiB, stays in cache)."""
@@ -143,3 +147,23 @@ class QuantizedVectors:
         kk = min(k, n)
         floor = np.partition(approx - err, n - kk)[n - kk]
         return int(np.count_nonzero(approx + err >= floor))
+
+
+def ivf_search_i8(ivf: IVFIndex, quant: QuantizedVectors, query: np.ndarray, k: int,
+                  nprobe: int | None = None) -> tuple[npt.NDArray[np.int64], np.ndarray]:
+    """``ivf.search(query, k, nprobe)``'s answer, with the probed rows scanned in int8 and re-scored exactly.
+
+    The same lists are probed (``ivf.probe``); only how their rows are scored changes, and the
+    re-score makes it exact: the same rows and bit-identical scores.
+    """
+    q = as_query(query, ivf.dim)
+    if k < 0:
+        raise UsageError(f"k must be >= 0, got {k}")
+    if nprobe is None:
+        nprobe = ivf.params.nprobe
+    elif nprobe < 1:
+        raise UsageError(f"nprobe must be >= 1, got {nprobe}")
+    if ivf.nlist == 0 or k == 0:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
+    rows = np.concatenate([ivf.rows[ivf.offsets[c] : ivf.offsets[c + 1]] for c in ivf.probe(q, nprobe)])
+    return quant.search(q, k, rows=rows)

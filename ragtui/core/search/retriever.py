@@ -34,10 +34,14 @@ from ragtui.core.index.records import IndexMeta
 if TYPE_CHECKING:
     from ragtui.core.embedders.base import Embedder
     from ragtui.core.search.ivf import IVFIndex, IVFParams
+    from ragtui.core.search.quant import QuantizedVectors
 
-__all__ = ["MAX_QUERY_CHARS", "MODES", "PARAMS", "Hit", "Retriever", "SearchParams", "check_query", "check_search"]
+__all__ = ["MAX_QUERY_CHARS", "MODES", "PARAMS", "VECTOR_SCANS", "Hit", "Retriever", "SearchParams", "check_query", "check_search"]
 
 MODES = ("flat", "ivf", "bm25", "hybrid")
+VECTOR_SCANS = ("f32", "i8")
+"""How vector modes score rows: float32 directly (the default: measured faster, bench/bench_int8.py), or an
+int8 copy first with the candidates re-scored exactly in float32 (a quarter of the memory; the same answers)."""
 PARAMS = {"flat": (), "ivf": ("nprobe",), "bm25": (), "hybrid": ("fusion", "weight", "rrf_k", "depth")}
 """The keyword parameters ``Retriever.search`` accepts, per mode."""
 
@@ -152,7 +156,13 @@ class Retriever:
         ivf_params: IVFParams | None = None,
         cache_dir: Path | None = None,
         full: bool = False,
+        vector_scan: str = "f32",
     ) -> None:
+        if vector_scan not in VECTOR_SCANS:
+            raise UsageError(f"vector scan must be one of {', '.join(VECTOR_SCANS)} (got {vector_scan!r})")
+        self.vector_scan = vector_scan
+        """"f32" scores vectors.f32 directly; "i8" scans an int8 copy first and re-scores exactly (same answers)."""
+        self._quant: tuple[IndexData, QuantizedVectors] | None = None
         self._data = data
         self.full = full
         self.embedder = embedder
@@ -172,6 +182,7 @@ class Retriever:
         ivf_params: IVFParams | None = None,
         cache_dir: Path | None = None,
         full: bool = False,
+        vector_scan: str = "f32",
     ) -> Retriever:
         """Read and validate the index at ``index_dir`` (raises ``RagtuiError`` subclasses).
 
@@ -180,7 +191,8 @@ class Retriever:
         of docs.jsonl are checked as they are used; ``verify()`` checks them all.
         """
         data = read_index(index_dir, full=full, cache_dir=cache_dir)
-        return cls(data, embedder=embedder, ivf_params=ivf_params, cache_dir=cache_dir, full=full)
+        return cls(data, embedder=embedder, ivf_params=ivf_params, cache_dir=cache_dir, full=full,
+                   vector_scan=vector_scan)
 
     def verify(self) -> None:
         """Check every line of docs.jsonl now (raises ``IndexFormatError``)."""
@@ -207,6 +219,7 @@ class Retriever:
         # lists are kept with their generation, so a stale entry is never served.
         self._data = fresh
         self._ivf = None
+        self._quant = None
         return True
 
     # -- vectors -------------------------------------------------------------
@@ -257,6 +270,25 @@ class Retriever:
                 self._ivf = (data, lists)
             return lists
 
+    def _quant_for(self, data: IndexData) -> QuantizedVectors:
+        """The int8 copy of generation ``data``'s vectors, built on first use (kept while it is current)."""
+        from ragtui.core.search.quant import QuantizedVectors
+
+        with self._ivf_lock:
+            if self._quant is not None and self._quant[0] is data:
+                return self._quant[1]
+            quant = QuantizedVectors.build(data.vectors)
+            if data is self._data:
+                self._quant = (data, quant)
+            return quant
+
+    def _flat(self, data: IndexData, vec: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        from ragtui.core.search.flat import flat_search
+
+        if self.vector_scan == "i8":
+            return self._quant_for(data).search(vec, k)
+        return flat_search(data.vectors, vec, k)
+
     # -- search --------------------------------------------------------------
 
     def search(
@@ -283,12 +315,16 @@ class Retriever:
                 raise UsageError("bm25 search needs query text")
             rows, scores = data.bm25.search(query, k)
         elif mode == "flat":
-            from ragtui.core.search.flat import flat_search
-
-            rows, scores = flat_search(data.vectors, self._query_vector(query, data), k)
+            rows, scores = self._flat(data, self._query_vector(query, data), k)
         elif mode == "ivf":
             vec = self._query_vector(query, data)
-            rows, scores = self._ivf_for(data).search(vec, k, nprobe=params.get("nprobe"))
+            if self.vector_scan == "i8":
+                from ragtui.core.search.quant import ivf_search_i8
+
+                rows, scores = ivf_search_i8(self._ivf_for(data), self._quant_for(data), vec, k,
+                                             nprobe=params.get("nprobe"))
+            else:
+                rows, scores = self._ivf_for(data).search(vec, k, nprobe=params.get("nprobe"))
         else:
             rows, scores = self._hybrid(data, query, k, params)
         self.last_search_seconds = time.perf_counter() - start
@@ -298,13 +334,12 @@ class Retriever:
         self, data: IndexData, query: str | np.ndarray, k: int, params: SearchParams
     ) -> tuple[np.ndarray, np.ndarray]:
         from ragtui.core.search import fusion
-        from ragtui.core.search.flat import flat_search
 
         if not isinstance(query, str):
             raise UsageError("hybrid search needs query text")
         depth = max(k, _whole("depth", params.get("depth")) or fusion.DEFAULT_DEPTH)
         lexical = data.bm25.search(query, depth)
-        vector = flat_search(data.vectors, self._query_vector(query, data), depth)
+        vector = self._flat(data, self._query_vector(query, data), depth)
         return fusion.fuse(
             lexical,
             vector,
