@@ -101,3 +101,20 @@ def test_memory_is_a_quarter():
     v = unit(np.random.default_rng(0), 1000, 256)
     quant = QuantizedVectors.build(v)
     assert quant.nbytes <= v.nbytes / 4 + 8 * len(v)
+
+
+def test_the_vectors_scan_setting_reaches_the_retriever(tmp_path, monkeypatch):
+    from ragtui import app
+    from ragtui.config import load_settings
+    from ragtui.core.errors import UsageError
+
+    path, _, _ = build(tmp_path / "art", "d", {"d/a.md": ["alpha beta"], "d/b.md": ["gamma"]}, dim=8)
+    config = tmp_path / "ragtui.toml"
+    config.write_text('[vectors]\nscan = "i8"\n')
+    settings = load_settings(config=config)
+    assert settings.vector_scan == "i8"
+    assert app.open_index(path, settings).vector_scan == "i8"
+    config.write_text('[vectors]\nscan = "int4"\n')
+    with pytest.raises(UsageError, match=r"\[vectors\] scan"):
+        app.open_index(path, load_settings(config=config))
+    assert load_settings().vector_scan == "f32"
