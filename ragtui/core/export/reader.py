@@ -404,29 +404,68 @@ def _dictionary(raw: bytes, where: str, n: int, shards_declared: int) -> tuple[
 
 def _postings(raw: bytes, where: str, n: int, terms: list[str], entries: list[tuple[int, int, int]],
               mine: list[int], out: list[Any]) -> None:
-    """Decode shard ``raw``: the entries of the terms ``mine`` must tile it, in order of their offsets."""
+    """Decode shard ``raw``: the entries of the terms ``mine`` must tile it, in order of their offsets.
+
+    The shard is one stream of varints, decoded at once; each entry is then a
+    slice of it (postingCount, then four values per posting).
+    """
     mine = sorted(mine, key=lambda t: entries[t][2])
-    cur = _Cursor(raw, where)
-    for t in mine:
+    buf = np.frombuffer(raw, dtype=np.uint8)
+    try:
+        values = leb128.decode(buf).astype(np.int64)
+    except leb128.VarintError as e:
+        raise IndexFormatError(where, str(e)) from None
+    ends = np.flatnonzero((buf & 0x80) == 0)
+    starts = np.zeros(len(ends) + 1, dtype=np.int64)
+    starts[1:] = ends + 1  # byte offset of each value; the last entry is the end of the shard
+    heads = np.empty(len(mine), dtype=np.int64)
+    vi = 0
+    for i, t in enumerate(mine):
         df, _, offset = entries[t]
-        if cur.at != offset:
-            what = "overlaps the entry before it" if offset < cur.at else f"leaves bytes {cur.at}..{offset} unused"
+        at = int(starts[vi])
+        if at != offset:
+            what = "overlaps the entry before it" if offset < at else f"leaves bytes {at}..{offset} unused"
             raise IndexFormatError(where, f"the entry of term {terms[t]!r} at byte {offset} {what}")
-        count = cur.varint("postingCount")
+        if vi >= len(values):
+            raise IndexFormatError(where, f"truncated: no postingCount for term {terms[t]!r} at byte {offset}")
+        count = int(values[vi])
         if count != df:
-            raise cur.bad(f"term {terms[t]!r} has {count} postings, but its documentFrequency is {df}")
-        values = cur.varints(4 * count, f"the postings of {terms[t]!r}").astype(np.int64).reshape(count, 4)
-        chunks = np.cumsum(values[:, 0])
-        if count > 1 and (values[1:, 0] == 0).any():
-            raise cur.bad(f"term {terms[t]!r}: chunk indices do not ascend (a delta of 0)")
-        if count and chunks[-1] >= n:
-            raise cur.bad(f"term {terms[t]!r}: chunk index {int(chunks[-1])} is not below chunkCount {n}")
-        if (values[:, 1:].sum(axis=1) == 0).any():
-            raise cur.bad(f"term {terms[t]!r}: a posting with every field frequency 0")
-        tf = values[:, 1:].astype(np.float64)
-        out[t] = (chunks, tf[:, 0].copy(), tf[:, 1].copy(), tf[:, 2].copy())
-    if cur.at != len(raw):
-        raise IndexFormatError(where, f"{len(raw) - cur.at} bytes after the last entry")
+            raise IndexFormatError(where, f"term {terms[t]!r} has {count} postings, but its documentFrequency "
+                                          f"is {df} (at byte {offset})")
+        if vi + 1 + 4 * count > len(values):
+            raise IndexFormatError(where, f"truncated: the postings of term {terms[t]!r} run past the end")
+        heads[i] = vi
+        vi += 1 + 4 * count
+    if vi != len(values):
+        raise IndexFormatError(where, f"{len(raw) - int(starts[vi])} bytes after the last entry")
+    keep = np.ones(len(values), dtype=bool)
+    keep[heads] = False
+    postings = values[keep].reshape(-1, 4)
+    counts = values[heads]
+    first = np.zeros(len(mine) + 1, dtype=np.int64)
+    np.cumsum(counts, out=first[1:])
+    total = np.cumsum(postings[:, 0])
+    base = np.repeat(total[first[:-1] - 1] * (first[:-1] > 0), counts) if len(postings) else total
+    chunks = total - base
+    owner = np.repeat(np.arange(len(mine)), counts)
+    later = np.ones(len(postings), dtype=bool)
+    later[first[:-1][counts > 0]] = False
+    bad = np.flatnonzero(later & (postings[:, 0] == 0))
+    if bad.size:
+        raise IndexFormatError(where, f"term {terms[mine[owner[bad[0]]]]!r}: chunk indices do not ascend "
+                                      "(a delta of 0)")
+    bad = np.flatnonzero(chunks >= n)
+    if bad.size:
+        raise IndexFormatError(where, f"term {terms[mine[owner[bad[0]]]]!r}: chunk index {int(chunks[bad[0]])} "
+                                      f"is not below chunkCount {n}")
+    bad = np.flatnonzero(postings[:, 1:].sum(axis=1) == 0)
+    if bad.size:
+        raise IndexFormatError(where, f"term {terms[mine[owner[bad[0]]]]!r}: a posting with every field "
+                                      "frequency 0")
+    tf = postings[:, 1:].astype(np.float64)
+    for i, t in enumerate(mine):
+        lo, hi = int(first[i]), int(first[i + 1])
+        out[t] = (chunks[lo:hi], tf[lo:hi, 0], tf[lo:hi, 1], tf[lo:hi, 2])
 
 
 def _strings(value: object, n: int, where: str, what: str) -> list[str]:

@@ -18,7 +18,6 @@ each style) and AsciiDoc (``=`` to ``======``). Other files have no headings.
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import quote
@@ -38,6 +37,9 @@ _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 _ADOC = re.compile(r"^(={1,6})[ \t]+(\S.*?)[ \t]*$")
 _RST_ADORN = re.compile(r"^([!-/:-@\[-`{-~])\1{2,}[ \t]*$")
 _MAX_TITLE_CHARS = 200
+_PUNCT = "".join(chr(c) for c in range(33, 127) if not chr(c).isalnum())
+_RELEVANT = {"markdown": "#`~=-", "rst": _PUNCT, "asciidoc": "="}
+"""The first characters (after up to three spaces) of the lines that can open, underline or fence a heading."""
 
 
 @dataclass(frozen=True)
@@ -179,31 +181,39 @@ def document_places(doc_id: str, texts: Sequence[str]) -> tuple[str, list[ChunkP
         length += len(text) - k
         previous = text
     doc = "".join(parts)
-    line_starts = [0] + [m.end() for m in _LINE_BREAK.finditer(doc)]
+    plain = "\r" not in doc  # only \n line breaks: str.split and str.count, in C
+    lines = doc.split("\n") if plain else _LINE_BREAK.split(doc)
     kind = heading_kind(doc_id)
     after: list[tuple[str, ...]] = []
     first: str | None = None
     if kind is not None:
         heads = _Headings(kind)
-        for j, a in enumerate(line_starts):
-            end = line_starts[j + 1] if j + 1 < len(line_starts) else len(doc)
+        relevant = _RELEVANT[kind]
+        for text in lines:
+            # Most lines cannot start or end a heading: only the line before the next one matters for them.
+            if heads.overline is None and (not _RST_ADORN.match(text) if kind == "rst" else
+                                           text[:1] not in relevant and text.lstrip(" ")[:1] not in relevant):
+                heads.previous = text
+                after.append(after[-1] if after else ())
+                continue
             before = heads.path
-            heads.line(_LINE_BREAK.sub("", doc[a:end]))
+            heads.line(text)
             now = tuple(t for _, t in heads.path)
-            if heads.path is not before and after and kind != "asciidoc" and _underline(kind, doc[a:end]):
+            if heads.path is not before and after and kind != "asciidoc" and _underline(kind, text):
                 after[-1] = now  # an underline makes the line above it the heading
             after.append(now)
         first = heads.first
     places = []
+    line, at = 1, 0
     for s in starts:
-        line = bisect_right(line_starts, s)
+        line += doc.count("\n", at, s) if plain else len(_LINE_BREAK.findall(doc, at, s))
+        at = s
         places.append(ChunkPlace(line, after[line - 1] if after else ()))
     title = first or _clean(doc_id.rsplit("/", 1)[-1])
     return title, places
 
 
 def _underline(kind: str, line: str) -> bool:
-    line = _LINE_BREAK.sub("", line)
     if kind == "markdown":
         return bool(_SETEXT.match(line)) and not _ATX.match(line)
     return bool(_RST_ADORN.match(line))
