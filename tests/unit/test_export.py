@@ -268,7 +268,7 @@ def test_text_check_finds_postings_that_lie(tmp_path):
     shard.write_text(json.dumps({"version": 2, "chunks": [{"content": "pears", "metadata": {}},
                                                            {"content": "apple", "metadata": {}}]}))
     export = read_export(tmp_path)  # structurally sound
-    with pytest.raises(IndexFormatError, match="content-000.json: chunk 0's body holds the term 'apples' 0 times"):
+    with pytest.raises(IndexFormatError, match="content-000.json: chunk 0's body holds the term 'pears', which the dictionary"):
         export.verify_text()
 
 
@@ -310,3 +310,13 @@ def test_a_file_in_place_of_the_folder_is_refused(tmp_path, index):
     (tmp_path / "site").write_text("x")
     with pytest.raises(UsageError, match="not a folder"):
         export_to(tmp_path / "site", export_files(index, generated_at=STAMP))
+
+
+def test_text_check_finds_a_frequency_that_lies(tmp_path):
+    folder = handmade(tmp_path)
+    shard = folder / "content" / "content-000.json"
+    shard.write_text(json.dumps({"version": 2, "chunks": [{"content": "apple", "metadata": {}},
+                                                           {"content": "apple", "metadata": {}}]}))
+    with pytest.raises(IndexFormatError, match="content-000.json: chunk 0's body holds the term 'apple' 1 times, "
+                                               "but the postings say 0"):
+        read_export(tmp_path).verify_text()

@@ -129,33 +129,50 @@ class Corpus:
         content shard for a body) and says what dictionary.bin and the postings claim.
         """
         names = sorted(self.terms, key=self.terms.__getitem__)
-        expected: list[dict[str, list[int]]] = []
+        n = max(self.n_chunks, 1)
+        keys: list[int] = []
+        counts: list[int] = []
         for c in range(self.n_chunks):
-            found: dict[str, list[int]] = {}
             for f, text in enumerate((self.titles[c], self.headings[c], self.content(c))):
-                tally = Counter(analyze(text))
-                if sum(tally.values()) != int(self.field_lengths[f][c]):
+                terms = analyze(text)
+                if len(terms) != int(self.field_lengths[f][c]):
                     raise IndexFormatError(self._text_file(c, f), f"chunk {c}'s {sk.FIELDS[f]} has "
-                                           f"{sum(tally.values())} terms, but dictionary.bin gives its field "
+                                           f"{len(terms)} terms, but dictionary.bin gives its field "
                                            f"length as {int(self.field_lengths[f][c])}")
-                for term, n in tally.items():
-                    found.setdefault(term, [0, 0, 0])[f] = n
-            expected.append(found)
-        for t, term in enumerate(names):
+                for term, count in Counter(terms).items():
+                    t = self.terms.get(term)
+                    if t is None:
+                        raise IndexFormatError(self._text_file(c, f), f"chunk {c}'s {sk.FIELDS[f]} holds the "
+                                               f"term {term!r}, which the dictionary does not have")
+                    keys.append((t * n + c) * 3 + f)
+                    counts.append(count)
+        want_keys = np.asarray(keys, dtype=np.int64)
+        order = np.argsort(want_keys, kind="stable")
+        want_keys, want = want_keys[order], np.asarray(counts, dtype=np.int64)[order]
+        parts_k, parts_v = [], []
+        for t in range(len(names)):
             chunks, tf0, tf1, tf2 = self.postings[t]
-            for c, a, b, d in zip(chunks.tolist(), tf0.tolist(), tf1.tolist(), tf2.tolist()):
-                got = [int(a), int(b), int(d)]
-                want = expected[c].pop(term, [0, 0, 0])
-                if want != got:
-                    f = next(i for i in range(3) if want[i] != got[i])
-                    raise IndexFormatError(self._text_file(c, f), f"chunk {c}'s {sk.FIELDS[f]} holds the term "
-                                           f"{term!r} {want[f]} times, but the postings say {got[f]}")
-        for c, left in enumerate(expected):
-            if left:
-                term, tfs = next(iter(left.items()))
-                f = next(i for i in range(3) if tfs[i])
-                raise IndexFormatError(self._text_file(c, f), f"chunk {c}'s {sk.FIELDS[f]} holds the term "
-                                       f"{term!r}, which has no posting for it")
+            for f, tf in enumerate((tf0, tf1, tf2)):
+                nz = tf > 0
+                parts_k.append((t * n + chunks[nz]) * 3 + f)
+                parts_v.append(tf[nz].astype(np.int64))
+        got_keys = np.concatenate(parts_k) if parts_k else np.zeros(0, dtype=np.int64)
+        got = np.concatenate(parts_v) if parts_v else np.zeros(0, dtype=np.int64)
+        order = np.argsort(got_keys, kind="stable")
+        got_keys, got = got_keys[order], got[order]
+        if np.array_equal(want_keys, got_keys) and np.array_equal(want, got):
+            return
+        # Name the first disagreement: a (term, chunk, field) only one side has, or a different count.
+        size = min(len(want_keys), len(got_keys))
+        diff = np.flatnonzero((want_keys[:size] != got_keys[:size]) | (want[:size] != got[:size]))
+        i = int(diff[0]) if diff.size else size
+        key = min(int(want_keys[i]) if i < len(want_keys) else 1 << 62, int(got_keys[i]) if i < len(got_keys) else 1 << 62)
+        t, rest = divmod(key, 3 * n)
+        c, f = divmod(rest, 3)
+        in_text = int(want[np.searchsorted(want_keys, key)]) if key in set(want_keys[i : i + 1].tolist()) else 0
+        in_postings = int(got[np.searchsorted(got_keys, key)]) if key in set(got_keys[i : i + 1].tolist()) else 0
+        raise IndexFormatError(self._text_file(c, f), f"chunk {c}'s {sk.FIELDS[f]} holds the term {names[t]!r} "
+                               f"{in_text} times, but the postings say {in_postings}")
 
     def _text_file(self, chunk: int, field: int) -> str:
         if field < 2:
