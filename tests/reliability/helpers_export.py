@@ -24,6 +24,7 @@ from ragtui.core.errors import IndexFormatError
 from ragtui.core.export.reader import read_export
 from ragtui.core.export.writer import export_files, export_to
 from ragtui.core.index.index_format import read_index
+from tests.reliability.helpers import Tally
 from tests.reliability.helpers_mutations import BYTE_MUTATIONS, INDEX_ID, base_files
 
 HANG_SECONDS = 30
@@ -215,3 +216,27 @@ def judge(site: Path) -> tuple[str | None, str]:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
 
+
+
+def run_export_fuzz(base: Path, per_file: int = 1000, seed: str = "export") -> dict[str, tuple[Tally, dict[str, int]]]:
+    """``per_file`` corruptions of each export file: {file: (Tally, outcome counts)}."""
+    site = base_export(base)
+    assert judge(site) == (None, "accepted"), "the pristine export is not read correctly"
+    out = {}
+    for rel in FILES:
+        path = site / rel
+        pristine = path.read_bytes()
+        rng = random.Random(f"{seed}-{rel}")
+        tally = Tally(f"Corrupt Seekite export {rel.rsplit('/', 1)[-1]}")
+        outcomes: dict[str, int] = {}
+        for i in range(per_file):
+            kind, data = mutate_export_file(rel, pristine, rng)
+            path.unlink()
+            path.write_bytes(data)
+            problem, outcome = judge(site)
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
+            tally.case(problem is None, f"{rel} case {i} ({kind}): {problem} [bytes {data[:120]!r}]")
+        path.unlink()
+        path.write_bytes(pristine)
+        out[rel] = (tally, outcomes)
+    return out

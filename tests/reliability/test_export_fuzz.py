@@ -8,32 +8,24 @@ import shutil
 
 import pytest
 
-from tests.reliability.helpers import Tally, one_clear_line, ragtui
-from tests.reliability.helpers_export import FILES, base_export, judge, mutate_export_file
+from tests.reliability.helpers import one_clear_line, ragtui
+from tests.reliability.helpers_export import FILES, base_export, judge, mutate_export_file, run_export_fuzz
 
 PER_FILE = 1000
 
 
+@pytest.fixture(scope="module")
+def fuzzed(tmp_path_factory):
+    return run_export_fuzz(tmp_path_factory.mktemp("fuzz"), PER_FILE)
+
+
 @pytest.mark.parametrize("rel", FILES)
-def test_reader_on_generated_corruptions(tmp_path, rel):
-    site = base_export(tmp_path)
-    assert judge(site) == (None, "accepted")
-    path = site / rel
-    pristine = path.read_bytes()
-    rng = random.Random(f"export-{rel}")
-    tally = Tally(f"Corrupt export {rel}")
-    outcomes: dict[str, int] = {}
-    for i in range(PER_FILE):
-        kind, data = mutate_export_file(rel, pristine, rng)
-        path.unlink()
-        path.write_bytes(data)
-        problem, outcome = judge(site)
-        outcomes[outcome] = outcomes.get(outcome, 0) + 1
-        tally.case(problem is None, f"{rel} case {i} ({kind}): {problem} [bytes {data[:120]!r}]")
+def test_reader_on_generated_corruptions(fuzzed, rel):
+    tally, outcomes = fuzzed[rel]
     assert tally.tried == PER_FILE
     assert tally.failures == []
     # The fuzzer is worth something only if most cases break the file, and the error names it.
-    named = outcomes.get(f"rejected: {path.name}", 0)
+    named = outcomes.get(f"rejected: {rel.rsplit('/', 1)[-1]}", 0)
     assert named >= PER_FILE // 2, outcomes
 
 
