@@ -37,9 +37,10 @@ _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 _ADOC = re.compile(r"^(={1,6})[ \t]+(\S.*?)[ \t]*$")
 _RST_ADORN = re.compile(r"^([!-/:-@\[-`{-~])\1{2,}[ \t]*$")
 _MAX_TITLE_CHARS = 200
-_PUNCT = "".join(chr(c) for c in range(33, 127) if not chr(c).isalnum())
-_RELEVANT = {"markdown": "#`~=-", "rst": _PUNCT, "asciidoc": "="}
-"""The first characters (after up to three spaces) of the lines that can open, underline or fence a heading."""
+_RELEVANT = {"markdown": re.compile(r" {0,3}(?:#|`{3}|~{3}|=+[ \t]*$|-+[ \t]*$)"),
+             "rst": re.compile(r"([!-/:-@\[-`{-~])\1{2,}[ \t]*$"), "asciidoc": re.compile("=")}
+"""The lines that can be a heading, underline one or open or close a fence (every other line only
+matters as the line above the next)."""
 
 
 @dataclass(frozen=True)
@@ -191,8 +192,7 @@ def document_places(doc_id: str, texts: Sequence[str]) -> tuple[str, list[ChunkP
         relevant = _RELEVANT[kind]
         for text in lines:
             # Most lines cannot start or end a heading: only the line before the next one matters for them.
-            if heads.overline is None and (not _RST_ADORN.match(text) if kind == "rst" else
-                                           text[:1] not in relevant and text.lstrip(" ")[:1] not in relevant):
+            if heads.overline is None and not relevant.match(text):
                 heads.previous = text
                 after.append(after[-1] if after else ())
                 continue

@@ -278,23 +278,32 @@ def _lexical(data: IndexData, titles: list[str], headings: list[str]) -> tuple[b
     out += struct.pack("<3f", *averages)
     out += leb128.encode(field_lengths.reshape(-1))
     out += _varint(n_terms)
+    small = _SMALL_VARINTS
+    records = []
     previous = b""
+    df_list = counts.tolist()
     for t, term_bytes in enumerate(vocab):
         shared = 0
         limit = min(len(previous), len(term_bytes))
         while shared < limit and previous[shared] == term_bytes[shared]:
             shared += 1
         suffix = term_bytes[shared:]
-        out += _varint(shared) + _varint(len(suffix)) + suffix
-        out += _varint(int(counts[t])) + _varint(shard_of[t]) + _varint(offset_in[t])
+        df, shard, offset = df_list[t], shard_of[t], offset_in[t]
+        records.append(b"".join((small[shared] if shared < 16384 else _varint(shared),
+                                 small[len(suffix)] if len(suffix) < 16384 else _varint(len(suffix)), suffix,
+                                 small[df] if df < 16384 else _varint(df),
+                                 small[shard] if shard < 16384 else _varint(shard),
+                                 small[offset] if offset < 16384 else _varint(offset))))
         previous = term_bytes
+    out += b"".join(records)
     out += _varint(len(shards))
-    for shard in shards:
-        out += _varint(len(shard))
+    for shard_bytes in shards:
+        out += _varint(len(shard_bytes))
     return bytes(out), shards
 
 
 def _varint(value: int) -> bytes:
+    """The shortest unsigned LEB128 encoding of ``value``."""
     out = bytearray()
     while True:
         byte = value & 0x7F
@@ -304,6 +313,10 @@ def _varint(value: int) -> bytes:
         else:
             out.append(byte)
             return bytes(out)
+
+
+_SMALL_VARINTS = [_varint(v) for v in range(16384)]
+"""The encodings of the values below 2**14 (one or two bytes), looked up instead of computed."""
 
 
 # -- writing a folder -------------------------------------------------------------------------------
