@@ -96,14 +96,62 @@ def run(n: int, dim: int, n_queries: int, repeats: int, noise: float) -> None:
     sys.stdout.flush()
 
 
+_CHILD = """
+import resource, sys, numpy as np
+sys.path.insert(0, sys.argv[4])
+from ragtui.core.search.flat import flat_search
+from ragtui.core.search.quant import QuantizedVectors
+n, dim, scan = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+rows = np.memmap(sys.argv[5], dtype="<f4", mode="r", shape=(n, dim))
+queries = np.load(sys.argv[6])
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+if scan == "i8":
+    quant = QuantizedVectors.build(rows)
+    import gc; gc.collect()
+    for q in queries:
+        quant.search(q, 10)
+else:
+    for q in queries:
+        flat_search(rows, q, 10)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)
+"""
+
+
+def memory(n: int, dim: int, n_queries: int, noise: float) -> None:
+    """Peak resident memory added by searching a vectors.f32 memory map, f32 vs the int8 scan, each in a
+    fresh process (the float32 pages an i8 search re-scores count; the one-off build's temporaries too)."""
+    import subprocess
+    import tempfile
+
+    vectors, queries = make_data(n, dim, n_queries, noise, seed=dim)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "vectors.f32"
+        path.write_bytes(vectors.astype("<f4").tobytes())
+        qpath = Path(tmp) / "queries.npy"
+        np.save(qpath, queries)
+        del vectors
+        root = str(Path(__file__).resolve().parent.parent)
+        for scan in ("f32", "i8"):
+            # Drop the file's pages from this machine's page cache counters: each child maps it afresh.
+            out = subprocess.run([sys.executable, "-c", _CHILD, str(n), str(dim), scan, root, str(path), str(qpath)],
+                                 capture_output=True, text=True, check=True)
+            print(f"   peak RSS added, {scan} scan over a {n}x{dim} vectors.f32 map, {n_queries} queries: "
+                  f"{int(out.stdout) / 1024:.1f} MiB")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--dims", default="256,576")
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--noise", type=float, default=0.6)
+    ap.add_argument("--noise", type=float, default=1.0, help="as bench_vectors.py")
+    ap.add_argument("--memory", action="store_true", help="only measure peak resident memory, f32 vs i8")
     args = ap.parse_args()
+    if args.memory:
+        for dim in (int(d) for d in args.dims.split(",")):
+            memory(args.n, dim, args.queries, args.noise)
+        return
     print(environment())
     print(f"OMP/BLAS threads as set in the environment: {os.environ.get('OMP_NUM_THREADS', 'default')}")
     for dim in (int(d) for d in args.dims.split(",")):
