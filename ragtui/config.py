@@ -113,7 +113,7 @@ class Settings:
     nlist: int | None = None
     nprobe: int | None = None
     vector_scan: str = "f32"
-    """``[vectors] scan``: "f32" (default) or "i8" (core.search.quant; the same answers, a quarter of the memory)."""
+    """``[vectors] scan``: "f32" (default) or "i8" (core.search.quant; the same answers, a quarter of the bytes read per query)."""
     rerank: dict = field(default_factory=dict)
     """The ``[rerank]`` table: n, budget_ms, model or model_dir, threads (flags override n and budget_ms)."""
     config_file: Path | None = None

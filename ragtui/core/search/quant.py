@@ -1,4 +1,4 @@
-"""Per-row-scaled int8 vectors: a quarter of vectors.f32's memory, scanned first, re-scored exactly.
+"""Per-row-scaled int8 vectors: a quarter of vectors.f32's bytes, scanned first, the best re-scored exactly.
 
 Encoding (the same as Seekite's SKVX i8): for a unit row x, ``scale = max|x_i| / 127``
 (float32) and ``code_i = round(x_i / scale)`` as int8 in [-127, 127], so
@@ -24,6 +24,7 @@ on real data.
 
 from __future__ import annotations
 
+import mmap
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -64,6 +65,28 @@ def dequantize(scales: np.ndarray, codes: np.ndarray) -> npt.NDArray[np.float32]
     return (codes.astype(np.float32) * np.asarray(scales, dtype=np.float32)[:, None]).astype(np.float32)
 
 
+def _release_pages(vectors: np.ndarray) -> None:
+    """Tell the kernel this process no longer needs the pages of the file map behind ``vectors``.
+
+    Building the copy reads every float32 row once; without this, all of vectors.f32 would stay in
+    the process's resident memory although searches only re-read the few rows they re-score. The map
+    is read-only and shared, so dropping its pages loses nothing: a later read faults them back in
+    from the page cache or the file. Arrays not backed by a map are left alone.
+    """
+    obj: object = vectors
+    for _ in range(8):
+        mm = obj if isinstance(obj, mmap.mmap) else getattr(obj, "_mmap", None)
+        if isinstance(mm, mmap.mmap):
+            try:
+                mm.madvise(mmap.MADV_DONTNEED)
+            except (AttributeError, OSError, ValueError):  # no madvise here, or a closed map
+                pass
+            return
+        obj = getattr(obj, "base", None)
+        if obj is None:
+            return
+
+
 @dataclass(frozen=True, eq=False)
 class QuantizedVectors:
     """The int8 copy of one vectors array, and the per-row error bounds its exact search needs."""
@@ -84,6 +107,7 @@ class QuantizedVectors:
             diff = np.asarray(v[lo : lo + _BLOCK], dtype=np.float64) - dequantize(scales[lo : lo + _BLOCK],
                                                                                  codes[lo : lo + _BLOCK])
             residual[lo : lo + len(diff)] = np.sqrt(np.einsum("ij,ij->i", diff, diff)) * (1 + 1e-6)
+        _release_pages(v)
         return cls(v, scales, codes, residual)
 
     @property

@@ -41,7 +41,7 @@ __all__ = ["MAX_QUERY_CHARS", "MODES", "PARAMS", "VECTOR_SCANS", "Hit", "Retriev
 MODES = ("flat", "ivf", "bm25", "hybrid")
 VECTOR_SCANS = ("f32", "i8")
 """How vector modes score rows: float32 directly (the default: measured faster, bench/bench_int8.py), or an
-int8 copy first with the candidates re-scored exactly in float32 (a quarter of the memory; the same answers)."""
+int8 copy first with the candidates re-scored exactly in float32 (a quarter of the bytes read per query; the same answers)."""
 PARAMS = {"flat": (), "ivf": ("nprobe",), "bm25": (), "hybrid": ("fusion", "weight", "rrf_k", "depth")}
 """The keyword parameters ``Retriever.search`` accepts, per mode."""
 
