@@ -247,7 +247,7 @@ def _lexical(data: IndexData, titles: list[str], headings: list[str]) -> tuple[b
     delta[1:][same[1:]] = p_chunk[1:][same[1:]] - p_chunk[:-1][same[1:]]
     # Every term's entry: postingCount, then (delta, title, heading, body) per posting, as one varint stream.
     total = n_terms + 4 * len(p_chunk)
-    values = np.empty(total, dtype=np.int64)
+    values = np.empty(total, dtype=np.uint32)  # every value is below 2**32: half of int64's memory
     entry_at = np.arange(n_terms, dtype=np.int64) + 4 * offsets[:-1]
     values[entry_at] = counts
     post_at = 1 + 4 * np.arange(len(p_chunk), dtype=np.int64) + np.repeat(np.arange(n_terms, dtype=np.int64), counts)
