@@ -320,3 +320,11 @@ def test_text_check_finds_a_frequency_that_lies(tmp_path):
     with pytest.raises(IndexFormatError, match="content-000.json: chunk 0's body holds the term 'apple' 1 times, "
                                                "but the postings say 0"):
         read_export(tmp_path).verify_text()
+
+
+def test_an_empty_index_exports_and_reads_back(tmp_path):
+    path, _, _ = build(tmp_path / "art", "empty", {}, dim=4)
+    out = export_to(tmp_path / "site", export_files(read_index(path, full=True), generated_at=STAMP))
+    export = read_export(out)
+    export.verify_text()
+    assert export.corpora["empty"].n_chunks == 0 and export.search("anything") == []
