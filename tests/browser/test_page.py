@@ -34,6 +34,8 @@ QUERIES = [
     "generator yield",
     "python python python interpreter",
     "Σίσυφος İstanbul",
+    "istanbul οδοσ",
+    "ΟΔΟΣ ISTANBUL café",
     "zzzzz-no-such-term",
     "Tutorial",
     "lambda sorted key",
@@ -53,6 +55,8 @@ def exported(tmp_path_factory):
     shutil.copytree(shared_data("corpora", "python-docs", "tutorial"), folder / "tutorial")
     shutil.copytree(shared_data("corpora", "python-docs", "faq"), folder / "faq")
     (folder / "hostile.md").write_text(HOSTILE, encoding="utf-8")
+    # The analyzer's two traps (index-format.md): İ lowercases to i, every Σ to σ.
+    (folder / "unicode.md").write_text("# İSTANBUL\n\nΟΔΟΣ and Straße, café, naïve, 日本語テキスト.\n", encoding="utf-8")
     sync(folder, artifacts=base / "art", embedder=HashEmbedder(dim=16), max_tokens=128, overlap=16)
     data = read_index(base / "art" / "rag" / "pydocs", full=True)
     out = export_to(base / "site", export_files(data, generated_at="2026-01-01T00:00:00Z"))
@@ -91,6 +95,7 @@ def test_the_page_ranks_as_the_python_reader(page, exported):
         compared += len(want)
     assert compared >= 100  # most queries have a full top 10
     assert errors == []
+    assert [h["id"] for h in search(page, "istanbul οδοσ")][:1] == ["pydocs/unicode.md#0"]
 
 
 def test_results_show_title_heading_link_and_marks(page):
