@@ -16,7 +16,7 @@ user's ``max_tokens``), except that an ``[embedder]`` naming another
 ``kind`` starts that table afresh (one kind's options mean nothing to
 another). Every key is optional:
 
-    artifacts = "/artifacts"          # RAGTUI_ARTIFACTS
+    artifacts = "/artifacts"          # RAGTUI_ARTIFACTS; default: /artifacts when writable, else ~/.local/share/ragtui
     index = "docs"                    # RAGTUI_INDEX
     trusted_configs = ["/abs/path/ragtui.toml"]   # the user's config only
     [embedder]
@@ -73,9 +73,16 @@ from pathlib import Path
 
 from ragtui.core.errors import UsageError
 
-__all__ = ["SCHEMA", "TRUSTED_ONLY", "Settings", "load_settings", "user_config_path"]
+__all__ = [
+    "ROOT_FLAGS", "SCHEMA", "TRUSTED_ONLY", "Settings", "default_artifacts", "load_settings", "user_cache_root",
+    "user_config_path", "user_state_dir",
+]
 
 DEFAULT_ARTIFACTS = "/artifacts"
+"""The contract's artifacts root: used when it exists and is writable, and never created by default."""
+
+ROOT_FLAGS = "--artifacts DIR or RAGTUI_ARTIFACTS"
+"""How to choose another artifacts root; every message about the root names them."""
 
 TRUSTED_ONLY = frozenset({"base_url", "api_key_env", "tokenizer_file", "model_dir"})
 """Keys that send documents or credentials somewhere, or read a file: only a trusted config may set them."""
@@ -100,9 +107,56 @@ SCHEMA: dict[str, object] = {
 """Every key a ragtui.toml may hold: a table's keys, or what a value must be."""
 
 
+def _writable_dir(path: Path) -> bool:
+    try:
+        return path.is_dir() and os.access(path, os.W_OK | os.X_OK)
+    except OSError:
+        return False
+
+
+def _xdg(env, var: str, fallback: str) -> Path:
+    """``$var``, else ``~/<fallback>``; a relative value is ignored, as the XDG base directory spec says."""
+    value = env.get(var) or ""
+    if not os.path.isabs(value):
+        home = env.get("HOME") or str(Path.home())
+        value = os.path.join(home, fallback)
+    return Path(value)
+
+
+def default_artifacts(environ=None, contract: str | os.PathLike = DEFAULT_ARTIFACTS) -> tuple[Path, str]:
+    """(root, why) when neither a flag, RAGTUI_ARTIFACTS nor a config file names the artifacts root.
+
+    ``contract`` (``/artifacts``) when it is a directory this process may write
+    into; otherwise the user's data folder, ``$XDG_DATA_HOME/ragtui``
+    (``~/.local/share/ragtui``). ``contract`` is never created here: a root
+    user without ``/artifacts`` gets the data folder too, not a new folder at
+    the filesystem root.
+    """
+    env = os.environ if environ is None else environ
+    contract = Path(contract)
+    if _writable_dir(contract):
+        return contract, f"default: {contract} exists and is writable"
+    why = "does not exist" if not os.path.lexists(contract) else "is not a writable folder"
+    return (_xdg(env, "XDG_DATA_HOME", ".local/share") / "ragtui",
+            f"default: {contract} {why}, so the user data folder $XDG_DATA_HOME/ragtui")
+
+
+def user_cache_root(environ=None) -> Path:
+    """``$XDG_CACHE_HOME/ragtui`` (``~/.cache/ragtui``): what ragtui builds for itself (``ragtui eval``'s indexes)."""
+    return _xdg(os.environ if environ is None else environ, "XDG_CACHE_HOME", ".cache") / "ragtui"
+
+
+def user_state_dir(environ=None) -> Path:
+    """``$XDG_STATE_HOME/ragtui`` (``~/.local/state/ragtui``): the query history, the index used last."""
+    return _xdg(os.environ if environ is None else environ, "XDG_STATE_HOME", ".local/state") / "ragtui"
+
+
 @dataclass(frozen=True)
 class Settings:
     artifacts: Path = Path(DEFAULT_ARTIFACTS)
+    """The artifacts root (``load_settings`` fills in ``default_artifacts()`` when nothing names one)."""
+    artifacts_from: str = "given"
+    """What chose ``artifacts``: ``--artifacts``, ``RAGTUI_ARTIFACTS``, ``artifacts in FILE``, or ``default: <why>``."""
     index: str | None = None
     embedder: dict = field(default_factory=lambda: {"kind": "wordllama"})
     max_tokens: int = 256
@@ -119,6 +173,7 @@ class Settings:
         given = {k: v for k, v in flags.items() if v is not None}
         if "artifacts" in given:
             given["artifacts"] = Path(given["artifacts"]).expanduser()
+            given["artifacts_from"] = "--artifacts"
         return replace(self, **given)
 
 
@@ -271,6 +326,7 @@ def _apply(s: Settings, doc: dict, path: Path) -> Settings:
                      "rerank": {**s.rerank, **doc.get("rerank", {})}}
     if "artifacts" in doc:
         changes["artifacts"] = Path(doc["artifacts"]).expanduser()
+        changes["artifacts_from"] = f"artifacts in {path}"
     if "index" in doc:
         changes["index"] = doc["index"]
     if "max_tokens" in chunker:
@@ -330,7 +386,10 @@ def load_settings(environ: dict | None = None, *, config: str | os.PathLike | No
     for path, doc in _layers(config):
         s = _apply(s, doc, path)
     if env.get("RAGTUI_ARTIFACTS"):
-        s = replace(s, artifacts=Path(env["RAGTUI_ARTIFACTS"]).expanduser())
+        s = replace(s, artifacts=Path(env["RAGTUI_ARTIFACTS"]).expanduser(), artifacts_from="RAGTUI_ARTIFACTS")
+    elif s.artifacts_from == "given":  # nothing named a root: /artifacts when usable, else the user data folder
+        root, why = default_artifacts(env)
+        s = replace(s, artifacts=root, artifacts_from=why)
     if env.get("RAGTUI_INDEX"):
         s = replace(s, index=env["RAGTUI_INDEX"])
     emb = dict(s.embedder)
