@@ -13,11 +13,21 @@ def launch(args) -> int:
     """Run the app for the parsed ``args`` (artifacts, index, watch, debug) until the person quits.
 
     Returns the exit code. Problems the UI can show (no index, a broken
-    index, no embedder) are shown there; only a bad ``--watch`` folder or a
-    bad configuration file stops it before it starts (``UsageError``).
+    index, no embedder) are shown there; only no terminal on stdin or stdout,
+    a bad ``--watch`` folder or a bad configuration file stops it before it
+    starts (``UsageError``).
     """
+    import os
+
     from ragtui.app import settings_from, with_rerank_flags
     from ragtui.tui.app import create_app
+
+    # Without a terminal on both ends the UI cannot read keys or draw, and would wait for ever.
+    missing = [name for fd, name in ((0, "stdin"), (1, "stdout")) if not os.isatty(fd)]
+    if missing:
+        raise UsageError(f"the terminal UI needs a terminal, but {' and '.join(missing)} "
+                         f"{'is' if len(missing) == 1 else 'are'} not one: in scripts and pipes use "
+                         "`ragtui search QUERY` (and `ragtui info` to list the indexes)")
 
     settings = with_rerank_flags(args, settings_from(args))
     watch = getattr(args, "watch", None)

@@ -625,8 +625,8 @@ def run_broken(base: Path, kinds=None) -> tuple[Tally, str]:
             assert rc == 0 and "fresh" in out, (rc, out, err)
 
         def info_alone(art=alone, named=named):
-            rc, out, err = run3("info", "--artifacts", str(art))
-            assert rc == 1 and out == "" and named(err), (rc, out, err)
+            rc, out, err = run3("info", "--artifacts", str(art))  # no usable index: exit 2, as search
+            assert rc == 2 and out == "" and named(err) and err.startswith("ragtui: error: no index"), (rc, out, err)
 
         def search_alone(art=alone, named=named):
             rc, out, err = run3("search", "zqgood", "--artifacts", str(art))
