@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import os
 import shlex
-from dataclasses import replace
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from ragtui.app import list_indexes, resolve_index, settings_from
 from ragtui.core.citations import FRESH, Citation, Resolver, parse_refs, split_ref
-from ragtui.core.index.records import fingerprint
 from ragtui.core.errors import NotFoundError, RagtuiError, UsageError
+from ragtui.core.index.records import fingerprint
 from ragtui.core.textsafe import json_text, neutralize
 
 __all__ = ["editor_argv", "register", "run"]
