@@ -36,7 +36,7 @@ def run(args) -> int:
     check_query(args.query)  # before anything is loaded: a bad query costs nothing
     if not args.query.strip():
         raise UsageError("the query is empty: give the words to search for, e.g. ragtui search 'tar archive'")
-    if args.nprobe is not None and args.nprobe < 1:
+    if args.mode == "ivf" and args.nprobe is not None and args.nprobe < 1:
         raise UsageError(f"--nprobe must be between 1 and the index's number of IVF lists (got {args.nprobe})")
     params = {"nprobe": args.nprobe} if args.nprobe is not None else {}
     check_search(args.mode, params)  # before the index or the embedder is loaded
