@@ -22,17 +22,16 @@ def launch(args) -> int:
     from ragtui.app import settings_from, with_rerank_flags
     from ragtui.tui.app import create_app
 
+    settings = with_rerank_flags(args, settings_from(args))
+    watch = getattr(args, "watch", None)
+    if watch is not None and not Path(watch).is_dir():
+        raise UsageError(f"--watch {watch}: not a folder (give the folder of documents to keep indexed)")
     # Without a terminal on both ends the UI cannot read keys or draw, and would wait for ever.
     missing = [name for fd, name in ((0, "stdin"), (1, "stdout")) if not os.isatty(fd)]
     if missing:
         raise UsageError(f"the terminal UI needs a terminal, but {' and '.join(missing)} "
                          f"{'is' if len(missing) == 1 else 'are'} not one: in scripts and pipes use "
                          "`ragtui search QUERY` (and `ragtui info` to list the indexes)")
-
-    settings = with_rerank_flags(args, settings_from(args))
-    watch = getattr(args, "watch", None)
-    if watch is not None and not Path(watch).is_dir():
-        raise UsageError(f"--watch {watch}: not a folder (give the folder of documents to keep indexed)")
     app = create_app(settings, watch=watch, debug=bool(getattr(args, "debug", False)))
     app.run()
     return app.return_code or 0

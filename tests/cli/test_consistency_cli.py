@@ -96,6 +96,17 @@ def test_the_tui_without_a_terminal_refuses_with_a_hint(tmp_path):
     _one_error(result, 2, "needs a terminal", "stdin and stdout", "ragtui search")
     piped = ragtui("--artifacts", str(tmp_path / "art"), stdin=subprocess.PIPE, timeout=60)
     _one_error(piped, 2, "needs a terminal")
+    # A terminal on stdout alone is not enough: the UI would wait for keys that never come.
+    import pty
+
+    master, slave = pty.openpty()
+    exe = shutil.which("ragtui")
+    cmd = [exe] if exe else [sys.executable, "-m", "ragtui"]
+    proc = subprocess.run([*cmd, "--artifacts", str(tmp_path / "art")], stdin=subprocess.DEVNULL, stdout=slave,
+                          stderr=subprocess.PIPE, text=True, timeout=60)
+    os.close(slave)
+    os.close(master)
+    assert proc.returncode == 2 and "but stdin is not one" in proc.stderr, proc.stderr
 
 
 # -- short references are positional -----------------------------------------------------
