@@ -216,8 +216,8 @@ def cli_surfaces(h: Hostile, name: str):
         _check(rc, out + err, (0,))
         assert json.loads(out)[0]["chunk_id"] == h.chunk_id
 
-    def several_error():
-        rc, out = run("search", h.marker, *art)
+    def several_error():  # with no memory of the index used last (the surfaces above used one): ask
+        rc, out = run("search", h.marker, *art, env={"XDG_STATE_HOME": str(h.base / "no-memory")})
         _check(rc, out, (2,), visible="several indexes")
         assert shown in out and "loop" in out, out
 
