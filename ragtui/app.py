@@ -78,9 +78,9 @@ def root_hint(settings: Settings) -> str:
 
 
 def prepare_root(settings: Settings) -> None:
-    """Make sure a writer can create its files under the artifacts root (``StorageError`` naming the flags).
+    """Create ``<artifacts>/rag`` if need be (``StorageError`` naming the flags when it cannot be).
 
-    Called before a folder is read, so a root that cannot be written costs a
+    Called before a folder is read, so a root that cannot be created costs a
     clear message, not a walk and an embedding run that fail at the lock.
     """
     from ragtui.core.ingest.publish import rag_root
