@@ -259,8 +259,8 @@ def resolve_index(settings: Settings, *, note: Callable[[str], None] | None = _n
             note(f"using index {name} ({why}; --index ID chooses another of {', '.join(names)}){also}")
         return index_dir(settings.artifacts, name)
     listed = ", ".join(names)
-    raise SeveralIndexes(f"several indexes under {settings.artifacts}/rag ({listed}): choose one with --index{also}",
-                         names, broken)
+    raise SeveralIndexes(f"several indexes under {settings.artifacts}/rag ({listed}): choose one with --index "
+                         f"({root_hint(settings)}){also}", names, broken)
 
 
 def _clear_choice(settings: Settings, names: list[str], cwd: str | os.PathLike | None) -> tuple[str, str] | None:

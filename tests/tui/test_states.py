@@ -157,3 +157,22 @@ async def test_an_unknown_index_lists_the_indexes_that_exist(tmp_path):
         body = app.main.notice.body
         assert "no index 'nosuch'" in body and "The indexes there: demo, other" in body
         assert "ragtui ingest ./docs --index nosuch --artifacts" in body
+
+
+async def test_several_indexes_open_the_one_used_last_without_asking(tmp_path):
+    """app.resolve_index decides for the TUI too: the picker only when the choice is not clear."""
+    from ragtui import app as app_layer
+    from ragtui.config import Settings
+
+    artifacts, _folder = build_demo(tmp_path)
+    ingest(tmp_path / "src" / "demo", artifacts, index_id="other")
+    app = make_app(artifacts)
+    async with app.run_test() as pilot:  # nothing remembered, cwd outside both folders: ask
+        await wait_for(pilot, lambda: app.index_state == "choose", "the picker")
+        picker = app.screen
+        await wait_for(pilot, lambda: getattr(picker, "names", None) == ["demo", "other"], "the list")
+    app_layer.remember_index(Settings(artifacts=artifacts), "other")
+    app = make_app(artifacts)
+    async with app.run_test() as pilot:
+        await wait_for(pilot, lambda: app.index_state == "ready", "the index to open")
+        assert app.index_id == "other"
