@@ -153,8 +153,8 @@ def user_state_dir(environ=None) -> Path:
 
 @dataclass(frozen=True)
 class Settings:
-    artifacts: Path = Path(DEFAULT_ARTIFACTS)
-    """The artifacts root (``load_settings`` fills in ``default_artifacts()`` when nothing names one)."""
+    artifacts: Path = None  # type: ignore[assignment]  # None: default_artifacts() (in __post_init__)
+    """The artifacts root; when not given, ``default_artifacts()``: /artifacts only when it exists and is writable."""
     artifacts_from: str = "given"
     """What chose ``artifacts``: ``--artifacts``, ``RAGTUI_ARTIFACTS``, ``artifacts in FILE``, or ``default: <why>``."""
     index: str | None = None
@@ -167,6 +167,12 @@ class Settings:
     """The ``[rerank]`` table: n, budget_ms, model or model_dir, threads (flags override n and budget_ms)."""
     config_file: Path | None = None
     """The last config file read (the project's when there is one, else the user's)."""
+
+    def __post_init__(self) -> None:
+        if self.artifacts is None:  # even a bare Settings() never points at an /artifacts it would have to create
+            root, why = default_artifacts()
+            object.__setattr__(self, "artifacts", root)
+            object.__setattr__(self, "artifacts_from", why)
 
     def with_flags(self, **flags) -> Settings:
         """Apply command-line flags (``None`` means "not given")."""
@@ -382,14 +388,12 @@ def load_settings(environ: dict | None = None, *, config: str | os.PathLike | No
     read, breaks the schema, or is untrusted and sets a ``TRUSTED_ONLY`` key.
     """
     env = os.environ if environ is None else environ
-    s = Settings()
+    root, why = default_artifacts(env)  # /artifacts when usable, else the user data folder
+    s = Settings(artifacts=root, artifacts_from=why)
     for path, doc in _layers(config):
         s = _apply(s, doc, path)
     if env.get("RAGTUI_ARTIFACTS"):
         s = replace(s, artifacts=Path(env["RAGTUI_ARTIFACTS"]).expanduser(), artifacts_from="RAGTUI_ARTIFACTS")
-    elif s.artifacts_from == "given":  # nothing named a root: /artifacts when usable, else the user data folder
-        root, why = default_artifacts(env)
-        s = replace(s, artifacts=root, artifacts_from=why)
     if env.get("RAGTUI_INDEX"):
         s = replace(s, index=env["RAGTUI_INDEX"])
     emb = dict(s.embedder)

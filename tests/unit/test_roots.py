@@ -141,3 +141,11 @@ def test_a_named_index_that_does_not_exist_lists_those_that_do(three):
         app.resolve_index(replace(settings, index="nosuch"))
     assert none.value.names == ["a", "b", "inner"] and "the indexes there: a, b, inner" in str(none.value)
     assert "RAGTUI_ARTIFACTS" in str(none.value)
+
+
+def test_a_bare_settings_takes_the_default_root_too(tmp_path, monkeypatch):
+    """Settings() built by code (not load_settings) must not point at an /artifacts it would create."""
+    expected = default_artifacts()
+    s = Settings()
+    assert (s.artifacts, s.artifacts_from) == expected
+    assert Settings(artifacts=tmp_path).artifacts_from == "given"
