@@ -111,7 +111,7 @@ class Word:
         return _escape_word(self.text)
 
     def describe(self) -> str:
-        return self.canonical() if self.text else "\"\""
+        return self.text
 
 
 @dataclass(frozen=True)
@@ -232,18 +232,17 @@ class ParsedQuery:
         return " ".join(c.canonical() for c in self.clauses)
 
     def describe(self, expansions: dict[str, tuple[str, ...]] | None = None) -> str:
-        """What the query asks for, one line per part, in a fixed order (no index needed).
+        """What the query asks for: the ranked words, then what a chunk must and must not contain, then
+        the filters, one line each (no index needed). Plain text reads as its words.
 
         ``expansions`` (a prefix term -> the index terms scored for it, as a
         ``QueryPlan`` finds them) adds the expansions to the prefix lines.
         """
-        if self.plain:
-            terms = analyze(self.text)
-            return "plain text: " + (" ".join(terms) if terms else "(no terms)")
-        lines = []
+        ranked: list[str] = []
+        required: list[str] = []
+        excluded: list[str] = []
+        filters: list[str] = []
         for clause in self.clauses:
-            if clause.is_filter:
-                continue
             parts = []
             for item in clause.items:
                 text = item.describe()
@@ -252,16 +251,16 @@ class ParsedQuery:
                     text += f" ({', '.join(found)})" if found else " (no index term)"
                 parts.append(text)
             joined = " OR ".join(parts)
-            if clause.excluded:
-                lines.append(f"must not contain: {joined}")
+            if clause.is_filter:
+                filters.append(("filter out: " if clause.excluded else "filter: ") + joined)
+            elif clause.excluded:
+                excluded.append(f"must not contain: {joined}")
             elif clause.required:
-                lines.append(f"must contain: {joined}")
+                required.append(f"must contain: {joined}")
             else:
-                lines.append(f"ranked by: {joined}")
-        for clause in self.filters:
-            joined = " OR ".join(item.describe() for item in clause.items)
-            lines.append(("filter out: " if clause.excluded else "filter: ") + joined)
-        return "\n".join(lines)
+                ranked.append(joined)
+        head = "ranked by: " + (" ".join(ranked) if ranked else "(no word)")
+        return "\n".join([head, *required, *excluded, *filters])
 
 
 def literal(text: str) -> ParsedQuery:
@@ -423,7 +422,7 @@ def _filter_value(name: str, value: str, column: int) -> str:
         return value
     if name == "ext":
         ext = value[1:] if value.startswith(".") else value
-        if not ext or "/" in ext:
+        if not ext or ext.startswith(".") or "/" in ext:
             raise _error(column, f"ext: takes a file extension such as md or .py (got {value!r})")
         return ext.lower()
     lang = value.lower()
