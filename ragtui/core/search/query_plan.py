@@ -16,8 +16,10 @@ unfiltered search scores it (BM25 scores, ``flat.row_scores`` bits), rows are
 taken in the one tie order (score descending, row ascending), and the text
 checks run on rows in that order until ``k`` pass. So the filtered top k is
 the exhaustive top k of the rows that pass. IVF keeps its own approximation:
-it ranks the passing rows of the lists it probes, except that when fewer rows
-pass than ``nprobe`` lists hold on average, it scores all of them (exact).
+it ranks the passing rows of the lists it probes, except that when the rows
+left by what the index tells without reading text (filters, words and
+prefixes, a phrase's words) are fewer than ``nprobe`` lists hold on average,
+it scores all of them (exact, like flat).
 """
 
 from __future__ import annotations
