@@ -27,6 +27,8 @@ HEADLESS = [
     "ragtui.core.ingest.journal",
     "ragtui.core.eval.metrics",
     "ragtui.core.ingest.publish",
+    "ragtui.core.search.query",
+    "ragtui.core.search.query_plan",
     "ragtui.core.search.retriever",
     "ragtui.core.ingest.sync",
     "ragtui.core.textsafe",
