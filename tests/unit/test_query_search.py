@@ -15,7 +15,7 @@ from ragtui.core.search import fusion
 from ragtui.core.search.flat import flat_search, row_scores
 from ragtui.core.search.ivf import IVFParams
 from ragtui.core.search.query import LANGUAGES, Filter, Phrase, Prefix, Word, literal, parse_query
-from ragtui.core.search.query_plan import MAX_EXPANSIONS, doc_table, path_matches, phrase_in
+from ragtui.core.search.query_plan import MAX_EXPANSIONS, DocTable, doc_table, path_matches, phrase_in
 from ragtui.core.search.retriever import MODES, Hits, Retriever
 from tests.unit.fakes import HashEmbedder
 from tests.unit.indexgen import build
@@ -324,8 +324,19 @@ def test_the_document_table_reads_every_doc_id(index):
 ])
 def test_path_filters(f, doc_id, want):
     assert path_matches(f, doc_id) is want
+    assert DocTable((doc_id,), np.array([0, 1])).matches(f).tolist() == [want]
     if f.name == "path":
         assert _path_ref(f.value, doc_id) is want
+
+
+def test_the_column_filters_agree_with_the_reference(index):
+    retriever, _, _ = index
+    table = doc_table(retriever.data.records)
+    values = ["notes/", "notes/2026/", "/notes", "/src", "2026", "c\"d", "ünï", "a#b/", "app.py", ".md", "x"]
+    filters = [Filter("path", v) for v in values] + [Filter("ext", e) for e in ("md", "py", "txt", "rst.txt", "go")]
+    filters += [Filter("lang", lang) for lang in LANGUAGES]
+    for f in filters:
+        assert table.matches(f).tolist() == [path_matches(f, d) for d in table.doc_ids], f
 
 
 def test_phrase_in():

@@ -28,8 +28,9 @@ import json
 import re
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -62,13 +63,37 @@ class DocTable:
     doc_ids: tuple[str, ...]
     starts: np.ndarray
 
-    def rows_where(self, keep: Callable[[str], bool]) -> np.ndarray:
-        """A bool per row: whether ``keep`` holds for the row's doc_id (called once per document)."""
-        per_doc = np.fromiter((keep(d) for d in self.doc_ids), dtype=bool, count=len(self.doc_ids))
+    @cached_property
+    def _slashed(self) -> np.ndarray:
+        """'/' + each doc_id: a value at the start of a folder or file name is then '/' + value inside it."""
+        return np.array(["/" + d for d in self.doc_ids], dtype=str)
+
+    @cached_property
+    def _names(self) -> np.ndarray:
+        """Each document's file name, lowercased (``ext:`` and ``lang:`` ignore case)."""
+        return np.array([d.rpartition("/")[2].lower() for d in self.doc_ids], dtype=str)
+
+    def matches(self, f: Filter) -> np.ndarray:
+        """A bool per document: whether it passes ``f`` (``path_matches``, a whole column at a time)."""
+        if not self.doc_ids:
+            return np.zeros(0, dtype=bool)
+        if f.name == "path":
+            if f.value.startswith("/"):
+                return np.asarray(np.char.startswith(self._slashed, f.value), dtype=bool)
+            return np.asarray(np.char.find(self._slashed, "/" + f.value) >= 0, dtype=bool)
+        exts = (f.value,) if f.name == "ext" else LANGUAGES[f.value]
+        out = np.zeros(len(self.doc_ids), dtype=bool)
+        lengths = np.char.str_len(self._names)
+        for ext in exts:
+            out |= np.char.endswith(self._names, "." + ext) & (lengths > len(ext) + 1)
+        return out
+
+    def rows(self, per_doc: np.ndarray) -> np.ndarray:
+        """A bool per row from a bool per document."""
         return np.repeat(per_doc, np.diff(self.starts))
 
 
-_CHUNK_ID = re.compile(rb'\{"chunk_id":"((?:[^"\\]|\\.)*)","doc_id":"')
+_CHUNK_ID = re.compile(rb'\{"chunk_id":"([^"\\]*(?:\\.[^"\\]*)*)","doc_id":"')
 _tables: weakref.WeakKeyDictionary[DocsFile, DocTable] = weakref.WeakKeyDictionary()
 _tables_lock = threading.Lock()
 
@@ -91,13 +116,13 @@ def doc_table(records: DocsFile) -> DocTable:
 def _build_table(records: DocsFile) -> DocTable:
     n = len(records)
     raw = records.raw_lines(0, n)
-    ends = records.line_ends(0, n)
+    line_starts = [0, *(records.line_ends(0, n)[:-1] + 1).tolist()] if n else []
+    match = _CHUNK_ID.match
     doc_ids: list[str] = []
     starts: list[int] = []
     prev = None
-    line_start = 0
-    for row in range(n):
-        m = _CHUNK_ID.match(raw, line_start)
+    for row, at in enumerate(line_starts):
+        m = match(raw, at)
         doc_id = None
         if m:
             body = m.group(1)
@@ -113,13 +138,14 @@ def _build_table(records: DocsFile) -> DocTable:
             doc_ids.append(doc_id)
             starts.append(row)
             prev = doc_id
-        line_start = int(ends[row]) + 1
     starts.append(n)
     return DocTable(tuple(doc_ids), np.asarray(starts, dtype=np.int64))
 
 
 def path_matches(f: Filter, doc_id: str) -> bool:
-    """Whether the document ``doc_id`` passes the filter ``f`` (spec/query-syntax.md says what each means)."""
+    """Whether the document ``doc_id`` passes the filter ``f`` (spec/query-syntax.md says what each means).
+
+    The plain reference of ``DocTable.matches``, which tests a whole column at once."""
     if f.name == "path":
         value = f.value
         if value.startswith("/"):
@@ -363,9 +389,11 @@ def _scores_of(v: np.ndarray, q: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
 def _filter_rows(clause: Clause, data: IndexData) -> np.ndarray:
     table = doc_table(data.records)
-    filters = [item for item in clause.items if isinstance(item, Filter)]
-    rows = table.rows_where(lambda doc_id: any(path_matches(f, doc_id) for f in filters))
-    return ~rows if clause.excluded else rows
+    per_doc = np.zeros(len(table.doc_ids), dtype=bool)
+    for item in clause.items:
+        if isinstance(item, Filter):
+            per_doc |= table.matches(item)
+    return table.rows(~per_doc if clause.excluded else per_doc)
 
 
 def _term_rows(bm25: BM25Index, t: int, n: int) -> np.ndarray:
