@@ -56,7 +56,7 @@ def main() -> int:
     print("| query | " + " | ".join(f"{m} ms" for m in modes) + " | hits (bm25) |")
     print("|---|" + "---|" * (len(modes) + 1))
     for label, query in CASES:
-        cells = [f"{_median_ms(lambda m=m: r.search(query, mode=m, k=10), args.repeat):.2f}" for m in modes]
+        cells = [f"{_median_ms(lambda m=m, q=query: r.search(q, mode=m, k=10), args.repeat):.2f}" for m in modes]
         print(f"| {label}: `{query}` | " + " | ".join(cells) + f" | {len(r.search(query, mode='bm25', k=10))} |")
     return 0
 
