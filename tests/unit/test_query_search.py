@@ -8,6 +8,8 @@ from pathlib import PurePosixPath
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ragtui.core.errors import QueryError
 from ragtui.core.index.analyzer import analyze
@@ -15,7 +17,7 @@ from ragtui.core.search import fusion
 from ragtui.core.search.flat import flat_search, row_scores
 from ragtui.core.search.ivf import IVFParams
 from ragtui.core.search.query import LANGUAGES, Filter, Phrase, Prefix, Word, literal, parse_query
-from ragtui.core.search.query_plan import MAX_EXPANSIONS, DocTable, doc_table, path_matches, phrase_in
+from ragtui.core.search.query_plan import MAX_EXPANSIONS, DocTable, _Match, doc_table, path_matches, phrase_in
 from ragtui.core.search.retriever import MODES, Hits, Retriever
 from tests.unit.fakes import HashEmbedder
 from tests.unit.indexgen import build
@@ -347,3 +349,30 @@ def test_phrase_in():
 def test_item_shapes_the_reference_relies_on():
     parsed = parse_query('"a b" c* d')
     assert [type(i) for i in parsed.positive_items] == [Phrase, Prefix, Word]
+
+
+_TEXT = st.lists(st.sampled_from(["a", "b", "ab", "A", "B", " ", ",", "\n", "_", "1", "é", "É", "\u0130", "Σ",
+                                          "ß", "-", "\u0307", "ǅ"]), max_size=30).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_TEXT, st.lists(st.sampled_from(["a", "b", "ab", "_", "1", "é", "i", "σ", "ß", "ǆ"]), min_size=1, max_size=3))
+def test_the_ascii_phrase_check_is_the_analyzer_check(text, phrase):
+    """The regular expression used on ASCII text answers as the analyzer's terms do, on any text."""
+    match = _Match(np.ones(1, dtype=bool), tuple(phrase))
+    assert match.in_text(text, None)[0] == phrase_in(analyze(text), phrase)
+
+
+def test_phrase_checks_stop_after_a_bound_and_say_so(tmp_path, monkeypatch):
+    from ragtui.core.search import query_plan
+
+    docs = {f"d{i:03}.md": [f"alpha filler words here beta {i}"] for i in range(600)}
+    docs["z.md"] = ["beta alpha at last"]
+    path, _, _ = build(tmp_path / "art", "bound", docs, dim=8)
+    retriever = Retriever.open(path, embedder=HashEmbedder(dim=8, model="test-model"))
+    assert [h.doc_id for h in retriever.search('"beta alpha"', mode="flat", k=3)] == ["z.md"]
+    monkeypatch.setattr(query_plan, "MAX_TEXT_CHECKS", 256)
+    hits = retriever.search('"beta alpha"', mode="bm25", k=3)
+    assert len(hits) <= 1 and hits.notes == (
+        "the phrase checks stopped after reading 256 chunks: these are the matches among the 256 best-ranked "
+        "candidates; add words or a filter to narrow it",)

@@ -13,6 +13,7 @@ from ragtui.core.search.query import (
     FILTERS,
     LANGUAGE_ALIASES,
     LANGUAGES,
+    MAX_SYNTAX_ITEMS,
     Clause,
     Filter,
     ParsedQuery,
@@ -161,6 +162,14 @@ def test_mistakes_name_their_column(text, column, needle):
     message = str(info.value)
     assert message.startswith(f"query column {column}: ") and needle in message
     assert "\n" not in message and info.value.exit_code == 2
+
+
+def test_the_number_of_conditions_is_bounded():
+    parse_query(" ".join(["x"] * 1000 + ['"a b"'] * MAX_SYNTAX_ITEMS))  # plain words are not counted
+    text = "x " + " ".join(f"-w{i}" for i in range(MAX_SYNTAX_ITEMS + 1))
+    with pytest.raises(QueryError, match=f"more than {MAX_SYNTAX_ITEMS} phrases") as info:
+        parse_query(text)
+    assert info.value.column == text.index(f"-w{MAX_SYNTAX_ITEMS}") + 1
 
 
 def test_a_query_of_only_filters_or_exclusions_is_refused():

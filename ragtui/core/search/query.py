@@ -29,6 +29,7 @@ from ragtui.core.index.analyzer import TERM_PATTERN, analyze
 __all__ = [
     "FILTERS",
     "LANGUAGES",
+    "MAX_SYNTAX_ITEMS",
     "Clause",
     "Filter",
     "ParsedQuery",
@@ -38,6 +39,10 @@ __all__ = [
     "literal",
     "parse_query",
 ]
+
+MAX_SYNTAX_ITEMS = 64
+"""A query holds at most this many phrases, prefixes, filters, excluded items and OR-joined items (plain words
+are not counted): each is a condition evaluated over every row of the index."""
 
 FILTERS = ("path", "ext", "lang")
 """The filter names, in the order ``describe`` lists them."""
@@ -469,6 +474,10 @@ def parse_query(text: str) -> ParsedQuery:
         clauses.append(Clause((item,), token.excluded, token.column))
     if pending_or is not None:
         raise _error(pending_or, "OR with nothing after it", 'join two items: a OR b; write "OR" to search for the word')
+    counted = [item for c in clauses for item in c.items if c.excluded or len(c.items) > 1 or not isinstance(item, Word)]
+    if len(counted) > MAX_SYNTAX_ITEMS:
+        raise _error(counted[MAX_SYNTAX_ITEMS].column, f"more than {MAX_SYNTAX_ITEMS} phrases, prefixes, filters, "
+                     "exclusions and OR-joined items in one query", "search with fewer")
     if not syntax:
         return ParsedQuery(text, tuple(clauses), True)
     if not any(not c.excluded and not c.is_filter for c in clauses):

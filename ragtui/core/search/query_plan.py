@@ -52,6 +52,12 @@ MAX_EXPANSIONS = 64
 
 _VERIFY_BATCH = 256
 
+MAX_TEXT_CHECKS = 20_000
+"""A search reads at most this many chunks' text for its phrase checks; past that it returns what matched
+(fewer than k) with a note, rather than reading a whole large index for a phrase that rarely occurs."""
+
+_ASCII_WORD = "0-9A-Za-z_"
+
 
 # -- the document table ----------------------------------------------------------------
 
@@ -182,6 +188,29 @@ class _Match:
 
     rows: np.ndarray
     phrase: tuple[str, ...] | None = None
+
+    @cached_property
+    def ascii_pattern(self) -> re.Pattern[str] | None:
+        """For an ASCII text: the phrase as a regular expression over the lowercased text (None: cannot occur).
+
+        In ASCII text the analyzer's terms are the runs of [0-9A-Za-z_], lowercased, so the phrase occurs
+        exactly when its terms appear as whole runs separated by other characters only.
+        """
+        assert self.phrase is not None
+        if not all(t.isascii() for t in self.phrase):
+            return None
+        body = f"[^{_ASCII_WORD}]+".join(re.escape(t) for t in self.phrase)
+        return re.compile(f"(?<![{_ASCII_WORD}]){body}(?![{_ASCII_WORD}])")
+
+    def in_text(self, text: str, terms: list[str] | None) -> tuple[bool, list[str] | None]:
+        """(whether the phrase occurs in ``text``, the text's terms if they had to be computed)."""
+        assert self.phrase is not None
+        if text.isascii():
+            pattern = self.ascii_pattern
+            return (pattern is not None and pattern.search(text.lower()) is not None), terms
+        if terms is None:
+            terms = analyze(text)
+        return phrase_in(terms, self.phrase), terms
 
 
 @dataclass
@@ -335,6 +364,12 @@ class QueryPlan:
         order = np.lexsort((rows, -scores))
         kept: list[int] = []
         for lo in range(0, order.size, _VERIFY_BATCH):
+            if lo >= MAX_TEXT_CHECKS:
+                note = (f"the phrase checks stopped after reading {MAX_TEXT_CHECKS:,} chunks: these are the matches "
+                        f"among the {MAX_TEXT_CHECKS:,} best-ranked candidates; add words or a filter to narrow it")
+                if note not in self.notes:
+                    self.notes.append(note)
+                break
             for i in order[lo : lo + _VERIFY_BATCH].tolist():
                 if self._passes(int(rows[i])):
                     kept.append(i)
@@ -346,6 +381,7 @@ class QueryPlan:
         return rows[picked].astype(np.int64, copy=False), scores[picked]
 
     def _passes(self, row: int) -> bool:
+        text: str | None = None
         terms: list[str] | None = None
         for check in self.checks:
             hit = False
@@ -355,10 +391,10 @@ class QueryPlan:
                 if match.phrase is None:
                     hit = True
                     break
-                if terms is None:
-                    terms = analyze(self._text(row))
-                if phrase_in(terms, match.phrase):
-                    hit = True
+                if text is None:
+                    text = self._text(row)
+                hit, terms = match.in_text(text, terms)
+                if hit:
                     break
             if hit != check.want:
                 return False
