@@ -240,6 +240,8 @@ class QueryPlan:
     notes: list[str] = field(default_factory=list)
     """What a user should know about this search (a prefix that matched too many terms, or none)."""
     _records: DocsFile | None = None
+    _verdicts: dict[int, bool] = field(default_factory=dict)
+    """Rows whose text was checked, and the answer (hybrid ranks the same rows twice)."""
 
     @property
     def search_text(self) -> str:
@@ -381,6 +383,12 @@ class QueryPlan:
         return rows[picked].astype(np.int64, copy=False), scores[picked]
 
     def _passes(self, row: int) -> bool:
+        verdict = self._verdicts.get(row)
+        if verdict is None:
+            verdict = self._verdicts[row] = self._check(row)
+        return verdict
+
+    def _check(self, row: int) -> bool:
         text: str | None = None
         terms: list[str] | None = None
         for check in self.checks:
