@@ -119,3 +119,27 @@ def test_bad_parameters_are_usage_errors(three, kwargs, message):
         search_many({"a": a, "b": b}, "flow", **kwargs)
     with pytest.raises(UsageError, match="no index"):
         search_many({}, "flow")
+
+
+SYNTAX = ['"boundary layer"', "flow path:a/", "flow -shock", "bound* OR library", "layer ext:md -path:b/",
+          'the -"boundary layer" lib*', "wing* shock*"]
+
+
+@pytest.mark.parametrize("mode", ["bm25", "flat", "hybrid"])
+@pytest.mark.parametrize("query", SYNTAX)
+def test_pooled_takes_the_query_syntax_as_one_index_would(three, mode, query):
+    """Filters and text checks restrict each index's rows; prefixes expand over the pooled dictionaries."""
+    a, b, u = three
+    n = u.data.n_chunks
+    want = u.search(query, mode=mode, k=n)
+    got = search_many({"a": a, "b": b}, query, mode=mode, k=n)
+    assert [h.chunk_id for h in got.hits] == [h.chunk_id for h in want]
+    assert np.allclose([h.score for h in got.hits], [h.score for h in want], rtol=0, atol=1e-9)
+    assert got.notes == list(want.notes)
+
+
+def test_pooled_refuses_a_malformed_query():
+    from ragtui.core.errors import QueryError
+
+    with pytest.raises(QueryError, match="query column 6: this quote is never closed"):
+        search_many({"x": None}, 'flow "layer', mode="bm25")  # type: ignore[dict-item]

@@ -43,6 +43,7 @@ from ragtui.core.topk import top_k
 if TYPE_CHECKING:
     from ragtui.core.index.bm25 import BM25Index
     from ragtui.core.index.index_format import IndexData
+    from ragtui.core.search.query import ParsedQuery
     from ragtui.core.search.retriever import Hit, Retriever
 
 __all__ = ["MERGES", "MultiHit", "MultiResult", "merge_ranked", "pooled_bm25_scores", "search_many"]
@@ -156,7 +157,7 @@ def _ranked(hit: Hit, rank: int, score: float) -> Hit:
     return Hit(rank, score, hit.chunk_id, hit.doc_id, hit.row, hit.text)
 
 
-def search_many(retrievers: Mapping[str, Retriever], query: str, *, mode: str = "bm25", k: int = 10,
+def search_many(retrievers: Mapping[str, Retriever], query: str | ParsedQuery, *, mode: str = "bm25", k: int = 10,
                 depth: int | None = None, merge: str = "pooled", merge_rrf_k: float = DEFAULT_RRF_K,
                 **params: Any) -> MultiResult:
     """Search every index in ``retrievers`` (index id -> retriever, in this order) and rank the chunks together.
@@ -182,22 +183,33 @@ def search_many(retrievers: Mapping[str, Retriever], query: str, *, mode: str = 
     return _pooled(retrievers, query, mode, k, depth, rrf, params)
 
 
-def _pooled(retrievers: Mapping[str, Retriever], query: str, mode: str, k: int, depth: int, rrf_k: float,
+def _pooled(retrievers: Mapping[str, Retriever], query: str | ParsedQuery, mode: str, k: int, depth: int, rrf_k: float,
             params: dict[str, Any]) -> MultiResult:
     from ragtui.core.search.flat import flat_search
+    from ragtui.core.search.query import ParsedQuery, parse_query
+    from ragtui.core.search.query_plan import QueryPlan
     from ragtui.core.search.retriever import Hit, check_query
 
-    check_query(query)
+    parsed = query if isinstance(query, ParsedQuery) else parse_query(check_query(query))
+    check_query(parsed.text)
     ids = list(retrievers)
     datas: list[IndexData] = [retrievers[i].data for i in ids]  # one generation per index, start to end
     starts = np.cumsum([0] + [d.n_chunks for d in datas])
     result = MultiResult([], "pooled")
+    # Query syntax: one plan per index, prefixes expanded over the pooled dictionaries, so that every index
+    # scores the same words; each index's filters and text checks restrict its own rows.
+    plans = None if parsed.plain else [QueryPlan.bind(parsed, d, pooled=[x.bm25 for x in datas]) for d in datas]
+    lexical_text = parsed.text if plans is None else plans[0].lexical_text
+    vector_text = parsed.search_text
 
     def pooled_lexical(n: int) -> tuple[np.ndarray, np.ndarray]:
         rows, scores = [], []
-        for i, dense in enumerate(pooled_bm25_scores([d.bm25 for d in datas], query)):
-            matched = np.flatnonzero(dense > 0.0)
-            r, s = top_k(dense[matched], matched, n)
+        for i, dense in enumerate(pooled_bm25_scores([d.bm25 for d in datas], lexical_text)):
+            if plans is None:
+                matched = np.flatnonzero(dense > 0.0)
+                r, s = top_k(dense[matched], matched, n)
+            else:
+                r, s = plans[i].lexical(dense, n)
             rows.append(r + starts[i])
             scores.append(s)
         return top_k(np.concatenate(scores), np.concatenate(rows), n)
@@ -206,9 +218,13 @@ def _pooled(retrievers: Mapping[str, Retriever], query: str, mode: str, k: int, 
         rows, scores = [], []
         for i, index_id in enumerate(ids):
             r, data = retrievers[index_id], datas[i]
-            vec = r.query_vector(query)
-            if mode == "ivf":  # the lists of this very generation
+            vec = r.query_vector(vector_text)
+            if mode == "ivf" and plans is not None:
+                got = plans[i].ivf(r._ivf_for(data), data.vectors, vec, n, params.get("nprobe"))
+            elif mode == "ivf":  # the lists of this very generation
                 got = r._ivf_for(data).search(vec, n, nprobe=params.get("nprobe"))
+            elif plans is not None:
+                got = plans[i].flat(data.vectors, vec, n)
             else:
                 got = flat_search(data.vectors, vec, n)
             rows.append(np.asarray(got[0], dtype=np.int64) + starts[i])
@@ -230,6 +246,8 @@ def _pooled(retrievers: Mapping[str, Retriever], query: str, mode: str, k: int, 
 
         rows, scores = fusion.fuse(pooled_lexical(depth), merged_vectors(depth), k, method=params.get("fusion"),
                                    weight=params.get("weight"), rrf_k=params.get("rrf_k"))
+    for plan in plans or ():
+        result.notes.extend(note for note in plan.notes if note not in result.notes)
     owner = np.searchsorted(starts, rows, side="right") - 1
     for rank, (row, score, i) in enumerate(zip(rows.tolist(), scores.tolist(), owner.tolist()), 1):
         data = datas[i]

@@ -249,8 +249,15 @@ class QueryPlan:
         return self.parsed.search_text
 
     @classmethod
-    def bind(cls, parsed: ParsedQuery, data: IndexData) -> QueryPlan:
+    def bind(cls, parsed: ParsedQuery, data: IndexData, *, pooled: Sequence[BM25Index] | None = None) -> QueryPlan:
+        """The plan of ``parsed`` over the generation ``data``.
+
+        ``pooled``: the BM25 indexes of several indexes searched as one (``core.search.multi``); prefixes
+        then expand over their dictionaries together, ranked by the chunks holding each term in all of them,
+        so every index's plan scores the same text.
+        """
         bm25 = data.bm25
+        vocabularies = list(pooled) if pooled is not None else [bm25]
         n = data.n_chunks
         plan = cls(parsed, "", None, _records=data.records)
         words: list[str] = []
@@ -267,7 +274,7 @@ class QueryPlan:
             if not clause.excluded:
                 for item in clause.items:
                     if isinstance(item, Prefix):
-                        words.extend(plan._expand(bm25, item))
+                        words.extend(plan._expand(vocabularies, item))
                     elif isinstance(item, Phrase | Word):
                         words.append(item.text)
             if not clause.required and not clause.excluded:
@@ -291,22 +298,36 @@ class QueryPlan:
         plan.lexical_text = " ".join(words)
         return plan
 
-    def _expand(self, bm25: BM25Index, item: Prefix) -> list[str]:
-        lo, hi = _prefix_range(bm25, item.term)
-        if hi == lo:
+    def _expand(self, vocabularies: Sequence[BM25Index], item: Prefix) -> list[str]:
+        if len(vocabularies) == 1:
+            bm25 = vocabularies[0]
+            lo, hi = _prefix_range(bm25, item.term)
+            ids = np.arange(lo, hi)
+            if hi - lo > MAX_EXPANSIONS:
+                df = np.asarray(bm25.df[lo:hi])
+                ids = ids[np.lexsort((ids, -df))[:MAX_EXPANSIONS]]
+                ids.sort()
+            found, chosen = hi - lo, [bm25.term(int(i)) for i in ids]
+        else:
+            pooled: dict[str, int] = {}
+            for bm25 in vocabularies:
+                lo, hi = _prefix_range(bm25, item.term)
+                for t in range(lo, hi):
+                    term = bm25.term(t)
+                    pooled[term] = pooled.get(term, 0) + int(bm25.df[t])
+            found = len(pooled)
+            best = sorted(pooled, key=lambda t: (-pooled[t], t.encode("utf-8")))[:MAX_EXPANSIONS]
+            chosen = sorted(best, key=lambda t: t.encode("utf-8"))
+        if not found:
             self.expansions[item.term] = ()
             self.notes.append(f"{item.term}* matches no term of the index")
             return []
-        ids = np.arange(lo, hi)
-        if hi - lo > MAX_EXPANSIONS:
-            df = np.asarray(bm25.df[lo:hi])
-            ids = ids[np.lexsort((ids, -df))[:MAX_EXPANSIONS]]
-            ids.sort()
-            self.notes.append(f"{item.term}* matches {hi - lo:,} terms; the {MAX_EXPANSIONS} in the most chunks rank "
+        if found > MAX_EXPANSIONS:
+            self.notes.append(f"{item.term}* matches {found:,} terms; the {MAX_EXPANSIONS} in the most chunks rank "
                               "(all of them count for OR and -); type more letters to narrow it")
         # A dictionary term analyzes to itself (a run of term characters, already lowercase); one that would
         # not (a hand-made file) is left out rather than searched as something else.
-        terms = [t for t in (bm25.term(int(i)) for i in ids) if analyze(t) == [t]]
+        terms = [t for t in chosen if analyze(t) == [t]]
         self.expansions[item.term] = tuple(terms)
         return terms
 
@@ -314,7 +335,10 @@ class QueryPlan:
 
     def bm25(self, data: IndexData, k: int) -> tuple[np.ndarray, np.ndarray]:
         """BM25 under the plan: rows with a positive score that pass, best ``k``."""
-        scores = data.bm25.scores(self.lexical_text)
+        return self.lexical(data.bm25.scores(self.lexical_text), k)
+
+    def lexical(self, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The best ``k`` rows of dense BM25 ``scores`` (one per row of this plan's index) that score and pass."""
         keep = scores > 0.0
         if self.mask is not None:
             keep &= self.mask
