@@ -23,6 +23,10 @@ Two other merges take each index's own ranked list, ``depth`` deep: ``rrf``
 (by rank: every index's top hit scores the same) and ``score`` (each index's
 own scores as they are). They are here to be measured against ``pooled``.
 
+The query syntax (spec/query-syntax.md) applies as for one index: a
+``QueryPlan`` per index restricts its rows, and prefixes expand over the
+pooled dictionaries, so the pooled merge still equals the one index.
+
 Each index is read from one generation (its retriever's snapshot at the
 start of the search) from start to end, as a single-index search is.
 """
