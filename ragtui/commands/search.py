@@ -28,14 +28,16 @@ def register(sub, common) -> None:
 
 
 def run(args) -> int:
+    from ragtui.core.search.query import parse_query
     from ragtui.core.search.retriever import check_query, check_search
     from ragtui.core.textsafe import one_line
 
     if args.k < 1:
         raise UsageError(f"-k must be at least 1 (got {args.k})")
-    check_query(args.query)  # before anything is loaded: a bad query costs nothing
-    if not args.query.strip():
+    query = check_query(args.query)  # before anything is loaded: a bad query costs nothing
+    if not query.strip():
         raise UsageError("the query is empty: give the words to search for, e.g. ragtui search 'tar archive'")
+    parsed = parse_query(query)
     if args.mode == "ivf" and args.nprobe is not None and args.nprobe < 1:
         raise UsageError(f"--nprobe must be between 1 and the index's number of IVF lists (got {args.nprobe})")
     params = {"nprobe": args.nprobe} if args.nprobe is not None else {}
@@ -50,12 +52,15 @@ def run(args) -> int:
                             "documents to index; add some and run `ragtui ingest FOLDER` again")
     if args.mode == "ivf" and args.nprobe is not None:
         _check_nprobe(retriever, args.nprobe)
-    hits = retriever.search(args.query, mode=args.mode, k=max(args.k, n_rerank), **params)
+    hits = retriever.search(parsed, mode=args.mode, k=max(args.k, n_rerank), **params)
+    for note in hits.notes:  # e.g. a prefix that matched more terms than are ranked
+        print(f"note: {one_line(note, 300)}", file=sys.stderr)
     reranked = None
     if reranker is not None:
         from ragtui.core.rerank import rerank
 
-        reranked = rerank(args.query, hits, reranker, n_rerank, budget_ms=budget)
+        # The cross-encoder reads the words searched for, not the syntax around them.
+        reranked = rerank(parsed.search_text, hits, reranker, n_rerank, budget_ms=budget)
         hits = list(reranked.hits)
     hits = hits[: args.k]
     if args.json:
