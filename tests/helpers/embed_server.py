@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+import select
 import socket
 import sys
 import threading
@@ -87,6 +88,13 @@ class EmbedServer:
         self.hang_limit = hang_limit
         self.idle_timeout = idle_timeout
         self.tei_byte_offsets = False  # report TEI offsets in UTF-8 bytes instead of characters
+        self.hang_above_bytes: int | None = None
+        """Embedding requests whose inputs hold more UTF-8 bytes than this hang (a server too slow for them)."""
+        self.work_per_byte = 0.0
+        """Seconds of ``virtual_clock`` each embedded input byte costs (a one-slot server's work)."""
+        self._virtual = 0.0
+        self.abandoned = threading.Semaphore(0)
+        """Released once for each hanging request whose client closed the connection."""
         self._faults: deque[Fault] = deque()
         self._seen: list[Seen] = []
         self._lock = threading.Lock()
@@ -142,6 +150,11 @@ class EmbedServer:
         with self._lock:
             self._faults.extend(faults)
 
+    def virtual_clock(self) -> float:
+        """A clock that moves only by the work this server did (``work_per_byte``): inject it as ``monotonic``."""
+        with self._lock:
+            return self._virtual
+
     def release(self) -> None:
         self._release.set()
 
@@ -174,6 +187,8 @@ class EmbedServer:
         inputs = body["input"]
         if isinstance(inputs, str):
             inputs = [inputs]
+        with self._lock:
+            self._virtual += self.work_per_byte * sum(len(t.encode("utf-8")) for t in inputs)
         vectors = self.embedder.embed(inputs).tolist()
         kind = fault.kind if fault else None
         if kind == "wrong_dim":
@@ -303,6 +318,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         owner._record(Seen(self.path, body, dict(self.headers.items())))
         fault = owner._take_fault(self.path)
+        if (fault is None and self.path == "/v1/embeddings" and owner.hang_above_bytes is not None
+                and isinstance(body, dict) and isinstance(body.get("input"), list)
+                and sum(len(str(t).encode("utf-8")) for t in body["input"]) > owner.hang_above_bytes):
+            fault = Fault("hang")
         if fault is not None and self._transport_fault(fault):
             return
         try:
@@ -331,7 +350,6 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _transport_fault(self, fault: Fault) -> bool:
         """Act out ``fault`` if it is about the transport; True if the request is done."""
-        owner = self.server.owner
         if fault.kind == "status":
             message = fault.message
             if fault.echo_auth:
@@ -340,7 +358,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(fault.status, {"error": {"message": message, "type": "injected"}}, headers)
             return True
         if fault.kind == "hang":
-            owner._release.wait(owner.hang_limit)
+            self._hang()
             self.close_connection = True
             return True
         if fault.kind == "drop":
@@ -362,6 +380,21 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(payload)
             return True
         return False
+
+    def _hang(self) -> None:
+        """Wait for release (or hang_limit), watching whether the client closes the connection."""
+        owner = self.server.owner
+        waited = 0.0
+        while waited < owner.hang_limit and not owner._release.wait(0.05):
+            waited += 0.05
+            try:
+                ready, _, _ = select.select([self.connection], [], [], 0)
+                if ready and self.connection.recv(1, socket.MSG_PEEK) == b"":
+                    owner.abandoned.release()  # the client gave up and closed: stop "working"
+                    return
+            except OSError:
+                owner.abandoned.release()
+                return
 
     def _json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(payload).encode("utf-8")  # allow_nan: the "nan" fault needs NaN

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from ragtui.core.embedders import Tokenizer, empty_text_vector, make_embedder
 from ragtui.core.embedders._transport import parse_retry_after
-from ragtui.core.embedders.http import HTTPEmbedder, plan_batches
+from ragtui.core.embedders.http import HTTPEmbedder, Pace, plan_batches
 from ragtui.core.embedders.http_tokenizer import align_pieces, vocab_piece_candidates
 from ragtui.core.embedders.wordllama import WordLlamaEmbedder
 from ragtui.core.errors import EmbeddingError, UsageError
@@ -89,6 +89,7 @@ def make(server, local, clock):
         options.setdefault("clock", clock.time)
         options.setdefault("jitter", 0.0)
         options.setdefault("timeout", 10.0)
+        options.setdefault("adaptive", False)  # fixed batches: the adaptive pace has its own tests
         e = HTTPEmbedder(**options)
         made.append(e)
         return e
@@ -123,7 +124,7 @@ def test_server_in_a_separate_process(local):
         line = proc.stdout.readline()
         assert line.startswith("PORT "), line
         url = f"http://127.0.0.1:{int(line.split()[1])}"
-        with HTTPEmbedder(url, local.model, tokenize_style="llama.cpp") as e:
+        with HTTPEmbedder(url, local.model, tokenize_style="llama.cpp", adaptive=False) as e:
             np.testing.assert_allclose(e.embed(TEXTS), local.embed(TEXTS), atol=1e-6)
             assert e.tokenizer.spans(TEXTS[3]) == local.tokenizer.spans(TEXTS[3])
         seen = httpx.get(url + "/_admin/seen").json()
@@ -512,8 +513,13 @@ def test_transport_errors_are_retried_then_succeed():
         return httpx.Response(200, json={"data": [{"index": 0, "embedding": [1.0, 0.0]}]})
 
     slept = []
-    assert mock(handler, sleep=slept.append, jitter=0).embed(["a"]).tolist() == [[1.0, 0.0]]
+    assert mock(handler, sleep=slept.append, jitter=0, adaptive=False).embed(["a"]).tolist() == [[1.0, 0.0]]
     assert len(calls) == 3 and slept == [0.5, 1.0]
+    # Adaptive (the default): a timeout is not waited for but sent again at once, in a smaller batch.
+    calls.clear()
+    slept.clear()
+    assert mock(handler, sleep=slept.append, jitter=0).embed(["a"]).tolist() == [[1.0, 0.0]]
+    assert len(calls) == 3 and slept == [0.5]
 
 
 def test_redirect_is_reported_not_followed():
@@ -551,3 +557,84 @@ def test_options_are_validated():
             HTTPEmbedder("http://x.invalid", "m", **bad)
     with pytest.raises(UsageError, match="model"):
         HTTPEmbedder("http://x.invalid", "")
+
+
+# --- the adaptive pace ----------------------------------------------------------------
+
+WORDS = [f"text number {i} " + "lorem ipsum " * (i % 7) for i in range(200)]
+
+
+def estimated(texts) -> int:
+    return sum(len(t.encode("utf-8")) + 1 for t in texts)
+
+
+def test_pace_starts_small_and_grows_to_the_maxima(local):
+    """Answers that take no time at all (a virtual clock that never moves): the pace grows to every maximum, never past."""
+    with EmbedServer(local) as srv:
+        e = HTTPEmbedder(srv.url, local.model, batch_size=16, max_batch_tokens=2048, concurrency=3,
+                         monotonic=srv.virtual_clock)
+        with e:
+            np.testing.assert_allclose(e.embed(WORDS), local.embed(WORDS), atol=1e-6)
+            assert (e.pace.batch_tokens, e.pace.concurrency) == (2048, 3)
+            assert e.pace.timeouts == 0
+        bodies = srv.seen_bodies(EMB)
+        assert estimated(bodies[0]["input"]) <= Pace.START_TOKENS
+        for body in bodies:
+            assert len(body["input"]) <= 16
+            assert len(body["input"]) == 1 or estimated(body["input"]) <= 2048
+
+
+def test_pace_holds_where_answers_take_a_quarter_to_half_the_timeout(local):
+    """A one-slot server doing 1 byte in 1 ms against a 4-second timeout: batches settle between 1 and 2 seconds of work."""
+    with EmbedServer(local) as srv:
+        srv.work_per_byte = 0.001
+        with HTTPEmbedder(srv.url, local.model, timeout=4.0, monotonic=srv.virtual_clock) as e:
+            e.embed(WORDS)
+            assert e.pace.timeouts == 0 and e.pace.concurrency == 1
+            assert 1000 <= e.pace.batch_tokens <= 2048 + len(WORDS[-1])
+        sizes = [estimated(b["input"]) for b in srv.seen_bodies(EMB)]
+        assert max(sizes) <= 2048 + 2 * max(map(len, WORDS))
+
+
+def test_pace_shrinks_on_timeouts_and_succeeds(local):
+    """A server that never answers requests over 1,500 bytes: each text still gets its vector, after few timeouts."""
+    with EmbedServer(local) as srv:
+        srv.hang_above_bytes = 1500
+        with HTTPEmbedder(srv.url, local.model, timeout=0.3, monotonic=srv.virtual_clock) as e:
+            np.testing.assert_allclose(e.embed(WORDS), local.embed(WORDS), atol=1e-6)
+            first_timeouts = e.pace.timeouts
+            assert 1 <= first_timeouts <= 2
+            assert e.pace.batch_tokens <= 1500
+            e.embed(WORDS)  # the ceiling learnt stays: no more timeouts
+            assert e.pace.timeouts == first_timeouts
+        assert srv.abandoned.acquire(timeout=10)  # the abandoned request's connection was closed
+
+
+def test_a_text_that_always_times_out_fails_with_advice(local):
+    with EmbedServer(local) as srv:
+        srv.hang_above_bytes = 0
+        with HTTPEmbedder(srv.url, local.model, timeout=0.3, retries=1) as e, \
+                pytest.raises(EmbeddingError) as info:
+            e.embed(["one", "two"])
+        msg = str(info.value)
+        assert "no answer within 0.3s" in msg and "raise timeout" in msg
+        assert len(srv.seen_bodies(EMB)) <= 4  # [one, two], then [one] twice
+
+
+def test_a_failed_call_closes_the_requests_still_in_flight(local):
+    with EmbedServer(local) as srv:
+        srv.queue(Fault("hang", path=EMB), Fault("status", status=400, message="bad input", path=EMB))
+        with HTTPEmbedder(srv.url, local.model, batch_size=1, concurrency=2, adaptive=False) as e, \
+                pytest.raises(EmbeddingError, match="bad input"):
+            e.embed(["one", "two"])
+        assert srv.abandoned.acquire(timeout=10)
+
+
+def test_embed_parts_yields_each_text_once(make, local):
+    e = make(batch_size=3, concurrency=2)
+    texts = ["a", "", "b c", "d", "e", "", "f"]
+    seen: list[int] = []
+    for positions, rows in e.embed_parts(texts):
+        seen.extend(positions)
+        np.testing.assert_allclose(rows, local.embed([texts[i] for i in positions]), atol=1e-6)
+    assert sorted(seen) == [0, 2, 3, 4, 6]
