@@ -489,6 +489,9 @@ def test_base64_embeddings_are_decoded():
     ({"data": [{"index": 0, "embedding": [1, "x"]}]}, "not lists of numbers"),
     ({"data": [{"index": 0, "embedding": []}]}, "not lists of numbers"),
     ({"data": [{"index": 5, "embedding": [1.0]}]}, "index 5"),
+    # A server without pooling: a vector per token (llama.cpp, llama-cpp-python).
+    ({"data": [{"index": 0, "embedding": [[1.0, 2.0], [3.0, 4.0]]}]},
+     r"one per token.*--pooling mean.*llama\.pooling_type=int:1"),
 ])
 def test_malformed_answers(answer, match):
     with pytest.raises(EmbeddingError, match=match):
