@@ -97,3 +97,50 @@ def test_a_plain_embedder_is_called_in_smaller_groups_when_slow(tmp_path):
     embed_pending(asm, slow, journal, SyncReport("docs", "x"), lambda *a: None, clock=clock)
     assert slow.calls[0] == 256 and max(slow.calls[1:]) <= 20 and sum(slow.calls) == 300
     assert len(journal.load()) == 300
+
+
+# --- a sync that finds nothing to do asks no server ---------------------------------------
+
+def _http(url: str, **kw):
+    from ragtui.core.embedders.http import HTTPEmbedder
+    from tests.unit.fakes import WordTokenizer
+
+    return HTTPEmbedder(url, "test-hash", tokenizer=WordTokenizer(), retries=0, timeout=5.0, **kw)
+
+
+def test_a_no_change_sync_does_not_probe_the_server(tmp_path):
+    from ragtui.core.ingest.sync import sync
+    from tests.helpers.embed_server import EmbedServer
+
+    folder, art = tmp_path / "docs", tmp_path / "art"
+    folder.mkdir()
+    (folder / "a.md").write_text("alpha beta gamma\n", encoding="utf-8")
+    with EmbedServer(HashEmbedder(DIM)) as srv:
+        url = srv.url
+        with _http(url) as e:
+            assert sync(folder, artifacts=art, embedder=e).published
+    # The server is gone: a sync with nothing to do succeeds without it.
+    with _http(url) as e:
+        report = sync(folder, artifacts=art, embedder=e)
+        assert not report.published and e.known_dim is None
+    # Something changed: now the server is needed, and its absence is the error.
+    (folder / "b.md").write_text("delta\n", encoding="utf-8")
+    with _http(url) as e, pytest.raises(EmbeddingError, match="cannot connect"):
+        sync(folder, artifacts=art, embedder=e)
+
+
+def test_a_server_answering_another_dimension_under_the_same_name_rebuilds(tmp_path):
+    from ragtui.core.index.index_format import read_index
+    from ragtui.core.ingest.sync import sync
+    from tests.helpers.embed_server import EmbedServer
+
+    folder, art = tmp_path / "docs", tmp_path / "art"
+    folder.mkdir()
+    (folder / "a.md").write_text("alpha beta gamma\n", encoding="utf-8")
+    with EmbedServer(HashEmbedder(DIM)) as srv, _http(srv.url) as e:
+        sync(folder, artifacts=art, embedder=e)
+    (folder / "b.md").write_text("delta\n", encoding="utf-8")
+    with EmbedServer(HashEmbedder(8)) as srv, _http(srv.url) as e:
+        report = sync(folder, artifacts=art, embedder=e)
+    data = read_index(art / "rag" / "docs")
+    assert report.published and data.meta.dim == 8 and data.vectors.shape == (2, 8)

@@ -172,6 +172,11 @@ class HTTPEmbedder:
         assert self._dim is not None
         return self._dim
 
+    @property
+    def known_dim(self) -> int | None:
+        """The dimension if configured or learnt already, else None (reading it asks no server)."""
+        return self._dim
+
     def close(self) -> None:
         """Close the connection pool."""
         self._poster.close()
