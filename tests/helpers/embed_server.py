@@ -7,6 +7,9 @@ It serves REAL embeddings and tokens from the in-process wordllama embedder:
                           -> {"tokens": [...], "offsets": [[s, e], ...]} (raw, possibly overlapping)
     POST /tokenize        llama.cpp ({"content", "with_pieces"}), vLLM ({"prompt",
                           "return_token_strs"}) or TEI ({"inputs"}), told apart by the body
+    POST /extras/tokenize llama-cpp-python: {"input"} -> {"tokens": [ids]} (no offsets)
+    POST /extras/detokenize  {"tokens"} -> {"text"}; HTTP 500 when the bytes are not
+                          UTF-8, as llama-cpp-python does (/detokenize: llama.cpp's, {"content"})
 
 and a fault script: ``queue(Fault(...), ...)`` makes the next matching requests
 misbehave, one fault per request, in order. Every request is recorded in
@@ -209,9 +212,23 @@ class EmbedServer:
         return {"object": "list", "data": data, "model": self.model,
                 "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens}}
 
+    def detokenize(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        """What llama.cpp's detokenize gives for a SentencePiece vocab: the pieces' bytes, one leading space dropped."""
+        ids = body["tokens"]
+        vocab = self.embedder.tokenizer
+        raw = b"".join(_piece_bytes(vocab._tk.id_to_token(int(i)) or "") for i in ids)
+        raw = raw[1:] if raw.startswith(b" ") else raw
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return 500, {"error": {"message": str(exc), "type": "internal_server_error"}}
+        return 200, {"text": text} if path == "/extras/detokenize" else {"content": text}
+
     def tokenize(self, path: str, body: dict[str, Any], fault: Fault | None) -> Any:
         plain = fault is not None and fault.kind == "no_pieces"
         tok = self.embedder.tokenizer
+        if path == "/extras/tokenize":
+            return {"tokens": tok.encode(body["input"]).ids}
         if path == "/v1/tokenize":
             enc = tok.encode(body["input"])
             answer: dict[str, Any] = {"tokens": enc.ids}
@@ -245,13 +262,17 @@ class EmbedServer:
         return [out]
 
 
+def _piece_bytes(token: str) -> bytes:
+    # "▁" becomes a space, "<0xNN>" the raw byte.
+    if len(token) == 6 and token.startswith("<0x") and token.endswith(">"):
+        return bytes([int(token[3:5], 16)])
+    return token.replace("▁", " ").encode("utf-8")
+
+
 def _llamacpp_piece(token: str) -> str | list[int]:
     # What llama.cpp's common_token_to_piece gives for a SentencePiece vocab:
     # "▁" becomes a space, "<0xNN>" the raw byte; not-UTF-8 goes out as byte values.
-    if len(token) == 6 and token.startswith("<0x") and token.endswith(">"):
-        raw = bytes([int(token[3:5], 16)])
-    else:
-        raw = token.replace("▁", " ").encode("utf-8")
+    raw = _piece_bytes(token)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -327,8 +348,12 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if self.path == "/v1/embeddings":
                 answer = owner.embeddings(body, fault)
-            elif self.path in ("/v1/tokenize", "/tokenize"):
+            elif self.path in ("/v1/tokenize", "/tokenize", "/extras/tokenize"):
                 answer = owner.tokenize(self.path, body, fault)
+            elif self.path in ("/extras/detokenize", "/detokenize"):
+                status, answer = owner.detokenize(self.path, body)
+                self._json(status, answer)
+                return
             else:
                 self._json(404, {"error": {"message": f"File Not Found: {self.path}"}})
                 return

@@ -437,6 +437,8 @@ def _shared_local() -> WordLlamaEmbedder:
 @pytest.mark.parametrize("style", STYLES)
 def test_spans_unavailable_is_a_clear_error(make, server, style):
     server.queue(Fault("no_pieces"))
+    # llama.cpp's server without pieces would still give spans by decoding; one without /detokenize cannot.
+    server.queue(*[Fault("status", status=404, path="/detokenize")] * 4)
     tok = make(tokenize_style=style).tokenizer
     with pytest.raises(EmbeddingError, match="spans are unavailable.*tokenizer_file"):
         tok.spans("hello there")
@@ -641,3 +643,68 @@ def test_embed_parts_yields_each_text_once(make, local):
         seen.extend(positions)
         np.testing.assert_allclose(rows, local.embed([texts[i] for i in positions]), atol=1e-6)
     assert sorted(seen) == [0, 2, 3, 4, 6]
+
+
+# --- spans by decoding (llama-cpp-python: ids without offsets) ------------------------
+
+def _decoded_spans_agree(text: str, spans, local) -> None:
+    """Spans tile the text, one per local token, and each holds its token's text (less the space SentencePiece drops)."""
+    assert len(spans) == local.tokenizer.count(text)
+    if not text:
+        return
+    assert spans[0][0] == 0 and spans[-1][1] == len(text)
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+    enc = local.tokenizer.encode(text)
+    for (s, e), token in zip(spans, enc.tokens):
+        if s < e and not (token.startswith("<0x") and token.endswith(">")):
+            assert text[s:e].strip() == token.replace("\u2581", " ").strip() or text[s:e].isspace(), (text, s, e, token)
+
+
+@pytest.mark.parametrize("style", ["llama-cpp-python", "llama.cpp"])
+def test_spans_by_decoding_when_the_server_gives_ids_only(make, server, local, style):
+    tok = make(tokenize_style=style).tokenizer
+    for text in TEXTS:
+        if style == "llama.cpp":
+            server.queue(Fault("no_pieces", path="/tokenize"))
+        _decoded_spans_agree(text, tok.spans(text), local)
+        assert tok.count(text) == local.tokenizer.count(text)
+    # A character made of byte tokens is decoded as a group: the emoji's four bytes give one span.
+    spans = tok.spans("emoji 😀")
+    assert [(s, e) for s, e in spans if s < e][-1] == (6, 7)
+    # Single tokens are decoded once and remembered.
+    before = len(server.seen_bodies(DETOK := {"llama-cpp-python": "/extras/detokenize", "llama.cpp": "/detokenize"}[style]))
+    tok.spans(TEXTS[0])
+    assert len(server.seen_bodies(DETOK)) == before
+
+
+@settings(max_examples=40, deadline=None)
+@given(text=st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\u2581"), max_size=30))
+def test_spans_by_decoding_property(text):
+    from ragtui.core.embedders.http_tokenizer import align_by_decoding
+
+    local = _shared_local()
+    vocab = local.tokenizer._tk
+
+    def decode(ids):
+        raw = b"".join(b"".join([bytes([int(t[3:5], 16)])]) if t.startswith("<0x") and len(t) == 6
+                       else t.replace("\u2581", " ").encode() for t in map(vocab.id_to_token, ids))
+        raw = raw[1:] if raw.startswith(b" ") else raw
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+
+    ids = local.tokenizer.encode(text).ids
+    _decoded_spans_agree(text, align_by_decoding(text, ids, lambda i: decode([i]), decode), local)
+
+
+def test_special_token_spelling_goes_to_the_token_that_decodes_to_nothing():
+    from ragtui.core.embedders.http_tokenizer import align_by_decoding
+
+    # llama-cpp-python parses "<|im_start|>" as one special token (id 1), which decodes to "".
+    pieces = {7: "Hello", 1: "", 8: " é"}
+    text = "Hello<|im_start|> é"
+    spans = align_by_decoding(text, [7, 1, 8], pieces.get, lambda ids: "".join(pieces[i] for i in ids))
+    assert [text[s:e] for s, e in spans] == ["Hello", "<|im_start|>", " é"]
+    with pytest.raises(EmbeddingError, match="does not match the text.*tokenizer_file"):
+        align_by_decoding("Hello there", [7, 8], pieces.get, lambda ids: None)

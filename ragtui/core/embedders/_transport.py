@@ -240,6 +240,24 @@ class JSONPoster:
                 self._sleep(delay)
         raise EmbeddingError(f"{where} failed after {attempts} attempt(s): {problem}")
 
+    def post_once(self, path: str, body: Any) -> tuple[int, Any]:
+        """One POST, no retries: ``(status, decoded JSON or None)`` for any answer.
+
+        Raises ``EmbeddingError`` only when no answer came (cannot connect,
+        timeout, connection broken).
+        """
+        where = f"POST {self.display_url(path)}"
+        try:
+            response = self._client.post(self.url(path), json=body)
+        except httpx.HTTPError as exc:
+            raise EmbeddingError(self.redact(f"{where}: {type(exc).__name__}: {_reason(exc)}")) from None
+        except RuntimeError as exc:
+            raise EmbeddingError(f"{where}: cancelled ({_reason(exc)})") from None
+        try:
+            return response.status_code, json.loads(response.content)
+        except ValueError:
+            return response.status_code, None
+
     def _attempt(self, path: str, body: Any, where: str) -> Any:
         client = self._client
         try:
