@@ -708,3 +708,12 @@ def test_special_token_spelling_goes_to_the_token_that_decodes_to_nothing():
     assert [text[s:e] for s, e in spans] == ["Hello", "<|im_start|>", " é"]
     with pytest.raises(EmbeddingError, match="does not match the text.*tokenizer_file"):
         align_by_decoding("Hello there", [7, 8], pieces.get, lambda ids: None)
+
+
+def test_special_token_spellings_at_the_end_and_in_a_row():
+    from ragtui.core.embedders.http_tokenizer import align_by_decoding
+
+    pieces = {7: "Hello", 1: "", 2: ""}
+    text = "Hello <|a|><|b|>"
+    spans = align_by_decoding(text, [7, 1, 2], pieces.get, lambda ids: "".join(pieces[i] for i in ids))
+    assert [text[s:e] for s, e in spans] == ["Hello ", "<|a|>", "<|b|>"]

@@ -58,7 +58,7 @@ _UNAVAILABLE = (
     "(tokenizer_file=path/to/tokenizer.json, or tokenize_style='native'/'tei' "
     "with a server that returns offsets, or 'llama.cpp'/'llama-cpp-python' with one that detokenizes)"
 )
-_SPECIAL_SPELLING = re.compile(r"<[^<>\s]{1,64}>")
+_SPECIAL_SPELLING = re.compile(r"\s*(<[^<>\s]{1,64}>)")
 """How special tokens are written in text (``<s>``, ``<|im_start|>``): what a token that decodes to nothing may stand for."""
 
 
@@ -402,10 +402,8 @@ def align_by_decoding(text: str, ids: Sequence[int], piece: Callable[[int], str 
             raw.append((at, at + len(joined)))
             pos, i = at + len(joined), j
             continue
-        spelled = _SPECIAL_SPELLING.match(text, pos)
-        if g < i and spelled is not None:
-            raw[i - 1] = (pos, spelled.end())  # the special token the text spells
-            pos = spelled.end()
+        if g < i and (moved := _spell_specials(text, raw, g, pos)) > pos:
+            pos = moved
             continue
         shown = alone if alone is not None else "(part of a character)"
         raise EmbeddingError(
@@ -413,8 +411,28 @@ def align_by_decoding(text: str, ids: Sequence[int], piece: Callable[[int], str 
             f"changes the text, so {_UNAVAILABLE}"
         )
     if text[pos:].strip():
+        g = len(raw)
+        while g > 0 and raw[g - 1][0] == raw[g - 1][1] == pos:
+            g -= 1
+        pos = _spell_specials(text, raw, g, pos)
+    if text[pos:].strip():
         raise EmbeddingError(f"the tokens cover only {pos} of {len(text)} characters (did the server truncate?)")
     return tile_spans(raw, len(text))
+
+
+def _spell_specials(text: str, raw: list[tuple[int, int]], g: int, pos: int) -> int:
+    """Give the zero-width tokens ``raw[g:]`` (all at ``pos``) the special-token spellings the text has there.
+
+    One spelling each, in order, while the text spells one (``<|im_start|>``);
+    returns the position after the last one given (``pos`` if none).
+    """
+    for k in range(g, len(raw)):
+        spelled = _SPECIAL_SPELLING.match(text, pos)
+        if spelled is None:
+            break
+        raw[k] = (spelled.start(1), spelled.end(1))
+        pos = spelled.end(1)
+    return pos  # zero-width tokens left after the last spelling stay where they were (tile_spans moves them)
 
 
 def _find(text: str, pos: int, piece: str | None) -> int | None:
