@@ -251,7 +251,7 @@ class HTTPEmbedder:
                             timeouts[i] += 1
                         if len(batch) == 1 and timeouts[batch[0]] > self._retries:
                             raise EmbeddingError(
-                                f"{exc} — {timeouts[batch[0]]} time(s) for one text of about "
+                                f"{exc} — {timeouts[batch[0]]} timeout(s), the last for one text of about "
                                 f"{counts[batch[0]]} tokens alone; raise timeout (now {self._timeout:g}s), or "
                                 "lower chunker.max_tokens, or give the server more slots or a faster model"
                             ) from None
