@@ -717,3 +717,17 @@ def test_special_token_spellings_at_the_end_and_in_a_row():
     text = "Hello <|a|><|b|>"
     spans = align_by_decoding(text, [7, 1, 2], pieces.get, lambda ids: "".join(pieces[i] for i in ids))
     assert [text[s:e] for s, e in spans] == ["Hello ", "<|a|>", "<|b|>"]
+
+
+def test_the_defaults_suit_a_one_slot_server_at_200_tokens_a_second(local):
+    """~800 bytes/s (200 English tokens/s), one request at a time; a request over 30 s of work would hang."""
+    texts = [f"document {i}: " + "The quick brown fox jumps over the lazy dog. " * 20 for i in range(120)]
+    with EmbedServer(local) as srv:
+        srv.work_per_byte = 1 / 800
+        srv.hang_above_bytes = 30 * 800
+        with HTTPEmbedder(srv.url, local.model, monotonic=srv.virtual_clock) as e:  # every option at its default
+            np.testing.assert_allclose(e.embed(texts), local.embed(texts), atol=1e-6)
+            assert e.pace.timeouts == 0 and e.pace.concurrency == 1
+        bodies = srv.seen_bodies(EMB)
+        work = [estimated(b["input"]) / 800 for b in bodies]
+        assert max(work) <= 0.5 * 30 and len(bodies[0]["input"]) == 1  # none over half the timeout; a small start
