@@ -49,6 +49,7 @@ FAULT_KINDS = (
     "bad_index",  # every item claims index 0
     "reorder",    # valid, but data listed in reverse order
     "no_pieces",  # tokenize answers ids only (no offsets / pieces / token_strs)
+    "per_token",  # a server without pooling: each embedding is a list of vectors, one per token
 )
 
 
@@ -200,6 +201,8 @@ class EmbedServer:
             vectors[0][0] = math.nan
         elif kind == "zero":
             vectors[0] = [0.0] * len(vectors[0])
+        elif kind == "per_token":
+            vectors = [[v, v] for v in vectors]
         data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
         if kind == "short":
             data = data[:-1]
