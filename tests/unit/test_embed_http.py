@@ -731,3 +731,15 @@ def test_the_defaults_suit_a_one_slot_server_at_200_tokens_a_second(local):
         bodies = srv.seen_bodies(EMB)
         work = [estimated(b["input"]) / 800 for b in bodies]
         assert max(work) <= 0.5 * 30 and len(bodies[0]["input"]) == 1  # none over half the timeout; a small start
+
+
+def test_closing_embed_parts_early_abandons_the_requests_in_flight(local):
+    with EmbedServer(local) as srv:
+        srv.queue(Fault("hang", path=EMB))  # whichever of the two requests comes first never answers
+        with HTTPEmbedder(srv.url, local.model, batch_size=1, concurrency=2, adaptive=False) as e:
+            parts = e.embed_parts(["one", "two"])
+            positions, rows = next(parts)
+            assert len(positions) == 1 and rows.shape == (1, 256)
+            parts.close()
+            assert srv.abandoned.acquire(timeout=10)
+            np.testing.assert_allclose(e.embed(["three"]), local.embed(["three"]), atol=1e-6)  # still usable
