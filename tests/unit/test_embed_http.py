@@ -743,3 +743,19 @@ def test_closing_embed_parts_early_abandons_the_requests_in_flight(local):
             parts.close()
             assert srv.abandoned.acquire(timeout=10)
             np.testing.assert_allclose(e.embed(["three"]), local.embed(["three"]), atol=1e-6)  # still usable
+
+
+def test_a_passing_stall_does_not_lower_the_pace_for_good(local):
+    """One request hangs (a stall), then the server is fast again: the pace climbs back to the maxima."""
+    texts = [f"text {i} " + "lorem ipsum " * 40 for i in range(400)]
+    with EmbedServer(local) as srv:
+        with HTTPEmbedder(srv.url, local.model, timeout=0.3, batch_size=64, max_batch_tokens=8192,
+                          concurrency=1, monotonic=srv.virtual_clock) as e:
+            e.embed(texts[:8])  # the pace has grown past its start
+            srv.queue(Fault("hang", path=EMB))
+            e.embed(texts)
+            assert e.pace.timeouts == 1
+            stalled_ceiling = e.pace.token_ceiling
+            assert stalled_ceiling < 8192
+            e.embed(texts)
+            assert e.pace.token_ceiling > stalled_ceiling and e.pace.timeouts == 1

@@ -316,15 +316,19 @@ class Pace:
     concurrency (by one, up to ``concurrency``). An answer slower than
     ``SHRINK`` of the timeout takes one request away, or halves the budget at
     one request. A timeout halves both and sets a ceiling that growth stays
-    under for the embedder's lifetime: with one request in flight, the
-    largest batch answered so far (or half the timed-out one), else one
-    request fewer. Never above
-    the configured maxima, never below one text and one request.
+    under: with one request in flight, the largest batch answered so far (or
+    half the timed-out one), else one request fewer. The ceiling is lifted
+    again (doubled, or one request more) after ``RELAX_AFTER`` fast answers in
+    a row at it, a number that doubles with every timeout, so a passing stall
+    does not slow the rest of a long ingest while a server that really is
+    that slow sees a too-large batch ever more rarely. Never above the
+    configured maxima, never below one text and one request.
     """
 
     START_TOKENS = 512
     GROW = 0.25
     SHRINK = 0.5
+    RELAX_AFTER = 16
 
     def __init__(self, batch_size: int, max_batch_tokens: int, concurrency: int, timeout: float, *,
                  adaptive: bool = True) -> None:
@@ -340,6 +344,8 @@ class Pace:
         self.concurrency_ceiling = concurrency
         self.largest_ok = 0
         """The most tokens one answered batch held."""
+        self._relax_after = self.RELAX_AFTER
+        self._streak = 0
         self.requests = 0
         self.timeouts = 0
         self._lock = threading.Lock()
@@ -360,17 +366,36 @@ class Pace:
                     self.batch_tokens = min(self.token_ceiling, self.batch_tokens * 2)
                 elif self.concurrency < self.concurrency_ceiling:
                     self.concurrency += 1
+                else:
+                    self._relax()
             elif seconds > self.SHRINK * self.timeout:
+                self._streak = 0
                 if self.concurrency > 1:
                     self.concurrency -= 1
                 else:
                     self.batch_tokens = max(1, self.batch_tokens // 2)
             log.debug("embedding answer: %d tokens in %.2fs -> %r", tokens, seconds, self)
 
+    def _relax(self) -> None:
+        """A fast answer at the ceiling: after enough of them in a row, lift the ceiling a step."""
+        if self.token_ceiling >= self.max_tokens and self.concurrency_ceiling >= self.max_concurrency:
+            return
+        self._streak += 1
+        if self._streak < self._relax_after:
+            return
+        self._streak = 0
+        if self.token_ceiling < self.max_tokens:
+            self.token_ceiling = min(self.max_tokens, self.token_ceiling * 2)
+        else:
+            self.concurrency_ceiling += 1
+        log.debug("lifting the ceiling after %d fast answers: %r", self._relax_after, self)
+
     def timed_out(self, tokens: int) -> None:
         with self._lock:
             self.requests += 1
             self.timeouts += 1
+            self._streak = 0
+            self._relax_after *= 2
             if self.concurrency > 1:  # answers waited behind each other: fewer at a time
                 self.concurrency_ceiling = self.concurrency - 1
                 self.concurrency = max(1, self.concurrency // 2)
