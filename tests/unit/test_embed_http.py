@@ -759,3 +759,11 @@ def test_a_passing_stall_does_not_lower_the_pace_for_good(local):
             assert stalled_ceiling < 8192
             e.embed(texts)
             assert e.pace.token_ceiling > stalled_ceiling and e.pace.timeouts == 1
+
+
+def test_a_missing_tokenize_endpoint_names_each_servers_style(make, server):
+    tok = make(tokenize_style="llama.cpp", tokenize_path="/nowhere").tokenizer
+    with pytest.raises(EmbeddingError) as info:
+        tok.count("hello")
+    msg = str(info.value)
+    assert "HTTP 404" in msg and "/extras/tokenize ('llama-cpp-python')" in msg and "tokenizer_file" in msg

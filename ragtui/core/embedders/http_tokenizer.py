@@ -149,7 +149,17 @@ class HTTPTokenizer:
 
     def _ask(self, text: str, *, positions: bool) -> tuple[list[int], list[tuple[int, int]] | None]:
         build, parse = _DIALECTS[self._style]
-        answer = self._poster.post(self._path, build(self._model, text, positions))
+        try:
+            answer = self._poster.post(self._path, build(self._model, text, positions))
+        except EmbeddingError as exc:
+            if "HTTP 404" not in str(exc):
+                raise
+            raise EmbeddingError(
+                f"{exc}. tokenize_style={self._style!r} posts to {self._path}; llama.cpp's server has "
+                "/tokenize (tokenize_style='llama.cpp'), llama-cpp-python /extras/tokenize "
+                "('llama-cpp-python'), vLLM and TEI /tokenize ('vllm', 'tei'); a server without one needs "
+                "tokenize_style='none' and tokenizer_file"
+            ) from None
         try:
             return parse(text, answer, positions)
         except EmbeddingError as exc:
