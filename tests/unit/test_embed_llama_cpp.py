@@ -65,3 +65,22 @@ def test_a_server_without_pooling_is_named_with_the_fix():
         e.embed(["Hello world"])
     msg = str(info.value)
     assert "one per token" in msg and "--pooling mean" in msg and "llama.pooling_type=int:1" in msg
+
+
+def test_the_cli_ingests_and_searches_with_the_server(pooled_url, tmp_path):
+    from tests.reliability.helpers import ragtui, write
+
+    docs = tmp_path / "project" / "docs"
+    write(docs / "cats.md", "Cats sit on mats and purr.\n")
+    write(docs / "ships.md", "Ships sail across the sea to distant harbours.\n")
+    config = write(tmp_path / "mine.toml", f'[embedder]\nkind = "http"\nbase_url = "{pooled_url}"\n'
+                                           'model = "smollm2-135m"\ntokenize_style = "llama-cpp-python"\n')
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    art = tmp_path / "art"
+    r = ragtui("--config", str(config), "ingest", "docs", "--artifacts", str(art), env=env, cwd=docs.parent)
+    assert r.returncode == 0 and "2 added" in r.stdout, r.stderr
+    s = ragtui("--config", str(config), "search", "sailing boats", "--mode", "flat", "--artifacts", str(art),
+               env=env, cwd=docs.parent)
+    # SmolLM2 is a chat model, not a trained embedder: what is checked is that the query is embedded
+    # by the server and both documents come back ranked, not which comes first.
+    assert s.returncode == 0 and "ships.md" in s.stdout and "cats.md" in s.stdout, s.stdout + s.stderr
