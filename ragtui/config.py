@@ -27,7 +27,7 @@ another). Every key is optional:
     tokenizer_file = "/abs/tokenizer.json"
     (and the HTTP client's dim, tokenize_style, tokenize_path, batch_size,
     max_batch_tokens, concurrency, timeout, retries, backoff, backoff_max,
-    retry_after_max, jitter; wordllama's batch_size; onnx's model, model_dir,
+    retry_after_max, jitter, adaptive; wordllama's batch_size; onnx's model, model_dir,
     threads, optimization, batch_size, max_batch_tokens)
     [chunker]
     max_tokens = 256
@@ -88,6 +88,7 @@ TRUSTED_ONLY = frozenset({"base_url", "api_key_env", "tokenizer_file", "model_di
 """Keys that send documents or credentials somewhere, or read a file: only a trusted config may set them."""
 
 _STR, _INT, _NUM, _STRS = "a string", "a whole number", "a number", "a list of strings"
+_BOOL = "true or false"
 
 SCHEMA: dict[str, object] = {
     "artifacts": _STR,
@@ -97,7 +98,7 @@ SCHEMA: dict[str, object] = {
         "kind": _STR, "base_url": _STR, "model": _STR, "api_key_env": _STR, "dim": _INT,
         "tokenize_style": _STR, "tokenize_path": _STR, "tokenizer_file": _STR, "batch_size": _INT,
         "max_batch_tokens": _INT, "concurrency": _INT, "timeout": _NUM, "retries": _INT, "backoff": _NUM,
-        "backoff_max": _NUM, "retry_after_max": _NUM, "jitter": _NUM,
+        "backoff_max": _NUM, "retry_after_max": _NUM, "jitter": _NUM, "adaptive": _BOOL,
         "model_dir": _STR, "threads": _INT, "optimization": _STR,
     },
     "rerank": {"n": _INT, "budget_ms": _INT, "model": _STR, "model_dir": _STR, "threads": _INT},
@@ -221,6 +222,8 @@ def _type_ok(value, kind: str) -> bool:
         return type(value) is int
     if kind == _NUM:
         return type(value) in (int, float)
+    if kind == _BOOL:
+        return type(value) is bool
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
