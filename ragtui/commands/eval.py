@@ -3,7 +3,8 @@
     ragtui eval DATASET [--modes flat,ivf,bm25,hybrid] [-k 10] [--split test] [--json OUT]
     ragtui eval DATASET --nprobe-sweep 1,2,4,8,16,32
     ragtui eval DATASET --modes bm25,hybrid --rerank 20   (also measures bm25+rerank, hybrid+rerank)
-    ragtui eval --compare A.json B.json          (or A.json:bm25 B.json:hybrid)
+    ragtui eval --compare A.json B.json          (or A.json:bm25 B.json:hybrid; any two reports:
+                                                 without common modes, every mode of A against every mode of B)
 
 Exit codes: 0 done · 2 bad usage or bad dataset · 3 index, storage or embedder failure.
 """
@@ -27,7 +28,7 @@ def register(sub, common) -> None:
         "eval",
         help="measure retrieval quality on a labelled dataset (nDCG, recall, latency), or compare two reports",
         description="Measure each retrieval mode on a labelled dataset: a BEIR folder, a SMART collection folder "
-        "(Cranfield, CISI, ADI) or a native JSON dataset for your own index (spec/eval.md). Collections are "
+        "(Cranfield, CISI, ADI, MEDLINE) or a native JSON dataset for your own index (spec/eval.md). Collections are "
         "indexed through the normal ingest path into the index eval-<name> (reused when unchanged).",
     )
     p.add_argument("dataset", nargs="?", help="dataset folder or .json file")
@@ -198,9 +199,10 @@ def _print_report(report: dict, *, stderr: bool = False) -> None:
 
 
 def _split_ref(ref: str) -> tuple[str, str | None]:
-    """FILE or FILE:MODE (a mode after the last colon, and the whole string not an existing file)."""
+    """FILE or FILE:MODE: the text after the last colon is a mode when the whole string is not an
+    existing file and the part before it is one (any mode name a report holds, not only MODES)."""
     head, sep, tail = ref.rpartition(":")
-    if sep and tail.removesuffix("+rerank") in MODES and not os.path.exists(ref):
+    if sep and head and tail and not os.path.exists(ref) and os.path.isfile(head):
         return head, tail
     return ref, None
 

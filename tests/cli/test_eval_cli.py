@@ -110,6 +110,14 @@ def test_eval_reuses_index_and_compares(adi, tmp_path):
     assert result.returncode == 0, result.stderr
     rows = json.loads(result.stdout)["rows"]
     assert [(r["mode_a"], r["mode_b"]) for r in rows] == [("bm25", "hybrid")]
+    # Any mode name a report holds can be named, not only the built-in modes.
+    renamed = json.loads(second.read_text())
+    renamed["modes"] = {"my variant": renamed["modes"]["hybrid"]}
+    third = tmp_path / "renamed.json"
+    third.write_text(json.dumps(renamed))
+    result = ragtui("eval", "--compare", f"{first}:bm25", f"{third}:my variant", "--json", "-")
+    assert result.returncode == 0, result.stderr
+    assert [(r["mode_a"], r["mode_b"]) for r in json.loads(result.stdout)["rows"]] == [("bm25", "my variant")]
 
 
 def test_eval_native_dataset(tmp_path):

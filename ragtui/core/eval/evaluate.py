@@ -346,7 +346,8 @@ def compare_reports(a: Report, b: Report, *, pairs: list[tuple[str, str]] | None
     """Compare ``a`` and ``b`` mode by mode: means of every metric and a paired test on nDCG.
 
     ``pairs`` lists (mode in a, mode in b); default: every mode both reports
-    have. Only queries present in both runs are compared. Raises
+    have, or, when they have none in common, every mode of ``a`` against every
+    mode of ``b``. Only queries present in both runs are compared. Raises
     ``UsageError`` for reports of another format, different k, or no common query.
     """
     for rep, name in zip((a, b), names):
@@ -355,9 +356,12 @@ def compare_reports(a: Report, b: Report, *, pairs: list[tuple[str, str]] | None
     if a["k"] != b["k"]:
         raise UsageError(f"the reports use different k ({a['k']} and {b['k']}): compare runs with the same -k")
     if pairs is None:
+        # Common modes pair up; two reports with none in common (one run named its variant
+        # differently) compare every mode of A with every mode of B.
         pairs = [(m, m) for m in a["modes"] if m in b["modes"]]
+        pairs = pairs or [(ma, mb) for ma in a["modes"] for mb in b["modes"]]
         if not pairs:
-            raise UsageError("the two reports have no mode in common: name the modes as FILE:MODE")
+            raise UsageError("a report has no modes to compare")
     notes = []
     if a["dataset"]["name"] != b["dataset"]["name"]:
         notes.append(f"different datasets: {a['dataset']['name']} and {b['dataset']['name']}")
