@@ -20,7 +20,7 @@ from ragtui.core.errors import UsageError
 from ragtui.core.textsafe import json_text
 from ragtui.progress import ProgressDisplay
 
-MODES = ("flat", "ivf", "bm25", "hybrid")
+MODES = ("flat", "ivf", "bm25", "bm25doc", "hybrid")
 
 
 def register(sub, common) -> None:
@@ -32,7 +32,7 @@ def register(sub, common) -> None:
         "indexed through the normal ingest path into the index eval-<name> (reused when unchanged).",
     )
     p.add_argument("dataset", nargs="?", help="dataset folder or .json file")
-    p.add_argument("--modes", default=",".join(MODES), help="comma-separated modes (default: flat,ivf,bm25,hybrid)")
+    p.add_argument("--modes", default=",".join(MODES), help="comma-separated modes (default: flat,ivf,bm25,bm25doc,hybrid)")
     p.add_argument("-k", type=int, default=10, help="cutoff: rank this many documents per query (default: 10)")
     p.add_argument("--split", default="test", help="BEIR qrels split, qrels/<split>.tsv (default: test)")
     p.add_argument("--json", metavar="OUT", help="write the full report (per-query results, provenance) to OUT ('-': stdout)")
@@ -42,8 +42,9 @@ def register(sub, common) -> None:
     p.add_argument("--permutations", type=int, default=10_000, help="sign flips in the paired randomisation test (default: 10000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the randomisation test (default: 0)")
     p.add_argument("--quiet", action="store_true", help="no progress display")
-    from ragtui.commands.options import add_rerank_options
+    from ragtui.commands.options import add_ranking_options, add_rerank_options
 
+    add_ranking_options(p)  # each applies to the modes that take it
     add_rerank_options(p)  # with --rerank N, each mode M is also measured as M+rerank
     common(p)
     p.set_defaults(func=run)
@@ -79,7 +80,15 @@ def _int_list(text: str, flag: str) -> list[int]:
 
 
 def _evaluate(args, modes: list[str], sweep_values: list[int] | None) -> int:
-    from ragtui.app import open_embedder, open_index, open_reranker, rerank_options, resolve_index, settings_from
+    from ragtui.app import (
+        open_embedder,
+        open_index,
+        open_reranker,
+        rerank_options,
+        resolve_index,
+        search_params,
+        settings_from,
+    )
     from ragtui.core.eval.datasets import load_dataset, validate_native_ids
     from ragtui.core.eval.evaluate import make_report, mode_params, nprobe_sweep, prepare_collection, run_mode
     from ragtui.core.ingest.publish import index_dir
@@ -88,7 +97,8 @@ def _evaluate(args, modes: list[str], sweep_values: list[int] | None) -> int:
     n_rerank, budget = rerank_options(args, settings)
     reranker = open_reranker(args, settings) if n_rerank else None
     dataset = load_dataset(args.dataset, split=args.split)
-    need_embedder = any(m != "bm25" for m in modes) or sweep_values is not None
+    ranking = {m: search_params(args, settings, m, strict=False) for m in modes}  # checked before any work
+    need_embedder = any(m not in ("bm25", "bm25doc") for m in modes) or sweep_values is not None
     show = not args.quiet and sys.stderr.isatty()
     embedder = open_embedder(settings) if (need_embedder or dataset.docs is not None) else None
     if embedder is not None and dataset.docs is not None:
@@ -113,20 +123,22 @@ def _evaluate(args, modes: list[str], sweep_values: list[int] | None) -> int:
         results = []
         for mode in modes:
             params = {"nprobe": args.nprobe} if (mode == "ivf" and args.nprobe) else {}
+            params.update(ranking[mode])
             result = run_mode(retriever, dataset, mode, args.k, params=params, to_doc=doc_map, progress=progress.update)
-            result.params = mode_params(retriever, mode, args.nprobe)
+            result.params = mode_params(retriever, mode, args.nprobe, ranking[mode])
             results.append(result)
         if reranker is not None:
             from ragtui.core.rerank import RerankingRetriever
 
             for mode in modes:
                 params = {"nprobe": args.nprobe} if (mode == "ivf" and args.nprobe) else {}
+                params.update(ranking[mode])
                 wrapped = RerankingRetriever(retriever, reranker, n_rerank, budget)
                 name = mode + RerankingRetriever.SUFFIX
                 result = run_mode(wrapped, dataset, name, args.k, params=params, to_doc=doc_map,
                                   progress=progress.update)
                 result.params = {"rerank": n_rerank, "reranker": reranker.model, "budget_ms": budget,
-                                 "partial_asks": wrapped.partial, "first_stage": mode_params(retriever, mode, args.nprobe)}
+                                 "partial_asks": wrapped.partial, "first_stage": mode_params(retriever, mode, args.nprobe, ranking[mode])}
                 results.append(result)
         sweep = None
         if sweep_values is not None:

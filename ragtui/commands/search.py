@@ -6,7 +6,7 @@ import os
 import sys
 
 from ragtui import app
-from ragtui.commands.options import add_rerank_options
+from ragtui.commands.options import add_ranking_options, add_rerank_options
 from ragtui.core.errors import UsageError
 from ragtui.core.textsafe import json_text
 
@@ -17,10 +17,11 @@ def register(sub, common) -> None:
     p = sub.add_parser("search", help="rank chunks for a query", description="Rank chunks for a query.")
     p.add_argument("query")
     # Checked (with a did-you-mean) by run() before anything loads.
-    p.add_argument("--mode", default="bm25", help="flat, ivf, bm25 or hybrid (default: bm25)")
+    p.add_argument("--mode", default="bm25", help="flat, ivf, bm25, bm25doc or hybrid (default: bm25)")
     p.add_argument("-k", type=int, default=10, help="number of results (default: 10)")
     p.add_argument("--nprobe", type=int, help="IVF lists to probe")
     p.add_argument("--json", action="store_true", help="print the full hits as JSON")
+    add_ranking_options(p)
     add_rerank_options(p)
     common(p)
     p.set_defaults(func=run)
@@ -36,9 +37,10 @@ def run(args) -> int:
     params = {"nprobe": args.nprobe} if args.nprobe is not None else {}
     check_search(args.mode, params)  # before the index or the embedder is loaded
     settings = app.settings_from(args)
+    params.update(app.search_params(args, settings, args.mode))
     n_rerank, budget = app.rerank_options(args, settings)
     reranker = app.open_reranker(args, settings) if n_rerank else None
-    retriever = app.open_retriever(settings, need_embedder=args.mode != "bm25")
+    retriever = app.open_retriever(settings, need_embedder=args.mode not in ("bm25", "bm25doc"))
     hits = retriever.search(args.query, mode=args.mode, k=max(args.k, n_rerank), **params)
     reranked = None
     if reranker is not None:
@@ -52,6 +54,9 @@ def run(args) -> int:
             {"rank": h.rank, "score": h.score, "chunk_id": h.chunk_id, "doc_id": h.doc_id, "row": h.row, "text": h.text}
             for h in hits
         ]
+        for row, h in zip(out, hits):
+            if h.rows:  # --merge joined these chunks into this hit
+                row["merged_rows"] = list(h.rows)
         if reranked is not None:  # which scores are the cross-encoder's, and where each hit was before
             for row, before in zip(out, reranked.first_stage_rank):
                 row["reranked"] = before <= reranked.scored

@@ -79,7 +79,7 @@ def test_eval_collection(adi):
     _, art, out, result = adi
     report = json.loads(out.read_text())
     assert report["format"] == "ragtui-eval-report/1" and report["k"] == 3
-    assert list(report["modes"]) == ["flat", "ivf", "bm25", "hybrid"]
+    assert list(report["modes"]) == ["flat", "ivf", "bm25", "bm25doc", "hybrid"]
     assert report["dataset"]["n_queries"] == 3 and report["dataset"]["n_docs"] == 4
     prov = report["provenance"]
     assert prov["index_id"] == "eval-adi" and len(prov["index_fingerprint"]["files"]) == 4

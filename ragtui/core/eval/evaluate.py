@@ -246,19 +246,37 @@ def run_mode(retriever: Retriever, dataset: Dataset, mode: str, k: int, *, param
     return result
 
 
-def mode_params(retriever: Retriever, mode: str, nprobe: int | None = None) -> dict[str, object]:
-    """The effective settings of ``mode`` (for the report's provenance)."""
+def mode_params(retriever: Retriever, mode: str, nprobe: int | None = None,
+                given: Mapping[str, object] | None = None) -> dict[str, object]:
+    """The effective settings of ``mode`` (for the report's provenance); ``given``: the ranking
+    parameters the run passed (``ragtui.app.search_params``), shown over the defaults."""
+    from ragtui.core.search.docaware import DEFAULT_CHUNK_WEIGHT
+
+    given = dict(given or {})
+    out: dict[str, object]
     if mode == "hybrid":
         from ragtui.core.search import fusion
 
-        return {"fusion": fusion.DEFAULT_FUSION, "weight": fusion.DEFAULT_WEIGHT, "rrf_k": fusion.DEFAULT_RRF_K,
-                "depth": f"max(asked chunks, {fusion.DEFAULT_DEPTH})"}
-    if mode == "ivf":
+        method, weight, rrf_k = fusion.resolve(given.get("fusion"), given.get("weight"), given.get("rrf_k"))
+        out = {"fusion": method, **({"weight": weight} if method == "weighted" else {"rrf_k": rrf_k}),
+               "depth": given.get("depth", fusion.DEFAULT_DEPTH), "lexical": given.get("lexical", "bm25doc"),
+               "k1": retriever.meta.k1, "b": retriever.meta.b}
+        if out["lexical"] == "bm25doc":
+            out["chunk_weight"] = given.get("chunk_weight", DEFAULT_CHUNK_WEIGHT)
+    elif mode == "ivf":
         p = retriever.ivf().params
-        return {"nlist": p.nlist, "nprobe": nprobe or p.nprobe, "train_cap": p.train_cap, "iters": p.iters}
-    if mode == "bm25":
-        return {"k1": retriever.meta.k1, "b": retriever.meta.b}
-    return {}
+        out = {"nlist": p.nlist, "nprobe": nprobe or p.nprobe, "train_cap": p.train_cap, "iters": p.iters}
+    elif mode == "bm25":
+        out = {"k1": retriever.meta.k1, "b": retriever.meta.b}
+    elif mode == "bm25doc":
+        out = {"k1": retriever.meta.k1, "b": retriever.meta.b,
+               "chunk_weight": given.get("chunk_weight", DEFAULT_CHUNK_WEIGHT)}
+    else:
+        out = {}
+    for name in ("mmr", "min_score", "merge"):
+        if given.get(name) is not None:
+            out[name] = given[name]
+    return out
 
 
 def nprobe_sweep(retriever: Retriever, dataset: Dataset, k: int, nprobes: Iterable[int], *,
