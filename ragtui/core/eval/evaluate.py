@@ -264,8 +264,11 @@ def mode_params(retriever: Retriever, mode: str, nprobe: int | None = None,
         if out["lexical"] == "bm25doc":
             out["chunk_weight"] = given.get("chunk_weight", DEFAULT_CHUNK_WEIGHT)
     elif mode == "ivf":
-        p = retriever.ivf().params
-        out = {"nlist": p.nlist, "nprobe": nprobe or p.nprobe, "train_cap": p.train_cap, "iters": p.iters}
+        ivf = retriever.ivf()
+        p = ivf.params
+        out = {"nlist": p.nlist, "nprobe": nprobe or ivf.default_nprobe, "train_cap": p.train_cap, "iters": p.iters}
+        if ivf.calibration is not None:
+            out["calibrated_nprobe"], out["calibration_recall"] = ivf.calibration
     elif mode == "bm25":
         out = {"k1": retriever.meta.k1, "b": retriever.meta.b}
     elif mode == "bm25doc":
