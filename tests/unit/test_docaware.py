@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -107,3 +108,36 @@ def test_hybrid_depth_does_not_depend_on_k(retriever):
         assert [h.score for h in large[:2]] == [h.score for h in small]
         assert all(a.score >= b.score for a, b in zip(large, large[1:]))
         assert len({h.row for h in large}) == len(large)
+
+
+def test_doc_groups_from_raw_lines_agree_with_parsing(retriever, tmp_path):
+    from ragtui.core.index.docs_file import DocsFile
+    from ragtui.core.search.docaware import doc_groups_of
+
+    records = retriever.data.records
+    parsed = doc_groups([records[i].doc_id for i in range(len(records))])
+    assert doc_groups_of(records).tolist() == parsed.tolist()
+    # Ids holding '#', digits and quotes, written by the encoder, still split where documents do.
+    odd = {'a#1",x.md': ["one", "two"], "b#0.md": ["three"], 'c"#2.md': ["four", "five", "six"]}
+    path, recs, _ = build(tmp_path / "art", "odd", odd)
+    opened = Retriever.open(path)
+    assert doc_groups_of(opened.data.records).tolist() == doc_groups([r.doc_id for r in recs]).tolist()
+    # A file in another layout (keys in another order) is parsed line by line instead.
+    other = b"".join(
+        ('{"doc_id":' + json.dumps(r.doc_id) + ',"chunk_id":' + json.dumps(r.chunk_id)
+         + ',"source":"file","uri":' + json.dumps(r.uri) + ',"text":' + json.dumps(r.text)
+         + f',"n_tokens":{r.n_tokens},"fingerprint":"{r.fingerprint}"' + "}\n").encode()
+        for r in recs
+    )
+    reordered = DocsFile(other, "docs.jsonl", opened.meta)
+    assert doc_groups_of(reordered).tolist() == doc_groups([r.doc_id for r in recs]).tolist()
+
+
+def test_search_is_the_dense_scores_top_k(retriever):
+    lex, bm25 = retriever.doc_lexical(), retriever.data.bm25
+    for query in ("cats mice", "dogs", "zebra", "mice mice birds"):
+        for cw in (0.0, 0.5, 3.0):
+            dense = lex.chunk_scores(bm25, query, cw)
+            rows, scores = lex.search(bm25, query, 50, cw)
+            order = sorted(np.flatnonzero(dense > 0).tolist(), key=lambda r: (-dense[r], r))
+            assert rows.tolist() == order and np.allclose(scores, dense[order], atol=1e-12, rtol=0)

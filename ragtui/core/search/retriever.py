@@ -301,13 +301,12 @@ class Retriever:
         return self._doclex_for(self._data)
 
     def _doclex_for(self, data: IndexData) -> DocLexical:
-        from ragtui.core.search.docaware import DocLexical, doc_groups
+        from ragtui.core.search.docaware import DocLexical, doc_groups_of
 
         with self._doclex_lock:
             if self._doclex is not None and self._doclex[0] is data:
                 return self._doclex[1]
-            records = data.records
-            groups = doc_groups([records[i].doc_id for i in range(len(records))])
+            groups = doc_groups_of(data.records)
             built = DocLexical.build(data.bm25, groups)
             if data is self._data:
                 self._doclex = (data, built)
