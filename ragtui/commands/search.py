@@ -57,6 +57,8 @@ def run(args) -> int:
         for row, h in zip(out, hits):
             if h.rows:  # --merge joined these chunks into this hit
                 row["merged_rows"] = list(h.rows)
+        if any(h.rows for h in hits):
+            _merged_lines(retriever, hits, out)
         if reranked is not None:  # which scores are the cross-encoder's, and where each hit was before
             for row, before in zip(out, reranked.first_stage_rank):
                 row["reranked"] = before <= reranked.scored
@@ -70,6 +72,26 @@ def run(args) -> int:
         extra = f"; {reranked.describe()} in {reranked.seconds * 1000:.0f} ms" if reranked is not None else ""
         print(f"{len(hits)} result(s), {args.mode}, {ms:.1f} ms{extra}", file=sys.stderr)
     return 0 if hits else 1
+
+
+def _merged_lines(retriever, hits, out: list[dict]) -> None:
+    """A merged hit's union line range in its source, [first chunk's start, last chunk's end],
+    when both chunks are found in the file as it is now (spec/citations.md); else no "lines"."""
+    from ragtui.core.citations import Resolver
+    from ragtui.core.errors import RagtuiError
+
+    data = retriever.data
+    resolver = Resolver(data)
+    for row, h in zip(out, hits):
+        if not h.rows:
+            continue
+        try:
+            first = resolver.resolve(data.records[h.rows[0]].chunk_id)
+            last = resolver.resolve(data.records[h.rows[-1]].chunk_id)
+        except RagtuiError:
+            continue  # no recorded source folder, or a source that cannot be read: the hit stays
+        if first.located and last.located and first.path == last.path:
+            row["lines"] = [first.start_line, last.end_line]
 
 
 def _term_width() -> int:

@@ -99,6 +99,9 @@ def test_bm25doc_needs_no_embedder_and_mmr_merge_floor_work(index):
     assert len({h["doc_id"] for h in diverse}) >= len({h["doc_id"] for h in plain})
     merged = _hits(index, "--mode", "bm25", "-k", "6", "--merge")
     assert any("merged_rows" in h for h in merged)
+    for h in merged:  # the union line range of the chunks merged, in the source as it is
+        if "merged_rows" in h:
+            assert h["doc_id"] == "docs/long.md" and 1 <= h["lines"][0] < h["lines"][1] <= 15
     assert len({h["chunk_id"] for h in merged}) == len(merged)
     every = _hits(index, "--mode", "hybrid", "-k", "60")
     floor = _hits(index, "--mode", "hybrid", "-k", "60", "--min-score", "0.7")
