@@ -30,13 +30,17 @@ import numpy.typing as npt
 from ragtui.core.errors import ModelMismatchError, QueryError, UsageError
 from ragtui.core.index.index_format import IndexData, generation_of, read_index
 from ragtui.core.index.records import IndexMeta
+from ragtui.core.search.query import ParsedQuery, parse_query
 
 if TYPE_CHECKING:
     from ragtui.core.embedders.base import Embedder
     from ragtui.core.search.docaware import DocLexical
     from ragtui.core.search.ivf import IVFIndex, IVFParams
+    from ragtui.core.search.query_plan import QueryPlan
 
-__all__ = ["MAX_QUERY_CHARS", "MODES", "PARAMS", "Hit", "Retriever", "SearchParams", "check_query", "check_search"]
+__all__ = [
+    "MAX_QUERY_CHARS", "MODES", "PARAMS", "Hit", "Hits", "Retriever", "SearchParams", "check_query", "check_search",
+]
 
 MODES = ("flat", "ivf", "bm25", "bm25doc", "hybrid")
 PARAMS = {
@@ -174,6 +178,26 @@ class Hit:
     rows: tuple[int, ...] = ()
     """With ``merge``: the chunk rows joined into this hit, in document order (``text`` is their
     union); empty for a hit of one chunk."""
+
+
+class Hits(list[Hit]):
+    """The hits of one search, a list, with what the search understood of its query.
+
+    ``query``: the ``ParsedQuery`` searched (None for a query vector);
+    ``expansions``: each prefix's term -> the index terms ranked for it;
+    ``notes``: what a user should know (a prefix cut to ``MAX_EXPANSIONS`` terms, or matching none).
+    """
+
+    def __init__(self, hits: Iterable[Hit] = (), *, query: ParsedQuery | None = None,
+                 expansions: Mapping[str, tuple[str, ...]] | None = None, notes: Iterable[str] = ()) -> None:
+        super().__init__(hits)
+        self.query = query
+        self.expansions = dict(expansions or {})
+        self.notes = tuple(notes)
+
+    def describe(self) -> str:
+        """The parsed query, one line per part (``ParsedQuery.describe`` with this search's expansions)."""
+        return self.query.describe(self.expansions) if self.query is not None else "a query vector"
 
 
 class Retriever:
@@ -315,8 +339,8 @@ class Retriever:
     # -- search --------------------------------------------------------------
 
     def search(
-        self, query: str | np.ndarray, mode: str = "bm25", k: int = 10, **params: Unpack[SearchParams]
-    ) -> list[Hit]:
+        self, query: str | np.ndarray | ParsedQuery, mode: str = "bm25", k: int = 10, **params: Unpack[SearchParams]
+    ) -> Hits:
         """Rank chunks for ``query`` with ``mode`` (flat, ivf, bm25, bm25doc, hybrid); at most ``k`` hits.
 
         Ranking is by descending score, ties by ascending chunk number. BM25,
@@ -330,20 +354,34 @@ class Retriever:
         (0..1; 1 is off), ``min_score`` (a floor, ``postrank.floor_scores``)
         and ``merge`` (neighbouring chunks of one document become one hit).
         Query text is checked by ``check_query`` (``QueryError``: over
-        ``MAX_QUERY_CHARS`` characters, or not UTF-8).
+        ``MAX_QUERY_CHARS`` characters, or not UTF-8)
+        and parsed by ``parse_query`` (spec/query-syntax.md: phrases, prefixes,
+        exclusions, OR, path/ext/lang filters; ``QueryError`` naming the column
+        of a mistake); a ``ParsedQuery`` is searched as given (``query.literal``
+        searches text with no syntax). Plain text is searched exactly as it
+        always was. The returned ``Hits`` carry the parsed query.
         """
         check_search(mode, params)
         if k < 1:
             raise UsageError(f"k must be at least 1 (got {k})")
-        if isinstance(query, str):
-            check_query(query)
+        parsed = None
+        if isinstance(query, ParsedQuery):
+            parsed, query = query, check_query(query.text)
+        elif isinstance(query, str):
+            parsed = parse_query(check_query(query))
         data = self._data  # the one generation this search reads, start to end
         start = time.perf_counter()
+        plan = None
+        if parsed is not None and not parsed.plain:
+            from ragtui.core.search.query_plan import QueryPlan
+
+            plan = QueryPlan.bind(parsed, data)
+            query = plan.search_text
         lam, merge, floor = params.get("mmr"), bool(params.get("merge")), params.get("min_score")
         diverse = lam is not None and lam < 1.0
         # MMR and merging choose among more candidates than they return.
         fetch = min(max(1, data.n_chunks), max(4 * k, k + 20)) if (diverse or merge) else k
-        rows, scores = self._rank(data, query, mode, fetch, params)
+        rows, scores = self._rank(data, query, mode, fetch, params, plan)
         if floor is not None:
             from ragtui.core.search import fusion
             from ragtui.core.search.postrank import floor_scores
@@ -363,7 +401,9 @@ class Retriever:
         if merge:
             hits = _merge(hits, data)
         self.last_search_seconds = time.perf_counter() - start
-        return hits[:k]
+        if plan is None:
+            return Hits(hits[:k], query=parsed)
+        return Hits(hits[:k], query=parsed, expansions=plan.expansions, notes=plan.notes)
 
     @staticmethod
     def _mmr_vectors(data: IndexData) -> np.ndarray | None:
@@ -371,27 +411,31 @@ class Retriever:
         return v if v.ndim == 2 and v.shape[0] == data.n_chunks and v.shape[1] > 0 else None
 
     def _rank(
-        self, data: IndexData, query: str | np.ndarray, mode: str, k: int, params: SearchParams
+        self, data: IndexData, query: str | np.ndarray, mode: str, k: int, params: SearchParams,
+        plan: QueryPlan | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         if mode == "bm25":
             if not isinstance(query, str):
                 raise UsageError("bm25 search needs query text")
-            return data.bm25.search(query, k)
+            return data.bm25.search(query, k) if plan is None else plan.bm25(data, k)
         if mode == "bm25doc":
             if not isinstance(query, str):
                 raise UsageError("bm25doc search needs query text")
-            return self._bm25doc(data, query, k, params.get("chunk_weight"))
+            return self._bm25doc(data, query, k, params.get("chunk_weight"), plan)
         if mode == "flat":
             from ragtui.core.search.flat import flat_search
 
-            return flat_search(data.vectors, self._query_vector(query, data), k)
+            vec = self._query_vector(query, data)
+            return flat_search(data.vectors, vec, k) if plan is None else plan.flat(data.vectors, vec, k)
         if mode == "ivf":
             vec = self._query_vector(query, data)
-            return self._ivf_for(data).search(vec, k, nprobe=params.get("nprobe"))
-        return self._hybrid(data, query, k, params)
+            lists = self._ivf_for(data)
+            nprobe = params.get("nprobe")
+            return lists.search(vec, k, nprobe) if plan is None else plan.ivf(lists, data.vectors, vec, k, nprobe)
+        return self._hybrid(data, query, k, params, plan)
 
     def _hybrid(
-        self, data: IndexData, query: str | np.ndarray, k: int, params: SearchParams
+        self, data: IndexData, query: str | np.ndarray, k: int, params: SearchParams, plan: QueryPlan | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         from ragtui.core.search import fusion
         from ragtui.core.search.flat import flat_search
@@ -400,15 +444,19 @@ class Retriever:
             raise UsageError("hybrid search needs query text")
         depth = _whole("depth", params.get("depth")) or fusion.DEFAULT_DEPTH
         vec = self._query_vector(query, data)
-        if params.get("lexical", "bm25doc") in (None, "bm25doc"):
-            def lexical(n: int) -> tuple[np.ndarray, np.ndarray]:
-                return self._bm25doc(data, query, n, params.get("chunk_weight"))
-        else:
-            def lexical(n: int) -> tuple[np.ndarray, np.ndarray]:
-                return data.bm25.search(query, n)
+        use_doc = params.get("lexical") in (None, "bm25doc")
+
+        def lexical(n: int) -> tuple[np.ndarray, np.ndarray]:
+            if use_doc:
+                return self._bm25doc(data, query, n, params.get("chunk_weight"), plan)
+            return data.bm25.search(query, n) if plan is None else plan.bm25(data, n)
+
+        def vector(n: int) -> tuple[np.ndarray, np.ndarray]:
+            # Under a query plan: the same fusion over each ranking of the rows the query allows.
+            return flat_search(data.vectors, vec, n) if plan is None else plan.flat(data.vectors, vec, n)
 
         def fused(n: int, at: int) -> tuple[np.ndarray, np.ndarray]:
-            return fusion.fuse(lexical(at), flat_search(data.vectors, vec, at), n, method=params.get("fusion"),
+            return fusion.fuse(lexical(at), vector(at), n, method=params.get("fusion"),
                                weight=params.get("weight"), rrf_k=params.get("rrf_k"))
 
         # The fusion of each list's top `depth` decides the ranking, whatever k: a larger k
@@ -419,10 +467,16 @@ class Retriever:
             return rows, scores
         return fusion.extend(rows, scores, fused(k, k), k)
 
-    def _bm25doc(self, data: IndexData, query: str, k: int, chunk_weight: object) -> tuple[np.ndarray, np.ndarray]:
+    def _bm25doc(
+        self, data: IndexData, query: str, k: int, chunk_weight: object, plan: QueryPlan | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         from ragtui.core.search.docaware import check_chunk_weight
 
-        return self._doclex_for(data).search(data.bm25, query, k, check_chunk_weight(chunk_weight))
+        weight = check_chunk_weight(chunk_weight)
+        lex = self._doclex_for(data)
+        if plan is None:
+            return lex.search(data.bm25, query, k, weight)
+        return plan.lexical(lex.chunk_scores(data.bm25, plan.lexical_text, weight), k)
 
     @staticmethod
     def hits(rows: np.ndarray, scores: np.ndarray, data: IndexData) -> list[Hit]:
