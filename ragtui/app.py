@@ -54,6 +54,7 @@ __all__ = [
     "resolve_index",
     "root_hint",
     "scan_indexes",
+    "search_params",
     "settings_from",
     "walk_rules",
 ]
@@ -396,6 +397,44 @@ def open_retriever(settings: Settings, *, need_embedder: bool) -> Retriever:
     retriever = open_index(path, settings, embedder=open_embedder(settings) if need_embedder else None)
     remember_index(settings, path.name)
     return retriever
+
+
+RANKING_FLAGS = ("fusion", "weight", "rrf_k", "depth", "lexical", "chunk_weight", "mmr", "min_score", "merge")
+"""The ranking options a flag may set (``commands.options.add_ranking_options``; ``[search]`` keys)."""
+
+
+def search_params(args, settings: Settings, mode: str, *, strict: bool = True) -> dict[str, Any]:
+    """The ``Retriever.search`` parameters for ``mode``: flags over ``[search]`` over the defaults.
+
+    A ``[search]`` key that ``mode`` does not take is left out (one file serves every mode), as is
+    the config's weight under rrf fusion, its rrf_k under weighted and its chunk_weight under
+    lexical bm25. A flag ``mode`` does not take is a ``UsageError`` when ``strict`` (search),
+    else left out (eval runs several modes with one set of flags). Values are checked
+    (``UsageError`` naming the allowed range).
+    """
+    from ragtui.core.search.ranking_options import check_option
+    from ragtui.core.search.retriever import COMMON, PARAMS, check_search
+
+    takes = set(PARAMS.get(mode, ())) | set(COMMON)
+    flags: dict[str, Any] = {}
+    for name in RANKING_FLAGS:
+        value = getattr(args, name, None)
+        if value is not None:
+            flags[name] = check_option(name, value, label="--" + name.replace("_", "-"))
+    out = {k: v for k, v in settings.search.items() if k in takes}
+    given = {k: v for k, v in flags.items() if k in takes}
+    if strict and len(given) < len(flags):
+        name = next(k for k in flags if k not in takes)
+        owners = [m for m, names in PARAMS.items() if name in names]
+        raise UsageError(f"--{name.replace('_', '-')} applies to {' and '.join(owners)} search, not {mode}")
+    fusion = given.get("fusion", out.get("fusion", "weighted"))
+    lexical = given.get("lexical", out.get("lexical", "bm25doc"))
+    for key, off in (("weight", fusion == "rrf"), ("rrf_k", fusion == "weighted"), ("chunk_weight", lexical == "bm25")):
+        if off and key not in given and mode == "hybrid":
+            out.pop(key, None)  # the config's value for the other method: not this run's
+    out.update(given)
+    check_search(mode, out)
+    return out
 
 
 # -- the watch agent ------------------------------------------------------------------------------

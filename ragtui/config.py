@@ -37,6 +37,16 @@ another). Every key is optional:
     nprobe = 0
     [vectors]
     scan = "f32"                      # or "i8": an int8 copy scanned first, re-scored exactly (same answers)
+    [search]                          # ranking options (spec/ranking.md); flags override them
+    fusion = "weighted"               # or "rrf": how hybrid fuses BM25 and the vectors
+    weight = 0.6                      # weighted fusion: the lexical share, 0..1
+    rrf_k = 60                        # rrf fusion: 0..1e6
+    depth = 100                       # hybrid: candidates fused from each list, whatever -k
+    lexical = "bm25doc"               # hybrid's lexical side: "bm25doc" or "bm25"
+    chunk_weight = 0.5                # bm25doc: a chunk's own BM25 added to its document's, 0..100
+    mmr = 1.0                         # 1: off; below 1 trades relevance for diversity (0..1)
+    min_score = 0.0                   # a floor on the score (hybrid: its normalised 0..1 score)
+    merge = false                     # merge adjacent or overlapping chunks of one document into one hit
     [rerank]                          # the cross-encoder (the onnx extra)
     n = 0                             # rerank the top n candidates (0: off)
     budget_ms = 0                     # per query; 0: no limit
@@ -89,8 +99,7 @@ ROOT_FLAGS = "--artifacts DIR or RAGTUI_ARTIFACTS"
 TRUSTED_ONLY = frozenset({"base_url", "api_key_env", "tokenizer_file", "model_dir"})
 """Keys that send documents or credentials somewhere, or read a file: only a trusted config may set them."""
 
-_STR, _INT, _NUM, _STRS = "a string", "a whole number", "a number", "a list of strings"
-_BOOL = "true or false"
+_STR, _INT, _NUM, _STRS, _BOOL = "a string", "a whole number", "a number", "a list of strings", "true or false"
 
 SCHEMA: dict[str, object] = {
     "artifacts": _STR,
@@ -107,6 +116,10 @@ SCHEMA: dict[str, object] = {
     "chunker": {"max_tokens": _INT, "overlap": _INT},
     "ivf": {"nlist": _INT, "nprobe": _INT},
     "vectors": {"scan": _STR},
+    "search": {
+        "fusion": _STR, "weight": _NUM, "rrf_k": _NUM, "depth": _INT, "lexical": _STR, "chunk_weight": _NUM,
+        "mmr": _NUM, "min_score": _NUM, "merge": _BOOL,
+    },
 }
 """Every key a ragtui.toml may hold: a table's keys, or what a value must be."""
 
@@ -169,6 +182,8 @@ class Settings:
     nprobe: int | None = None
     vector_scan: str = "f32"
     """``[vectors] scan``: "f32" (default) or "i8" (core.search.quant; the same answers, a quarter of the bytes read per query)."""
+    search: dict = field(default_factory=dict)
+    """The ``[search]`` table, checked (``ragtui.core.search.ranking_options``); flags override it."""
     rerank: dict = field(default_factory=dict)
     """The ``[rerank]`` table: n, budget_ms, model or model_dir, threads (flags override n and budget_ms)."""
     config_file: Path | None = None
@@ -350,6 +365,10 @@ def _apply(s: Settings, doc: dict, path: Path) -> Settings:
     scan = doc.get("vectors", {}).get("scan")
     if scan is not None:  # checked where it is used (app.open_index), as the embedder's kind is
         changes["vector_scan"] = scan
+    if "search" in doc:
+        from ragtui.core.search.ranking_options import check_options
+
+        changes["search"] = {**s.search, **check_options(doc["search"], f"{path}: search.")}
     for key in ("nlist", "nprobe"):
         if key in ivf:
             changes[key] = _positive(ivf[key], f"{path}: ivf.{key}", allow_zero=True) or None

@@ -6,7 +6,7 @@ import os
 import sys
 
 from ragtui import app
-from ragtui.commands.options import add_rerank_options
+from ragtui.commands.options import add_ranking_options, add_rerank_options
 from ragtui.core.errors import NotFoundError, UsageError
 from ragtui.core.textsafe import json_text
 
@@ -17,11 +17,12 @@ def register(sub, common) -> None:
     p = sub.add_parser("search", help="rank chunks for a query", description="Rank chunks for a query.")
     p.add_argument("query")
     # Checked (with a did-you-mean) by run() before anything loads.
-    p.add_argument("--mode", default="bm25", help="flat, ivf, bm25 or hybrid (default: bm25)")
+    p.add_argument("--mode", default="bm25", help="flat, ivf, bm25, bm25doc or hybrid (default: bm25)")
     p.add_argument("-k", type=int, default=10, help="number of results (default: 10)")
     p.add_argument("--nprobe", type=int, help="IVF lists to probe, 1 to the index's nlist (`ragtui info`); "
                    "a value outside is refused with the range")
     p.add_argument("--json", action="store_true", help="print the full hits as JSON")
+    add_ranking_options(p)
     add_rerank_options(p)
     common(p)
     p.set_defaults(func=run)
@@ -43,9 +44,10 @@ def run(args) -> int:
     params = {"nprobe": args.nprobe} if args.nprobe is not None else {}
     check_search(args.mode, params)  # before the index or the embedder is loaded
     settings = app.settings_from(args)
+    params.update(app.search_params(args, settings, args.mode))
     n_rerank, budget = app.rerank_options(args, settings)
     reranker = app.open_reranker(args, settings) if n_rerank else None
-    retriever = app.open_retriever(settings, need_embedder=args.mode != "bm25")
+    retriever = app.open_retriever(settings, need_embedder=args.mode not in ("bm25", "bm25doc"))
     meta = retriever.meta
     if meta.n_chunks == 0:
         raise NotFoundError(f"index {meta.index_id!r} is empty (0 chunks): the folder it was built from had no "
@@ -68,6 +70,11 @@ def run(args) -> int:
             {"rank": h.rank, "score": h.score, "chunk_id": h.chunk_id, "doc_id": h.doc_id, "row": h.row, "text": h.text}
             for h in hits
         ]
+        for row, h in zip(out, hits):
+            if h.rows:  # --merge joined these chunks into this hit
+                row["merged_rows"] = list(h.rows)
+        if any(h.rows for h in hits):
+            _merged_lines(retriever, hits, out)
         if reranked is not None:  # which scores are the cross-encoder's, and where each hit was before
             for row, before in zip(out, reranked.first_stage_rank):
                 row["reranked"] = before <= reranked.scored
@@ -91,6 +98,26 @@ def _check_nprobe(retriever, nprobe: int) -> None:
     if nprobe > nlist:
         raise UsageError(f"--nprobe must be between 1 and {nlist}, the number of IVF lists of index "
                          f"{retriever.meta.index_id!r} (got {nprobe}); {nlist} probes every list, as flat search does")
+
+
+def _merged_lines(retriever, hits, out: list[dict]) -> None:
+    """A merged hit's union line range in its source, [first chunk's start, last chunk's end],
+    when both chunks are found in the file as it is now (spec/citations.md); else no "lines"."""
+    from ragtui.core.citations import Resolver
+    from ragtui.core.errors import RagtuiError
+
+    data = retriever.data
+    resolver = Resolver(data)
+    for row, h in zip(out, hits):
+        if not h.rows:
+            continue
+        try:
+            first = resolver.resolve(data.records[h.rows[0]].chunk_id)
+            last = resolver.resolve(data.records[h.rows[-1]].chunk_id)
+        except RagtuiError:
+            continue  # no recorded source folder, or a source that cannot be read: the hit stays
+        if first.located and last.located and first.path == last.path:
+            row["lines"] = [first.start_line, last.end_line]
 
 
 def _term_width() -> int:

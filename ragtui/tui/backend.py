@@ -221,7 +221,7 @@ def resolved_ivf(retriever: Retriever) -> tuple[int, int]:
 def build_ivf(retriever: Retriever) -> IvfInfo:
     """Build (or load from the cache) the IVF lists of the retriever's current generation."""
     ivf = retriever.ivf()
-    return IvfInfo(ivf.nlist, ivf.params.nprobe, ivf.build_seconds, ivf.from_cache)
+    return IvfInfo(ivf.nlist, ivf.default_nprobe, ivf.build_seconds, ivf.from_cache)  # calibrated unless set
 
 
 def index_stats(retriever: Retriever, ivf_state: str) -> IndexStats:

@@ -77,6 +77,8 @@ def test_info(indexed):
     result = ragtui("info", "--artifacts", str(art), "--json")
     info = json.loads(result.stdout)
     assert info["n_chunks"] == 3 and info["embedding_model"].startswith("wordllama")
+    # The IVF default nprobe, calibrated (3 chunks: one list per chunk, every list probed).
+    assert info["ivf_nprobe"] == info["ivf_nlist"] and info["ivf_calibration"]["recall"] == 1.0
 
 
 @pytest.mark.parametrize(

@@ -79,7 +79,7 @@ def test_eval_collection(adi):
     _, art, out, result = adi
     report = json.loads(out.read_text())
     assert report["format"] == "ragtui-eval-report/1" and report["k"] == 3
-    assert list(report["modes"]) == ["flat", "ivf", "bm25", "hybrid"]
+    assert list(report["modes"]) == ["flat", "ivf", "bm25", "bm25doc", "hybrid"]
     assert report["dataset"]["n_queries"] == 3 and report["dataset"]["n_docs"] == 4
     prov = report["provenance"]
     assert prov["index_id"] == "eval-adi" and len(prov["index_fingerprint"]["files"]) == 4
@@ -110,6 +110,14 @@ def test_eval_reuses_index_and_compares(adi, tmp_path):
     assert result.returncode == 0, result.stderr
     rows = json.loads(result.stdout)["rows"]
     assert [(r["mode_a"], r["mode_b"]) for r in rows] == [("bm25", "hybrid")]
+    # Any mode name a report holds can be named, not only the built-in modes.
+    renamed = json.loads(second.read_text())
+    renamed["modes"] = {"my variant": renamed["modes"]["hybrid"]}
+    third = tmp_path / "renamed.json"
+    third.write_text(json.dumps(renamed))
+    result = ragtui("eval", "--compare", f"{first}:bm25", f"{third}:my variant", "--json", "-")
+    assert result.returncode == 0, result.stderr
+    assert [(r["mode_a"], r["mode_b"]) for r in json.loads(result.stdout)["rows"]] == [("bm25", "my variant")]
 
 
 def test_eval_builds_in_the_cache_folder_not_the_artifacts_root(adi, tmp_path):

@@ -127,8 +127,12 @@ def _reference(retriever, records, vectors, query: str, mode: str, k: int, *, np
     bm25 = retriever.data.bm25.scores(_lexical_ref(parsed, retriever))
     qvec = retriever.query_vector(parsed.search_text)
     dense = row_scores(vectors, qvec)
+    # bm25doc, and hybrid's default lexical side: the document-aware dense scores (spec/ranking.md).
+    doc = retriever.doc_lexical().chunk_scores(retriever.data.bm25, _lexical_ref(parsed, retriever), 0.5)
     if mode == "bm25":
         return _ranked(bm25, [r for r in passing if bm25[r] > 0], k)
+    if mode == "bm25doc":
+        return _ranked(doc, [r for r in passing if doc[r] > 0], k)
     if mode == "flat":
         return _ranked(dense, passing, k)
     if mode == "ivf":
@@ -139,10 +143,12 @@ def _reference(retriever, records, vectors, query: str, mode: str, k: int, *, np
             probed = {int(r) for c in lists.probe(qvec, nprobe) for r in lists.lists[c]}
             passing = [r for r in passing if r in probed]
         return _ranked(dense, passing, k)
-    depth = max(k, depth or fusion.DEFAULT_DEPTH)
-    lexical = _ranked(bm25, [r for r in passing if bm25[r] > 0], depth)
-    vector = _ranked(dense, passing, depth)
-    return fusion.fuse(lexical, vector, k)
+    def fused(at: int):
+        lexical = _ranked(doc, [r for r in passing if doc[r] > 0], at)
+        return fusion.fuse(lexical, _ranked(dense, passing, at), k)
+
+    rows, scores = fused(depth or fusion.DEFAULT_DEPTH)  # the depth does not depend on k
+    return (rows, scores) if k <= rows.size else fusion.extend(rows, scores, fused(k), k)
 
 
 QUERIES = [
@@ -223,6 +229,8 @@ def test_plain_text_searches_exactly_as_before(index, query, mode):
     assert parse_query(query).plain
     if mode == "bm25":
         rows, scores = data.bm25.search(query, 7)
+    elif mode == "bm25doc":
+        rows, scores = retriever.doc_lexical().search(data.bm25, query, 7, 0.5)
     else:
         vec = retriever.query_vector(query)
         if mode == "flat":
@@ -230,7 +238,8 @@ def test_plain_text_searches_exactly_as_before(index, query, mode):
         elif mode == "ivf":
             rows, scores = retriever.ivf().search(vec, 7)
         else:
-            rows, scores = fusion.fuse(data.bm25.search(query, 100), flat_search(vectors, vec, 100), 7)
+            doc = retriever.doc_lexical().search(data.bm25, query, 100, 0.5)  # hybrid's lexical side
+            rows, scores = fusion.fuse(doc, flat_search(vectors, vec, 100), 7)
     for q in (query, literal(query)):
         hits = retriever.search(q, mode=mode, k=7)
         assert [h.row for h in hits] == rows.tolist()

@@ -181,6 +181,12 @@ def search_many(retrievers: Mapping[str, Retriever], query: str | ParsedQuery, *
     if depth < k:
         raise UsageError(f"depth must be at least k ({k}) (got {depth})")
     check_search(mode, params)
+    if merge == "pooled":
+        # The post-ranking steps (spec/ranking.md) are not applied to a pooled ranking yet.
+        asked = [n for n in ("mmr", "min_score") if params.get(n) is not None] + (["merge"] if params.get("merge") else [])
+        if asked:
+            raise UsageError(f"{', '.join(asked)} is not available when several indexes are pooled: "
+                             "use merge 'rrf' or 'score'")
     if merge != "pooled":
         ranked = {i: r.search(query, mode=mode, k=depth, **params) for i, r in retrievers.items()}
         return MultiResult(merge_ranked(ranked, k, merge=merge, rrf_k=rrf), merge)
@@ -206,9 +212,28 @@ def _pooled(retrievers: Mapping[str, Retriever], query: str | ParsedQuery, mode:
     lexical_text = parsed.text if plans is None else plans[0].lexical_text
     vector_text = parsed.search_text
 
+    # bm25doc (and hybrid's default lexical side): document BM25 with pooled document statistics,
+    # so the pooled ranking is still that of one index holding every chunk (spec/ranking.md).
+    use_doc = mode == "bm25doc" or (mode == "hybrid" and params.get("lexical") in (None, "bm25doc"))
+
+    def lexical_scores() -> list[np.ndarray]:
+        chunk_scores = pooled_bm25_scores([d.bm25 for d in datas], lexical_text)
+        if not use_doc:
+            return chunk_scores
+        from ragtui.core.search.docaware import check_chunk_weight
+
+        weight = check_chunk_weight(params.get("chunk_weight"))
+        lexes = [retrievers[i]._doclex_for(d) for i, d in zip(ids, datas)]
+        out = []
+        for own, docs, lex in zip(chunk_scores, pooled_bm25_scores([x.docs for x in lexes], lexical_text), lexes):
+            combined = docs[lex.doc_of_row] + weight * own
+            combined[own <= 0.0] = 0.0
+            out.append(combined)
+        return out
+
     def pooled_lexical(n: int) -> tuple[np.ndarray, np.ndarray]:
         rows, scores = [], []
-        for i, dense in enumerate(pooled_bm25_scores([d.bm25 for d in datas], lexical_text)):
+        for i, dense in enumerate(lexical_scores()):
             if plans is None:
                 matched = np.flatnonzero(dense > 0.0)
                 r, s = top_k(dense[matched], matched, n)
@@ -241,7 +266,7 @@ def _pooled(retrievers: Mapping[str, Retriever], query: str | ParsedQuery, mode:
         fused = np.concatenate([1.0 / (rrf_k + np.arange(1, len(r) + 1, dtype=np.float64)) for r in rows])
         return top_k(fused, np.concatenate(rows), n)
 
-    if mode == "bm25":
+    if mode in ("bm25", "bm25doc"):
         rows, scores = pooled_lexical(k)
     elif mode in ("flat", "ivf"):
         rows, scores = merged_vectors(k)
