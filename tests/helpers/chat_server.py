@@ -1,7 +1,7 @@
 """A real OpenAI-compatible chat server on 127.0.0.1, for tests of ``ragtui ask`` and ``core.llm``.
 
 ``POST /v1/chat/completions`` answers ``reply`` (default: a sentence citing
-the first ``[label]`` of the prompt's sources, so a citation check has
+the first ``Source n: [label]`` of the prompt's sources, so a citation check has
 something to verify), as one JSON body or, when the request says
 ``"stream": true``, as server-sent events in chunked encoding, with a
 ``usage`` object unless told not to. ``GET /v1/models`` lists ``model``.
@@ -39,6 +39,7 @@ FAULT_KINDS = (
     "plain",       # a non-streamed JSON answer even when streaming was asked for
 )
 
+_SOURCE = re.compile(r"^Source \d+: \[([^\[\]\n]+)\]$", re.MULTILINE)
 _LABEL = re.compile(r"\[([^\[\]\n]+?(?::L\d+-\d+|#\d+))\]")
 
 
@@ -132,8 +133,9 @@ class ChatServer:
     def answer_text(self, body: dict[str, Any]) -> str:
         if self.reply is not None:
             return self.reply
-        prompt = "\n".join(str(m.get("content", "")) for m in body.get("messages", []) if isinstance(m, dict))
-        labels = _LABEL.findall(prompt)
+        prompt = "\n".join(str(m.get("content", "")) for m in body.get("messages", [])
+                           if isinstance(m, dict) and m.get("role") == "user")
+        labels = _SOURCE.findall(prompt) or _LABEL.findall(prompt)
         if not labels:
             return "A hypothetical passage about the question, with no sources."
         return f"The sources say so [{labels[0]}]."
