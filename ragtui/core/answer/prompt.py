@@ -7,7 +7,7 @@ from ragtui.core.pack import Pack
 
 __all__ = ["ANSWER_SYSTEM", "HYDE_SYSTEM", "PROMPT_VERSION", "answer_messages", "hyde_messages", "repair_messages"]
 
-PROMPT_VERSION = "1"
+PROMPT_VERSION = "2"
 """Changes whenever a prompt below changes (it is part of the HyDE cache key)."""
 
 ANSWER_SYSTEM = (
@@ -23,12 +23,22 @@ HYDE_SYSTEM = (
 )
 
 
+# One worked exchange before the real one: small models follow an example of the citation form far
+# more often than an instruction alone.
+EXAMPLE_QUESTION = "Sources:\n\nSource 1: [notes/tea.md:L1-2]\nTea is a drink made by steeping leaves in hot " \
+                   "water.\n\nQuestion: What is tea?"
+EXAMPLE_ANSWER = "Tea is a drink made by steeping leaves in hot water [notes/tea.md:L1-2]."
+
+
 def answer_messages(question: str, pack: Pack) -> list[Message]:
-    """System instructions, then the sources (``Source n: [label]`` above each text) and the question."""
+    """System instructions, one worked example, then the sources (``Source n: [label]`` above each text)
+    and the question."""
     sources = [f"Source {i}: [{s.label}]\n{s.text}" for i, s in enumerate(pack.snippets, 1)]
     body = pack.separator.join(sources) if sources else "(no sources were found)"
     return [
         {"role": "system", "content": ANSWER_SYSTEM},
+        {"role": "user", "content": EXAMPLE_QUESTION},
+        {"role": "assistant", "content": EXAMPLE_ANSWER},
         {"role": "user", "content": f"Sources:\n\n{body}\n\nQuestion: {question}"},
     ]
 

@@ -153,7 +153,7 @@ def ask(
             cached = True
             note("HyDE passage taken from the cache (no chat call)")
         else:
-            made = client.chat(hyde_messages(question), max_tokens=HYDE_MAX_TOKENS)
+            made = client.chat(hyde_messages(question), max_tokens=min(HYDE_MAX_TOKENS, client.max_tokens))
             answers.append(made)
             passage = made.text
             cache.put(server, client.model, question, passage)
