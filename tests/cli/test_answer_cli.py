@@ -92,8 +92,8 @@ def test_ask_verified(indexed, chat):
     assert "ok              [docs/cats.md:L1-4]  verified: source 1" in r.stdout
     assert "Stats: mode bm25 · chat calls 1 · tokens in" in r.stderr and "seconds: retrieve" in r.stderr
     body = chat.chat_bodies()[0]
-    assert "Source 1: [docs/cats.md:L1-4]\n# Cats" in body["messages"][1]["content"]
-    assert body["messages"][1]["content"].endswith("Question: what are cats")
+    assert "Source 1: [docs/cats.md:L1-4]\n# Cats" in body["messages"][-1]["content"]
+    assert body["messages"][-1]["content"].endswith("Question: what are cats")
 
 
 def test_ask_json_and_streamed(indexed, chat):

@@ -1,7 +1,7 @@
 """A real OpenAI-compatible chat server on 127.0.0.1, for tests of ``ragtui ask`` and ``core.llm``.
 
 ``POST /v1/chat/completions`` answers ``reply`` (default: a sentence citing
-the first ``Source n: [label]`` of the prompt's sources, so a citation check has
+the first ``Source n: [label]`` of the last user message, so a citation check has
 something to verify), as one JSON body or, when the request says
 ``"stream": true``, as server-sent events in chunked encoding, with a
 ``usage`` object unless told not to. ``GET /v1/models`` lists ``model``.
@@ -133,8 +133,9 @@ class ChatServer:
     def answer_text(self, body: dict[str, Any]) -> str:
         if self.reply is not None:
             return self.reply
-        prompt = "\n".join(str(m.get("content", "")) for m in body.get("messages", [])
-                           if isinstance(m, dict) and m.get("role") == "user")
+        users = [str(m.get("content", "")) for m in body.get("messages", [])
+                 if isinstance(m, dict) and m.get("role") == "user"]
+        prompt = users[-1] if users else ""  # the question asked now, not a worked example before it
         labels = _SOURCE.findall(prompt) or _LABEL.findall(prompt)
         if not labels:
             return "A hypothetical passage about the question, with no sources."
