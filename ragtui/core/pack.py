@@ -212,7 +212,9 @@ class _Packer:
                 return [(run, source[first.start_char:last.end_char])]
         return [([k], self.data.records[first_row + k].text) for k in run]
 
-    def count(self, doc_id: str, ks: list[int], text: str) -> int:
+    def count(self, doc_id: str, first_row: int, ks: list[int], text: str) -> int:
+        if len(ks) == 1:  # one chunk's text: the chunker recorded count(text) as its n_tokens (spec/chunker.md)
+            return self.data.records[first_row + ks[0]].n_tokens
         key = (doc_id, ks[0], ks[-1])
         n = self.count_cache.get(key)
         if n is None:
@@ -220,11 +222,15 @@ class _Packer:
         return n
 
     def cost(self, doc_id: str, first_row: int, runs: list[list[int]]) -> tuple[int, int]:
-        """(tokens, snippets) of a document's runs."""
+        """(tokens, snippets) of a document's runs; only a run of several chunks reads the source."""
         tokens = snippets = 0
         for run in runs:
+            if len(run) == 1:
+                tokens += self.data.records[first_row + run[0]].n_tokens
+                snippets += 1
+                continue
             for ks, text in self.pieces(doc_id, first_row, run):
-                tokens += self.count(doc_id, ks, text)
+                tokens += self.count(doc_id, first_row, ks, text)
                 snippets += 1
         return tokens, snippets
 
@@ -332,7 +338,7 @@ def _snippet(packer: _Packer, doc_id: str, first_row: int, ks: list[int], text: 
         fingerprints=tuple(r.fingerprint for r in records),
         rows=rows,
         text=text,
-        tokens=packer.count(doc_id, ks, text),
+        tokens=packer.count(doc_id, first_row, ks, text),
         start_line=start_line,
         end_line=end_line,
         status=status,
