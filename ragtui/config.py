@@ -54,7 +54,7 @@ Trust. A ``ragtui.toml`` in the current directory may have come with a
 cloned repository, so it may not decide where documents and credentials go,
 nor make ragtui read a file of its choosing. The keys in ``TRUSTED_ONLY``
 (``base_url``, ``api_key_env``, ``tokenizer_file``, ``model_dir``, in any
-table, so a future ``[llm]`` is covered too; and an ``onnx:<folder>`` kind)
+table, ``[llm]`` included; and an ``onnx:<folder>`` kind)
 are taken only from a trusted file: the
 user's config, a file given with ``--config FILE`` (naming it on the
 command line is the trust), or a file whose real path is listed in the user
