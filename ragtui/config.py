@@ -103,12 +103,13 @@ SCHEMA: dict[str, object] = {
         "model_dir": _STR, "threads": _INT, "optimization": _STR,
     },
     "rerank": {"n": _INT, "budget_ms": _INT, "model": _STR, "model_dir": _STR, "threads": _INT},
+    "chunker": {"max_tokens": _INT, "overlap": _INT},
+    "ivf": {"nlist": _INT, "nprobe": _INT},
+    # After [chunker]: a top-level max_tokens is taken for chunker.max_tokens, as before [llm] had one.
     "llm": {
         "base_url": _STR, "model": _STR, "api_key_env": _STR, "max_tokens": _INT, "temperature": _NUM,
         "timeout": _NUM, "retries": _INT, "context_tokens": _INT,
     },
-    "chunker": {"max_tokens": _INT, "overlap": _INT},
-    "ivf": {"nlist": _INT, "nprobe": _INT},
 }
 """Every key a ragtui.toml may hold: a table's keys, or what a value must be."""
 
