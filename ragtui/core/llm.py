@@ -182,6 +182,11 @@ class ChatClient:
         return state.finish(time.perf_counter() - started)
 
 
+def _text(value: str) -> str:
+    # JSON can carry a lone surrogate ("\\ud800"), which no stream can print: it becomes "?".
+    return value.encode("utf-8", "replace").decode("utf-8")
+
+
 def _choices(body: Any, where: str) -> list[Any]:
     if not isinstance(body, dict):
         raise LLMError(f"{where} answered {type(body).__name__}, not a chat completion object")
@@ -213,6 +218,7 @@ def _whole_answer(body: Any, where: str, seconds: float, *, streamed: bool) -> C
     content = message.get("content") if isinstance(message, dict) else None
     if content is None or not isinstance(content, str):
         raise LLMError(f"{where} answered a choice with no message text")
+    content = _text(content)
     if not content.strip():
         raise LLMError(f"{where} answered with empty text (finish_reason {choice.get('finish_reason')!r})")
     prompt, completion = _usage(body)
@@ -249,6 +255,7 @@ class _Stream:
             delta = choice.get("delta")
             text = delta.get("content") if isinstance(delta, dict) else None
             if isinstance(text, str) and text:
+                text = _text(text)
                 if self.first is None:
                     self.first = time.perf_counter() - self.started
                 self.parts.append(text)

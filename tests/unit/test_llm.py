@@ -149,3 +149,13 @@ def test_settings_are_checked():
             ChatClient.from_settings({"base_url": "http://127.0.0.1:1", "model": "m", key: value}, {})
     with pytest.raises(UsageError, match="invalid chat base_url"):
         ChatClient.from_settings({"base_url": "ftp://x", "model": "m"}, {})
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_lone_surrogate_in_the_answer_cannot_break_printing(server, stream):
+    server.reply = "bad \ud800 text [docs/a.md:L1-3]"
+    pieces: list[str] = []
+    answer = client(server).chat(MESSAGES, on_delta=pieces.append if stream else None)
+    assert answer.text == "bad ? text [docs/a.md:L1-3]"
+    answer.text.encode("utf-8")  # printable
+    assert all("\ud800" not in p for p in pieces)
