@@ -170,14 +170,13 @@ class ChatClient:
         where = f"the chat model {self.model!r} at {self.display_url}"
         started = time.perf_counter()
         self.calls += 1
-        if on_delta is None:
-            answer = self._poster.post(CHAT_PATH, body)
-            return _whole_answer(answer, where, time.perf_counter() - started, streamed=False)
-        state = _Stream(where, on_delta, started)
+        # Both ways go through the transport's stream(), which bounds what it reads (MAX_ANSWER_BYTES).
+        state = _Stream(where, on_delta or (lambda _text: None), started)
         whole = self._poster.stream(CHAT_PATH, body, state.event, max_bytes=MAX_ANSWER_BYTES)
-        if whole is not None:  # the server ignored "stream": the whole answer came at once
+        if whole is not None:  # a plain JSON answer (asked for, or a server that ignored "stream")
             answer = _whole_answer(whole, where, time.perf_counter() - started, streamed=False)
-            on_delta(answer.text)
+            if on_delta is not None:
+                on_delta(answer.text)
             return answer
         return state.finish(time.perf_counter() - started)
 

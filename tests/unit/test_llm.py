@@ -159,3 +159,11 @@ def test_a_lone_surrogate_in_the_answer_cannot_break_printing(server, stream):
     assert answer.text == "bad ? text [docs/a.md:L1-3]"
     answer.text.encode("utf-8")  # printable
     assert all("\ud800" not in p for p in pieces)
+
+
+def test_an_answer_larger_than_the_bound_is_refused(server):
+    from ragtui.core.llm import MAX_ANSWER_BYTES
+
+    server.reply = "x" * (MAX_ANSWER_BYTES + 10)
+    with pytest.raises(LLMError, match="larger than"):
+        client(server).chat(MESSAGES)
