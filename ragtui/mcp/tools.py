@@ -167,6 +167,8 @@ class Toolbox:
         if labels and labels[0].chunk_id is None and labels[0].text == ref:
             label = labels[0]
             assert label.start_line is not None and label.end_line is not None
+            if not 1 <= label.start_line <= label.end_line:
+                raise UsageError(f"get: {ref!r}: lines are numbered from 1, and a range ends at or after its start")
             chunks = resolver.chunks_at(label.doc_id, label.start_line, label.end_line)
             if not chunks:
                 raise NotFoundError(f"no chunk of index {data.meta.index_id!r} lies on {ref} "

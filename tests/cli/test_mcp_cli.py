@@ -94,6 +94,7 @@ BAD = [
     ("get", {"ref": "docs/nope.md#0"}, "no chunk_id 'docs/nope.md#0'"),
     ("get", {"ref": "docs/cats.md:L90-99"}, "no chunk of index 'docs' lies on docs/cats.md:L90-99"),
     ("get", {"ref": "not a ref"}, "malformed reference"),
+    ("get", {"ref": "docs/cats.md:L0-2"}, "lines are numbered from 1"),
     ("pack", {"query": "cats", "budget": 0}, "budget must be from 1"),
     ("pack", {"query": "cats", "budjet": 10}, "did you mean 'budget'?"),
     ("list_indexes", {"all": True}, "list_indexes takes no arguments"),

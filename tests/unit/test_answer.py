@@ -57,6 +57,8 @@ def test_every_verdict(index):
         ("docs/cats.md:L1-4", "verified"), ("docs/cats.md:L4-4", "verified"), ("docs/cats.md#0", "verified"),
         ("docs/dogs.md:L3-3", "not-in-context"), ("docs/dogs.md#0", "not-in-context"),
         ("docs/birds.md:L1-2", "unresolvable"), ("docs/cats.md:L50-60", "unresolvable")]
+    assert verdicts("[docs/cats.md:L0-2] [docs/cats.md:L4-2]", packed, data) == [
+        ("docs/cats.md:L0-2", "unresolvable"), ("docs/cats.md:L4-2", "unresolvable")]
     # Lines that start inside the snippet but run past it are more than the model was shown (it fails the check).
     assert verdicts("[docs/cats.md:L3-9]", packed, data) == [("docs/cats.md:L3-9", "not-in-context")]
 

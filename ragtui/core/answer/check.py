@@ -83,6 +83,9 @@ def _freshness(snippet: Snippet, resolver: Resolver) -> str:
 
 
 def _classify(label: Label, pack: Pack, resolver: Resolver) -> CitationCheck:
+    if label.start_line is not None and label.end_line is not None and not 1 <= label.start_line <= label.end_line:
+        return CitationCheck(label.text, UNRESOLVABLE, None, (), "lines are numbered from 1, and a range ends "
+                             "at or after its start")
     found = _in_context(label, pack)
     if found is not None:
         number, snippet = found
