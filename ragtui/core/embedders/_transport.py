@@ -1,4 +1,4 @@
-"""Retrying JSON POSTs for the HTTP embedder and its tokenizer.
+"""Retrying JSON POSTs for the HTTP embedder and its tokenizer, and streamed ones for the chat client.
 
 One ``JSONPoster`` wraps one ``httpx.Client``. ``post`` either returns the
 decoded JSON of a 2xx answer or raises a ``ragtui`` error whose message says
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragtui.core.embedders._httpx import httpx
-from ragtui.core.errors import EmbeddingError, RagtuiError, UsageError
+from ragtui.core.errors import EmbeddingError, UsageError
 
 __all__ = ["RETRY_STATUSES", "JSONPoster", "RetryPolicy", "parse_retry_after"]
 
@@ -108,10 +108,11 @@ class JSONPoster:
         clock: Callable[[], float],
         random: Callable[[], float],
         what: str = "embedding",
-        error: type[RagtuiError] = EmbeddingError,
+        error: Callable[[str], Exception] = EmbeddingError,
     ) -> None:
-        # ``what`` names the server in messages and ``error`` is what fails: the chat client of
-        # core.llm shares this transport with "chat" and LLMError.
+        # ``what`` names the server in the base_url checks and in stream()'s messages, and ``error`` is
+        # what stream() raises: core.llm's chat client passes "chat" and LLMError. post() stays the
+        # embedder's (EmbeddingError).
         self._what, self._error = what, error
         try:
             url = httpx.URL(base_url)
@@ -167,7 +168,7 @@ class JSONPoster:
         problem = "no attempt made"
         for attempt in range(attempts):
             if abort is not None and abort.is_set():
-                raise self._error(f"{where}: cancelled because another request failed")
+                raise EmbeddingError(f"{where}: cancelled because another request failed")
             try:
                 return self._attempt(path, body, where)
             except _Retry as retry:
@@ -178,7 +179,7 @@ class JSONPoster:
                 log.info("%s: %s; retry %d of %d in %.2fs", where, problem,
                          attempt + 1, self._policy.retries, delay)
                 self._sleep(delay)
-        raise self._error(f"{where} failed after {attempts} attempt(s): {problem}")
+        raise EmbeddingError(f"{where} failed after {attempts} attempt(s): {problem}")
 
     def _attempt(self, path: str, body: Any, where: str) -> Any:
         try:
@@ -187,7 +188,7 @@ class JSONPoster:
             raise _Retry(f"no answer within {self._timeout:g}s ({type(exc).__name__})") from None
         except httpx.ConnectError as exc:
             raise _Retry(
-                f"cannot connect ({_reason(exc)}); is the {self._what} server running at "
+                f"cannot connect ({_reason(exc)}); is the embedding server running at "
                 f"{self.display_base}, and is base_url right?"
             ) from None
         except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
@@ -195,14 +196,14 @@ class JSONPoster:
         except httpx.UnsupportedProtocol as exc:
             raise UsageError(self.redact(f"{where}: {_reason(exc)}")) from None
         except httpx.HTTPError as exc:
-            raise self._error(self.redact(f"{where}: {type(exc).__name__}: {_reason(exc)}")) from None
+            raise EmbeddingError(self.redact(f"{where}: {type(exc).__name__}: {_reason(exc)}")) from None
         status = response.status_code
         if status in RETRY_STATUSES:
             retry_after = parse_retry_after(response.headers.get("retry-after"), self._clock())
             raise _Retry(f"HTTP {status} {response.reason_phrase}{_server_message(response)}",
                          retry_after)
         if status >= 300:
-            raise self._error(self.redact(self._permanent_message(where, response)))
+            raise EmbeddingError(self.redact(self._permanent_message(where, response)))
         try:
             return json.loads(response.content)
         except ValueError:
