@@ -12,8 +12,6 @@ import pytest
 
 from tests.cli.test_cli import ragtui
 
-mcp = pytest.importorskip("mcp")
-
 CATS = "# Cats\n\nCats are small domesticated carnivorous mammals.\nThey sleep a lot.\n"
 DOGS = "# Dogs\n\nDogs are loyal companions and good at fetching sticks.\n"
 
