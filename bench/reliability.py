@@ -75,6 +75,7 @@ def run(args) -> list[_Row]:
         helpers_kill,
         helpers_longlines,
         helpers_patterns,
+        helpers_query,
         helpers_terminal,
     )
     from tests.reliability.helpers_child import ForkServer
@@ -155,6 +156,8 @@ def run(args) -> list[_Row]:
               "5 kinds x 13 places x commands, 1 GiB address space; ingest rebuilds")
         timed(lambda: helpers_bombs.run_hostile_queries(base / "queries"),
               "exit 2 / QueryError before embedding; no raw control characters; no numpy warnings")
+        timed(lambda: helpers_query.run_hostile_syntax(base / "query-syntax"),
+              "results whose hits pass the filters, or one-line QueryError with its column; CLI exit 0/1/2")
         timed(lambda: helpers_longlines.run_long_lines(base / "long-lines"))
         timed(lambda: helpers_longlines.run_ingest_long_lines(base / "long-lines-ingest"))
         # Issue #16 item 6: which files are documents.

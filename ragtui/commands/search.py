@@ -27,24 +27,28 @@ def register(sub, common) -> None:
 
 
 def run(args) -> int:
+    from ragtui.core.search.query import parse_query
     from ragtui.core.search.retriever import check_query, check_search
     from ragtui.core.textsafe import one_line
 
     if args.k < 1:
         raise UsageError(f"-k must be at least 1 (got {args.k})")
-    check_query(args.query)  # before anything is loaded: a bad query costs nothing
+    parsed = parse_query(check_query(args.query))  # before anything is loaded: a bad query costs nothing
     params = {"nprobe": args.nprobe} if args.nprobe is not None else {}
     check_search(args.mode, params)  # before the index or the embedder is loaded
     settings = app.settings_from(args)
     n_rerank, budget = app.rerank_options(args, settings)
     reranker = app.open_reranker(args, settings) if n_rerank else None
     retriever = app.open_retriever(settings, need_embedder=args.mode != "bm25")
-    hits = retriever.search(args.query, mode=args.mode, k=max(args.k, n_rerank), **params)
+    hits = retriever.search(parsed, mode=args.mode, k=max(args.k, n_rerank), **params)
+    for note in hits.notes:  # e.g. a prefix that matched more terms than are ranked
+        print(f"note: {one_line(note, 300)}", file=sys.stderr)
     reranked = None
     if reranker is not None:
         from ragtui.core.rerank import rerank
 
-        reranked = rerank(args.query, hits, reranker, n_rerank, budget_ms=budget)
+        # The cross-encoder reads the words searched for, not the syntax around them.
+        reranked = rerank(parsed.search_text, hits, reranker, n_rerank, budget_ms=budget)
         hits = list(reranked.hits)
     hits = hits[: args.k]
     if args.json:

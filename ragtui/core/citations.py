@@ -16,7 +16,7 @@ verdict. spec/citations.md is the normative description; in short:
   file whose real path leads out of the folder's real path gives
   ``path=None``, ``missing``. With no recorded folder and no ``root`` given,
   sources are not read at all (``UsageError``: pass ``--root``), never looked
-  for in the current directory. Files are read by ``walk.read_file``
+  for in the current directory. Files are read by ``reader.read_file``
   (``O_NONBLOCK``, regular files only, size-bounded, the opened descriptor
   checked to lie inside the folder).
 - The document's chunks are located in order (each search starts after the
@@ -47,7 +47,7 @@ from pathlib import Path
 from ragtui.core.errors import IndexFormatError, NotFoundError, StorageError, UsageError
 from ragtui.core.index.index_format import IndexData
 from ragtui.core.index.records import ChunkRecord
-from ragtui.core.ingest.walk import decode_document, read_file
+from ragtui.core.ingest.reader import decode_document, read_file
 from ragtui.core.textsafe import neutralize
 
 __all__ = [

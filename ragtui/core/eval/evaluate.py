@@ -35,6 +35,7 @@ import numpy as np
 from ragtui.core.errors import StorageError, UsageError
 from ragtui.core.eval import metrics
 from ragtui.core.eval.datasets import Dataset
+from ragtui.core.search.query import ParsedQuery, literal
 
 if TYPE_CHECKING:
     from ragtui.core.embedders.base import Embedder
@@ -192,13 +193,15 @@ class ModeResult:
         }
 
 
-def ranked_ids(retriever: Retriever, query: str | np.ndarray, mode: str, k: int, *, level: str = "doc",
+def ranked_ids(retriever: Retriever, query: str | np.ndarray | ParsedQuery, mode: str, k: int, *, level: str = "doc",
                to_doc: Mapping[str, str] | None = None, params: SearchParams | None = None) -> list[str]:
     """The top ``k`` distinct ids for ``query``: documents (each at its best chunk) or chunks.
 
     ``to_doc`` maps the index's doc_id to the judged id (identity when None).
     """
     params = params or {}
+    if isinstance(query, str):  # a collection's queries are prose: "CTLA - 4" or "Note:" are not query syntax
+        query = literal(query)
     if level == "chunk":
         return [h.chunk_id for h in retriever.search(query, mode=mode, k=k, **params)]
     n_chunks = max(1, retriever.data.n_chunks)

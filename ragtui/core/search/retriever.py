@@ -30,12 +30,16 @@ import numpy.typing as npt
 from ragtui.core.errors import ModelMismatchError, QueryError, UsageError
 from ragtui.core.index.index_format import IndexData, generation_of, read_index
 from ragtui.core.index.records import IndexMeta
+from ragtui.core.search.query import ParsedQuery, parse_query
 
 if TYPE_CHECKING:
     from ragtui.core.embedders.base import Embedder
     from ragtui.core.search.ivf import IVFIndex, IVFParams
+    from ragtui.core.search.query_plan import QueryPlan
 
-__all__ = ["MAX_QUERY_CHARS", "MODES", "PARAMS", "Hit", "Retriever", "SearchParams", "check_query", "check_search"]
+__all__ = [
+    "MAX_QUERY_CHARS", "MODES", "PARAMS", "Hit", "Hits", "Retriever", "SearchParams", "check_query", "check_search",
+]
 
 MODES = ("flat", "ivf", "bm25", "hybrid")
 PARAMS = {"flat": (), "ivf": ("nprobe",), "bm25": (), "hybrid": ("fusion", "weight", "rrf_k", "depth")}
@@ -139,6 +143,26 @@ class Hit:
     doc_id: str
     row: int
     text: str
+
+
+class Hits(list[Hit]):
+    """The hits of one search, a list, with what the search understood of its query.
+
+    ``query``: the ``ParsedQuery`` searched (None for a query vector);
+    ``expansions``: each prefix's term -> the index terms ranked for it;
+    ``notes``: what a user should know (a prefix cut to ``MAX_EXPANSIONS`` terms, or matching none).
+    """
+
+    def __init__(self, hits: Iterable[Hit] = (), *, query: ParsedQuery | None = None,
+                 expansions: Mapping[str, tuple[str, ...]] | None = None, notes: Iterable[str] = ()) -> None:
+        super().__init__(hits)
+        self.query = query
+        self.expansions = dict(expansions or {})
+        self.notes = tuple(notes)
+
+    def describe(self) -> str:
+        """The parsed query, one line per part (``ParsedQuery.describe`` with this search's expansions)."""
+        return self.query.describe(self.expansions) if self.query is not None else "a query vector"
 
 
 class Retriever:
@@ -260,8 +284,8 @@ class Retriever:
     # -- search --------------------------------------------------------------
 
     def search(
-        self, query: str | np.ndarray, mode: str = "bm25", k: int = 10, **params: Unpack[SearchParams]
-    ) -> list[Hit]:
+        self, query: str | np.ndarray | ParsedQuery, mode: str = "bm25", k: int = 10, **params: Unpack[SearchParams]
+    ) -> Hits:
         """Rank chunks for ``query`` with ``mode`` (flat, ivf, bm25, hybrid); at most ``k`` hits.
 
         Ranking is by descending score, ties by ascending chunk number. BM25
@@ -269,33 +293,52 @@ class Retriever:
         index's model) or a vector of the index's dimension. IVF accepts
         ``nprobe``; hybrid accepts ``fusion`` (rrf, weighted), ``weight``,
         ``rrf_k`` and ``depth``. Query text is checked by ``check_query``
-        (``QueryError``: over ``MAX_QUERY_CHARS`` characters, or not UTF-8).
+        (``QueryError``: over ``MAX_QUERY_CHARS`` characters, or not UTF-8)
+        and parsed by ``parse_query`` (spec/query-syntax.md: phrases, prefixes,
+        exclusions, OR, path/ext/lang filters; ``QueryError`` naming the column
+        of a mistake); a ``ParsedQuery`` is searched as given (``query.literal``
+        searches text with no syntax). Plain text is searched exactly as it
+        always was. The returned ``Hits`` carry the parsed query.
         """
         check_search(mode, params)
         if k < 1:
             raise UsageError(f"k must be at least 1 (got {k})")
-        if isinstance(query, str):
-            check_query(query)
+        parsed = None
+        if isinstance(query, ParsedQuery):
+            parsed, query = query, check_query(query.text)
+        elif isinstance(query, str):
+            parsed = parse_query(check_query(query))
         data = self._data  # the one generation this search reads, start to end
         start = time.perf_counter()
+        plan = None
+        if parsed is not None and not parsed.plain:
+            from ragtui.core.search.query_plan import QueryPlan
+
+            plan = QueryPlan.bind(parsed, data)
+            query = plan.search_text
         if mode == "bm25":
             if not isinstance(query, str):
                 raise UsageError("bm25 search needs query text")
-            rows, scores = data.bm25.search(query, k)
+            rows, scores = data.bm25.search(query, k) if plan is None else plan.bm25(data, k)
         elif mode == "flat":
             from ragtui.core.search.flat import flat_search
 
-            rows, scores = flat_search(data.vectors, self._query_vector(query, data), k)
+            vec = self._query_vector(query, data)
+            rows, scores = flat_search(data.vectors, vec, k) if plan is None else plan.flat(data.vectors, vec, k)
         elif mode == "ivf":
             vec = self._query_vector(query, data)
-            rows, scores = self._ivf_for(data).search(vec, k, nprobe=params.get("nprobe"))
+            lists = self._ivf_for(data)
+            nprobe = params.get("nprobe")
+            rows, scores = lists.search(vec, k, nprobe) if plan is None else plan.ivf(lists, data.vectors, vec, k, nprobe)
         else:
-            rows, scores = self._hybrid(data, query, k, params)
+            rows, scores = self._hybrid(data, query, k, params, plan)
         self.last_search_seconds = time.perf_counter() - start
-        return self.hits(rows, scores, data)
+        if plan is None:
+            return Hits(self.hits(rows, scores, data), query=parsed)
+        return Hits(self.hits(rows, scores, data), query=parsed, expansions=plan.expansions, notes=plan.notes)
 
     def _hybrid(
-        self, data: IndexData, query: str | np.ndarray, k: int, params: SearchParams
+        self, data: IndexData, query: str | np.ndarray, k: int, params: SearchParams, plan: QueryPlan | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         from ragtui.core.search import fusion
         from ragtui.core.search.flat import flat_search
@@ -303,8 +346,13 @@ class Retriever:
         if not isinstance(query, str):
             raise UsageError("hybrid search needs query text")
         depth = max(k, _whole("depth", params.get("depth")) or fusion.DEFAULT_DEPTH)
-        lexical = data.bm25.search(query, depth)
-        vector = flat_search(data.vectors, self._query_vector(query, data), depth)
+        vec = self._query_vector(query, data)
+        if plan is None:
+            lexical = data.bm25.search(query, depth)
+            vector = flat_search(data.vectors, vec, depth)
+        else:  # the same fusion over each ranking of the rows the query allows
+            lexical = plan.bm25(data, depth)
+            vector = plan.flat(data.vectors, vec, depth)
         return fusion.fuse(
             lexical,
             vector,
