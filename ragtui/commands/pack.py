@@ -63,7 +63,9 @@ def budget_of(args, settings) -> int:
 def run(args) -> int:
     from ragtui.core.search.retriever import check_query, check_search
 
-    check_query(args.query)
+    from ragtui.core.search.query import parse_query
+
+    parse_query(check_query(args.query))  # query syntax mistakes (with their column) before anything loads
     params = {"nprobe": args.nprobe} if args.nprobe is not None else {}
     check_search(args.mode, params)  # before anything loads
     settings = app.settings_from(args)

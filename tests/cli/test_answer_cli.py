@@ -227,3 +227,13 @@ def test_the_key_comes_from_the_variable_the_users_config_names(indexed, chat, t
         assert r.returncode == 2 and "did you mean llm.base_url?" in r.stderr
     finally:
         (home / "ragtui.toml").unlink()
+
+
+def test_the_question_and_the_hyde_passage_are_prose_not_query_syntax(indexed, chat, tmp_path):
+    _, art = indexed
+    chat.reply = 'He said "unclosed -cats OR path: ext:'  # query syntax mistakes, if it were parsed
+    r = ragtui("ask", 'what are "cats', "--artifacts", str(art), "--mode", "bm25", "--hyde", "--allow-unverified",
+               env=llm_env(chat, XDG_CACHE_HOME=str(tmp_path)))
+    assert r.returncode == 0, r.stderr
+    r = ragtui("pack", 'what are "cats', "--artifacts", str(art), "--mode", "bm25")
+    assert r.returncode == 2 and "query column" in r.stderr  # pack takes a search query, syntax included

@@ -20,6 +20,7 @@ from ragtui.core.embedders.base import Tokenizer
 from ragtui.core.errors import NotFoundError, UsageError
 from ragtui.core.llm import ChatAnswer, ChatClient
 from ragtui.core.pack import Pack, pack
+from ragtui.core.search.query import literal
 from ragtui.core.search.retriever import MAX_QUERY_CHARS, Hit, Retriever, SearchParams, check_query, check_search
 
 __all__ = ["HYDE_MAX_TOKENS", "RRF_K", "AskResult", "ask", "fuse"]
@@ -159,9 +160,11 @@ def ask(
             cache.put(server, client.model, question, passage)
         stages["hyde"] = time.perf_counter() - t
     t = time.perf_counter()
-    hits = retriever.search(question, mode=mode, k=k, **params)
+    # A question is prose, not query syntax (spec/query-syntax.md): its quotes, dashes and colons are
+    # searched as text, as the model reads them; so is the model's passage.
+    hits: list[Hit] = retriever.search(literal(question), mode=mode, k=k, **params)
     if passage is not None:
-        hits = fuse([hits, retriever.search(passage[:MAX_QUERY_CHARS], mode=mode, k=k, **params)], k)
+        hits = fuse([hits, retriever.search(literal(passage[:MAX_QUERY_CHARS]), mode=mode, k=k, **params)], k)
     stages["retrieve"] = time.perf_counter() - t
     t = time.perf_counter()
     packed = pack(question, hits, data, tokenizer, budget, mode=mode, resolver=Resolver(data))
