@@ -13,7 +13,7 @@ install: ## install ragtui and its test dependencies into the current Python
 test: ## run the test suite (the README's test command)
 	$(PYTHON) -m pytest
 
-e2e-llm: ## only the end-to-end test of `ragtui ask` against llama.cpp's server (needs '.[llm]' and RAGTUI_LLAMA_GGUF; see .ci/run)
+e2e-llm: ## only the end-to-end test of `ragtui ask` against llama.cpp's server (needs '.[llama]'; see .ci/run)
 	$(PYTHON) -m pytest tests/cli/test_ask_llama_e2e.py
 
 bench: ## run the benchmarks against their named peers (needs: pip install -e '.[bench]')

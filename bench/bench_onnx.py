@@ -1,6 +1,6 @@
 """Where the time goes in the ONNX tier, against the embedded default (wordllama) in the same run.
 
-    python bench/bench_onnx.py [--chunks 120] [--index <artifacts>/rag/eval-scifact]
+    python bench/bench_onnx.py [--chunks 120] [--index ~/.cache/ragtui/rag/eval-scifact]
 
 Measures, on chunks of the Python docs (../shared/data/corpora/python-docs) cut
 by each embedder's own tokenizer at 256 tokens (the default chunker):

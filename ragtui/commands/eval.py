@@ -28,7 +28,8 @@ def register(sub, common) -> None:
         help="measure retrieval quality on a labelled dataset (nDCG, recall, latency), or compare two reports",
         description="Measure each retrieval mode on a labelled dataset: a BEIR folder, a SMART collection folder "
         "(Cranfield, CISI, ADI) or a native JSON dataset for your own index (spec/eval.md). Collections are "
-        "indexed through the normal ingest path into the index eval-<name> (reused when unchanged).",
+        "indexed through the normal ingest path into the index eval-<name> under the cache folder "
+        "(--cache, default ~/.cache/ragtui; reused when unchanged), never beside your own indexes.",
     )
     p.add_argument("dataset", nargs="?", help="dataset folder or .json file")
     p.add_argument("--modes", default=",".join(MODES), help="comma-separated modes (default: flat,ivf,bm25,hybrid)")
@@ -40,6 +41,9 @@ def register(sub, common) -> None:
     p.add_argument("--compare", nargs=2, metavar=("A", "B"), help="compare two reports (FILE or FILE:MODE) instead of running")
     p.add_argument("--permutations", type=int, default=10_000, help="sign flips in the paired randomisation test (default: 10000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the randomisation test (default: 0)")
+    p.add_argument("--cache", metavar="DIR",
+                   help="where a collection's documents and index are built (default: $XDG_CACHE_HOME/ragtui, "
+                   "i.e. ~/.cache/ragtui; never the artifacts root, which holds your own indexes)")
     p.add_argument("--quiet", action="store_true", help="no progress display")
     from ragtui.commands.options import add_rerank_options
 
@@ -78,7 +82,10 @@ def _int_list(text: str, flag: str) -> list[int]:
 
 
 def _evaluate(args, modes: list[str], sweep_values: list[int] | None) -> int:
+    from dataclasses import replace
+
     from ragtui.app import open_embedder, open_index, open_reranker, rerank_options, resolve_index, settings_from
+    from ragtui.config import user_cache_root
     from ragtui.core.eval.datasets import load_dataset, validate_native_ids
     from ragtui.core.eval.evaluate import make_report, mode_params, nprobe_sweep, prepare_collection, run_mode
     from ragtui.core.ingest.publish import index_dir
@@ -96,6 +103,9 @@ def _evaluate(args, modes: list[str], sweep_values: list[int] | None) -> int:
         warn_truncation(embedder, settings.max_tokens)
     with ProgressDisplay(show) as progress:
         if dataset.docs is not None:
+            # ragtui's own working copy: a cache root, so the user's artifacts root keeps only the user's indexes.
+            settings = replace(settings, artifacts=Path(args.cache).expanduser() if args.cache else user_cache_root(),
+                               artifacts_from="--cache" if args.cache else "default: $XDG_CACHE_HOME/ragtui")
             index_id = settings.index or f"eval-{dataset.name}"
             path, doc_map, sync_report = prepare_collection(
                 dataset, artifacts=settings.artifacts, embedder=embedder, index_id=index_id,

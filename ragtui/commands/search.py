@@ -7,7 +7,7 @@ import sys
 
 from ragtui import app
 from ragtui.commands.options import add_rerank_options
-from ragtui.core.errors import UsageError
+from ragtui.core.errors import NotFoundError, UsageError
 from ragtui.core.textsafe import json_text
 
 __all__ = ["register", "run"]
@@ -19,7 +19,8 @@ def register(sub, common) -> None:
     # Checked (with a did-you-mean) by run() before anything loads.
     p.add_argument("--mode", default="bm25", help="flat, ivf, bm25 or hybrid (default: bm25)")
     p.add_argument("-k", type=int, default=10, help="number of results (default: 10)")
-    p.add_argument("--nprobe", type=int, help="IVF lists to probe")
+    p.add_argument("--nprobe", type=int, help="IVF lists to probe, 1 to the index's nlist (`ragtui info`); "
+                   "a value outside is refused with the range")
     p.add_argument("--json", action="store_true", help="print the full hits as JSON")
     add_rerank_options(p)
     common(p)
@@ -33,13 +34,24 @@ def run(args) -> int:
 
     if args.k < 1:
         raise UsageError(f"-k must be at least 1 (got {args.k})")
-    parsed = parse_query(check_query(args.query))  # before anything is loaded: a bad query costs nothing
+    query = check_query(args.query)  # before anything is loaded: a bad query costs nothing
+    if not query.strip():
+        raise UsageError("the query is empty: give the words to search for, e.g. ragtui search 'tar archive'")
+    parsed = parse_query(query)
+    if args.mode == "ivf" and args.nprobe is not None and args.nprobe < 1:
+        raise UsageError(f"--nprobe must be between 1 and the index's number of IVF lists (got {args.nprobe})")
     params = {"nprobe": args.nprobe} if args.nprobe is not None else {}
     check_search(args.mode, params)  # before the index or the embedder is loaded
     settings = app.settings_from(args)
     n_rerank, budget = app.rerank_options(args, settings)
     reranker = app.open_reranker(args, settings) if n_rerank else None
     retriever = app.open_retriever(settings, need_embedder=args.mode != "bm25")
+    meta = retriever.meta
+    if meta.n_chunks == 0:
+        raise NotFoundError(f"index {meta.index_id!r} is empty (0 chunks): the folder it was built from had no "
+                            "documents to index; add some and run `ragtui ingest FOLDER` again")
+    if args.mode == "ivf" and args.nprobe is not None:
+        _check_nprobe(retriever, args.nprobe)
     hits = retriever.search(parsed, mode=args.mode, k=max(args.k, n_rerank), **params)
     for note in hits.notes:  # e.g. a prefix that matched more terms than are ranked
         print(f"note: {one_line(note, 300)}", file=sys.stderr)
@@ -69,6 +81,16 @@ def run(args) -> int:
         extra = f"; {reranked.describe()} in {reranked.seconds * 1000:.0f} ms" if reranked is not None else ""
         print(f"{len(hits)} result(s), {args.mode}, {ms:.1f} ms{extra}", file=sys.stderr)
     return 0 if hits else 1
+
+
+def _check_nprobe(retriever, nprobe: int) -> None:
+    """Refuse (rather than clamp) an nprobe above the index's number of IVF lists: the range is in the message."""
+    from ragtui.core.search.ivf import IVFParams
+
+    nlist = (retriever.ivf_params or IVFParams()).resolve(retriever.meta.n_chunks).nlist
+    if nprobe > nlist:
+        raise UsageError(f"--nprobe must be between 1 and {nlist}, the number of IVF lists of index "
+                         f"{retriever.meta.index_id!r} (got {nprobe}); {nlist} probes every list, as flat search does")
 
 
 def _term_width() -> int:

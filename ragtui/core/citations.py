@@ -94,6 +94,9 @@ class Citation:
     """Offset of the chunk's first character in the current decoded text (code points, BOM dropped)."""
     end_char: int | None
     """Offset just past the chunk's last character: ``source[start_char:end_char] == record.text``."""
+    positional: bool = False
+    """True when ``ref`` was the short form ``INDEX#N``: a row number, which names another chunk once the
+    index is rebuilt with documents added or removed before it (the chunk_id names this chunk for good)."""
 
     @property
     def chunk_id(self) -> str:
@@ -121,6 +124,7 @@ class Citation:
             "end_line": self.end_line,
             "start_char": self.start_char,
             "end_char": self.end_char,
+            "positional": self.positional,
         }
 
 
@@ -220,15 +224,21 @@ class Resolver:
 
     def row_of(self, ref: str) -> int:
         """The row ``ref`` names (exact chunk_id first, then the short form); raises as ``resolve``."""
+        return self._find(ref)[0]
+
+    def _find(self, ref: str) -> tuple[int, bool]:
+        """(row, positional): the row ``ref`` names and whether it named it by the short form ``INDEX#N``."""
         head, n = split_ref(ref)
         records = self.data.records
         row = records.find(ref)
         if row >= 0:
-            return row
+            return row, False
         index_id = self.data.meta.index_id
         if head == index_id:
             if n < len(records):
-                return n
+                return n, True
+            if len(records) == 0:
+                raise NotFoundError(f"index {index_id!r} is empty (it holds no chunk): there is no chunk {n}")
             raise NotFoundError(
                 f"index {index_id!r} has {len(records)} chunk(s) (0..{len(records) - 1}); there is no chunk {n}"
             )
@@ -237,7 +247,7 @@ class Resolver:
 
     def resolve(self, ref: str) -> Citation:
         """The ``Citation`` for ``ref`` (see the module docstring for the errors)."""
-        row = self.row_of(ref)
+        row, positional = self._find(ref)
         record = self.data.records[row]
         doc = self._doc(record, row)
         k = row - doc.first_row
@@ -246,14 +256,16 @@ class Resolver:
             start, status = doc.text.find(record.text), MOVED
         if start < 0 or doc.text is None:  # (a start >= 0 was found in the text)
             status = CHANGED if doc.present else MISSING
-            return Citation(ref, self.data.meta.index_id, row, record, doc.path, status, None, None, None, None)
+            return Citation(ref, self.data.meta.index_id, row, record, doc.path, status, None, None, None, None,
+                            positional)
         end = start + len(record.text)
         if doc.newlines is None:
             doc.newlines = [m.start() for m in re.finditer("\n", doc.text)]
         # A line is numbered by the "\n" before it, so CRLF counts once and a lone CR not at all.
         start_line = bisect_left(doc.newlines, start) + 1
         end_line = bisect_left(doc.newlines, max(start, end - 1)) + 1
-        return Citation(ref, self.data.meta.index_id, row, record, doc.path, status, start_line, end_line, start, end)
+        return Citation(ref, self.data.meta.index_id, row, record, doc.path, status, start_line, end_line, start, end,
+                        positional)
 
     def source_text(self, citation: Citation) -> str | None:
         """The decoded source text ``citation`` was located in, as this resolver read it.

@@ -103,7 +103,7 @@ def test_errors_are_one_line_with_exit_codes(indexed, args, code, needle):
     [
         (["--mode", "hybird"], "unknown mode 'hybird' (did you mean 'hybrid'?)"),
         (["--mode", "bm25", "--nprobe", "4"], "nprobe applies to ivf search, not bm25"),
-        (["--mode", "ivf", "--nprobe", "0"], "nprobe must be a whole number of at least 1"),
+        (["--mode", "ivf", "--nprobe", "0"], "--nprobe must be between 1 and the index's number of IVF lists"),
     ],
 )
 def test_search_arguments_are_checked_before_anything_loads(tmp_path, args, needle):

