@@ -61,9 +61,8 @@ def budget_of(args, settings) -> int:
 
 
 def run(args) -> int:
-    from ragtui.core.search.retriever import check_query, check_search
-
     from ragtui.core.search.query import parse_query
+    from ragtui.core.search.retriever import check_query, check_search
 
     parse_query(check_query(args.query))  # query syntax mistakes (with their column) before anything loads
     params = {"nprobe": args.nprobe} if args.nprobe is not None else {}

@@ -97,7 +97,7 @@ BAD = [
     ("pack", {"query": "cats", "budjet": 10}, "did you mean 'budget'?"),
     ("list_indexes", {"all": True}, "list_indexes takes no arguments"),
     ("serch", {"query": "cats"}, "unknown tool 'serch' (did you mean 'search'?)"),
-    ("search", {"query": "cats", "index": "other"}, "no index at"),
+    ("search", {"query": "cats", "index": "other"}, "no index 'other'"),
 ]
 
 
