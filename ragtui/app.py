@@ -384,10 +384,12 @@ def open_index(path: Path, settings: Settings, *, embedder=None, check_embedder:
     a model that differs from the index's is a ``ModelMismatchError``.
     """
     from ragtui.core.ingest.publish import rag_root
-    from ragtui.core.search.retriever import Retriever
+    from ragtui.core.search.retriever import VECTOR_SCANS, Retriever
 
+    if settings.vector_scan not in VECTOR_SCANS:
+        raise UsageError(f"[vectors] scan must be one of {', '.join(VECTOR_SCANS)} (got {settings.vector_scan!r})")
     retriever = Retriever.open(path, embedder=embedder, ivf_params=ivf_params(settings),
-                               cache_dir=rag_root(settings.artifacts) / ".cache")
+                               cache_dir=rag_root(settings.artifacts) / ".cache", vector_scan=settings.vector_scan)
     if embedder is not None and check_embedder:
         retriever.check_embedder(embedder)
     return retriever

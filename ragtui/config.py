@@ -44,6 +44,8 @@ another). Every key is optional:
     [ivf]
     nlist = 0                         # 0: derive from the index size
     nprobe = 0
+    [vectors]
+    scan = "f32"                      # or "i8": an int8 copy scanned first, re-scored exactly (same answers)
     [rerank]                          # the cross-encoder (the onnx extra)
     n = 0                             # rerank the top n candidates (0: off)
     budget_ms = 0                     # per query; 0: no limit
@@ -113,6 +115,7 @@ SCHEMA: dict[str, object] = {
     "rerank": {"n": _INT, "budget_ms": _INT, "model": _STR, "model_dir": _STR, "threads": _INT},
     "chunker": {"max_tokens": _INT, "overlap": _INT},
     "ivf": {"nlist": _INT, "nprobe": _INT},
+    "vectors": {"scan": _STR},
     # After [chunker]: a top-level max_tokens is taken for chunker.max_tokens, as before [llm] had one.
     "llm": {
         "base_url": _STR, "model": _STR, "api_key_env": _STR, "max_tokens": _INT, "temperature": _NUM,
@@ -178,6 +181,8 @@ class Settings:
     overlap: int = 32
     nlist: int | None = None
     nprobe: int | None = None
+    vector_scan: str = "f32"
+    """``[vectors] scan``: "f32" (default) or "i8" (core.search.quant; the same answers, a quarter of the bytes read per query)."""
     rerank: dict = field(default_factory=dict)
     """The ``[rerank]`` table: n, budget_ms, model or model_dir, threads (flags override n and budget_ms)."""
     llm: dict = field(default_factory=dict)
@@ -358,6 +363,9 @@ def _apply(s: Settings, doc: dict, path: Path) -> Settings:
         changes["max_tokens"] = _positive(chunker["max_tokens"], f"{path}: chunker.max_tokens")
     if "overlap" in chunker:
         changes["overlap"] = _positive(chunker["overlap"], f"{path}: chunker.overlap", allow_zero=True)
+    scan = doc.get("vectors", {}).get("scan")
+    if scan is not None:  # checked where it is used (app.open_index), as the embedder's kind is
+        changes["vector_scan"] = scan
     for key in ("nlist", "nprobe"):
         if key in ivf:
             changes[key] = _positive(ivf[key], f"{path}: ivf.{key}", allow_zero=True) or None

@@ -10,7 +10,8 @@ SHARED_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 def _isolated_env(monkeypatch, tmp_path_factory):
     """Keep the user's own configuration and artifacts out of every test."""
     for name in list(os.environ):
-        if name.startswith("RAGTUI_"):
+        # RAGTUI_REQUIRE_* say what this test run must have (CI sets them): they stay.
+        if name.startswith("RAGTUI_") and not name.startswith("RAGTUI_REQUIRE_"):
             monkeypatch.delenv(name, raising=False)
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))

@@ -7,4 +7,4 @@ lists them); a module adds its parser with ``sub.add_parser(...)``, calls
 from ``ragtui.app``; ``options`` holds flags several commands share.
 """
 
-COMMANDS = ("search", "pack", "ask", "ingest", "inspect", "watch", "eval", "info", "rm", "mcp")
+COMMANDS = ("search", "pack", "ask", "ingest", "inspect", "watch", "eval", "info", "rm", "export", "mcp")

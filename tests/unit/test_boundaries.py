@@ -85,11 +85,13 @@ MAY_IMPORT = {
 }
 
 # Inside core, the groups follow the data flow: the index is read by search, which ingest and
-# eval build on. (The root modules errors, textsafe, topk and citations, and embedders/, are
+# eval build on; export reads the index and search's int8 encoding, and nothing in core imports
+# it. (The root modules errors, textsafe, topk and citations, and embedders/, are
 # shared; citations reads the index and the ingested folder's record.)
 CORE_MAY_NOT_IMPORT = {
-    "ragtui.core.index": ("ragtui.core.search", "ragtui.core.ingest", "ragtui.core.eval"),
-    "ragtui.core.search": ("ragtui.core.ingest", "ragtui.core.eval"),
+    "ragtui.core.index": ("ragtui.core.search", "ragtui.core.ingest", "ragtui.core.eval", "ragtui.core.export"),
+    "ragtui.core.search": ("ragtui.core.ingest", "ragtui.core.eval", "ragtui.core.export"),
+    "ragtui.core.export": ("ragtui.core.ingest", "ragtui.core.eval"),
 }
 
 ALLOWED_CYCLES: dict[frozenset[str], str] = {}

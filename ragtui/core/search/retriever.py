@@ -35,13 +35,18 @@ from ragtui.core.search.query import ParsedQuery, parse_query
 if TYPE_CHECKING:
     from ragtui.core.embedders.base import Embedder
     from ragtui.core.search.ivf import IVFIndex, IVFParams
+    from ragtui.core.search.quant import QuantizedVectors
     from ragtui.core.search.query_plan import QueryPlan
 
 __all__ = [
-    "MAX_QUERY_CHARS", "MODES", "PARAMS", "Hit", "Hits", "Retriever", "SearchParams", "check_query", "check_search",
+    "MAX_QUERY_CHARS", "MODES", "PARAMS", "VECTOR_SCANS", "Hit", "Hits", "Retriever", "SearchParams", "check_query",
+    "check_search",
 ]
 
 MODES = ("flat", "ivf", "bm25", "hybrid")
+VECTOR_SCANS = ("f32", "i8")
+"""How vector modes score rows: float32 directly (the default: measured faster, bench/bench_int8.py), or an
+int8 copy first with the candidates re-scored exactly in float32 (a quarter of the bytes read per query; the same answers)."""
 PARAMS = {"flat": (), "ivf": ("nprobe",), "bm25": (), "hybrid": ("fusion", "weight", "rrf_k", "depth")}
 """The keyword parameters ``Retriever.search`` accepts, per mode."""
 
@@ -176,7 +181,13 @@ class Retriever:
         ivf_params: IVFParams | None = None,
         cache_dir: Path | None = None,
         full: bool = False,
+        vector_scan: str = "f32",
     ) -> None:
+        if vector_scan not in VECTOR_SCANS:
+            raise UsageError(f"vector scan must be one of {', '.join(VECTOR_SCANS)} (got {vector_scan!r})")
+        self.vector_scan = vector_scan
+        """"f32" scores vectors.f32 directly; "i8" scans an int8 copy first and re-scores exactly (same answers)."""
+        self._quant: tuple[IndexData, QuantizedVectors] | None = None
         self._data = data
         self.full = full
         self.embedder = embedder
@@ -196,6 +207,7 @@ class Retriever:
         ivf_params: IVFParams | None = None,
         cache_dir: Path | None = None,
         full: bool = False,
+        vector_scan: str = "f32",
     ) -> Retriever:
         """Read and validate the index at ``index_dir`` (raises ``RagtuiError`` subclasses).
 
@@ -204,7 +216,8 @@ class Retriever:
         of docs.jsonl are checked as they are used; ``verify()`` checks them all.
         """
         data = read_index(index_dir, full=full, cache_dir=cache_dir)
-        return cls(data, embedder=embedder, ivf_params=ivf_params, cache_dir=cache_dir, full=full)
+        return cls(data, embedder=embedder, ivf_params=ivf_params, cache_dir=cache_dir, full=full,
+                   vector_scan=vector_scan)
 
     def verify(self) -> None:
         """Check every line of docs.jsonl now (raises ``IndexFormatError``)."""
@@ -231,6 +244,7 @@ class Retriever:
         # lists are kept with their generation, so a stale entry is never served.
         self._data = fresh
         self._ivf = None
+        self._quant = None
         return True
 
     # -- vectors -------------------------------------------------------------
@@ -281,6 +295,25 @@ class Retriever:
                 self._ivf = (data, lists)
             return lists
 
+    def _quant_for(self, data: IndexData) -> QuantizedVectors:
+        """The int8 copy of generation ``data``'s vectors, built on first use (kept while it is current)."""
+        from ragtui.core.search.quant import QuantizedVectors
+
+        with self._ivf_lock:
+            if self._quant is not None and self._quant[0] is data:
+                return self._quant[1]
+            quant = QuantizedVectors.build(data.vectors)
+            if data is self._data:
+                self._quant = (data, quant)
+            return quant
+
+    def _flat(self, data: IndexData, vec: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        from ragtui.core.search.flat import flat_search
+
+        if self.vector_scan == "i8":
+            return self._quant_for(data).search(vec, k)
+        return flat_search(data.vectors, vec, k)
+
     # -- search --------------------------------------------------------------
 
     def search(
@@ -321,15 +354,21 @@ class Retriever:
                 raise UsageError("bm25 search needs query text")
             rows, scores = data.bm25.search(query, k) if plan is None else plan.bm25(data, k)
         elif mode == "flat":
-            from ragtui.core.search.flat import flat_search
-
             vec = self._query_vector(query, data)
-            rows, scores = flat_search(data.vectors, vec, k) if plan is None else plan.flat(data.vectors, vec, k)
+            # The int8 scan serves plain queries; a plan (filters, phrases) scores its allowed rows in float32.
+            rows, scores = self._flat(data, vec, k) if plan is None else plan.flat(data.vectors, vec, k)
         elif mode == "ivf":
             vec = self._query_vector(query, data)
             lists = self._ivf_for(data)
             nprobe = params.get("nprobe")
-            rows, scores = lists.search(vec, k, nprobe) if plan is None else plan.ivf(lists, data.vectors, vec, k, nprobe)
+            if plan is not None:
+                rows, scores = plan.ivf(lists, data.vectors, vec, k, nprobe)
+            elif self.vector_scan == "i8":
+                from ragtui.core.search.quant import ivf_search_i8
+
+                rows, scores = ivf_search_i8(lists, self._quant_for(data), vec, k, nprobe=nprobe)
+            else:
+                rows, scores = lists.search(vec, k, nprobe)
         else:
             rows, scores = self._hybrid(data, query, k, params, plan)
         self.last_search_seconds = time.perf_counter() - start
@@ -341,7 +380,6 @@ class Retriever:
         self, data: IndexData, query: str | np.ndarray, k: int, params: SearchParams, plan: QueryPlan | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         from ragtui.core.search import fusion
-        from ragtui.core.search.flat import flat_search
 
         if not isinstance(query, str):
             raise UsageError("hybrid search needs query text")
@@ -349,7 +387,7 @@ class Retriever:
         vec = self._query_vector(query, data)
         if plan is None:
             lexical = data.bm25.search(query, depth)
-            vector = flat_search(data.vectors, vec, depth)
+            vector = self._flat(data, vec, depth)
         else:  # the same fusion over each ranking of the rows the query allows
             lexical = plan.bm25(data, depth)
             vector = plan.flat(data.vectors, vec, depth)
