@@ -38,6 +38,7 @@ __all__ = [
     "FolderSettings",
     "IndexListing",
     "NoIndex",
+    "Reader",
     "SeveralIndexes",
     "broken_note",
     "build_agent",
@@ -47,13 +48,17 @@ __all__ = [
     "list_indexes",
     "open_embedder",
     "open_index",
+    "open_reader",
     "open_retriever",
+    "pack_hits",
+    "pack_query",
     "prepare_root",
     "remember_index",
     "remembered_index",
     "resolve_index",
     "root_hint",
     "scan_indexes",
+    "search_hits",
     "search_params",
     "settings_from",
     "walk_rules",
@@ -522,3 +527,56 @@ def build_agent(
         on_idle=on_idle,
         idle_seconds=idle_seconds,
     )
+
+
+# -- packing and answering (ragtui pack, ragtui ask, ragtui mcp) -----------------------------------
+
+
+class Reader(NamedTuple):
+    """An opened index with the embedder it was built with: what pack, ask and the MCP server search with."""
+
+    retriever: Retriever
+    tokenizer: Any
+    """The index's own tokenizer (the embedder's), which counts a pack's tokens."""
+
+
+def open_reader(settings: Settings, *, note: Callable[[str], None] | None = _note_on_stderr) -> Reader:
+    """The index ``resolve_index`` picks, with the configured embedder; ``ModelMismatchError`` when the
+    embedder (or its tokenizer) is not the one the index was built with."""
+    from ragtui.core.pack import check_tokenizer
+
+    path = resolve_index(settings, note=note)
+    embedder = open_embedder(settings)
+    retriever = open_index(path, settings, embedder=embedder)
+    check_tokenizer(embedder.tokenizer, retriever.data)
+    return Reader(retriever, embedder.tokenizer)
+
+
+def search_hits(reader: Reader, query: str, *, mode: str, k: int, params: dict | None = None) -> list:
+    """The top ``k`` hits for ``query`` (mode and params checked first: ``UsageError``)."""
+    from ragtui.core.search.retriever import check_query, check_search
+
+    if type(k) is not int or k < 1:
+        raise UsageError(f"k must be a whole number of at least 1 (got {k!r})")
+    check_query(query)
+    params = {name: value for name, value in (params or {}).items() if value is not None}
+    check_search(mode, params)
+    return reader.retriever.search(query, mode=mode, k=k, **params)
+
+
+def pack_hits(reader: Reader, query: str, hits: list, *, mode: str, budget: int):
+    """``core.pack.pack`` over ``hits``, reading sources where ingest recorded the folder."""
+    from ragtui.core.citations import Resolver
+    from ragtui.core.pack import pack
+
+    data = reader.retriever.data
+    return pack(query, hits, data, reader.tokenizer, budget, mode=mode, resolver=Resolver(data))
+
+
+def pack_query(reader: Reader, query: str, *, mode: str, k: int, budget: int, params: dict | None = None):
+    """Search ``query`` and pack the top ``k`` hits into ``budget`` tokens (a ``core.pack.Pack``)."""
+    from ragtui.core.pack import check_budget
+
+    check_budget(budget)  # before the search: a bad budget costs nothing
+    hits = search_hits(reader, query, mode=mode, k=k, params=params)
+    return pack_hits(reader, query, hits, mode=mode, budget=budget)

@@ -29,6 +29,15 @@ another). Every key is optional:
     max_batch_tokens, concurrency, timeout, retries, backoff, backoff_max,
     retry_after_max, jitter, adaptive; wordllama's batch_size; onnx's model, model_dir,
     threads, optimization, batch_size, max_batch_tokens)
+    [llm]                             # the chat model of `ragtui ask` (OpenAI-compatible)
+    base_url = "http://127.0.0.1:8080"                    # RAGTUI_LLM_URL
+    model = "smol-135m"                                    # RAGTUI_LLM_MODEL
+    api_key_env = "OPENAI_API_KEY"    # the NAME of the variable holding the key
+    max_tokens = 512                  # of the answer
+    temperature = 0.0
+    timeout = 120                     # seconds per request
+    retries = 2                       # on 429/5xx and broken connections
+    context_tokens = 2000             # the pack budget of `ragtui pack` and `ragtui ask`
     [chunker]
     max_tokens = 256
     overlap = 32
@@ -57,7 +66,7 @@ Trust. A ``ragtui.toml`` in the current directory may have come with a
 cloned repository, so it may not decide where documents and credentials go,
 nor make ragtui read a file of its choosing. The keys in ``TRUSTED_ONLY``
 (``base_url``, ``api_key_env``, ``tokenizer_file``, ``model_dir``, in any
-table, so a future ``[llm]`` is covered too; and an ``onnx:<folder>`` kind)
+table, ``[llm]`` included; and an ``onnx:<folder>`` kind)
 are taken only from a trusted file: the
 user's config, a file given with ``--config FILE`` (naming it on the
 command line is the trust), or a file whose real path is listed in the user
@@ -119,6 +128,11 @@ SCHEMA: dict[str, object] = {
     "search": {
         "fusion": _STR, "weight": _NUM, "rrf_k": _NUM, "depth": _INT, "lexical": _STR, "chunk_weight": _NUM,
         "mmr": _NUM, "min_score": _NUM, "merge": _BOOL,
+    },
+    # After [chunker]: a top-level max_tokens is taken for chunker.max_tokens, as before [llm] had one.
+    "llm": {
+        "base_url": _STR, "model": _STR, "api_key_env": _STR, "max_tokens": _INT, "temperature": _NUM,
+        "timeout": _NUM, "retries": _INT, "context_tokens": _INT,
     },
 }
 """Every key a ragtui.toml may hold: a table's keys, or what a value must be."""
@@ -186,6 +200,8 @@ class Settings:
     """The ``[search]`` table, checked (``ragtui.core.search.ranking_options``); flags override it."""
     rerank: dict = field(default_factory=dict)
     """The ``[rerank]`` table: n, budget_ms, model or model_dir, threads (flags override n and budget_ms)."""
+    llm: dict = field(default_factory=dict)
+    """The ``[llm]`` table: the chat model of ``ragtui ask`` (``core.llm.ChatClient`` checks the values)."""
     config_file: Path | None = None
     """The last config file read (the project's when there is one, else the user's)."""
 
@@ -352,7 +368,7 @@ def _embedder(current: dict, given: dict) -> dict:
 def _apply(s: Settings, doc: dict, path: Path) -> Settings:
     chunker, ivf = doc.get("chunker", {}), doc.get("ivf", {})
     changes: dict = {"config_file": path, "embedder": _embedder(s.embedder, doc.get("embedder", {})),
-                     "rerank": {**s.rerank, **doc.get("rerank", {})}}
+                     "rerank": {**s.rerank, **doc.get("rerank", {})}, "llm": {**s.llm, **doc.get("llm", {})}}
     if "artifacts" in doc:
         changes["artifacts"] = Path(doc["artifacts"]).expanduser()
         changes["artifacts_from"] = f"artifacts in {path}"
@@ -432,4 +448,8 @@ def load_settings(environ: dict | None = None, *, config: str | os.PathLike | No
     for var, key in (("RAGTUI_EMBED_URL", "base_url"), ("RAGTUI_EMBED_MODEL", "model")):
         if env.get(var):
             emb[key] = env[var]
-    return replace(s, embedder=emb)
+    llm = dict(s.llm)
+    for var, key in (("RAGTUI_LLM_URL", "base_url"), ("RAGTUI_LLM_MODEL", "model")):
+        if env.get(var):
+            llm[key] = env[var]
+    return replace(s, embedder=emb, llm=llm)

@@ -53,7 +53,9 @@ from ragtui.core.textsafe import neutralize
 __all__ = [
     "STATUSES",
     "Citation",
+    "Label",
     "Resolver",
+    "parse_labels",
     "parse_refs",
     "resolve",
     "resolve_many",
@@ -274,6 +276,23 @@ class Resolver:
         doc = self._docs.get(citation.doc_id)
         return None if doc is None else doc.text
 
+    def doc_citations(self, doc_id: str) -> list[Citation]:
+        """Every chunk of ``doc_id``, resolved in order ([] when the index holds no such document)."""
+        records = self.data.records
+        first = records.find(f"{doc_id}#0")
+        out: list[Citation] = []
+        row = first
+        while 0 <= row < len(records) and records[row].doc_id == doc_id:
+            out.append(self.resolve(records[row].chunk_id))
+            row += 1
+        return out
+
+    def chunks_at(self, doc_id: str, start_line: int, end_line: int) -> list[Citation]:
+        """The chunks of ``doc_id`` located (fresh or moved) on lines that meet ``start_line..end_line``."""
+        return [c for c in self.doc_citations(doc_id)
+                if c.start_line is not None and c.end_line is not None
+                and c.start_line <= end_line and start_line <= c.end_line]
+
     def _doc(self, record: ChunkRecord, row: int) -> _Doc:
         doc = self._docs.get(record.doc_id)
         if doc is None:
@@ -420,3 +439,47 @@ def parse_refs(text: str) -> list[str]:
     if found:
         return found
     return stripped.split()
+
+
+@dataclass(frozen=True)
+class Label:
+    """One citation an answer gives: ``[path:Lstart-Lend]`` (lines) or ``[chunk_id]``."""
+
+    text: str
+    """As written inside the brackets."""
+    doc_id: str
+    start_line: int | None
+    """None for a chunk_id citation."""
+    end_line: int | None
+    chunk_id: str | None
+    """Set for a chunk_id citation."""
+
+
+_LABEL_LINES = re.compile(r"^(?P<path>[^\[\]\r\n]+?):L(?P<a>[0-9]{1,9})(?:-L?(?P<b>[0-9]{1,9}))?$")
+_LABEL_CHUNK = re.compile(r"^(?P<path>[^\[\]\r\n\s]+?)#(?P<k>0|[1-9][0-9]{0,8})$")
+_BRACKETS = re.compile(r"\[([^\[\]\r\n]{1,4096})\]")
+MAX_LABELS = 1000
+"""The most citations read from one answer: a model that loops cannot make the check unbounded."""
+
+
+def parse_labels(text: str) -> list[Label]:
+    """The citations in an answer, in order: each bracketed ``path:Lstart-Lend`` (also ``path:Ln``,
+    ``path:Lstart-Lend``) or ``chunk_id``; several in one bracket may be separated by ``;`` or ``,``.
+    Bracketed text that is neither (``[1]``, a link's text) is not a citation.
+    """
+    out: list[Label] = []
+    for group in _BRACKETS.findall(text):
+        for part in re.split(r"\s*[;,]\s+|\s*;\s*", group.strip()):
+            part = part.strip()
+            m = _LABEL_LINES.match(part)
+            if m:
+                a = int(m["a"])
+                b = int(m["b"]) if m["b"] else a
+                out.append(Label(part, m["path"].strip(), a, b, None))
+            else:
+                m = _LABEL_CHUNK.match(part)
+                if m and "/" in m["path"]:
+                    out.append(Label(part, m["path"], None, None, part))
+            if len(out) >= MAX_LABELS:
+                return out
+    return out

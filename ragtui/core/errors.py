@@ -13,7 +13,8 @@ class to an exit code (spec/architecture.md) and prints ``str(error)`` as one li
     ├── ModelMismatchError            the index was embedded by another model / dim (2)
     ├── StorageError                  an I/O failure while reading or publishing (3)
     │   └── LockedError               another writer holds the index lock (3)
-    └── EmbeddingError                the embedding backend failed (3)
+    ├── EmbeddingError                the embedding backend failed (3)
+    └── LLMError                      the chat model's server failed or answered nothing usable (3)
 
 Third-party exceptions (OSError, httpx errors, JSON errors) are wrapped at the
 boundary into one of these, with a message a user can act on.
@@ -27,6 +28,7 @@ __all__ = [
     "EmbeddingError",
     "IndexFormatError",
     "IndexMissingError",
+    "LLMError",
     "LockedError",
     "ModelMismatchError",
     "NotFoundError",
@@ -107,5 +109,11 @@ class LockedError(StorageError):
 
 class EmbeddingError(RagtuiError):
     """The embedding backend failed or answered something unusable."""
+
+    exit_code = 3
+
+
+class LLMError(RagtuiError):
+    """The chat model's server (``ragtui ask``) failed, or answered something unusable."""
 
     exit_code = 3

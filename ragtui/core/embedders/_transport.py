@@ -1,4 +1,4 @@
-"""Retrying JSON POSTs for the HTTP embedder and its tokenizer.
+"""Retrying JSON POSTs for the HTTP embedder and its tokenizer, and streamed ones for the chat client.
 
 One ``JSONPoster`` wraps one ``httpx.Client``. ``post`` either returns the
 decoded JSON of a 2xx answer or raises a ``ragtui`` error whose message says
@@ -37,6 +37,9 @@ __all__ = ["RETRY_STATUSES", "JSONPoster", "RequestTimeout", "RetryPolicy", "par
 log = logging.getLogger("ragtui.core.embedders.http")
 
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+
+_MAX_EVENT_LINE = 1 << 20
+"""The longest line of a server-sent event stream read (``JSONPoster.stream``)."""
 
 
 @dataclass(frozen=True)
@@ -123,14 +126,20 @@ class JSONPoster:
         sleep: Callable[[float], None],
         clock: Callable[[], float],
         random: Callable[[], float],
+        what: str = "embedding",
+        error: Callable[[str], Exception] = EmbeddingError,
     ) -> None:
+        # ``what`` names the server in the base_url checks and in stream()'s messages, and ``error`` is
+        # what stream() raises: core.llm's chat client passes "chat" and LLMError. post() stays the
+        # embedder's (EmbeddingError).
+        self._what, self._error = what, error
         try:
             url = httpx.URL(base_url)
         except (httpx.InvalidURL, TypeError) as exc:
-            raise UsageError(f"invalid embedding base_url {base_url!r}: {exc}") from None
+            raise UsageError(f"invalid {what} base_url {base_url!r}: {exc}") from None
         if url.scheme not in ("http", "https") or not url.host:
             raise UsageError(
-                f"invalid embedding base_url {base_url!r}: expected http://host[:port][/prefix]"
+                f"invalid {what} base_url {base_url!r}: expected http://host[:port][/prefix]"
             )
         self.base_url = base_url
         # Userinfo never appears in messages: it may hold a password.
@@ -290,6 +299,102 @@ class JSONPoster:
             return json.loads(response.content)
         except ValueError:
             raise _Retry(f"HTTP {status} but the body is not JSON: {_snippet(response.text)!r}") from None
+
+    def stream(self, path: str, body: Any, on_event: Callable[[Any], None], *, max_bytes: int = 8 << 20) -> Any:
+        """POST ``body`` as JSON and feed the answer to ``on_event`` as it arrives.
+
+        A ``text/event-stream`` answer gives ``on_event`` each ``data:`` payload decoded from JSON, up to
+        ``data: [DONE]``, and returns None; any other 2xx answer (a server that ignored ``"stream": true``)
+        is decoded whole and returned. Failures before the first event are retried as ``post`` retries them; once
+        an event was given, nothing is repeated and a broken stream raises at once. An answer of more
+        than ``max_bytes``, a line of more than 1 MiB or a payload that is not JSON are failures too.
+        """
+        where = f"POST {self.display_url(path)}"
+        attempts = self._policy.retries + 1
+        problem = "no attempt made"
+        given = [0]  # events passed on (by any attempt: after the first, a failure is never retried)
+
+        def counted(event: Any) -> None:
+            given[0] += 1
+            on_event(event)
+
+        for attempt in range(attempts):
+            try:
+                return self._attempt_stream(path, body, where, counted, max_bytes)
+            except _Retry as retry:
+                problem = self.redact(retry.problem)
+                if given[0]:
+                    raise self._error(f"{where}: the answer broke off after {given[0]} part(s): {problem}") from None
+                if attempt + 1 == attempts:
+                    break
+                delay = self._policy.delay(attempt, retry.retry_after, self._random())
+                log.info("%s: %s; retry %d of %d in %.2fs", where, problem, attempt + 1, self._policy.retries, delay)
+                self._sleep(delay)
+        raise self._error(f"{where} failed after {attempts} attempt(s): {problem}")
+
+    def _attempt_stream(self, path: str, body: Any, where: str, on_event: Callable[[Any], None],
+                        max_bytes: int) -> Any:
+        try:
+            with self._client.stream("POST", self.url(path), json=body) as response:
+                status = response.status_code
+                if status in RETRY_STATUSES or status >= 300:
+                    response.read()
+                    if status in RETRY_STATUSES:
+                        retry_after = parse_retry_after(response.headers.get("retry-after"), self._clock())
+                        raise _Retry(f"HTTP {status} {response.reason_phrase}{_server_message(response)}",
+                                     retry_after)
+                    raise self._error(self.redact(self._permanent_message(where, response)))
+                if "text/event-stream" not in response.headers.get("content-type", ""):
+                    content = b""
+                    for part in response.iter_bytes():
+                        content += part
+                        if len(content) > max_bytes:
+                            raise self._error(f"{where}: the answer is larger than {max_bytes:,} bytes")
+                    try:
+                        return json.loads(content)
+                    except ValueError:
+                        raise _Retry(f"HTTP {status} but the body is not JSON: "
+                                     f"{_snippet(content.decode('utf-8', 'replace'))!r}") from None
+                self._read_events(response, where, on_event, max_bytes)
+                return None
+        except httpx.TimeoutException as exc:
+            raise _Retry(f"no answer within {self._timeout:g}s ({type(exc).__name__})") from None
+        except httpx.ConnectError as exc:
+            raise _Retry(
+                f"cannot connect ({_reason(exc)}); is the {self._what} server running at "
+                f"{self.display_base}, and is base_url right?"
+            ) from None
+        except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
+            raise _Retry(f"connection broke off ({type(exc).__name__}: {_reason(exc)})") from None
+        except httpx.UnsupportedProtocol as exc:
+            raise UsageError(self.redact(f"{where}: {_reason(exc)}")) from None
+        except httpx.HTTPError as exc:
+            raise self._error(self.redact(f"{where}: {type(exc).__name__}: {_reason(exc)}")) from None
+
+    def _read_events(self, response: httpx.Response, where: str, on_event: Callable[[Any], None],
+                     max_bytes: int) -> None:
+        """Server-sent events: each ``data:`` line's JSON to ``on_event``, until ``[DONE]`` or the end."""
+        total, pending = 0, b""
+        for part in response.iter_bytes():
+            total += len(part)
+            if total > max_bytes:
+                raise self._error(f"{where}: the answer is larger than {max_bytes:,} bytes")
+            pending += part
+            if len(pending) > _MAX_EVENT_LINE and b"\n" not in pending:
+                raise self._error(f"{where}: an event line is longer than {_MAX_EVENT_LINE:,} bytes")
+            *lines, pending = pending.split(b"\n")
+            for raw in lines:
+                line = raw.rstrip(b"\r")
+                if not line.startswith(b"data:"):
+                    continue  # comments (": ping"), event names, ids and the blank line between events
+                data = line[5:].strip()
+                if data == b"[DONE]":
+                    return
+                try:
+                    event = json.loads(data)
+                except ValueError:
+                    raise _Retry(f"an event is not JSON: {_snippet(data.decode('utf-8', 'replace'))!r}") from None
+                on_event(event)
 
     def _permanent_message(self, where: str, response: httpx.Response) -> str:
         status = response.status_code
