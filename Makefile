@@ -2,16 +2,19 @@
 PYTHON ?= python3
 .DEFAULT_GOAL := help
 
-.PHONY: help install test bench figures lint typecheck ci clean
+.PHONY: help install test e2e-llm bench figures lint typecheck ci clean
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
 install: ## install ragtui and its test dependencies into the current Python
 	$(PYTHON) -m pip install -e '.[test]'
 
 test: ## run the test suite (the README's test command)
 	$(PYTHON) -m pytest
+
+e2e-llm: ## only the end-to-end test of `ragtui ask` against llama.cpp's server (needs '.[llama]'; see .ci/run)
+	$(PYTHON) -m pytest tests/cli/test_ask_llama_e2e.py
 
 bench: ## run the benchmarks against their named peers (needs: pip install -e '.[bench]')
 	$(PYTHON) bench/bench_bm25.py

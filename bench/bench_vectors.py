@@ -113,7 +113,7 @@ def compare(n: int, dim: int, n_queries: int, repeats: int, noise: float, params
     vectors, queries = make_data(n, dim, n_queries, noise, seed=dim, npy=npy)
     dim = vectors.shape[1]
     faiss = try_faiss()
-    widths = [42, 8, 10, 9, 11]
+    widths = [72, 8, 10, 9, 11]
     print(f"\n== n={n} dim={dim} queries={n_queries} (one at a time, fastest of {repeats} per query) ==")
     print(row(["method", "build s", "queries/s", "recall@10", "ratio"], widths))
 
@@ -132,7 +132,9 @@ def compare(n: int, dim: int, n_queries: int, repeats: int, noise: float, params
     index = build_ivf(vectors, "bench", params)
     p = index.params
     ivf_qps, ivf_res = per_query(lambda q: index.search(q, K)[0], queries, repeats)
-    label = f"ragtui IVF L={p.nlist} M={p.train_cap} T={p.iters} nprobe={p.nprobe}"
+    nprobe = index.default_nprobe  # calibrated unless --nprobe (spec/ivf.md)
+    how = "set" if index.calibration is None else f"calibrated, {index.calibration[1]:.3f} on pseudo-queries"
+    label = f"ragtui IVF L={p.nlist} M={p.train_cap} T={p.iters} nprobe={nprobe} ({how})"
     print(row([label, f"{index.build_seconds:.2f}", f"{ivf_qps:.0f}", f"{recall(ivf_res, truth):.3f}",
                f"{ivf_qps / flat_qps:.1f}x flat"], widths))
     if faiss is not None:
@@ -145,7 +147,7 @@ def compare(n: int, dim: int, n_queries: int, repeats: int, noise: float, params
         fivf.train(vectors)
         fivf.add(vectors)
         fbuild = time.perf_counter() - started
-        fivf.nprobe = p.nprobe
+        fivf.nprobe = nprobe
         fi_qps, fi_res = per_query(lambda q: fivf.search(q[None, :], K)[1][0], queries, repeats)
         print(row(["faiss IndexIVFFlat (same L, nprobe)", f"{fbuild:.2f}", f"{fi_qps:.0f}",
                    f"{recall(fi_res, truth):.3f}", f"ours {ivf_qps / fi_qps:.2f}x"], widths))

@@ -92,8 +92,12 @@ class Daemon:
             if predicate(obj):
                 return t, obj
 
-    def ready(self) -> None:
+    def ready(self) -> float:
+        """Wait for the start reconcile, then for the agent's ``ready`` (the index open and warm);
+        return the warm-up's seconds. Saves are timed from then on, as a user saving after start sees."""
         self.wait(lambda o: o["event"] in ("up-to-date", "publish"))
+        _, ev = self.wait(lambda o: o["event"] == "ready")
+        return float(ev.get("seconds", 0.0))
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -130,7 +134,7 @@ def latency(work: Path, label: str, sources: list[tuple[str, Path]], trials: int
     original = target.read_text(encoding="utf-8")
     index_path = rag_root(artifacts) / "corpus"
     daemon = Daemon(folder, artifacts)
-    daemon.ready()
+    warm_up = daemon.ready()
     reader = Retriever.open(index_path, cache_dir=rag_root(artifacts) / ".cache")
     want = {"token": None, "seen": None, "reload": None}
     stop = threading.Event()
@@ -192,15 +196,17 @@ def latency(work: Path, label: str, sources: list[tuple[str, Path]], trials: int
         "ingest_peer_ms": 1000 * statistics.median(peer),
         "parts_median_ms": {k: round(1000 * statistics.median(r[k] for r in rows if k in r), 1)
                             for k in ["quiet", "sync", "reload", *stages]},
-        # The first save after start pays for what the agent had not opened yet (or is still warming up).
+        # The first save after the agent said ready (the index open and warm, see spec/watch.md).
         "first_save_ms": {k: round(1000 * v, 1) for k, v in rows[0].items()},
+        "warm_up_ms": round(1000 * warm_up, 1),
     }
     print(f"  {label}: {n_chunks:,} chunks; save -> searchable median {out['median_ms']:.0f} ms, "
           f"p95 {out['p95_ms']:.0f} ms over {trials} saves; ragtui ingest (peer) {out['ingest_peer_ms']:.0f} ms "
           f"-> agent/ingest = {out['median_ms'] / out['ingest_peer_ms']:.2f}")
     print(f"    every save, in order (ms): {out['totals_ms']}")
     print(f"    where the time goes (medians, ms): {out['parts_median_ms']}")
-    print(f"    the first save (ms): {out['first_save_ms']}")
+    print(f"    the agent's warm-up after the start reconcile: {out['warm_up_ms']:.0f} ms; "
+          f"the first save after it (ms): {out['first_save_ms']}")
     return out
 
 

@@ -34,7 +34,8 @@ COLLECTIONS = {"scifact": ["--split", "train"], "cranfield": [], "cisi": [], "ad
 
 def ragtui(*args: str, embedder: str, artifacts: Path) -> None:
     env = {**os.environ, "RAGTUI_EMBEDDER": embedder, "HF_HUB_OFFLINE": "1"}
-    cmd = [sys.executable, "-m", "ragtui", "--artifacts", str(artifacts), *args, "--quiet"]
+    # eval builds its collections under --cache (never an artifacts root): one folder per embedder.
+    cmd = [sys.executable, "-m", "ragtui", *args, "--cache", str(artifacts), "--quiet"]
     print("$", "RAGTUI_EMBEDDER=" + embedder, " ".join(cmd[2:]), file=sys.stderr, flush=True)
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)

@@ -29,7 +29,9 @@ EVAL_DATA = ROOT.parent / "shared" / "data" / "eval"
 REPORTS = ROOT / "bench" / "out" / "eval"
 ASSETS = ROOT / "assets"
 COLLECTIONS = ("scifact", "cranfield", "cisi", "adi")
-MODES = ("bm25", "flat", "ivf", "hybrid")
+MODES = ("bm25", "bm25doc", "flat", "ivf", "hybrid", "hybrid-bm25")
+"""hybrid-bm25 is hybrid over plain chunk BM25 (``--lexical bm25``: the default before issue 12), run apart."""
+RUN_MODES = "flat,ivf,bm25,bm25doc,hybrid"
 SWEEP = "1,2,3,4,6,8,12,16,20,32,48,64,128"
 PUBLISHED_SCIFACT_BM25 = {"BEIR multifield": 0.665, "Anserini flat": 0.679}
 
@@ -43,8 +45,11 @@ def commands(artifacts: str | None) -> list[list[str]]:
         for k in (10, 100):
             sweep = ["--nprobe-sweep", SWEEP] if (name == "scifact" and k == 10) else []
             report = REPORTS / f"{name}-k{k}.json"
-            out.append(["ragtui", "eval", str(EVAL_DATA / name), *split, "-k", str(k), *sweep,
-                        "--json", str(report), "--quiet", *extra])
+            out.append(["ragtui", "eval", str(EVAL_DATA / name), *split, "-k", str(k), "--modes", RUN_MODES,
+                        *sweep, "--json", str(report), "--quiet", *extra])
+            out.append(["ragtui", "eval", str(EVAL_DATA / name), *split, "-k", str(k), "--modes", "hybrid",
+                        "--lexical", "bm25", "--json", str(REPORTS / f"{name}-k{k}-hybrid-bm25.json"), "--quiet",
+                        *extra])
     return out
 
 
@@ -59,25 +64,46 @@ def run_all(artifacts: str | None) -> None:
         subprocess.run(argv, check=True)
 
 
-def load(name: str, k: int) -> dict:
-    path = REPORTS / f"{name}-k{k}.json"
+def _read(path: Path) -> dict:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise SystemExit(f"{path} is missing: run `python bench/plots.py --run` first") from None
 
 
+def load(name: str, k: int) -> dict:
+    """The report of ``name`` at cutoff ``k``, with the hybrid-bm25 run's mode added to it."""
+    report = _read(REPORTS / f"{name}-k{k}.json")
+    extra = REPORTS / f"{name}-k{k}-hybrid-bm25.json"
+    if extra.exists():
+        report["modes"]["hybrid-bm25"] = _read(extra)["modes"]["hybrid"]
+    return report
+
+
 def table() -> str:
-    """The README table (markdown): nDCG@10 and Recall@100 per mode and collection."""
-    head = "| collection | queries | " + " | ".join(f"{m} nDCG@10" for m in MODES) + " | " + \
-        " | ".join(f"{m} R@100" for m in MODES) + " |"
-    lines = [head, "|" + "---|" * (2 + 2 * len(MODES))]
+    """The README table (markdown): per collection and mode nDCG@10, Recall@100, MRR@10, and the
+    paired randomisation test of nDCG@10 against bm25 (10,000 sign flips, seed 0)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT))
+    from ragtui.core.eval.evaluate import compare_reports
+
+    lines = ["| collection | mode | nDCG@10 | Recall@100 | MRR@10 | Δ nDCG@10 vs bm25 | p |",
+             "|---|---|---|---|---|---|---|"]
     for name in COLLECTIONS:
         a, b = load(name, 10), load(name, 100)
-        nd = [a["modes"][m]["metrics"]["ndcg"] for m in MODES]
-        rc = [b["modes"][m]["metrics"]["recall"] for m in MODES]
-        lines.append(f"| {name} | {a['dataset']['n_queries']} | " + " | ".join(f"{v:.4f}" for v in nd) + " | "
-                     + " | ".join(f"{v:.4f}" for v in rc) + " |")
+        for m in MODES:
+            if m not in a["modes"]:
+                continue
+            nd, rc, mr = (a["modes"][m]["metrics"]["ndcg"], b["modes"][m]["metrics"]["recall"],
+                          a["modes"][m]["metrics"]["mrr"])
+            if m == "bm25":
+                delta = p = "—"
+            else:
+                row = compare_reports(a, a, pairs=[("bm25", m)])["rows"][0]
+                delta, p = f"{row['ndcg']['delta']:+.4f}", f"{row['p_value']:.4f}"
+            label = f"{name} ({a['dataset']['n_queries']} q)" if m == MODES[0] else ""
+            lines.append(f"| {label} | {m} | {nd:.4f} | {rc:.4f} | {mr:.4f} | {delta} | {p} |")
     return "\n".join(lines)
 
 
@@ -87,13 +113,14 @@ def plot_modes(out: Path) -> None:
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), constrained_layout=True)
     x = np.arange(len(COLLECTIONS))
-    width = 0.2
-    colors = {"bm25": "#4c72b0", "flat": "#dd8452", "ivf": "#c9a227", "hybrid": "#55a868"}
+    width = 0.14
+    colors = {"bm25": "#4c72b0", "bm25doc": "#8172b3", "flat": "#dd8452", "ivf": "#c9a227", "hybrid": "#55a868",
+              "hybrid-bm25": "#a6d5a0"}
     for ax, (k, metric, label) in zip(axes, ((10, "ndcg", "nDCG@10"), (100, "recall", "Recall@100"))):
         for i, mode in enumerate(MODES):
             vals = [load(name, k)["modes"][mode]["metrics"][metric] for name in COLLECTIONS]
-            bars = ax.bar(x + (i - 1.5) * width, vals, width, label=mode, color=colors[mode])
-            ax.bar_label(bars, fmt="%.2f", fontsize=6.5, padding=1)
+            bars = ax.bar(x + (i - (len(MODES) - 1) / 2) * width, vals, width, label=mode, color=colors[mode])
+            ax.bar_label(bars, fmt="%.2f", fontsize=5, padding=1, rotation=90)
         ax.set_xticks(x, [f"{n}\n({load(n, 10)['dataset']['n_queries']} q)" for n in COLLECTIONS])
         ax.set_ylabel(label)
         ax.set_ylim(0, 1.05)
@@ -101,9 +128,10 @@ def plot_modes(out: Path) -> None:
         ax.grid(axis="y", alpha=0.3)
     # Published BM25 marks beside the SciFact BM25 bar (not across it: they would hide its label).
     pub = list(PUBLISHED_SCIFACT_BM25.values())
-    axes[0].plot([-1.5 * width - 0.13] * len(pub), pub, ls="none", marker="_", ms=9, mew=1.6, color="#222")
+    left = -(len(MODES) - 1) / 2 * width - 0.1
+    axes[0].plot([left] * len(pub), pub, ls="none", marker="_", ms=9, mew=1.6, color="#222")
     axes[0].annotate("published BM25 (SciFact test split, stemmed):\n0.665 BEIR multifield, 0.679 Anserini flat",
-                     xy=(-1.5 * width - 0.13, 0.679), xytext=(-0.45, 0.88), fontsize=7,
+                     xy=(left, 0.679), xytext=(-0.45, 0.92), fontsize=7,
                      arrowprops={"arrowstyle": "-", "color": "#555"})
     axes[0].legend(loc="upper right", fontsize=8, ncols=2)
     fig.suptitle("ragtui eval with the embedded default embedder (wordllama, 256-d); SciFact on its train split",

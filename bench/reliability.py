@@ -68,6 +68,7 @@ def run(args) -> list[_Row]:
         helpers_dataloss,
         helpers_embed,
         helpers_escapes,
+        helpers_export,
         helpers_faults,
         helpers_fuzz,
         helpers_hostile,
@@ -75,6 +76,7 @@ def run(args) -> list[_Row]:
         helpers_kill,
         helpers_longlines,
         helpers_patterns,
+        helpers_query,
         helpers_terminal,
     )
     from tests.reliability.helpers_child import ForkServer
@@ -117,6 +119,11 @@ def run(args) -> list[_Row]:
         for tally in fuzz.values():
             rows.append(_Row(tally, 0.0, "judged against the reference validator"))
             print(f"  {tally.name}: {tally.passed}/{tally.tried}", file=sys.stderr, flush=True)
+        for rel, (tally, outcomes) in helpers_export.run_export_fuzz(base / "export-fuzz", args.fuzz).items():
+            named = outcomes.get(f"rejected: {rel.rsplit('/', 1)[-1]}", 0)
+            rows.append(_Row(tally, 0.0, f"{named} refused naming this file, {outcomes.get('accepted', 0)} accepted "
+                                         "(still valid: text check passes, searches answer), the rest naming the "
+                                         "file they contradict"))
         timed(lambda: helpers_fuzz.run_cli_corrupt(base / "fuzz-cli", server, per_file=25, installed=3),
               "info + search per case, forked and installed command")
         timed(lambda: _pytest_tally("TUI on corrupt indexes (error state, then recovery)",
@@ -155,6 +162,8 @@ def run(args) -> list[_Row]:
               "5 kinds x 13 places x commands, 1 GiB address space; ingest rebuilds")
         timed(lambda: helpers_bombs.run_hostile_queries(base / "queries"),
               "exit 2 / QueryError before embedding; no raw control characters; no numpy warnings")
+        timed(lambda: helpers_query.run_hostile_syntax(base / "query-syntax"),
+              "results whose hits pass the filters, or one-line QueryError with its column; CLI exit 0/1/2")
         timed(lambda: helpers_longlines.run_long_lines(base / "long-lines"))
         timed(lambda: helpers_longlines.run_ingest_long_lines(base / "long-lines-ingest"))
         # Issue #16 item 6: which files are documents.

@@ -24,8 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ragtui.config import Settings, load_settings
-from ragtui.core.errors import UsageError
+from ragtui.config import ROOT_FLAGS, Settings, load_settings, user_state_dir
+from ragtui.core.errors import RagtuiError, StorageError, UsageError
 
 if TYPE_CHECKING:
     from ragtui.core.ingest.walk import WalkRules
@@ -38,6 +38,7 @@ __all__ = [
     "FolderSettings",
     "IndexListing",
     "NoIndex",
+    "Reader",
     "SeveralIndexes",
     "broken_note",
     "build_agent",
@@ -47,9 +48,18 @@ __all__ = [
     "list_indexes",
     "open_embedder",
     "open_index",
+    "open_reader",
     "open_retriever",
+    "pack_hits",
+    "pack_query",
+    "prepare_root",
+    "remember_index",
+    "remembered_index",
     "resolve_index",
+    "root_hint",
     "scan_indexes",
+    "search_hits",
+    "search_params",
     "settings_from",
     "walk_rules",
 ]
@@ -66,6 +76,26 @@ def settings_from(args) -> Settings:
     return load_settings(config=getattr(args, "config", None)).with_flags(
         artifacts=getattr(args, "artifacts", None), index=getattr(args, "index", None)
     )
+
+
+def root_hint(settings: Settings) -> str:
+    """What chose the artifacts root and how to choose another (every message about the root ends with it)."""
+    return f"artifacts root chosen by {settings.artifacts_from}; {ROOT_FLAGS} chooses another"
+
+
+def prepare_root(settings: Settings) -> None:
+    """Create ``<artifacts>/rag`` if need be (``StorageError`` naming the flags when it cannot be).
+
+    Called before a folder is read, so a root that cannot be created costs a
+    clear message, not a walk and an embedding run that fail at the lock.
+    """
+    from ragtui.core.ingest.publish import rag_root
+
+    root = rag_root(settings.artifacts)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise StorageError(f"cannot write the indexes under {root}: {e.strerror or e} ({root_hint(settings)})") from None
 
 
 def index_id_for(folder: str | os.PathLike, settings: Settings) -> str:
@@ -104,6 +134,7 @@ def folder_settings(args, verb: str) -> FolderSettings:
     """Settings, folder, index id and walk rules from the flags of ``commands.options.add_folder_options``.
 
     ``verb`` says what is done to the folder, for the message when it is not one (``UsageError``).
+    The artifacts root is created if need be (``prepare_root``: ``StorageError`` when it cannot be written).
     """
     settings = load_settings(config=getattr(args, "config", None)).with_flags(
         artifacts=getattr(args, "artifacts", None), max_tokens=args.max_tokens, overlap=args.overlap
@@ -113,6 +144,7 @@ def folder_settings(args, verb: str) -> FolderSettings:
         raise UsageError(f"{folder} is not a folder: give the folder of documents to {verb}")
     index_id = getattr(args, "index", None) or index_id_for(folder, settings)
     rules = walk_rules(args.include, args.exclude, args.max_bytes, ignore_files=not args.no_ignore)
+    prepare_root(settings)
     return FolderSettings(settings, folder, index_id, rules)
 
 
@@ -129,11 +161,12 @@ class IndexListing(NamedTuple):
 
 
 class NoIndex(UsageError):
-    """There is no index to open; ``broken`` lists (name, problem) of the entries under rag/ that are broken."""
+    """There is no index to open (or not the one named); ``broken`` lists (name, problem) of the entries
+    under rag/ that are broken, ``names`` the indexes that exist (some, when the one named is not among them)."""
 
-    def __init__(self, message: str, broken: list[tuple[str, str]]) -> None:
+    def __init__(self, message: str, broken: list[tuple[str, str]], names: list[str] | None = None) -> None:
         super().__init__(message)
-        self.broken = broken
+        self.broken, self.names = broken, names or []
 
 
 class SeveralIndexes(UsageError):
@@ -191,32 +224,137 @@ def _note_on_stderr(text: str) -> None:
     print(f"ragtui: note: {text}", file=sys.stderr)
 
 
-def resolve_index(settings: Settings, *, note: Callable[[str], None] | None = _note_on_stderr) -> Path:
-    """The directory of the index to use: ``settings.index``, else the only index under the artifacts root.
+def resolve_index(settings: Settings, *, note: Callable[[str], None] | None = _note_on_stderr,
+                  cwd: str | os.PathLike | None = None) -> Path:
+    """The directory of the index to use: ``settings.index``, else the one the situation makes clear.
 
-    Raises ``NoIndex`` when there is none and ``SeveralIndexes`` when there
-    are several and none was named. When a single good index sits beside
-    broken entries, ``note`` receives a line about them (by default printed
-    on stderr, as every command does; None: say nothing).
+    With several indexes and none named, the choice is clear when the current
+    directory (``cwd``, default the process's) lies inside the folder one of
+    them was built from (the innermost such folder wins), else when one of
+    them was used last (``remembered_index``); otherwise ``SeveralIndexes``.
+    ``NoIndex`` when there is none, or when the named one does not exist (its
+    message lists those that do). ``note`` receives a line saying which index
+    was picked among several and about broken entries beside a good one (by
+    default printed on stderr, as every command does; None: say nothing).
     """
     from ragtui.core.ingest.publish import index_dir
 
     if settings.index:
-        return index_dir(settings.artifacts, settings.index)
+        path = index_dir(settings.artifacts, settings.index)
+        if os.path.lexists(path):
+            return path  # opening it says what is wrong with it, if anything
+        names, broken = scan_indexes(settings)
+        there = f"the indexes there: {', '.join(names)}" if names else "it holds none"
+        raise NoIndex(f"no index {settings.index!r} under {settings.artifacts}/rag ({there}; "
+                      f"{root_hint(settings)})", broken, names)
     names, broken = scan_indexes(settings)
+    also = f"; {broken_note(settings, broken)}" if broken else ""
     if len(names) == 1:
         if broken and note is not None:
             note(f"{broken_note(settings, broken)}; using {names[0]}")
         return index_dir(settings.artifacts, names[0])
-    also = f"; {broken_note(settings, broken)}" if broken else ""
     if not names:
         raise NoIndex(
             f"no index under {settings.artifacts}/rag: build one with `ragtui ingest FOLDER` "
-            f"(or point --artifacts / RAGTUI_ARTIFACTS at an existing artifacts root){also}", broken
+            f"({root_hint(settings)}){also}", broken
         )
+    picked = _clear_choice(settings, names, cwd)
+    if picked is not None:
+        name, why = picked
+        if note is not None:
+            note(f"using index {name} ({why}; --index ID chooses another of {', '.join(names)}){also}")
+        return index_dir(settings.artifacts, name)
     listed = ", ".join(names)
-    raise SeveralIndexes(f"several indexes under {settings.artifacts}/rag ({listed}): choose one with --index{also}",
-                         names, broken)
+    raise SeveralIndexes(f"several indexes under {settings.artifacts}/rag ({listed}): choose one with --index "
+                         f"({root_hint(settings)}){also}", names, broken)
+
+
+def _clear_choice(settings: Settings, names: list[str], cwd: str | os.PathLike | None) -> tuple[str, str] | None:
+    """(index id, why) when one of several indexes is the clear choice, else None."""
+    from ragtui.core.citations import source_folder
+
+    here = os.path.realpath(os.getcwd() if cwd is None else cwd)
+    inside: list[tuple[int, str]] = []
+    for name in names:
+        try:
+            folder = source_folder(settings.artifacts, name)
+        except (OSError, RagtuiError):
+            folder = None  # no usable writer state: this index cannot claim the directory
+        if folder is None:
+            continue
+        real = os.path.realpath(folder)
+        if here == real or here.startswith(real.rstrip(os.sep) + os.sep):
+            inside.append((len(real), name))
+    if inside:
+        inside.sort(reverse=True)
+        if len(inside) == 1 or inside[0][0] != inside[1][0]:  # two indexes of the same folder: not clear
+            return inside[0][1], "its folder holds the current directory"
+    last = remembered_index(settings)
+    if last in names:
+        return last, "used last"
+    return None
+
+
+# -- the index used last --------------------------------------------------------------------------
+
+_LAST_NAME = "last-index.json"
+_LAST_MAX_BYTES = 64 * 1024
+_LAST_MAX_ROOTS = 64
+
+
+def _last_path() -> Path:
+    return user_state_dir() / _LAST_NAME
+
+
+def _read_last() -> dict[str, str]:
+    """The remembered {artifacts root: index id}; {} for anything unreadable or malformed (it only saves a question)."""
+    import json
+
+    try:
+        with open(_last_path(), "rb") as f:
+            raw = f.read(_LAST_MAX_BYTES + 1)
+        if len(raw) > _LAST_MAX_BYTES:
+            return {}
+        doc = json.loads(raw.decode("utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(doc, dict) or not isinstance(doc.get("last"), dict):
+        return {}
+    return {k: v for k, v in doc["last"].items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def remembered_index(settings: Settings) -> str | None:
+    """The index id used last under this artifacts root (None when none was remembered)."""
+    return _read_last().get(os.path.abspath(settings.artifacts))
+
+
+def remember_index(settings: Settings, index_id: str) -> None:
+    """Remember ``index_id`` as the one used last under this artifacts root, in the user's state folder.
+
+    Outside every index folder; written whole to a temporary file and renamed
+    over the old one. Best effort: a state folder that cannot be written only
+    means the next command may ask again.
+    """
+    import json
+
+    known = _read_last()
+    root = os.path.abspath(settings.artifacts)
+    if known.get(root) == index_id:
+        return
+    known.pop(root, None)
+    known[root] = index_id
+    known = dict(list(known.items())[-_LAST_MAX_ROOTS:])  # the roots used most recently
+    path = _last_path()
+    tmp = path.with_name(f".{_LAST_NAME}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps({"last": known}, indent=1), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
 
 
 # -- opening it -----------------------------------------------------------------------------------
@@ -247,10 +385,12 @@ def open_index(path: Path, settings: Settings, *, embedder=None, check_embedder:
     a model that differs from the index's is a ``ModelMismatchError``.
     """
     from ragtui.core.ingest.publish import rag_root
-    from ragtui.core.search.retriever import Retriever
+    from ragtui.core.search.retriever import VECTOR_SCANS, Retriever
 
+    if settings.vector_scan not in VECTOR_SCANS:
+        raise UsageError(f"[vectors] scan must be one of {', '.join(VECTOR_SCANS)} (got {settings.vector_scan!r})")
     retriever = Retriever.open(path, embedder=embedder, ivf_params=ivf_params(settings),
-                               cache_dir=rag_root(settings.artifacts) / ".cache")
+                               cache_dir=rag_root(settings.artifacts) / ".cache", vector_scan=settings.vector_scan)
     if embedder is not None and check_embedder:
         retriever.check_embedder(embedder)
     return retriever
@@ -259,7 +399,47 @@ def open_index(path: Path, settings: Settings, *, embedder=None, check_embedder:
 def open_retriever(settings: Settings, *, need_embedder: bool) -> Retriever:
     """The index ``resolve_index`` picks, opened, with the configured embedder when ``need_embedder``."""
     path = resolve_index(settings)
-    return open_index(path, settings, embedder=open_embedder(settings) if need_embedder else None)
+    retriever = open_index(path, settings, embedder=open_embedder(settings) if need_embedder else None)
+    remember_index(settings, path.name)
+    return retriever
+
+
+RANKING_FLAGS = ("fusion", "weight", "rrf_k", "depth", "lexical", "chunk_weight", "mmr", "min_score", "merge")
+"""The ranking options a flag may set (``commands.options.add_ranking_options``; ``[search]`` keys)."""
+
+
+def search_params(args, settings: Settings, mode: str, *, strict: bool = True) -> dict[str, Any]:
+    """The ``Retriever.search`` parameters for ``mode``: flags over ``[search]`` over the defaults.
+
+    A ``[search]`` key that ``mode`` does not take is left out (one file serves every mode), as is
+    the config's weight under rrf fusion, its rrf_k under weighted and its chunk_weight under
+    lexical bm25. A flag ``mode`` does not take is a ``UsageError`` when ``strict`` (search),
+    else left out (eval runs several modes with one set of flags). Values are checked
+    (``UsageError`` naming the allowed range).
+    """
+    from ragtui.core.search.ranking_options import check_option
+    from ragtui.core.search.retriever import COMMON, PARAMS, check_search
+
+    takes = set(PARAMS.get(mode, ())) | set(COMMON)
+    flags: dict[str, Any] = {}
+    for name in RANKING_FLAGS:
+        value = getattr(args, name, None)
+        if value is not None:
+            flags[name] = check_option(name, value, label="--" + name.replace("_", "-"))
+    out = {k: v for k, v in settings.search.items() if k in takes}
+    given = {k: v for k, v in flags.items() if k in takes}
+    if strict and len(given) < len(flags):
+        name = next(k for k in flags if k not in takes)
+        owners = [m for m, names in PARAMS.items() if name in names]
+        raise UsageError(f"--{name.replace('_', '-')} applies to {' and '.join(owners)} search, not {mode}")
+    fusion = given.get("fusion", out.get("fusion", "weighted"))
+    lexical = given.get("lexical", out.get("lexical", "bm25doc"))
+    for key, off in (("weight", fusion == "rrf"), ("rrf_k", fusion == "weighted"), ("chunk_weight", lexical == "bm25")):
+        if off and key not in given and mode == "hybrid":
+            out.pop(key, None)  # the config's value for the other method: not this run's
+    out.update(given)
+    check_search(mode, out)
+    return out
 
 
 # -- the watch agent ------------------------------------------------------------------------------
@@ -347,3 +527,56 @@ def build_agent(
         on_idle=on_idle,
         idle_seconds=idle_seconds,
     )
+
+
+# -- packing and answering (ragtui pack, ragtui ask, ragtui mcp) -----------------------------------
+
+
+class Reader(NamedTuple):
+    """An opened index with the embedder it was built with: what pack, ask and the MCP server search with."""
+
+    retriever: Retriever
+    tokenizer: Any
+    """The index's own tokenizer (the embedder's), which counts a pack's tokens."""
+
+
+def open_reader(settings: Settings, *, note: Callable[[str], None] | None = _note_on_stderr) -> Reader:
+    """The index ``resolve_index`` picks, with the configured embedder; ``ModelMismatchError`` when the
+    embedder (or its tokenizer) is not the one the index was built with."""
+    from ragtui.core.pack import check_tokenizer
+
+    path = resolve_index(settings, note=note)
+    embedder = open_embedder(settings)
+    retriever = open_index(path, settings, embedder=embedder)
+    check_tokenizer(embedder.tokenizer, retriever.data)
+    return Reader(retriever, embedder.tokenizer)
+
+
+def search_hits(reader: Reader, query: str, *, mode: str, k: int, params: dict | None = None) -> list:
+    """The top ``k`` hits for ``query`` (mode and params checked first: ``UsageError``)."""
+    from ragtui.core.search.retriever import check_query, check_search
+
+    if type(k) is not int or k < 1:
+        raise UsageError(f"k must be a whole number of at least 1 (got {k!r})")
+    check_query(query)
+    params = {name: value for name, value in (params or {}).items() if value is not None}
+    check_search(mode, params)
+    return reader.retriever.search(query, mode=mode, k=k, **params)
+
+
+def pack_hits(reader: Reader, query: str, hits: list, *, mode: str, budget: int):
+    """``core.pack.pack`` over ``hits``, reading sources where ingest recorded the folder."""
+    from ragtui.core.citations import Resolver
+    from ragtui.core.pack import pack
+
+    data = reader.retriever.data
+    return pack(query, hits, data, reader.tokenizer, budget, mode=mode, resolver=Resolver(data))
+
+
+def pack_query(reader: Reader, query: str, *, mode: str, k: int, budget: int, params: dict | None = None):
+    """Search ``query`` and pack the top ``k`` hits into ``budget`` tokens (a ``core.pack.Pack``)."""
+    from ragtui.core.pack import check_budget
+
+    check_budget(budget)  # before the search: a bad budget costs nothing
+    hits = search_hits(reader, query, mode=mode, k=k, params=params)
+    return pack_hits(reader, query, hits, mode=mode, budget=budget)

@@ -33,10 +33,14 @@ _CONFIG_HELP = ("a ragtui.toml to use instead of ./ragtui.toml, trusted to set b
                 "(default: ~/.config/ragtui/ragtui.toml, then ./ragtui.toml)")
 
 
+_ARTIFACTS_HELP = ("artifacts root (default: $RAGTUI_ARTIFACTS, else /artifacts when it exists and is writable, "
+                   "else ~/.local/share/ragtui; `ragtui info` says which)")
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     # SUPPRESS keeps a value given before the subcommand (`ragtui --artifacts X search q`).
     p.add_argument("--artifacts", metavar="DIR", default=argparse.SUPPRESS,
-                   help="artifacts root (default: $RAGTUI_ARTIFACTS or /artifacts)")
+                   help=_ARTIFACTS_HELP)
     p.add_argument("--index", metavar="ID", default=argparse.SUPPRESS,
                    help="index id (default: the only index, or the folder's name)")
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
@@ -51,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     parser.add_argument("--config", metavar="FILE", help=_CONFIG_HELP)
-    parser.add_argument("--artifacts", metavar="DIR", help="artifacts root (default: $RAGTUI_ARTIFACTS or /artifacts)")
+    parser.add_argument("--artifacts", metavar="DIR", help=_ARTIFACTS_HELP)
     parser.add_argument("--index", metavar="ID", help="the index to open in the UI")
     parser.add_argument("--watch", metavar="FOLDER", help="UI: also run the sync agent on FOLDER in-process")
     from ragtui.commands.options import add_rerank_options

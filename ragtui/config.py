@@ -16,7 +16,7 @@ user's ``max_tokens``), except that an ``[embedder]`` naming another
 ``kind`` starts that table afresh (one kind's options mean nothing to
 another). Every key is optional:
 
-    artifacts = "/artifacts"          # RAGTUI_ARTIFACTS
+    artifacts = "/artifacts"          # RAGTUI_ARTIFACTS; default: /artifacts when writable, else ~/.local/share/ragtui
     index = "docs"                    # RAGTUI_INDEX
     trusted_configs = ["/abs/path/ragtui.toml"]   # the user's config only
     [embedder]
@@ -27,14 +27,35 @@ another). Every key is optional:
     tokenizer_file = "/abs/tokenizer.json"
     (and the HTTP client's dim, tokenize_style, tokenize_path, batch_size,
     max_batch_tokens, concurrency, timeout, retries, backoff, backoff_max,
-    retry_after_max, jitter; wordllama's batch_size; onnx's model, model_dir,
+    retry_after_max, jitter, adaptive; wordllama's batch_size; onnx's model, model_dir,
     threads, optimization, batch_size, max_batch_tokens)
+    [llm]                             # the chat model of `ragtui ask` (OpenAI-compatible)
+    base_url = "http://127.0.0.1:8080"                    # RAGTUI_LLM_URL
+    model = "smol-135m"                                    # RAGTUI_LLM_MODEL
+    api_key_env = "OPENAI_API_KEY"    # the NAME of the variable holding the key
+    max_tokens = 512                  # of the answer
+    temperature = 0.0
+    timeout = 120                     # seconds per request
+    retries = 2                       # on 429/5xx and broken connections
+    context_tokens = 2000             # the pack budget of `ragtui pack` and `ragtui ask`
     [chunker]
     max_tokens = 256
     overlap = 32
     [ivf]
     nlist = 0                         # 0: derive from the index size
     nprobe = 0
+    [vectors]
+    scan = "f32"                      # or "i8": an int8 copy scanned first, re-scored exactly (same answers)
+    [search]                          # ranking options (spec/ranking.md); flags override them
+    fusion = "weighted"               # or "rrf": how hybrid fuses BM25 and the vectors
+    weight = 0.6                      # weighted fusion: the lexical share, 0..1
+    rrf_k = 60                        # rrf fusion: 0..1e6
+    depth = 100                       # hybrid: candidates fused from each list, whatever -k
+    lexical = "bm25doc"               # hybrid's lexical side: "bm25doc" or "bm25"
+    chunk_weight = 0.5                # bm25doc: a chunk's own BM25 added to its document's, 0..100
+    mmr = 1.0                         # 1: off; below 1 trades relevance for diversity (0..1)
+    min_score = 0.0                   # a floor on the score (hybrid: its normalised 0..1 score)
+    merge = false                     # merge adjacent or overlapping chunks of one document into one hit
     [rerank]                          # the cross-encoder (the onnx extra)
     n = 0                             # rerank the top n candidates (0: off)
     budget_ms = 0                     # per query; 0: no limit
@@ -45,7 +66,7 @@ Trust. A ``ragtui.toml`` in the current directory may have come with a
 cloned repository, so it may not decide where documents and credentials go,
 nor make ragtui read a file of its choosing. The keys in ``TRUSTED_ONLY``
 (``base_url``, ``api_key_env``, ``tokenizer_file``, ``model_dir``, in any
-table, so a future ``[llm]`` is covered too; and an ``onnx:<folder>`` kind)
+table, ``[llm]`` included; and an ``onnx:<folder>`` kind)
 are taken only from a trusted file: the
 user's config, a file given with ``--config FILE`` (naming it on the
 command line is the trust), or a file whose real path is listed in the user
@@ -73,14 +94,21 @@ from pathlib import Path
 
 from ragtui.core.errors import UsageError
 
-__all__ = ["SCHEMA", "TRUSTED_ONLY", "Settings", "load_settings", "user_config_path"]
+__all__ = [
+    "ROOT_FLAGS", "SCHEMA", "TRUSTED_ONLY", "Settings", "default_artifacts", "load_settings", "user_cache_root",
+    "user_config_path", "user_state_dir",
+]
 
 DEFAULT_ARTIFACTS = "/artifacts"
+"""The contract's artifacts root: used when it exists and is writable, and never created by default."""
+
+ROOT_FLAGS = "--artifacts DIR or RAGTUI_ARTIFACTS"
+"""How to choose another artifacts root; every message about the root names them."""
 
 TRUSTED_ONLY = frozenset({"base_url", "api_key_env", "tokenizer_file", "model_dir"})
 """Keys that send documents or credentials somewhere, or read a file: only a trusted config may set them."""
 
-_STR, _INT, _NUM, _STRS = "a string", "a whole number", "a number", "a list of strings"
+_STR, _INT, _NUM, _STRS, _BOOL = "a string", "a whole number", "a number", "a list of strings", "true or false"
 
 SCHEMA: dict[str, object] = {
     "artifacts": _STR,
@@ -90,35 +118,105 @@ SCHEMA: dict[str, object] = {
         "kind": _STR, "base_url": _STR, "model": _STR, "api_key_env": _STR, "dim": _INT,
         "tokenize_style": _STR, "tokenize_path": _STR, "tokenizer_file": _STR, "batch_size": _INT,
         "max_batch_tokens": _INT, "concurrency": _INT, "timeout": _NUM, "retries": _INT, "backoff": _NUM,
-        "backoff_max": _NUM, "retry_after_max": _NUM, "jitter": _NUM,
+        "backoff_max": _NUM, "retry_after_max": _NUM, "jitter": _NUM, "adaptive": _BOOL,
         "model_dir": _STR, "threads": _INT, "optimization": _STR,
     },
     "rerank": {"n": _INT, "budget_ms": _INT, "model": _STR, "model_dir": _STR, "threads": _INT},
     "chunker": {"max_tokens": _INT, "overlap": _INT},
     "ivf": {"nlist": _INT, "nprobe": _INT},
+    "vectors": {"scan": _STR},
+    "search": {
+        "fusion": _STR, "weight": _NUM, "rrf_k": _NUM, "depth": _INT, "lexical": _STR, "chunk_weight": _NUM,
+        "mmr": _NUM, "min_score": _NUM, "merge": _BOOL,
+    },
+    # After [chunker]: a top-level max_tokens is taken for chunker.max_tokens, as before [llm] had one.
+    "llm": {
+        "base_url": _STR, "model": _STR, "api_key_env": _STR, "max_tokens": _INT, "temperature": _NUM,
+        "timeout": _NUM, "retries": _INT, "context_tokens": _INT,
+    },
 }
 """Every key a ragtui.toml may hold: a table's keys, or what a value must be."""
 
 
+def _writable_dir(path: Path) -> bool:
+    try:
+        return path.is_dir() and os.access(path, os.W_OK | os.X_OK)
+    except OSError:
+        return False
+
+
+def _xdg(env, var: str, fallback: str) -> Path:
+    """``$var``, else ``~/<fallback>``; a relative value is ignored, as the XDG base directory spec says."""
+    value = env.get(var) or ""
+    if not os.path.isabs(value):
+        home = env.get("HOME") or str(Path.home())
+        value = os.path.join(home, fallback)
+    return Path(value)
+
+
+def default_artifacts(environ=None, contract: str | os.PathLike = DEFAULT_ARTIFACTS) -> tuple[Path, str]:
+    """(root, why) when neither a flag, RAGTUI_ARTIFACTS nor a config file names the artifacts root.
+
+    ``contract`` (``/artifacts``) when it is a directory this process may write
+    into; otherwise the user's data folder, ``$XDG_DATA_HOME/ragtui``
+    (``~/.local/share/ragtui``). ``contract`` is never created here: a root
+    user without ``/artifacts`` gets the data folder too, not a new folder at
+    the filesystem root.
+    """
+    env = os.environ if environ is None else environ
+    contract = Path(contract)
+    if _writable_dir(contract):
+        return contract, f"default: {contract} exists and is writable"
+    why = "does not exist" if not os.path.lexists(contract) else "is not a writable folder"
+    return (_xdg(env, "XDG_DATA_HOME", ".local/share") / "ragtui",
+            f"default: {contract} {why}, so the user data folder $XDG_DATA_HOME/ragtui")
+
+
+def user_cache_root(environ=None) -> Path:
+    """``$XDG_CACHE_HOME/ragtui`` (``~/.cache/ragtui``): what ragtui builds for itself (``ragtui eval``'s indexes)."""
+    return _xdg(os.environ if environ is None else environ, "XDG_CACHE_HOME", ".cache") / "ragtui"
+
+
+def user_state_dir(environ=None) -> Path:
+    """``$XDG_STATE_HOME/ragtui`` (``~/.local/state/ragtui``): the query history, the index used last."""
+    return _xdg(os.environ if environ is None else environ, "XDG_STATE_HOME", ".local/state") / "ragtui"
+
+
 @dataclass(frozen=True)
 class Settings:
-    artifacts: Path = Path(DEFAULT_ARTIFACTS)
+    artifacts: Path = None  # type: ignore[assignment]  # None: default_artifacts() (in __post_init__)
+    """The artifacts root; when not given, ``default_artifacts()``: /artifacts only when it exists and is writable."""
+    artifacts_from: str = "given"
+    """What chose ``artifacts``: ``--artifacts``, ``RAGTUI_ARTIFACTS``, ``artifacts in FILE``, or ``default: <why>``."""
     index: str | None = None
     embedder: dict = field(default_factory=lambda: {"kind": "wordllama"})
     max_tokens: int = 256
     overlap: int = 32
     nlist: int | None = None
     nprobe: int | None = None
+    vector_scan: str = "f32"
+    """``[vectors] scan``: "f32" (default) or "i8" (core.search.quant; the same answers, a quarter of the bytes read per query)."""
+    search: dict = field(default_factory=dict)
+    """The ``[search]`` table, checked (``ragtui.core.search.ranking_options``); flags override it."""
     rerank: dict = field(default_factory=dict)
     """The ``[rerank]`` table: n, budget_ms, model or model_dir, threads (flags override n and budget_ms)."""
+    llm: dict = field(default_factory=dict)
+    """The ``[llm]`` table: the chat model of ``ragtui ask`` (``core.llm.ChatClient`` checks the values)."""
     config_file: Path | None = None
     """The last config file read (the project's when there is one, else the user's)."""
+
+    def __post_init__(self) -> None:
+        if self.artifacts is None:  # even a bare Settings() never points at an /artifacts it would have to create
+            root, why = default_artifacts()
+            object.__setattr__(self, "artifacts", root)
+            object.__setattr__(self, "artifacts_from", why)
 
     def with_flags(self, **flags) -> Settings:
         """Apply command-line flags (``None`` means "not given")."""
         given = {k: v for k, v in flags.items() if v is not None}
         if "artifacts" in given:
             given["artifacts"] = Path(given["artifacts"]).expanduser()
+            given["artifacts_from"] = "--artifacts"
         return replace(self, **given)
 
 
@@ -160,6 +258,8 @@ def _type_ok(value, kind: str) -> bool:
         return type(value) is int
     if kind == _NUM:
         return type(value) in (int, float)
+    if kind == _BOOL:
+        return type(value) is bool
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
@@ -268,15 +368,23 @@ def _embedder(current: dict, given: dict) -> dict:
 def _apply(s: Settings, doc: dict, path: Path) -> Settings:
     chunker, ivf = doc.get("chunker", {}), doc.get("ivf", {})
     changes: dict = {"config_file": path, "embedder": _embedder(s.embedder, doc.get("embedder", {})),
-                     "rerank": {**s.rerank, **doc.get("rerank", {})}}
+                     "rerank": {**s.rerank, **doc.get("rerank", {})}, "llm": {**s.llm, **doc.get("llm", {})}}
     if "artifacts" in doc:
         changes["artifacts"] = Path(doc["artifacts"]).expanduser()
+        changes["artifacts_from"] = f"artifacts in {path}"
     if "index" in doc:
         changes["index"] = doc["index"]
     if "max_tokens" in chunker:
         changes["max_tokens"] = _positive(chunker["max_tokens"], f"{path}: chunker.max_tokens")
     if "overlap" in chunker:
         changes["overlap"] = _positive(chunker["overlap"], f"{path}: chunker.overlap", allow_zero=True)
+    scan = doc.get("vectors", {}).get("scan")
+    if scan is not None:  # checked where it is used (app.open_index), as the embedder's kind is
+        changes["vector_scan"] = scan
+    if "search" in doc:
+        from ragtui.core.search.ranking_options import check_options
+
+        changes["search"] = {**s.search, **check_options(doc["search"], f"{path}: search.")}
     for key in ("nlist", "nprobe"):
         if key in ivf:
             changes[key] = _positive(ivf[key], f"{path}: ivf.{key}", allow_zero=True) or None
@@ -326,11 +434,12 @@ def load_settings(environ: dict | None = None, *, config: str | os.PathLike | No
     read, breaks the schema, or is untrusted and sets a ``TRUSTED_ONLY`` key.
     """
     env = os.environ if environ is None else environ
-    s = Settings()
+    root, why = default_artifacts(env)  # /artifacts when usable, else the user data folder
+    s = Settings(artifacts=root, artifacts_from=why)
     for path, doc in _layers(config):
         s = _apply(s, doc, path)
     if env.get("RAGTUI_ARTIFACTS"):
-        s = replace(s, artifacts=Path(env["RAGTUI_ARTIFACTS"]).expanduser())
+        s = replace(s, artifacts=Path(env["RAGTUI_ARTIFACTS"]).expanduser(), artifacts_from="RAGTUI_ARTIFACTS")
     if env.get("RAGTUI_INDEX"):
         s = replace(s, index=env["RAGTUI_INDEX"])
     emb = dict(s.embedder)
@@ -339,4 +448,8 @@ def load_settings(environ: dict | None = None, *, config: str | os.PathLike | No
     for var, key in (("RAGTUI_EMBED_URL", "base_url"), ("RAGTUI_EMBED_MODEL", "model")):
         if env.get(var):
             emb[key] = env[var]
-    return replace(s, embedder=emb)
+    llm = dict(s.llm)
+    for var, key in (("RAGTUI_LLM_URL", "base_url"), ("RAGTUI_LLM_MODEL", "model")):
+        if env.get(var):
+            llm[key] = env[var]
+    return replace(s, embedder=emb, llm=llm)

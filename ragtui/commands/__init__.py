@@ -7,4 +7,4 @@ lists them); a module adds its parser with ``sub.add_parser(...)``, calls
 from ``ragtui.app``; ``options`` holds flags several commands share.
 """
 
-COMMANDS = ("search", "ingest", "inspect", "watch", "eval", "info")
+COMMANDS = ("search", "pack", "ask", "ingest", "inspect", "watch", "eval", "info", "rm", "export", "mcp")

@@ -3,7 +3,8 @@
     ragtui eval DATASET [--modes flat,ivf,bm25,hybrid] [-k 10] [--split test] [--json OUT]
     ragtui eval DATASET --nprobe-sweep 1,2,4,8,16,32
     ragtui eval DATASET --modes bm25,hybrid --rerank 20   (also measures bm25+rerank, hybrid+rerank)
-    ragtui eval --compare A.json B.json          (or A.json:bm25 B.json:hybrid)
+    ragtui eval --compare A.json B.json          (or A.json:bm25 B.json:hybrid; any two reports:
+                                                 without common modes, every mode of A against every mode of B)
 
 Exit codes: 0 done · 2 bad usage or bad dataset · 3 index, storage or embedder failure.
 """
@@ -19,7 +20,7 @@ from ragtui.core.errors import UsageError
 from ragtui.core.textsafe import json_text
 from ragtui.progress import ProgressDisplay
 
-MODES = ("flat", "ivf", "bm25", "hybrid")
+MODES = ("flat", "ivf", "bm25", "bm25doc", "hybrid")
 
 
 def register(sub, common) -> None:
@@ -27,11 +28,12 @@ def register(sub, common) -> None:
         "eval",
         help="measure retrieval quality on a labelled dataset (nDCG, recall, latency), or compare two reports",
         description="Measure each retrieval mode on a labelled dataset: a BEIR folder, a SMART collection folder "
-        "(Cranfield, CISI, ADI) or a native JSON dataset for your own index (spec/eval.md). Collections are "
-        "indexed through the normal ingest path into the index eval-<name> (reused when unchanged).",
+        "(Cranfield, CISI, ADI, MEDLINE) or a native JSON dataset for your own index (spec/eval.md). Collections are "
+        "indexed through the normal ingest path into the index eval-<name> under the cache folder "
+        "(--cache, default ~/.cache/ragtui; reused when unchanged), never beside your own indexes.",
     )
     p.add_argument("dataset", nargs="?", help="dataset folder or .json file")
-    p.add_argument("--modes", default=",".join(MODES), help="comma-separated modes (default: flat,ivf,bm25,hybrid)")
+    p.add_argument("--modes", default=",".join(MODES), help="comma-separated modes (default: flat,ivf,bm25,bm25doc,hybrid)")
     p.add_argument("-k", type=int, default=10, help="cutoff: rank this many documents per query (default: 10)")
     p.add_argument("--split", default="test", help="BEIR qrels split, qrels/<split>.tsv (default: test)")
     p.add_argument("--json", metavar="OUT", help="write the full report (per-query results, provenance) to OUT ('-': stdout)")
@@ -40,9 +42,13 @@ def register(sub, common) -> None:
     p.add_argument("--compare", nargs=2, metavar=("A", "B"), help="compare two reports (FILE or FILE:MODE) instead of running")
     p.add_argument("--permutations", type=int, default=10_000, help="sign flips in the paired randomisation test (default: 10000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the randomisation test (default: 0)")
+    p.add_argument("--cache", metavar="DIR",
+                   help="where a collection's documents and index are built (default: $XDG_CACHE_HOME/ragtui, "
+                   "i.e. ~/.cache/ragtui; never the artifacts root, which holds your own indexes)")
     p.add_argument("--quiet", action="store_true", help="no progress display")
-    from ragtui.commands.options import add_rerank_options
+    from ragtui.commands.options import add_ranking_options, add_rerank_options
 
+    add_ranking_options(p)  # each applies to the modes that take it
     add_rerank_options(p)  # with --rerank N, each mode M is also measured as M+rerank
     common(p)
     p.set_defaults(func=run)
@@ -78,7 +84,18 @@ def _int_list(text: str, flag: str) -> list[int]:
 
 
 def _evaluate(args, modes: list[str], sweep_values: list[int] | None) -> int:
-    from ragtui.app import open_embedder, open_index, open_reranker, rerank_options, resolve_index, settings_from
+    from dataclasses import replace
+
+    from ragtui.app import (
+        open_embedder,
+        open_index,
+        open_reranker,
+        rerank_options,
+        resolve_index,
+        search_params,
+        settings_from,
+    )
+    from ragtui.config import user_cache_root
     from ragtui.core.eval.datasets import load_dataset, validate_native_ids
     from ragtui.core.eval.evaluate import make_report, mode_params, nprobe_sweep, prepare_collection, run_mode
     from ragtui.core.ingest.publish import index_dir
@@ -87,7 +104,8 @@ def _evaluate(args, modes: list[str], sweep_values: list[int] | None) -> int:
     n_rerank, budget = rerank_options(args, settings)
     reranker = open_reranker(args, settings) if n_rerank else None
     dataset = load_dataset(args.dataset, split=args.split)
-    need_embedder = any(m != "bm25" for m in modes) or sweep_values is not None
+    ranking = {m: search_params(args, settings, m, strict=False) for m in modes}  # checked before any work
+    need_embedder = any(m not in ("bm25", "bm25doc") for m in modes) or sweep_values is not None
     show = not args.quiet and sys.stderr.isatty()
     embedder = open_embedder(settings) if (need_embedder or dataset.docs is not None) else None
     if embedder is not None and dataset.docs is not None:
@@ -96,6 +114,9 @@ def _evaluate(args, modes: list[str], sweep_values: list[int] | None) -> int:
         warn_truncation(embedder, settings.max_tokens)
     with ProgressDisplay(show) as progress:
         if dataset.docs is not None:
+            # ragtui's own working copy: a cache root, so the user's artifacts root keeps only the user's indexes.
+            settings = replace(settings, artifacts=Path(args.cache).expanduser() if args.cache else user_cache_root(),
+                               artifacts_from="--cache" if args.cache else "default: $XDG_CACHE_HOME/ragtui")
             index_id = settings.index or f"eval-{dataset.name}"
             path, doc_map, sync_report = prepare_collection(
                 dataset, artifacts=settings.artifacts, embedder=embedder, index_id=index_id,
@@ -112,20 +133,22 @@ def _evaluate(args, modes: list[str], sweep_values: list[int] | None) -> int:
         results = []
         for mode in modes:
             params = {"nprobe": args.nprobe} if (mode == "ivf" and args.nprobe) else {}
+            params.update(ranking[mode])
             result = run_mode(retriever, dataset, mode, args.k, params=params, to_doc=doc_map, progress=progress.update)
-            result.params = mode_params(retriever, mode, args.nprobe)
+            result.params = mode_params(retriever, mode, args.nprobe, ranking[mode])
             results.append(result)
         if reranker is not None:
             from ragtui.core.rerank import RerankingRetriever
 
             for mode in modes:
                 params = {"nprobe": args.nprobe} if (mode == "ivf" and args.nprobe) else {}
+                params.update(ranking[mode])
                 wrapped = RerankingRetriever(retriever, reranker, n_rerank, budget)
                 name = mode + RerankingRetriever.SUFFIX
                 result = run_mode(wrapped, dataset, name, args.k, params=params, to_doc=doc_map,
                                   progress=progress.update)
                 result.params = {"rerank": n_rerank, "reranker": reranker.model, "budget_ms": budget,
-                                 "partial_asks": wrapped.partial, "first_stage": mode_params(retriever, mode, args.nprobe)}
+                                 "partial_asks": wrapped.partial, "first_stage": mode_params(retriever, mode, args.nprobe, ranking[mode])}
                 results.append(result)
         sweep = None
         if sweep_values is not None:
@@ -198,9 +221,10 @@ def _print_report(report: dict, *, stderr: bool = False) -> None:
 
 
 def _split_ref(ref: str) -> tuple[str, str | None]:
-    """FILE or FILE:MODE (a mode after the last colon, and the whole string not an existing file)."""
+    """FILE or FILE:MODE: the text after the last colon is a mode when the whole string is not an
+    existing file and the part before it is one (any mode name a report holds, not only MODES)."""
     head, sep, tail = ref.rpartition(":")
-    if sep and tail.removesuffix("+rerank") in MODES and not os.path.exists(ref):
+    if sep and head and tail and not os.path.exists(ref) and os.path.isfile(head):
         return head, tail
     return ref, None
 

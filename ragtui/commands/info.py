@@ -1,7 +1,9 @@
-"""``ragtui info``: list the indexes, or show one index's stats (reading it validates it).
+"""``ragtui info``: which artifacts root is in use and why, the indexes under it, or one index's stats.
 
 With no --index and not exactly one index (or broken entries beside it),
-lists the index ids; exit 1 when there is none.
+lists the index ids (stdout) and the root (stderr; both in --json). No index
+at all is bad input like for every command (exit 2, one ``ragtui: error:``
+line naming the root and how to choose another).
 """
 
 from __future__ import annotations
@@ -10,14 +12,20 @@ import json
 import sys
 
 from ragtui import app
-from ragtui.core.textsafe import json_text
+from ragtui.core.textsafe import json_text, one_line
 
 __all__ = ["register", "run"]
 
 
 def register(sub, common) -> None:
-    p = sub.add_parser("info", help="list indexes, or show one index's stats (validates it)")
-    p.add_argument("--json", action="store_true")
+    p = sub.add_parser(
+        "info",
+        help="which artifacts root is in use, the indexes there, or one index's stats (validates it)",
+        description="Say which artifacts root is in use and why (--artifacts, RAGTUI_ARTIFACTS, a config file, "
+        "or the default: /artifacts when it exists and is writable, else ~/.local/share/ragtui), and list its "
+        "indexes; with --index ID (or when there is only one), read and validate that index and show its stats.",
+    )
+    p.add_argument("--json", action="store_true", help="print the listing or the stats as JSON")
     common(p)
     p.set_defaults(func=run)
 
@@ -26,21 +34,33 @@ def run(args) -> int:
     from ragtui.core.index.index_format import read_index
 
     settings = app.settings_from(args)
+    root = {"artifacts": str(settings.artifacts), "artifacts_from": settings.artifacts_from}
     names, broken = ([], []) if settings.index else app.scan_indexes(settings)
     if not settings.index and (len(names) != 1 or broken):
+        if not names:
+            app.resolve_index(settings)  # raises NoIndex: the one message (and exit code) for no index
         if args.json:
-            print(json.dumps({"artifacts": str(settings.artifacts), "indexes": names,
+            print(json.dumps({**root, "indexes": names,
                               "broken": [{"index_id": n, "problem": p} for n, p in broken]}))
-        elif names:
+        else:
             print("\n".join(names))
-        elif not broken:
-            print(f"no index under {settings.artifacts}/rag (build one with `ragtui ingest FOLDER`)", file=sys.stderr)
-        if broken and not args.json:
-            print(f"ragtui: note: {app.broken_note(settings, broken)}", file=sys.stderr)
-        return 0 if names else 1
+            print(f"ragtui: note: {one_line(f'{settings.artifacts}: {app.root_hint(settings)}', 2000)}", file=sys.stderr)
+            if broken:
+                print(f"ragtui: note: {app.broken_note(settings, broken)}", file=sys.stderr)
+        return 0
     data = read_index(app.resolve_index(settings))
     info = {"path": str(data.path), **data.meta.to_json(), "n_documents": len({r.doc_id for r in data.records})}
     info["n_terms"] = data.bm25.n_terms
+    info.update(root)
+    # The IVF lists (built on first use, then cached outside the index) and the nprobe their
+    # calibration chose: the smallest reaching recall@10 0.95 against flat (spec/ivf.md).
+    ivf = app.open_index(data.path, settings).ivf()
+    info["ivf_nlist"], info["ivf_nprobe"] = ivf.nlist, ivf.default_nprobe
+    if ivf.calibration is not None and ivf.nlist:
+        from ragtui.core.search.ivf import CALIBRATION_K, CALIBRATION_QUERIES
+
+        info["ivf_calibration"] = {"recall": round(ivf.calibration[1], 4), "k": CALIBRATION_K,
+                                   "pseudo_queries": min(CALIBRATION_QUERIES, data.meta.n_chunks), "against": "flat"}
     if args.json:
         print(json_text(info, indent=1))
     else:

@@ -48,6 +48,7 @@ def run(args) -> int:
             progress=progress.update,
             replace=args.replace,
         )
+    app.remember_index(settings, index_id)  # the next search without --index means this one
     if args.json:
         print(json_text(report.to_json(), indent=1))
         _warn(report)

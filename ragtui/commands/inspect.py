@@ -17,11 +17,13 @@ import os
 import shlex
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from ragtui.app import list_indexes, resolve_index, settings_from
 from ragtui.core.citations import FRESH, Citation, Resolver, parse_refs, split_ref
 from ragtui.core.errors import NotFoundError, RagtuiError, UsageError
+from ragtui.core.index.records import fingerprint
 from ragtui.core.textsafe import json_text, neutralize
 
 __all__ = ["editor_argv", "register", "run"]
@@ -38,7 +40,8 @@ def register(sub, common) -> None:
         help="show a chunk's source lines and freshness; check an answer's citations",
         description="Show where chunks came from: the chunk, its document, path:start-end in the current "
         "source file, whether it is still fresh, and the source lines around it. A REF is a chunk_id "
-        "(docs/a.md#2), the short form INDEX#N (chunk N of that index), a citation string "
+        "(docs/a.md#2), the short form INDEX#N (row N of that index: positional, so it names another chunk "
+        "once documents are added or removed before it; cite the chunk_id to pin one), a citation string "
         "'[docs/a.md#2][docs/b.md#0]', a JSON list, or - to read any of those from stdin.",
     )
     p.add_argument("refs", nargs="+", metavar="REF", help="references to resolve (- reads them from stdin)")
@@ -47,6 +50,11 @@ def register(sub, common) -> None:
                    help="source lines shown around the chunk (default 3)")
     p.add_argument("--check", action="store_true",
                    help="verify citations: exit 0 only when every one resolves and is fresh; one report line each")
+    p.add_argument("--text", action="append", metavar="TEXT",
+                   help="with --check: the text the citation stood for (as search printed it; once per REF, in "
+                   "order); a chunk that now holds other text fails the check as 'replaced'")
+    p.add_argument("--fingerprint", action="append", metavar="SHA256",
+                   help="with --check: the fingerprint the citation stood for (once per REF, in order), as --text")
     p.add_argument("--open", action="store_true", help="open $VISUAL/$EDITOR at the first reference's first line")
     p.add_argument("--root", metavar="DIR", help="the folder that holds the ingested folder "
                    "(default: where ingest recorded it; required when nothing is recorded)")
@@ -65,11 +73,12 @@ def run(args) -> int:
         root = Path(args.root).expanduser().absolute()
         if not root.is_dir():
             raise UsageError(f"--root {args.root} is not a folder: give the folder that holds the ingested folder")
+    expected = _expectations(args, refs)
     outcomes = _resolve_all(settings_from(args), refs, root)
     if args.open:
         return _open(outcomes)
     if args.check:
-        return _check(outcomes, args.json)
+        return _check(outcomes, args.json, expected)
     code = 0
     out = _Output(sys.stdout)
     said: set[str] = set()
@@ -102,6 +111,32 @@ def _collect_refs(items: list[str]) -> list[str]:
         else:
             refs.append(item.strip())
     return refs
+
+
+def _expectations(args, refs: list[str]) -> list[tuple[str | None, str | None]]:
+    """(fingerprint, text) the caller expects of each reference (None: no expectation); checked against REFs."""
+    texts, prints = args.text or [], args.fingerprint or []
+    if (texts or prints) and not args.check:
+        raise UsageError("--text and --fingerprint say what a citation stood for: use them with --check")
+    for flag, given in (("--text", texts), ("--fingerprint", prints)):
+        if given and len(given) != len(refs):
+            raise UsageError(f"{flag} was given {len(given)} time(s) for {len(refs)} reference(s): give it once "
+                             "per reference, in the same order")
+    for fp in prints:
+        if len(fp) != 64 or any(c not in "0123456789abcdef" for c in fp.lower()):
+            raise UsageError(f"--fingerprint {fp!r} is not a fingerprint (64 hex digits, the SHA-256 of the chunk's text)")
+    return [(prints[i].lower() if prints else None, texts[i] if texts else None) for i in range(len(refs))]
+
+
+def _holds_expected(c: Citation, fp: str | None, text: str | None) -> bool | None:
+    """Whether the chunk still holds what the caller expected (None: nothing expected)."""
+    if fp is None and text is None:
+        return None
+    if fp is not None and c.record.fingerprint != fp:
+        return False
+    if text is not None and c.record.fingerprint != fingerprint(text):
+        return " ".join(text.split()) == " ".join(c.record.text.split())  # search's output may re-space it
+    return True
 
 
 def _index_for(ref: str, settings, names: list[str]) -> str:
@@ -140,7 +175,10 @@ def _resolve_all(settings, refs: list[str], root: Path | None) -> list[Outcome]:
             try:
                 # full=True: inspect checks every line of docs.jsonl, as info does.
                 cache = rag_root(settings.artifacts) / ".cache"
-                data = read_index(index_dir(settings.artifacts, index_id), cache_dir=cache)
+                path = index_dir(settings.artifacts, index_id)
+                if not os.path.lexists(path):  # NoIndex: names the indexes that do exist
+                    resolve_index(replace(settings, index=index_id), note=None)
+                data = read_index(path, cache_dir=cache)
                 opened[index_id] = Resolver(data, root)  # root None: the folder ingest recorded (or refuse)
             except RagtuiError as e:
                 opened[index_id] = e
@@ -170,11 +208,15 @@ def _error_line(error: RagtuiError) -> None:
 # -- --check ---------------------------------------------------------------------------------
 
 
-def _check(outcomes, as_json: bool) -> int:
+REPLACED = "replaced"
+"""--check's verdict for a chunk that no longer holds what --text/--fingerprint say the citation stood for."""
+
+
+def _check(outcomes, as_json: bool, expected: list[tuple[str | None, str | None]]) -> int:
     code = 0
     counts: dict[str, int] = {}
     out = _Output(sys.stdout)
-    for ref, result, _resolver in outcomes:
+    for (ref, result, _resolver), (fp, text) in zip(outcomes, expected, strict=True):
         if isinstance(result, RagtuiError):
             verdict = _verdict(result)
             code = max(code, result.exit_code)
@@ -182,17 +224,24 @@ def _check(outcomes, as_json: bool) -> int:
             record = {"ref": ref, "ok": False, "status": verdict, "error": detail, "exit_code": result.exit_code}
         else:
             verdict = result.status
+            holds = _holds_expected(result, fp, text)
+            detail = _where(result)
+            if holds is False:
+                verdict = REPLACED
+                detail = (f"{'row ' + str(result.row) if result.positional else ref} now holds {result.chunk_id} "
+                          f"(fingerprint {result.record.fingerprint[:12]}…), not the text cited")
+            elif holds is None and result.positional:
+                detail += f" (positional: cite {result.chunk_id} to pin the chunk, or pass --text/--fingerprint)"
             if verdict != FRESH:
                 code = max(code, 1)  # a stale citation fails the check like an unknown one
-            detail = _where(result)
-            record = {**result.to_json(), "ok": verdict == FRESH}
+            record = {**result.to_json(), "ok": verdict == FRESH, "status": verdict, "holds_expected": holds}
         counts[verdict] = counts.get(verdict, 0) + 1
         if as_json:
             out.json_line(record)
         else:
             out.plain(f"{verdict:<8} {neutralize(ref)}  {neutralize(detail)}")
     if not as_json:
-        order = ("fresh", "moved", "changed", "missing", "unknown", "error")
+        order = ("fresh", "moved", "changed", "missing", REPLACED, "unknown", "error")
         summary = ", ".join(f"{counts[k]} {k}" for k in order if counts.get(k))
         print(f"{len(outcomes)} citation(s): {summary}", file=sys.stderr)
     return code
@@ -283,7 +332,7 @@ class _Output:
         status = c.status
         if c.status != FRESH:
             status += f": {_where(c)}"
-        return [
+        fields = [
             ("index", f"{c.index_id} (chunk {c.row})"),
             ("document", r.doc_id),
             ("source", where),
@@ -291,6 +340,10 @@ class _Output:
             ("n_tokens", str(r.n_tokens)),
             ("fingerprint", r.fingerprint),
         ]
+        if c.positional:
+            fields.insert(1, ("reference", f"{c.ref} is positional (row {c.row} of the index today; it names "
+                                           f"another chunk once documents are added or removed): cite {c.chunk_id}"))
+        return fields
 
     def _plain(self, c: Citation, lines: list[str] | None, first_line: int) -> None:
         w = self.stream.write

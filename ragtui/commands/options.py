@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["add_folder_options", "add_rerank_options", "warn_truncation"]
+__all__ = ["add_folder_options", "add_ranking_options", "add_rerank_options", "warn_truncation"]
 
 
 def add_folder_options(p: argparse.ArgumentParser) -> None:
@@ -34,6 +34,28 @@ def add_rerank_options(p: argparse.ArgumentParser) -> None:
                    help="stop reranking a query after MS milliseconds and merge what was scored (default: no limit)")
     p.add_argument("--rerank-model", metavar="PRESET|DIR", default=argparse.SUPPRESS,
                    help="cross-encoder preset (ms-marco-minilm) or model folder (default: [rerank] model)")
+
+
+def add_ranking_options(p: argparse.ArgumentParser) -> None:
+    """The ranking flags of search and eval (spec/ranking.md); ``ragtui.app.search_params`` reads them.
+
+    Each overrides the same key of ``[search]`` in ragtui.toml; the defaults are the search's own.
+    """
+    g = p.add_argument_group("ranking (defaults: [search] in ragtui.toml, else spec/ranking.md)")
+    g.add_argument("--fusion", metavar="weighted|rrf", help="how hybrid fuses BM25 and the vectors (default: weighted)")
+    g.add_argument("--weight", type=float, metavar="W", help="weighted fusion: the lexical share, 0..1 (default: 0.6)")
+    g.add_argument("--rrf-k", type=float, metavar="K", help="rrf fusion: the rank offset, 0..1e6 (default: 60)")
+    g.add_argument("--depth", type=int, metavar="N",
+                   help="hybrid: candidates fused from each list, whatever -k (1..100000, default: 100)")
+    g.add_argument("--lexical", metavar="bm25doc|bm25", help="hybrid's lexical side (default: bm25doc)")
+    g.add_argument("--chunk-weight", type=float, metavar="X",
+                   help="bm25doc: a chunk's own BM25 added to its document's, 0..100 (default: 0.5)")
+    g.add_argument("--mmr", type=float, metavar="LAMBDA",
+                   help="diversify: MMR over chunk vectors, 0..1 (1: off; lower: more diverse)")
+    g.add_argument("--min-score", type=float, metavar="S",
+                   help="drop hits scoring below S (bm25: raw score; flat, ivf: cosine; hybrid: 0..1)")
+    g.add_argument("--merge", action=argparse.BooleanOptionalAction, default=None,
+                   help="merge neighbouring chunks of one document into one hit")
 
 
 def warn_truncation(embedder: object, max_tokens: int) -> None:

@@ -16,7 +16,7 @@ verdict. spec/citations.md is the normative description; in short:
   file whose real path leads out of the folder's real path gives
   ``path=None``, ``missing``. With no recorded folder and no ``root`` given,
   sources are not read at all (``UsageError``: pass ``--root``), never looked
-  for in the current directory. Files are read by ``walk.read_file``
+  for in the current directory. Files are read by ``reader.read_file``
   (``O_NONBLOCK``, regular files only, size-bounded, the opened descriptor
   checked to lie inside the folder).
 - The document's chunks are located in order (each search starts after the
@@ -47,13 +47,15 @@ from pathlib import Path
 from ragtui.core.errors import IndexFormatError, NotFoundError, StorageError, UsageError
 from ragtui.core.index.index_format import IndexData
 from ragtui.core.index.records import ChunkRecord
-from ragtui.core.ingest.walk import decode_document, read_file
+from ragtui.core.ingest.reader import decode_document, read_file
 from ragtui.core.textsafe import neutralize
 
 __all__ = [
     "STATUSES",
     "Citation",
+    "Label",
     "Resolver",
+    "parse_labels",
     "parse_refs",
     "resolve",
     "resolve_many",
@@ -92,6 +94,9 @@ class Citation:
     """Offset of the chunk's first character in the current decoded text (code points, BOM dropped)."""
     end_char: int | None
     """Offset just past the chunk's last character: ``source[start_char:end_char] == record.text``."""
+    positional: bool = False
+    """True when ``ref`` was the short form ``INDEX#N``: a row number, which names another chunk once the
+    index is rebuilt with documents added or removed before it (the chunk_id names this chunk for good)."""
 
     @property
     def chunk_id(self) -> str:
@@ -119,6 +124,7 @@ class Citation:
             "end_line": self.end_line,
             "start_char": self.start_char,
             "end_char": self.end_char,
+            "positional": self.positional,
         }
 
 
@@ -218,15 +224,21 @@ class Resolver:
 
     def row_of(self, ref: str) -> int:
         """The row ``ref`` names (exact chunk_id first, then the short form); raises as ``resolve``."""
+        return self._find(ref)[0]
+
+    def _find(self, ref: str) -> tuple[int, bool]:
+        """(row, positional): the row ``ref`` names and whether it named it by the short form ``INDEX#N``."""
         head, n = split_ref(ref)
         records = self.data.records
         row = records.find(ref)
         if row >= 0:
-            return row
+            return row, False
         index_id = self.data.meta.index_id
         if head == index_id:
             if n < len(records):
-                return n
+                return n, True
+            if len(records) == 0:
+                raise NotFoundError(f"index {index_id!r} is empty (it holds no chunk): there is no chunk {n}")
             raise NotFoundError(
                 f"index {index_id!r} has {len(records)} chunk(s) (0..{len(records) - 1}); there is no chunk {n}"
             )
@@ -235,7 +247,7 @@ class Resolver:
 
     def resolve(self, ref: str) -> Citation:
         """The ``Citation`` for ``ref`` (see the module docstring for the errors)."""
-        row = self.row_of(ref)
+        row, positional = self._find(ref)
         record = self.data.records[row]
         doc = self._doc(record, row)
         k = row - doc.first_row
@@ -244,14 +256,16 @@ class Resolver:
             start, status = doc.text.find(record.text), MOVED
         if start < 0 or doc.text is None:  # (a start >= 0 was found in the text)
             status = CHANGED if doc.present else MISSING
-            return Citation(ref, self.data.meta.index_id, row, record, doc.path, status, None, None, None, None)
+            return Citation(ref, self.data.meta.index_id, row, record, doc.path, status, None, None, None, None,
+                            positional)
         end = start + len(record.text)
         if doc.newlines is None:
             doc.newlines = [m.start() for m in re.finditer("\n", doc.text)]
         # A line is numbered by the "\n" before it, so CRLF counts once and a lone CR not at all.
         start_line = bisect_left(doc.newlines, start) + 1
         end_line = bisect_left(doc.newlines, max(start, end - 1)) + 1
-        return Citation(ref, self.data.meta.index_id, row, record, doc.path, status, start_line, end_line, start, end)
+        return Citation(ref, self.data.meta.index_id, row, record, doc.path, status, start_line, end_line, start, end,
+                        positional)
 
     def source_text(self, citation: Citation) -> str | None:
         """The decoded source text ``citation`` was located in, as this resolver read it.
@@ -261,6 +275,23 @@ class Resolver:
         """
         doc = self._docs.get(citation.doc_id)
         return None if doc is None else doc.text
+
+    def doc_citations(self, doc_id: str) -> list[Citation]:
+        """Every chunk of ``doc_id``, resolved in order ([] when the index holds no such document)."""
+        records = self.data.records
+        first = records.find(f"{doc_id}#0")
+        out: list[Citation] = []
+        row = first
+        while 0 <= row < len(records) and records[row].doc_id == doc_id:
+            out.append(self.resolve(records[row].chunk_id))
+            row += 1
+        return out
+
+    def chunks_at(self, doc_id: str, start_line: int, end_line: int) -> list[Citation]:
+        """The chunks of ``doc_id`` located (fresh or moved) on lines that meet ``start_line..end_line``."""
+        return [c for c in self.doc_citations(doc_id)
+                if c.start_line is not None and c.end_line is not None
+                and c.start_line <= end_line and start_line <= c.end_line]
 
     def _doc(self, record: ChunkRecord, row: int) -> _Doc:
         doc = self._docs.get(record.doc_id)
@@ -408,3 +439,47 @@ def parse_refs(text: str) -> list[str]:
     if found:
         return found
     return stripped.split()
+
+
+@dataclass(frozen=True)
+class Label:
+    """One citation an answer gives: ``[path:Lstart-Lend]`` (lines) or ``[chunk_id]``."""
+
+    text: str
+    """As written inside the brackets."""
+    doc_id: str
+    start_line: int | None
+    """None for a chunk_id citation."""
+    end_line: int | None
+    chunk_id: str | None
+    """Set for a chunk_id citation."""
+
+
+_LABEL_LINES = re.compile(r"^(?P<path>[^\[\]\r\n]+?):L(?P<a>[0-9]{1,9})(?:-L?(?P<b>[0-9]{1,9}))?$")
+_LABEL_CHUNK = re.compile(r"^(?P<path>[^\[\]\r\n\s]+?)#(?P<k>0|[1-9][0-9]{0,8})$")
+_BRACKETS = re.compile(r"\[([^\[\]\r\n]{1,4096})\]")
+MAX_LABELS = 1000
+"""The most citations read from one answer: a model that loops cannot make the check unbounded."""
+
+
+def parse_labels(text: str) -> list[Label]:
+    """The citations in an answer, in order: each bracketed ``path:Lstart-Lend`` (also ``path:Ln``,
+    ``path:Lstart-Lend``) or ``chunk_id``; several in one bracket may be separated by ``;`` or ``,``.
+    Bracketed text that is neither (``[1]``, a link's text) is not a citation.
+    """
+    out: list[Label] = []
+    for group in _BRACKETS.findall(text):
+        for part in re.split(r"\s*[;,]\s+|\s*;\s*", group.strip()):
+            part = part.strip()
+            m = _LABEL_LINES.match(part)
+            if m:
+                a = int(m["a"])
+                b = int(m["b"]) if m["b"] else a
+                out.append(Label(part, m["path"].strip(), a, b, None))
+            else:
+                m = _LABEL_CHUNK.match(part)
+                if m and "/" in m["path"]:
+                    out.append(Label(part, m["path"], None, None, part))
+            if len(out) >= MAX_LABELS:
+                return out
+    return out

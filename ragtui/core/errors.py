@@ -5,7 +5,7 @@ class to an exit code (spec/architecture.md) and prints ``str(error)`` as one li
 
     RagtuiError                       exit 2 unless a subclass says otherwise
     ├── UsageError                    bad arguments or bad input from the user (2)
-    │   └── QueryError                a query that cannot be searched (too long, not UTF-8); also a ValueError
+    │   └── QueryError                a query that cannot be searched (too long, not UTF-8, malformed); also a ValueError
     ├── NotFoundError                 nothing found, e.g. an unknown chunk_id (1)
     ├── IndexFormatError              an index file is malformed (3)
     │   └── (carries .path: the file, .problem: what is wrong)
@@ -13,7 +13,8 @@ class to an exit code (spec/architecture.md) and prints ``str(error)`` as one li
     ├── ModelMismatchError            the index was embedded by another model / dim (2)
     ├── StorageError                  an I/O failure while reading or publishing (3)
     │   └── LockedError               another writer holds the index lock (3)
-    └── EmbeddingError                the embedding backend failed (3)
+    ├── EmbeddingError                the embedding backend failed (3)
+    └── LLMError                      the chat model's server failed or answered nothing usable (3)
 
 Third-party exceptions (OSError, httpx errors, JSON errors) are wrapped at the
 boundary into one of these, with a message a user can act on.
@@ -27,6 +28,7 @@ __all__ = [
     "EmbeddingError",
     "IndexFormatError",
     "IndexMissingError",
+    "LLMError",
     "LockedError",
     "ModelMismatchError",
     "NotFoundError",
@@ -52,10 +54,12 @@ class UsageError(RagtuiError):
 class QueryError(UsageError, ValueError):
     """A query that cannot be searched: longer than the cap, or text that is not UTF-8.
 
-    Also a ``ValueError``, so API callers that validate input that way catch it.
+    Also a ``ValueError``, so API callers that validate input that way catch it. ``column`` is the
+    1-based character of the query where a syntax mistake was found (None when the whole query is at fault).
     """
 
     exit_code = 2
+    column: int | None = None
 
 
 class NotFoundError(RagtuiError):
@@ -105,5 +109,11 @@ class LockedError(StorageError):
 
 class EmbeddingError(RagtuiError):
     """The embedding backend failed or answered something unusable."""
+
+    exit_code = 3
+
+
+class LLMError(RagtuiError):
+    """The chat model's server (``ragtui ask``) failed, or answered something unusable."""
 
     exit_code = 3

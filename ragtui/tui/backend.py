@@ -29,6 +29,7 @@ __all__ = [
     "CompareOutcome",
     "IndexStats",
     "IvfInfo",
+    "NamedIndexMissing",
     "OnlyBrokenIndexes",
     "SearchOutcome",
     "SearchRequest",
@@ -173,6 +174,14 @@ class OnlyBrokenIndexes(IndexMissingError):
         self.broken = broken
 
 
+class NamedIndexMissing(IndexMissingError):
+    """The index asked for (--index) does not exist; ``names`` are the indexes that do."""
+
+    def __init__(self, message: str, names: list[str]) -> None:
+        super().__init__(message)
+        self.names = names
+
+
 def locate_index(settings: Settings, index_id: str | None) -> Path:
     """The directory of the index to open: ``index_id``, else the only one (``ragtui.app.resolve_index``'s choice).
 
@@ -184,6 +193,8 @@ def locate_index(settings: Settings, index_id: str | None) -> Path:
     try:
         return app_layer.resolve_index(replace(settings, index=index_id), note=None)
     except app_layer.NoIndex as e:
+        if index_id is not None and e.names:
+            raise NamedIndexMissing(str(e), e.names) from None
         if e.broken:
             raise OnlyBrokenIndexes(
                 f"no usable index under {settings.artifacts}/rag: {app_layer.broken_note(settings, e.broken)}", e.broken
@@ -192,8 +203,11 @@ def locate_index(settings: Settings, index_id: str | None) -> Path:
 
 
 def open_index(path: Path, settings: Settings) -> Retriever:
-    """Open and validate the index at ``path`` without an embedder (BM25 works at once)."""
-    return app_layer.open_index(path, settings)
+    """Open and validate the index at ``path`` without an embedder (BM25 works at once); it becomes the
+    index used last (``ragtui.app.remember_index``), which the next ``ragtui`` or ``ragtui search`` opens."""
+    retriever = app_layer.open_index(path, settings)
+    app_layer.remember_index(settings, path.name)
+    return retriever
 
 
 def resolved_ivf(retriever: Retriever) -> tuple[int, int]:
@@ -207,7 +221,7 @@ def resolved_ivf(retriever: Retriever) -> tuple[int, int]:
 def build_ivf(retriever: Retriever) -> IvfInfo:
     """Build (or load from the cache) the IVF lists of the retriever's current generation."""
     ivf = retriever.ivf()
-    return IvfInfo(ivf.nlist, ivf.params.nprobe, ivf.build_seconds, ivf.from_cache)
+    return IvfInfo(ivf.nlist, ivf.default_nprobe, ivf.build_seconds, ivf.from_cache)  # calibrated unless set
 
 
 def index_stats(retriever: Retriever, ivf_state: str) -> IndexStats:

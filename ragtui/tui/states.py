@@ -6,17 +6,27 @@ app keeps watching for the index to appear or be fixed.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["empty", "invalid", "missing", "several", "vectors_loading_reason"]
+__all__ = ["empty", "invalid", "missing", "root_flag", "several", "vectors_loading_reason"]
 
 vectors_loading_reason = "the embedder is still loading"
 
 
+def root_flag(artifacts: Path, artifacts_from: str) -> str:
+    """`` --artifacts DIR`` when the UI was pointed at a root other than the default, so a command
+    copied from a screen builds the index where this UI looks for it; "" for the default root."""
+    if artifacts_from.startswith("default"):
+        return ""
+    return f" --artifacts {shlex.quote(str(artifacts))}"
+
+
 def missing(artifacts: Path, watch: Path | None, index_id: str | None = None,
-            broken: Sequence[tuple[str, str]] = ()) -> tuple[str, str]:
-    """``broken``: (name, problem) of entries under rag/ that cannot be opened, named so they can be removed."""
+            broken: Sequence[tuple[str, str]] = (), names: Sequence[str] = (), root_flag: str = "") -> tuple[str, str]:
+    """``broken``: (name, problem) of entries under rag/ that cannot be opened, named so they can be removed;
+    ``names``: the indexes that exist when ``index_id`` is not one of them; ``root_flag``: ``root_flag()``."""
     note = ""
     if broken:
         listed = "\n".join(f"    {name}: {problem}" for name, problem in broken)
@@ -29,13 +39,18 @@ def missing(artifacts: Path, watch: Path | None, index_id: str | None = None,
             f"This screen opens the index as soon as it is published.{note}",
         )
     where = f"no index {index_id!r}" if index_id else "no index"
+    there = ""
+    if names:
+        there = f"The indexes there: {', '.join(names)} (press i to pick one, or start with --index ID).\n\n"
+    index_flag = f" --index {shlex.quote(index_id)}" if index_id else ""
     return (
         "No index yet",
         f"There is {where} under {artifacts}/rag.\n\n"
+        f"{there}"
         "Build one from a folder of documents:\n"
-        "    ragtui ingest ./docs\n"
+        f"    ragtui ingest ./docs{index_flag}{root_flag}\n"
         "or build it and keep it fresh while you search:\n"
-        "    ragtui --watch ./docs\n\n"
+        f"    ragtui{root_flag}{index_flag} --watch ./docs\n\n"
         "(--artifacts DIR or RAGTUI_ARTIFACTS picks another artifacts root.)\n"
         f"This screen opens the index as soon as it appears.{note}",
     )

@@ -203,8 +203,10 @@ class Workers:
         elif isinstance(error, IndexMissingError):
             self.index_state, self._bad_generation = "missing", None
             broken = error.broken if isinstance(error, backend.OnlyBrokenIndexes) else ()
-            self.main.show_notice("missing", *states.missing(self.settings.artifacts, self.watch_folder, self.index_id,
-                                                             broken=broken))
+            names = error.names if isinstance(error, backend.NamedIndexMissing) else ()
+            self.main.show_notice("missing", *states.missing(
+                self.settings.artifacts, self.watch_folder, self.index_id, broken=broken, names=names,
+                root_flag=states.root_flag(self.settings.artifacts, self.settings.artifacts_from)))
         else:
             self.index_state, self.index_problem = "invalid", message
             if self.index_path is not None:

@@ -180,6 +180,7 @@ class WatchAgent:
         self._fell_back = False
         self._paused = False
         self._backoff = 0.0
+        self._said_ready = False
         self._next_periodic: float | None = None
         self._writing = False
         self._last_sync: float | None = None
@@ -458,12 +459,22 @@ class WatchAgent:
             self._prepare()
 
     def _prepare(self) -> None:
-        """Have the index open before the first save needs it (a no-op once this process published)."""
+        """Have the index open before the first save needs it (a no-op once this process published).
+
+        The first time it is done, the agent says ``ready``: from then on a save is spliced
+        from memory (a save that comes earlier waits for the warm-up, or reads what it needs).
+        """
+        t0 = time.monotonic()
         try:
             # The warm-up only saves time later: a save already waiting goes first.
-            self._writer.prepare(warm_up=True, should_stop=self._buffer.has_work)
+            opened = self._writer.prepare(warm_up=True, should_stop=self._buffer.has_work)
         except Exception:  # noqa: BLE001 - it only saves time; the next sync reads what it needs itself
-            pass
+            opened = False
+        if not self._said_ready:
+            self._said_ready = True
+            how = "open in memory" if opened else "not opened ahead (the next save reads it)"
+            self._emit("ready", f"ready: index {self.index_id!r} {how}", warm=opened,
+                       seconds=round(time.monotonic() - t0, 3))
 
     def _sync(self, paths: list[str] | None) -> SyncReport:
         self._writing = False

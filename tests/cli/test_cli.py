@@ -77,6 +77,8 @@ def test_info(indexed):
     result = ragtui("info", "--artifacts", str(art), "--json")
     info = json.loads(result.stdout)
     assert info["n_chunks"] == 3 and info["embedding_model"].startswith("wordllama")
+    # The IVF default nprobe, calibrated (3 chunks: one list per chunk, every list probed).
+    assert info["ivf_nprobe"] == info["ivf_nlist"] and info["ivf_calibration"]["recall"] == 1.0
 
 
 @pytest.mark.parametrize(
@@ -103,7 +105,7 @@ def test_errors_are_one_line_with_exit_codes(indexed, args, code, needle):
     [
         (["--mode", "hybird"], "unknown mode 'hybird' (did you mean 'hybrid'?)"),
         (["--mode", "bm25", "--nprobe", "4"], "nprobe applies to ivf search, not bm25"),
-        (["--mode", "ivf", "--nprobe", "0"], "nprobe must be a whole number of at least 1"),
+        (["--mode", "ivf", "--nprobe", "0"], "--nprobe must be between 1 and the index's number of IVF lists"),
     ],
 )
 def test_search_arguments_are_checked_before_anything_loads(tmp_path, args, needle):

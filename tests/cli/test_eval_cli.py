@@ -67,19 +67,19 @@ def adi(tmp_path_factory):
     (d / "ADI.ALL").write_text(ADI_ALL)
     (d / "ADI.QRY").write_bytes(ADI_QRY.encode())
     (d / "ADI.REL").write_text(ADI_REL)
-    art = base / "art"
+    cache = base / "cache"  # module-scoped: the per-test XDG_CACHE_HOME is not set yet, so name it
     out = base / "k3.json"
-    result = ragtui("eval", str(d), "-k", "3", "--artifacts", str(art), "--json", str(out),
+    result = ragtui("eval", str(d), "-k", "3", "--cache", str(cache), "--json", str(out),
                     "--nprobe-sweep", "1,2")
     assert result.returncode == 0, result.stderr
-    return d, art, out, result
+    return d, cache, out, result
 
 
 def test_eval_collection(adi):
     _, art, out, result = adi
     report = json.loads(out.read_text())
     assert report["format"] == "ragtui-eval-report/1" and report["k"] == 3
-    assert list(report["modes"]) == ["flat", "ivf", "bm25", "hybrid"]
+    assert list(report["modes"]) == ["flat", "ivf", "bm25", "bm25doc", "hybrid"]
     assert report["dataset"]["n_queries"] == 3 and report["dataset"]["n_docs"] == 4
     prov = report["provenance"]
     assert prov["index_id"] == "eval-adi" and len(prov["index_fingerprint"]["files"]) == 4
@@ -97,7 +97,7 @@ def test_eval_collection(adi):
 def test_eval_reuses_index_and_compares(adi, tmp_path):
     d, art, first, _ = adi
     second = tmp_path / "again.json"
-    result = ragtui("eval", str(d), "-k", "3", "--modes", "bm25,hybrid", "--artifacts", str(art),
+    result = ragtui("eval", str(d), "-k", "3", "--modes", "bm25,hybrid", "--cache", str(art),
                     "--json", str(second))
     assert result.returncode == 0, result.stderr
     report = json.loads(second.read_text())
@@ -110,6 +110,34 @@ def test_eval_reuses_index_and_compares(adi, tmp_path):
     assert result.returncode == 0, result.stderr
     rows = json.loads(result.stdout)["rows"]
     assert [(r["mode_a"], r["mode_b"]) for r in rows] == [("bm25", "hybrid")]
+    # Any mode name a report holds can be named, not only the built-in modes.
+    renamed = json.loads(second.read_text())
+    renamed["modes"] = {"my variant": renamed["modes"]["hybrid"]}
+    third = tmp_path / "renamed.json"
+    third.write_text(json.dumps(renamed))
+    result = ragtui("eval", "--compare", f"{first}:bm25", f"{third}:my variant", "--json", "-")
+    assert result.returncode == 0, result.stderr
+    assert [(r["mode_a"], r["mode_b"]) for r in json.loads(result.stdout)["rows"]] == [("bm25", "my variant")]
+
+
+def test_eval_builds_in_the_cache_folder_not_the_artifacts_root(adi, tmp_path):
+    """Issue 15: eval's indexes went into the user's artifacts root, and `ragtui search` then found several."""
+    d = adi[0]
+    home, art = tmp_path / "home", tmp_path / "art"
+    docs = tmp_path / "notes"
+    docs.mkdir()
+    (docs / "tar.md").write_text("Extract a tar archive with tar -xf.\n")
+    env = {"HOME": str(home), "XDG_CACHE_HOME": str(home / "cache"), "XDG_DATA_HOME": str(home / "data"),
+           "XDG_STATE_HOME": str(home / "state")}
+    assert ragtui("ingest", str(docs), "--artifacts", str(art), env=env).returncode == 0
+    result = ragtui("eval", str(d), "-k", "3", "--modes", "bm25", "--artifacts", str(art), env=env)
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in (art / "rag").iterdir() if not p.name.startswith(".")) == ["notes"]
+    assert not (art / "eval").exists()
+    assert (home / "cache" / "ragtui" / "rag" / "eval-adi").is_dir()
+    assert (home / "cache" / "ragtui" / "eval" / "eval-adi" / "adi" / "1.txt").is_file()
+    search = ragtui("search", "tar", "--artifacts", str(art), env=env)
+    assert search.returncode == 0 and "notes/tar.md#0" in search.stdout, search.stderr
 
 
 def test_eval_native_dataset(tmp_path):

@@ -7,6 +7,9 @@ It serves REAL embeddings and tokens from the in-process wordllama embedder:
                           -> {"tokens": [...], "offsets": [[s, e], ...]} (raw, possibly overlapping)
     POST /tokenize        llama.cpp ({"content", "with_pieces"}), vLLM ({"prompt",
                           "return_token_strs"}) or TEI ({"inputs"}), told apart by the body
+    POST /extras/tokenize llama-cpp-python: {"input"} -> {"tokens": [ids]} (no offsets)
+    POST /extras/detokenize  {"tokens"} -> {"text"}; HTTP 500 when the bytes are not
+                          UTF-8, as llama-cpp-python does (/detokenize: llama.cpp's, {"content"})
 
 and a fault script: ``queue(Fault(...), ...)`` makes the next matching requests
 misbehave, one fault per request, in order. Every request is recorded in
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+import select
 import socket
 import sys
 import threading
@@ -45,6 +49,7 @@ FAULT_KINDS = (
     "bad_index",  # every item claims index 0
     "reorder",    # valid, but data listed in reverse order
     "no_pieces",  # tokenize answers ids only (no offsets / pieces / token_strs)
+    "per_token",  # a server without pooling: each embedding is a list of vectors, one per token
 )
 
 
@@ -87,6 +92,13 @@ class EmbedServer:
         self.hang_limit = hang_limit
         self.idle_timeout = idle_timeout
         self.tei_byte_offsets = False  # report TEI offsets in UTF-8 bytes instead of characters
+        self.hang_above_bytes: int | None = None
+        """Embedding requests whose inputs hold more UTF-8 bytes than this hang (a server too slow for them)."""
+        self.work_per_byte = 0.0
+        """Seconds of ``virtual_clock`` each embedded input byte costs (a one-slot server's work)."""
+        self._virtual = 0.0
+        self.abandoned = threading.Semaphore(0)
+        """Released once for each hanging request whose client closed the connection."""
         self._faults: deque[Fault] = deque()
         self._seen: list[Seen] = []
         self._lock = threading.Lock()
@@ -142,6 +154,11 @@ class EmbedServer:
         with self._lock:
             self._faults.extend(faults)
 
+    def virtual_clock(self) -> float:
+        """A clock that moves only by the work this server did (``work_per_byte``): inject it as ``monotonic``."""
+        with self._lock:
+            return self._virtual
+
     def release(self) -> None:
         self._release.set()
 
@@ -174,6 +191,8 @@ class EmbedServer:
         inputs = body["input"]
         if isinstance(inputs, str):
             inputs = [inputs]
+        with self._lock:
+            self._virtual += self.work_per_byte * sum(len(t.encode("utf-8")) for t in inputs)
         vectors = self.embedder.embed(inputs).tolist()
         kind = fault.kind if fault else None
         if kind == "wrong_dim":
@@ -182,6 +201,8 @@ class EmbedServer:
             vectors[0][0] = math.nan
         elif kind == "zero":
             vectors[0] = [0.0] * len(vectors[0])
+        elif kind == "per_token":
+            vectors = [[v, v] for v in vectors]
         data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
         if kind == "short":
             data = data[:-1]
@@ -194,9 +215,23 @@ class EmbedServer:
         return {"object": "list", "data": data, "model": self.model,
                 "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens}}
 
+    def detokenize(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        """What llama.cpp's detokenize gives for a SentencePiece vocab: the pieces' bytes, one leading space dropped."""
+        ids = body["tokens"]
+        vocab = self.embedder.tokenizer
+        raw = b"".join(_piece_bytes(vocab._tk.id_to_token(int(i)) or "") for i in ids)
+        raw = raw[1:] if raw.startswith(b" ") else raw
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return 500, {"error": {"message": str(exc), "type": "internal_server_error"}}
+        return 200, {"text": text} if path == "/extras/detokenize" else {"content": text}
+
     def tokenize(self, path: str, body: dict[str, Any], fault: Fault | None) -> Any:
         plain = fault is not None and fault.kind == "no_pieces"
         tok = self.embedder.tokenizer
+        if path == "/extras/tokenize":
+            return {"tokens": tok.encode(body["input"]).ids}
         if path == "/v1/tokenize":
             enc = tok.encode(body["input"])
             answer: dict[str, Any] = {"tokens": enc.ids}
@@ -230,13 +265,17 @@ class EmbedServer:
         return [out]
 
 
+def _piece_bytes(token: str) -> bytes:
+    # "▁" becomes a space, "<0xNN>" the raw byte.
+    if len(token) == 6 and token.startswith("<0x") and token.endswith(">"):
+        return bytes([int(token[3:5], 16)])
+    return token.replace("▁", " ").encode("utf-8")
+
+
 def _llamacpp_piece(token: str) -> str | list[int]:
     # What llama.cpp's common_token_to_piece gives for a SentencePiece vocab:
     # "▁" becomes a space, "<0xNN>" the raw byte; not-UTF-8 goes out as byte values.
-    if len(token) == 6 and token.startswith("<0x") and token.endswith(">"):
-        raw = bytes([int(token[3:5], 16)])
-    else:
-        raw = token.replace("▁", " ").encode("utf-8")
+    raw = _piece_bytes(token)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -303,13 +342,21 @@ class _Handler(BaseHTTPRequestHandler):
             return
         owner._record(Seen(self.path, body, dict(self.headers.items())))
         fault = owner._take_fault(self.path)
+        if (fault is None and self.path == "/v1/embeddings" and owner.hang_above_bytes is not None
+                and isinstance(body, dict) and isinstance(body.get("input"), list)
+                and sum(len(str(t).encode("utf-8")) for t in body["input"]) > owner.hang_above_bytes):
+            fault = Fault("hang")
         if fault is not None and self._transport_fault(fault):
             return
         try:
             if self.path == "/v1/embeddings":
                 answer = owner.embeddings(body, fault)
-            elif self.path in ("/v1/tokenize", "/tokenize"):
+            elif self.path in ("/v1/tokenize", "/tokenize", "/extras/tokenize"):
                 answer = owner.tokenize(self.path, body, fault)
+            elif self.path in ("/extras/detokenize", "/detokenize"):
+                status, answer = owner.detokenize(self.path, body)
+                self._json(status, answer)
+                return
             else:
                 self._json(404, {"error": {"message": f"File Not Found: {self.path}"}})
                 return
@@ -331,7 +378,6 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _transport_fault(self, fault: Fault) -> bool:
         """Act out ``fault`` if it is about the transport; True if the request is done."""
-        owner = self.server.owner
         if fault.kind == "status":
             message = fault.message
             if fault.echo_auth:
@@ -340,7 +386,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(fault.status, {"error": {"message": message, "type": "injected"}}, headers)
             return True
         if fault.kind == "hang":
-            owner._release.wait(owner.hang_limit)
+            self._hang()
             self.close_connection = True
             return True
         if fault.kind == "drop":
@@ -362,6 +408,21 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(payload)
             return True
         return False
+
+    def _hang(self) -> None:
+        """Wait for release (or hang_limit), watching whether the client closes the connection."""
+        owner = self.server.owner
+        waited = 0.0
+        while waited < owner.hang_limit and not owner._release.wait(0.05):
+            waited += 0.05
+            try:
+                ready, _, _ = select.select([self.connection], [], [], 0)
+                if ready and self.connection.recv(1, socket.MSG_PEEK) == b"":
+                    owner.abandoned.release()  # the client gave up and closed: stop "working"
+                    return
+            except OSError:
+                owner.abandoned.release()
+                return
 
     def _json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(payload).encode("utf-8")  # allow_nan: the "nan" fault needs NaN

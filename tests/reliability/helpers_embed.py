@@ -47,6 +47,7 @@ FAULTS = {
     "one embedding missing": lambda: [Fault("short")],
     "indexes that do not match the inputs": lambda: [Fault("bad_index")],
     "server hangs (client timeout)": lambda: [Fault("hang")] * 2,
+    "a vector per token (server without pooling)": lambda: [Fault("per_token")],
 }
 """name -> the faults the request after the first few healthy ones meets (enough for every retry)."""
 

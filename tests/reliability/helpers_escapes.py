@@ -216,8 +216,8 @@ def cli_surfaces(h: Hostile, name: str):
         _check(rc, out + err, (0,))
         assert json.loads(out)[0]["chunk_id"] == h.chunk_id
 
-    def several_error():
-        rc, out = run("search", h.marker, *art)
+    def several_error():  # with no memory of the index used last (the surfaces above used one): ask
+        rc, out = run("search", h.marker, *art, env={"XDG_STATE_HOME": str(h.base / "no-memory")})
         _check(rc, out, (2,), visible="several indexes")
         assert shown in out and "loop" in out, out
 
@@ -625,8 +625,8 @@ def run_broken(base: Path, kinds=None) -> tuple[Tally, str]:
             assert rc == 0 and "fresh" in out, (rc, out, err)
 
         def info_alone(art=alone, named=named):
-            rc, out, err = run3("info", "--artifacts", str(art))
-            assert rc == 1 and out == "" and named(err), (rc, out, err)
+            rc, out, err = run3("info", "--artifacts", str(art))  # no usable index: exit 2, as search
+            assert rc == 2 and out == "" and named(err) and err.startswith("ragtui: error: no index"), (rc, out, err)
 
         def search_alone(art=alone, named=named):
             rc, out, err = run3("search", "zqgood", "--artifacts", str(art))

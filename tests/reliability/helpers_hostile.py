@@ -17,7 +17,7 @@ import stat
 from pathlib import Path
 
 from ragtui.core.index.index_format import read_index
-from ragtui.core.ingest import walk
+from ragtui.core.ingest import reader
 from tests.reliability.helpers import Tally, write
 
 INDEXED = "indexed"
@@ -104,14 +104,14 @@ def build_hostile(root: Path, *, ten_mb_line: bool = True, devices: bool = True)
 
 
 class OpenRecorder:
-    """Records every path the document reader (``walk.read_file``) opens; use as a context manager.
+    """Records every path the document reader (``reader.read_file``) opens; use as a context manager.
 
     ``opened`` holds what each open really reached (the kernel's path of the descriptor).
     """
 
     def __init__(self, before=None) -> None:
         self.opened: list[str] = []
-        self._real = walk.read_file
+        self._real = reader.read_file
         self._before = before  # called with the path just before each read (to change the disk under it)
 
     def __enter__(self) -> OpenRecorder:
@@ -137,14 +137,14 @@ class OpenRecorder:
 
         import ragtui.core.ingest.scan as sync_mod
 
-        self._saved = (walk.read_file, sync_mod.read_file)
-        walk.read_file = sync_mod.read_file = read_file
+        self._saved = (reader.read_file, sync_mod.read_file)
+        reader.read_file = sync_mod.read_file = read_file
         return self
 
     def __exit__(self, *exc) -> None:
         import ragtui.core.ingest.scan as sync_mod
 
-        walk.read_file, sync_mod.read_file = self._saved
+        reader.read_file, sync_mod.read_file = self._saved
 
 
 def check_report(folder: Path, art: Path, report, expect: dict, recorder: OpenRecorder | None) -> list[str]:

@@ -125,3 +125,54 @@ async def test_a_vector_mode_chosen_while_the_embedder_loads_runs_once_it_is_rea
         assert "loading embedder" in str(app.main.query_one("#mode-params").render())
         gate.set()
         await wait_for(pilot, lambda: app.results.request.mode == "flat", "the flat search")
+
+
+async def test_no_index_suggests_the_artifacts_root_the_ui_was_started_with(tmp_path):
+    """Issue 15: the suggested `ragtui ingest ./docs` built the index where this UI does not look."""
+    from dataclasses import replace
+
+    from ragtui.config import Settings
+    from ragtui.tui.app import create_app
+    from ragtui.tui.history import QueryHistory
+
+    artifacts = tmp_path / "my artifacts"
+    app = make_app(artifacts)
+    async with app.run_test() as pilot:
+        await wait_for(pilot, lambda: app.index_state == "missing", "the missing state")
+        assert f"ragtui ingest ./docs --artifacts '{artifacts}'" in app.main.notice.body
+    default = replace(Settings(artifacts=artifacts), artifacts_from="default: /artifacts does not exist")
+    app = create_app(default, embedder_factory=lambda s: HashEmbedder(), debounce=0.0, poll_seconds=0.1,
+                     history=QueryHistory(None))
+    async with app.run_test() as pilot:
+        await wait_for(pilot, lambda: app.index_state == "missing", "the missing state")
+        assert "    ragtui ingest ./docs\n" in app.main.notice.body  # the default root needs no flag
+
+
+async def test_an_unknown_index_lists_the_indexes_that_exist(tmp_path):
+    artifacts, _folder = build_demo(tmp_path)
+    ingest(tmp_path / "src" / "demo", artifacts, index_id="other")
+    app = make_app(artifacts, index="nosuch")
+    async with app.run_test() as pilot:
+        await wait_for(pilot, lambda: app.index_state == "missing", "the missing state")
+        body = app.main.notice.body
+        assert "no index 'nosuch'" in body and "The indexes there: demo, other" in body
+        assert "ragtui ingest ./docs --index nosuch --artifacts" in body
+
+
+async def test_several_indexes_open_the_one_used_last_without_asking(tmp_path):
+    """app.resolve_index decides for the TUI too: the picker only when the choice is not clear."""
+    from ragtui import app as app_layer
+    from ragtui.config import Settings
+
+    artifacts, _folder = build_demo(tmp_path)
+    ingest(tmp_path / "src" / "demo", artifacts, index_id="other")
+    app = make_app(artifacts)
+    async with app.run_test() as pilot:  # nothing remembered, cwd outside both folders: ask
+        await wait_for(pilot, lambda: app.index_state == "choose", "the picker")
+        picker = app.screen
+        await wait_for(pilot, lambda: getattr(picker, "names", None) == ["demo", "other"], "the list")
+    app_layer.remember_index(Settings(artifacts=artifacts), "other")
+    app = make_app(artifacts)
+    async with app.run_test() as pilot:
+        await wait_for(pilot, lambda: app.index_state == "ready", "the index to open")
+        assert app.index_id == "other"

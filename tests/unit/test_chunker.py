@@ -144,6 +144,14 @@ def reference_chunks(doc: str, tok, max_tokens: int, overlap: int) -> list[Chunk
             r -= 1
         return r
 
+    def word_start(j: int) -> int:
+        p = content_start(j)
+        if p >= len(doc):
+            return 0
+        if p == 0 or doc[p - 1].isspace():
+            return 2
+        return 1 if doc[p].isalnum() and not doc[p - 1].isalnum() else 0
+
     def kind(j: int, start: int) -> int:
         e = spans[j][1]
         if e <= start:
@@ -196,7 +204,9 @@ def reference_chunks(doc: str, tok, max_tokens: int, overlap: int) -> list[Chunk
                 a_next = max(c + 1 - overlap, a + 1)
                 while a_next < n and content_start(a_next) <= start:
                     a_next += 1
-                a = a_next
+                # The first start after whitespace, else the first after punctuation.
+                best = max(range(a_next, c + 1), key=lambda j: (word_start(j), -j), default=None)
+                a = best if best is not None and word_start(best) > 0 else a_next
                 break
             if c == a:
                 a += 1
@@ -228,6 +238,19 @@ def check_invariants(doc: str, tok, chunks: list[Chunk], max_tokens: int, overla
             continue
         # Uncovered is allowed only for a token that cannot fit on its own.
         assert tok.count(doc[s2:e2]) > max_tokens, (s, e, part)
+    # Word-aligned starts: a chunk that does not open a word had no word start
+    # among the tokens it shares with the chunk before it.
+    def opens_word(p: int) -> int:  # 2 after whitespace, 1 after punctuation, else 0
+        if p == 0 or doc[p - 1].isspace():
+            return 2
+        return 1 if doc[p].isalnum() and not doc[p - 1].isalnum() else 0
+
+    content_starts = sorted({s + len(doc[s:]) - len(doc[s:].lstrip()) for s, _ in spans})
+    for prev, nxt in zip(chunks, chunks[1:]):
+        if opens_word(nxt.start) == 2:
+            continue
+        shared = [p for p in content_starts if nxt.start <= p < prev.end]
+        assert max(map(opens_word, shared), default=0) <= opens_word(nxt.start), (prev, nxt)
     disjoint = all(s < e for s, e in spans) and all(
         e <= s2 for (_, e), (s2, _) in zip(spans, spans[1:])
     )
@@ -335,6 +358,25 @@ def test_overlap_is_exact_without_breaks():
 
 
 # --- edge cases --------------------------------------------------------------
+
+
+def test_chunks_start_at_words_when_the_overlap_holds_one():
+    # Tokens are pieces of at most 3 letters, so most windows would begin mid-word.
+    doc = " ".join(f"word{i:03d}xyz" for i in range(200))
+    tok = RegexTokenizer(r"[a-z]{1,3}|\d{1,3}")
+    chunks = chunk_text(doc, tok, 24, 8)
+    assert len(chunks) > 10
+    assert all(c.start == 0 or doc[c.start - 1] == " " for c in chunks)
+    check_invariants(doc, tok, chunks, 24, 8)
+    assert chunks == reference_chunks(doc, tok, 24, 8)
+
+
+def test_no_word_start_in_the_overlap_keeps_the_overlap():
+    # One long word: there is no word start to move to; windows overlap exactly.
+    doc = "x" * 300
+    tok = RegexTokenizer(r"x{1,3}")
+    chunks = chunk_text(doc, tok, 10, 4)
+    assert [c.start for c in chunks[:3]] == [0, 18, 36]
 
 
 @pytest.mark.parametrize("doc", ["", " ", "\n\n\t \r\n", "\u3000\u00a0"])

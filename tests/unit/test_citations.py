@@ -248,7 +248,7 @@ def test_citation_json_has_every_field(corpus):
     _folder, _art, data = corpus
     obj = resolve(data, "docs#0").to_json()
     assert set(obj) == {"ref", "index_id", "row", "chunk_id", "doc_id", "source", "uri", "text", "n_tokens",
-                        "fingerprint", "path", "status", "start_line", "end_line", "start_char", "end_char"}
+                        "fingerprint", "path", "status", "start_line", "end_line", "start_char", "end_char", "positional"}
 
 
 # -- safety: nothing outside the indexed folder is read -------------------------------------
@@ -400,7 +400,7 @@ def test_ordered_search_finds_every_chunk_of_an_unchanged_document(tmp_path_fact
 @pytest.mark.parametrize("window", [(256, 32), (64, 8)])
 def test_every_chunk_of_a_real_corpus_is_found_where_the_chunker_put_it(tmp_path, window):
     """On real documents the ordered search reports the chunker's own offsets for every chunk."""
-    from ragtui.core.ingest.walk import decode_document
+    from ragtui.core.ingest.reader import decode_document
     from tests.conftest import shared_data
 
     folder = shared_data("corpora", "python-docs")

@@ -50,9 +50,18 @@ def put(path: Path, text: str) -> Path:
         ("[ivf]\nnprobe = true\n", "ivf.nprobe must be a whole number (got true)"),
         ("[embedder]\ntimeout = '5'\n", 'embedder.timeout must be a number (got "5")'),
         ("[embedder]\nmodel = 3\n", "embedder.model must be a string (got 3)"),
+        ("[embedder]\nadaptive = 'no'\n", 'embedder.adaptive must be true or false (got "no")'),
         ("index = ['a']\n", 'index must be a string (got ["a"])'),
         ("chunker = 3\n", "chunker must be a table"),
         ("[chunker]\nmax_tokens = 0\n", "chunker.max_tokens must be ≥ 1 (got 0)"),
+        ("[search]\nwieght = 0.5\n", "unknown key search.wieght (did you mean search.weight?)"),
+        ("[search]\nrrfk = 10\n", "unknown key search.rrfk (did you mean search.rrf_k?)"),
+        ("[search]\nweight = 1.5\n", "search.weight must be from 0 to 1 (got 1.5)"),
+        ("[search]\nfusion = 'rfr'\n", "search.fusion must be one of rrf, weighted (got 'rfr') (did you mean 'rrf'?)"),
+        ("[search]\ndepth = 0\n", "search.depth must be a whole number from 1 to 100000 (got 0)"),
+        ("[search]\nmmr = 2\n", "search.mmr must be from 0 to 1 (got 2)"),
+        ("[search]\nmerge = 1\n", "search.merge must be true or false (got 1)"),
+        ("[search]\nlexical = 'bm52'\n", "search.lexical must be one of bm25doc, bm25"),
     ],
 )
 def test_typos_and_wrong_types_name_the_file_the_key_and_the_nearest_key(dirs, text, words):
@@ -72,15 +81,20 @@ def test_the_users_config_is_checked_the_same_way(dirs):
 
 def test_every_valid_key_is_accepted(dirs):
     user, _project = dirs
-    values = {"a string": '"x"', "a whole number": "2", "a number": "1.5", "a list of strings": "[]"}
+    values = {"a string": '"x"', "a whole number": "2", "a number": "1.5", "a list of strings": "[]",
+              "true or false": "true"}
+    # [search] values are checked against their ranges at load: valid ones.
+    search = {"fusion": '"rrf"', "lexical": '"bm25"', "weight": "0.5", "mmr": "0.5", "chunk_weight": "1.5"}
     lines = [f"{k} = {values[v]}" for k, v in SCHEMA.items() if not isinstance(v, dict)]
     for table, keys in SCHEMA.items():
         if isinstance(keys, dict):
             lines.append(f"[{table}]")
-            lines += [f"{k} = {values[v]}" for k, v in keys.items()]
+            lines += [f"{k} = {search.get(k) if table == 'search' and k in search else values[v]}"
+                      for k, v in keys.items()]
     put(user, "\n".join(lines) + "\n")
     s = load_settings({})
     assert s.max_tokens == 2 and s.nprobe == 2 and s.embedder["timeout"] == 1.5
+    assert s.search["fusion"] == "rrf" and s.search["depth"] == 2 and s.search["merge"] is True
 
 
 def test_the_embedder_keys_are_exactly_the_embedders_options():
@@ -91,7 +105,7 @@ def test_the_embedder_keys_are_exactly_the_embedders_options():
     params = set()
     for cls in (HTTPEmbedder, OnnxEmbedder, WordLlamaEmbedder):
         params |= set(inspect.signature(cls.__init__).parameters) - {"self"}
-    not_settable = {"transport", "sleep", "clock", "random", "tokenizer"}  # objects, for tests and callers
+    not_settable = {"transport", "sleep", "clock", "random", "monotonic", "tokenizer"}  # objects, for tests and callers
     assert set(SCHEMA["embedder"]) == (params - not_settable) | {"kind"}
     assert TRUSTED_ONLY <= set(SCHEMA["embedder"])
 

@@ -124,6 +124,36 @@ def test_cisi_like(tmp_path):
     assert ds.docs["1"] == "Dewey Decimal\n\nA history of the DDC."  # .X cross-references are not text
 
 
+def test_medline_layout_trec_judgments_and_padding(tmp_path):
+    d = tmp_path / "med"
+    d.mkdir()
+    pad = lambda line: line.ljust(72)  # noqa: E731 - MED.ALL pads every line to 72 columns
+    docs = [".I 1", ".W", "correlation between maternal and fetal plasma levels", "of glucose .",
+            ".I 2", ".W", "renal failure in children ."]
+    (d / "MED.ALL").write_text("\n".join(pad(x) for x in docs) + "\n")
+    (d / "MED.QRY").write_text(".I 1\n.W\nglucose in the fetus\n.I 2\n.W\nchildren kidneys\n.I 3\n.W\nnothing\n")
+    (d / "MED.REL").write_text("1 0 1 1\n2 0 2 1\n2 0 1 0\n3 0 2 0\n")
+    ds = load_dataset(d)
+    assert ds.kind == "medline" and detect_kind(d) == "medline"
+    assert ds.docs["1"] == "correlation between maternal and fetal plasma levels\nof glucose ."  # no padding
+    assert ds.qrels == {"1": {"1": 1.0}, "2": {"2": 1.0}}  # gain 0 is not relevant; query 3 has none
+    assert any("TREC" in n for n in ds.notes)
+    (d / "MED.REL").write_text("1 0 1 x\n")
+    with pytest.raises(UsageError, match=r"MED.REL:1: gain 'x' is not a number"):
+        load_dataset(d)
+
+
+def test_trec_judgments_in_a_smart_folder_and_cisi_columns_are_not_trec(tmp_path):
+    d = tmp_path / "adi"
+    d.mkdir()
+    (d / "ADI.ALL").write_text(".I 1\n.W\nfirst\n.I 2\n.W\nsecond\n")
+    (d / "ADI.QRY").write_text(".I 1\n.W\nq one\n")
+    (d / "ADI.REL").write_text("1 0 2 2\n")  # TREC: document 2, gain 2
+    assert load_dataset(d).qrels == {"1": {"2": 2.0}}
+    (d / "ADI.REL").write_text("1   2   0   0.000000   \n1   1   0   0.000000\n")  # ADI's own: doc 2 and 1
+    assert load_dataset(d).qrels == {"1": {"2": 1.0, "1": 1.0}}
+
+
 def test_parse_smart_fields():
     recs, notes = parse_smart(".I 67\n.T\nsame title .\n.A\nJ\n.T\n same title .\n.W\nbody\n", "ADI.ALL")
     assert recs == [("67", {"T": "same title .", "A": "J", "W": "body"})]  # an identical repeat is dropped
@@ -157,6 +187,17 @@ def test_beir(tmp_path):
     assert ds.queries == {"q1": "alpha?"}  # q2 judged but not relevant, q3 not judged
     assert ds.qrels == {"q1": {"d1": 1.0, "d2": 2.0}}
     assert len(ds.notes) == 2
+
+
+@pytest.mark.parametrize(
+    "qrels",
+    ["q1 0 d1 1\nq1 0 d2 2\nq2 0 d2 0\n", "q1\t0\td1\t1\nq1\tQ0\td2\t2\nq2\t0\td2\t0\n",
+     "query-id\titer\tcorpus-id\tscore\nq1 0 d1\t1\nq1 0 d2\t2\n"],
+    ids=["spaces", "tabs", "header-and-mixed"],
+)
+def test_beir_reads_trec_four_column_qrels(tmp_path, qrels):
+    ds = load_dataset(_beir(tmp_path, qrels), split="train")
+    assert ds.qrels == {"q1": {"d1": 1.0, "d2": 2.0}}
 
 
 def test_beir_errors(tmp_path):

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from ragtui.core.embedders import Tokenizer, empty_text_vector, make_embedder
 from ragtui.core.embedders._transport import parse_retry_after
-from ragtui.core.embedders.http import HTTPEmbedder, plan_batches
+from ragtui.core.embedders.http import HTTPEmbedder, Pace, plan_batches
 from ragtui.core.embedders.http_tokenizer import align_pieces, vocab_piece_candidates
 from ragtui.core.embedders.wordllama import WordLlamaEmbedder
 from ragtui.core.errors import EmbeddingError, UsageError
@@ -89,6 +89,7 @@ def make(server, local, clock):
         options.setdefault("clock", clock.time)
         options.setdefault("jitter", 0.0)
         options.setdefault("timeout", 10.0)
+        options.setdefault("adaptive", False)  # fixed batches: the adaptive pace has its own tests
         e = HTTPEmbedder(**options)
         made.append(e)
         return e
@@ -123,7 +124,7 @@ def test_server_in_a_separate_process(local):
         line = proc.stdout.readline()
         assert line.startswith("PORT "), line
         url = f"http://127.0.0.1:{int(line.split()[1])}"
-        with HTTPEmbedder(url, local.model, tokenize_style="llama.cpp") as e:
+        with HTTPEmbedder(url, local.model, tokenize_style="llama.cpp", adaptive=False) as e:
             np.testing.assert_allclose(e.embed(TEXTS), local.embed(TEXTS), atol=1e-6)
             assert e.tokenizer.spans(TEXTS[3]) == local.tokenizer.spans(TEXTS[3])
         seen = httpx.get(url + "/_admin/seen").json()
@@ -436,6 +437,8 @@ def _shared_local() -> WordLlamaEmbedder:
 @pytest.mark.parametrize("style", STYLES)
 def test_spans_unavailable_is_a_clear_error(make, server, style):
     server.queue(Fault("no_pieces"))
+    # llama.cpp's server without pieces would still give spans by decoding; one without /detokenize cannot.
+    server.queue(*[Fault("status", status=404, path="/detokenize")] * 4)
     tok = make(tokenize_style=style).tokenizer
     with pytest.raises(EmbeddingError, match="spans are unavailable.*tokenizer_file"):
         tok.spans("hello there")
@@ -488,6 +491,9 @@ def test_base64_embeddings_are_decoded():
     ({"data": [{"index": 0, "embedding": [1, "x"]}]}, "not lists of numbers"),
     ({"data": [{"index": 0, "embedding": []}]}, "not lists of numbers"),
     ({"data": [{"index": 5, "embedding": [1.0]}]}, "index 5"),
+    # A server without pooling: a vector per token (llama.cpp, llama-cpp-python).
+    ({"data": [{"index": 0, "embedding": [[1.0, 2.0], [3.0, 4.0]]}]},
+     r"one per token.*--pooling mean.*llama\.pooling_type=int:1"),
 ])
 def test_malformed_answers(answer, match):
     with pytest.raises(EmbeddingError, match=match):
@@ -512,8 +518,13 @@ def test_transport_errors_are_retried_then_succeed():
         return httpx.Response(200, json={"data": [{"index": 0, "embedding": [1.0, 0.0]}]})
 
     slept = []
-    assert mock(handler, sleep=slept.append, jitter=0).embed(["a"]).tolist() == [[1.0, 0.0]]
+    assert mock(handler, sleep=slept.append, jitter=0, adaptive=False).embed(["a"]).tolist() == [[1.0, 0.0]]
     assert len(calls) == 3 and slept == [0.5, 1.0]
+    # Adaptive (the default): a timeout is not waited for but sent again at once, in a smaller batch.
+    calls.clear()
+    slept.clear()
+    assert mock(handler, sleep=slept.append, jitter=0).embed(["a"]).tolist() == [[1.0, 0.0]]
+    assert len(calls) == 3 and slept == [0.5]
 
 
 def test_redirect_is_reported_not_followed():
@@ -551,3 +562,208 @@ def test_options_are_validated():
             HTTPEmbedder("http://x.invalid", "m", **bad)
     with pytest.raises(UsageError, match="model"):
         HTTPEmbedder("http://x.invalid", "")
+
+
+# --- the adaptive pace ----------------------------------------------------------------
+
+WORDS = [f"text number {i} " + "lorem ipsum " * (i % 7) for i in range(200)]
+
+
+def estimated(texts) -> int:
+    return sum(len(t.encode("utf-8")) + 1 for t in texts)
+
+
+def test_pace_starts_small_and_grows_to_the_maxima(local):
+    """Answers that take no time at all (a virtual clock that never moves): the pace grows to every maximum, never past."""
+    with EmbedServer(local) as srv:
+        e = HTTPEmbedder(srv.url, local.model, batch_size=16, max_batch_tokens=2048, concurrency=3,
+                         monotonic=srv.virtual_clock)
+        with e:
+            np.testing.assert_allclose(e.embed(WORDS), local.embed(WORDS), atol=1e-6)
+            assert (e.pace.batch_tokens, e.pace.concurrency) == (2048, 3)
+            assert e.pace.timeouts == 0
+        bodies = srv.seen_bodies(EMB)
+        assert estimated(bodies[0]["input"]) <= Pace.START_TOKENS
+        for body in bodies:
+            assert len(body["input"]) <= 16
+            assert len(body["input"]) == 1 or estimated(body["input"]) <= 2048
+
+
+def test_pace_holds_where_answers_take_a_quarter_to_half_the_timeout(local):
+    """A one-slot server doing 1 byte in 1 ms against a 4-second timeout: batches settle between 1 and 2 seconds of work."""
+    with EmbedServer(local) as srv:
+        srv.work_per_byte = 0.001
+        with HTTPEmbedder(srv.url, local.model, timeout=4.0, monotonic=srv.virtual_clock) as e:
+            e.embed(WORDS)
+            assert e.pace.timeouts == 0 and e.pace.concurrency == 1
+            assert 1000 <= e.pace.batch_tokens <= 2048 + len(WORDS[-1])
+        sizes = [estimated(b["input"]) for b in srv.seen_bodies(EMB)]
+        assert max(sizes) <= 2048 + 2 * max(map(len, WORDS))
+
+
+def test_pace_shrinks_on_timeouts_and_succeeds(local):
+    """A server that never answers requests over 1,500 bytes: each text still gets its vector, after few timeouts."""
+    with EmbedServer(local) as srv:
+        srv.hang_above_bytes = 1500
+        with HTTPEmbedder(srv.url, local.model, timeout=0.3, monotonic=srv.virtual_clock) as e:
+            np.testing.assert_allclose(e.embed(WORDS), local.embed(WORDS), atol=1e-6)
+            first_timeouts = e.pace.timeouts
+            assert 1 <= first_timeouts <= 2
+            assert e.pace.batch_tokens <= 1500
+            e.embed(WORDS)  # the ceiling learnt stays: no more timeouts
+            assert e.pace.timeouts == first_timeouts
+        assert srv.abandoned.acquire(timeout=10)  # the abandoned request's connection was closed
+
+
+def test_a_text_that_always_times_out_fails_with_advice(local):
+    with EmbedServer(local) as srv:
+        srv.hang_above_bytes = 0
+        with HTTPEmbedder(srv.url, local.model, timeout=0.3, retries=1) as e, \
+                pytest.raises(EmbeddingError) as info:
+            e.embed(["one", "two"])
+        msg = str(info.value)
+        assert "no answer within 0.3s" in msg and "raise timeout" in msg
+        assert len(srv.seen_bodies(EMB)) <= 4  # [one, two], then [one] twice
+
+
+def test_a_failed_call_closes_the_requests_still_in_flight(local):
+    with EmbedServer(local) as srv:
+        srv.queue(Fault("hang", path=EMB), Fault("status", status=400, message="bad input", path=EMB))
+        with HTTPEmbedder(srv.url, local.model, batch_size=1, concurrency=2, adaptive=False) as e, \
+                pytest.raises(EmbeddingError, match="bad input"):
+            e.embed(["one", "two"])
+        assert srv.abandoned.acquire(timeout=10)
+
+
+def test_embed_parts_yields_each_text_once(make, local):
+    e = make(batch_size=3, concurrency=2)
+    texts = ["a", "", "b c", "d", "e", "", "f"]
+    seen: list[int] = []
+    for positions, rows in e.embed_parts(texts):
+        seen.extend(positions)
+        np.testing.assert_allclose(rows, local.embed([texts[i] for i in positions]), atol=1e-6)
+    assert sorted(seen) == [0, 2, 3, 4, 6]
+
+
+# --- spans by decoding (llama-cpp-python: ids without offsets) ------------------------
+
+def _decoded_spans_agree(text: str, spans, local) -> None:
+    """Spans tile the text, one per local token, and each holds its token's text (less the space SentencePiece drops)."""
+    assert len(spans) == local.tokenizer.count(text)
+    if not text:
+        return
+    assert spans[0][0] == 0 and spans[-1][1] == len(text)
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+    enc = local.tokenizer.encode(text)
+    for (s, e), token in zip(spans, enc.tokens):
+        if s < e and not (token.startswith("<0x") and token.endswith(">")):
+            assert text[s:e].strip() == token.replace("\u2581", " ").strip() or text[s:e].isspace(), (text, s, e, token)
+
+
+@pytest.mark.parametrize("style", ["llama-cpp-python", "llama.cpp"])
+def test_spans_by_decoding_when_the_server_gives_ids_only(make, server, local, style):
+    tok = make(tokenize_style=style).tokenizer
+    for text in TEXTS:
+        if style == "llama.cpp":
+            server.queue(Fault("no_pieces", path="/tokenize"))
+        _decoded_spans_agree(text, tok.spans(text), local)
+        assert tok.count(text) == local.tokenizer.count(text)
+    # A character made of byte tokens is decoded as a group: the emoji's four bytes give one span.
+    spans = tok.spans("emoji 😀")
+    assert [(s, e) for s, e in spans if s < e][-1] == (6, 7)
+    # Single tokens are decoded once and remembered.
+    before = len(server.seen_bodies(DETOK := {"llama-cpp-python": "/extras/detokenize", "llama.cpp": "/detokenize"}[style]))
+    tok.spans(TEXTS[0])
+    assert len(server.seen_bodies(DETOK)) == before
+
+
+@settings(max_examples=40, deadline=None)
+@given(text=st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\u2581"), max_size=30))
+def test_spans_by_decoding_property(text):
+    from ragtui.core.embedders.http_tokenizer import align_by_decoding
+
+    local = _shared_local()
+    vocab = local.tokenizer._tk
+
+    def decode(ids):
+        raw = b"".join(b"".join([bytes([int(t[3:5], 16)])]) if t.startswith("<0x") and len(t) == 6
+                       else t.replace("\u2581", " ").encode() for t in map(vocab.id_to_token, ids))
+        raw = raw[1:] if raw.startswith(b" ") else raw
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+
+    ids = local.tokenizer.encode(text).ids
+    _decoded_spans_agree(text, align_by_decoding(text, ids, lambda i: decode([i]), decode), local)
+
+
+def test_special_token_spelling_goes_to_the_token_that_decodes_to_nothing():
+    from ragtui.core.embedders.http_tokenizer import align_by_decoding
+
+    # llama-cpp-python parses "<|im_start|>" as one special token (id 1), which decodes to "".
+    pieces = {7: "Hello", 1: "", 8: " é"}
+    text = "Hello<|im_start|> é"
+    spans = align_by_decoding(text, [7, 1, 8], pieces.get, lambda ids: "".join(pieces[i] for i in ids))
+    assert [text[s:e] for s, e in spans] == ["Hello", "<|im_start|>", " é"]
+    with pytest.raises(EmbeddingError, match="does not match the text.*tokenizer_file"):
+        align_by_decoding("Hello there", [7, 8], pieces.get, lambda ids: None)
+
+
+def test_special_token_spellings_at_the_end_and_in_a_row():
+    from ragtui.core.embedders.http_tokenizer import align_by_decoding
+
+    pieces = {7: "Hello", 1: "", 2: ""}
+    text = "Hello <|a|><|b|>"
+    spans = align_by_decoding(text, [7, 1, 2], pieces.get, lambda ids: "".join(pieces[i] for i in ids))
+    assert [text[s:e] for s, e in spans] == ["Hello ", "<|a|>", "<|b|>"]
+
+
+def test_the_defaults_suit_a_one_slot_server_at_200_tokens_a_second(local):
+    """~800 bytes/s (200 English tokens/s), one request at a time; a request over 30 s of work would hang."""
+    texts = [f"document {i}: " + "The quick brown fox jumps over the lazy dog. " * 20 for i in range(120)]
+    with EmbedServer(local) as srv:
+        srv.work_per_byte = 1 / 800
+        srv.hang_above_bytes = 30 * 800
+        with HTTPEmbedder(srv.url, local.model, monotonic=srv.virtual_clock) as e:  # every option at its default
+            np.testing.assert_allclose(e.embed(texts), local.embed(texts), atol=1e-6)
+            assert e.pace.timeouts == 0 and e.pace.concurrency == 1
+        bodies = srv.seen_bodies(EMB)
+        work = [estimated(b["input"]) / 800 for b in bodies]
+        assert max(work) <= 0.5 * 30 and len(bodies[0]["input"]) == 1  # none over half the timeout; a small start
+
+
+def test_closing_embed_parts_early_abandons_the_requests_in_flight(local):
+    with EmbedServer(local) as srv:
+        srv.queue(Fault("hang", path=EMB))  # whichever of the two requests comes first never answers
+        with HTTPEmbedder(srv.url, local.model, batch_size=1, concurrency=2, adaptive=False) as e:
+            parts = e.embed_parts(["one", "two"])
+            positions, rows = next(parts)
+            assert len(positions) == 1 and rows.shape == (1, 256)
+            parts.close()
+            assert srv.abandoned.acquire(timeout=10)
+            np.testing.assert_allclose(e.embed(["three"]), local.embed(["three"]), atol=1e-6)  # still usable
+
+
+def test_a_passing_stall_does_not_lower_the_pace_for_good(local):
+    """One request hangs (a stall), then the server is fast again: the pace climbs back to the maxima."""
+    texts = [f"text {i} " + "lorem ipsum " * 40 for i in range(400)]
+    with EmbedServer(local) as srv:
+        with HTTPEmbedder(srv.url, local.model, timeout=0.3, batch_size=64, max_batch_tokens=8192,
+                          concurrency=1, monotonic=srv.virtual_clock) as e:
+            e.embed(texts[:8])  # the pace has grown past its start
+            srv.queue(Fault("hang", path=EMB))
+            e.embed(texts)
+            assert e.pace.timeouts == 1
+            stalled_ceiling = e.pace.token_ceiling
+            assert stalled_ceiling < 8192
+            e.embed(texts)
+            assert e.pace.token_ceiling > stalled_ceiling and e.pace.timeouts == 1
+
+
+def test_a_missing_tokenize_endpoint_names_each_servers_style(make, server):
+    tok = make(tokenize_style="llama.cpp", tokenize_path="/nowhere").tokenizer
+    with pytest.raises(EmbeddingError) as info:
+        tok.count("hello")
+    msg = str(info.value)
+    assert "HTTP 404" in msg and "/extras/tokenize ('llama-cpp-python')" in msg and "tokenizer_file" in msg

@@ -249,8 +249,13 @@ def test_compare_reports():
     c = _fake_report([0.5, 0.5], mode="hybrid")
     out = compare_reports(a, c, pairs=[("bm25", "hybrid")])
     assert out["rows"][0]["n_queries"] == 2 and any("common queries" in n for n in out["notes"])
-    with pytest.raises(UsageError, match="no mode in common"):
-        compare_reports(a, c)
+    # No mode in common (e.g. a variant named differently): every mode of A against every mode of B.
+    out = compare_reports(a, c)
+    assert [(r["mode_a"], r["mode_b"]) for r in out["rows"]] == [("bm25", "hybrid")]
+    d = _fake_report([0.5, 0.5], mode="bm25-doc")
+    d["modes"]["hybrid+w0.3"] = d["modes"]["bm25-doc"]
+    out = compare_reports(a, d)
+    assert [(r["mode_a"], r["mode_b"]) for r in out["rows"]] == [("bm25", "bm25-doc"), ("bm25", "hybrid+w0.3")]
     with pytest.raises(UsageError, match="different k"):
         compare_reports(a, _fake_report([0.1], k=100))
     with pytest.raises(UsageError, match="no mode 'flat'"):

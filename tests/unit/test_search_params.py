@@ -47,11 +47,17 @@ def _refused(retriever, match: str, *args, **kwargs) -> None:
         ("hybrid", {"rrf_k": 10}, r"rrf_k applies to rrf fusion, not weighted"),  # weighted is the default
         ("hybrid", {"fusion": "rfr"}, r"unknown fusion 'rfr' \(did you mean 'rrf'\?\)"),
         ("hybrid", {"weight": "heavy"}, r"fusion weight must be a number"),
-        ("hybrid", {"weight": 1.5}, r"fusion weight must be between 0 and 1"),
+        ("hybrid", {"weight": 1.5}, r"fusion weight must be from 0 to 1"),
         ("hybrid", {"fusion": "rrf", "rrf_k": float("nan")}, r"rrf_k must be a finite number"),
         ("hybrid", {"depth": 0}, r"depth must be a whole number of at least 1"),
         ("hybrid", {"depth": 2.5}, r"depth must be a whole number of at least 1"),
         ("ivf", {"nprobe": "3"}, r"nprobe must be a whole number of at least 1"),
+        ("hybrid", {"fusion": "rrf", "rrf_k": -1}, r"rrf_k must be from 0 to 1000000"),
+        ("hybrid", {"lexical": "bm52"}, r"unknown lexical ranking 'bm52' \(did you mean 'bm25'\?\)"),
+        ("hybrid", {"lexical": "bm25", "chunk_weight": 1.0}, r"chunk_weight applies to the bm25doc lexical"),
+        ("bm25doc", {"chunk_weight": -1}, r"chunk_weight must be from 0 to 100"),
+        ("bm25doc", {"chunk_weight": "x"}, r"chunk_weight must be a number from 0 to 100"),
+        ("bm25", {"chunk_weight": 1}, r"chunk_weight applies to bm25doc search, not bm25"),
     ],
 )
 def test_bad_parameters_are_refused_before_any_work(retriever, mode, params, match):
@@ -61,7 +67,7 @@ def test_bad_parameters_are_refused_before_any_work(retriever, mode, params, mat
 
 
 def test_unknown_mode_names_the_nearest(retriever):
-    _refused(retriever, r"unknown mode 'hybird' \(did you mean 'hybrid'\?\): choose one of flat, ivf, bm25, hybrid",
+    _refused(retriever, r"unknown mode 'hybird' \(did you mean 'hybrid'\?\): choose one of flat, ivf, bm25, bm25doc, hybrid",
              "cats", mode="hybird")
     with pytest.raises(UsageError, match=r"unknown mode 'vector': choose one of"):
         check_search("vector")
@@ -88,11 +94,17 @@ def test_valid_parameters_still_work(retriever):
     assert retriever.search("cats", mode="bm25", k=2, nprobe=None, weight=None)
     assert retriever.search("cats", mode="ivf", k=2, nprobe=np.int64(2))
     rrf = retriever.search("cats mice", mode="hybrid", k=5, fusion="rrf", rrf_k=0, depth=np.int64(5))
-    weighted = retriever.search("cats mice", mode="hybrid", k=5, fusion="weighted", weight=1.0)
+    weighted = retriever.search("cats mice", mode="hybrid", k=5, fusion="weighted", weight=1.0, lexical="bm25")
     bm25 = retriever.search("cats mice", mode="bm25", k=5)
     assert rrf and [h.row for h in weighted[: len(bm25)]] == [h.row for h in bm25]
+    # Weight 1 over the default lexical side ranks as bm25doc does.
+    doc = retriever.search("cats mice", mode="hybrid", k=5, weight=1.0)
+    bm25doc = retriever.search("cats mice", mode="bm25doc", k=5)
+    assert [h.row for h in doc[: len(bm25doc)]] == [h.row for h in bm25doc]
 
 
 def test_every_parameter_has_one_mode():
-    names = [n for params in PARAMS.values() for n in params]
+    # chunk_weight is the one shared name: hybrid's lexical side is bm25doc, with the same knob.
+    names = [n for params in PARAMS.values() for n in params if n != "chunk_weight"]
     assert len(names) == len(set(names)) and set(PARAMS) == set(MODES)
+    assert [m for m, params in PARAMS.items() if "chunk_weight" in params] == ["bm25doc", "hybrid"]

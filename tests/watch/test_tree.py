@@ -149,3 +149,19 @@ def test_folders_the_walk_skips_get_no_inotify_watch(harness):
     rec.wait_for(lambda: indexed(art).get("docs/shown/deep/c.md") == "gamma edited",
                  "an edit inside it")
     assert _inotify_watches(agent) == 4
+
+
+def test_the_agent_says_ready_once_after_the_start_reconcile_with_the_index_open(harness):
+    write(harness.folder / "a.md", "alpha beta gamma\n")
+    agent, rec = harness.agent()
+    ev = rec.wait_event("ready")
+    assert ev.data["warm"] is True  # the start reconcile published: the writer holds that generation
+    write(harness.folder / "b.md", "delta epsilon\n")
+    rec.wait_for(lambda: any("docs/b.md" in r.added for r in rec.syncs), "the save of b.md")
+    assert agent.stop(30)
+    assert rec.kinds().count("ready") == 1  # not again after the save's own publish
+
+    # A second agent over the published index opens it ahead (it did not publish it itself).
+    agent2, rec2 = harness.agent()
+    assert rec2.wait_event("ready").data["warm"] is True
+    assert agent2.stop(30)

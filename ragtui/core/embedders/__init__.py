@@ -61,20 +61,49 @@ def make_embedder(kind: str = "wordllama", **options: Any) -> Embedder:
             raise UsageError("onnx embedder: write onnx:<preset> or onnx:<folder>, e.g. onnx:bge-small")
         options = {**options, ("model" if is_preset_name(spec) else "model_dir"): spec}
         kind = "onnx"
+    if kind not in KINDS:
+        raise UsageError(f"unknown embedder kind {kind!r}; expected one of: {', '.join(KINDS)}")
+    cls = _embedder_class(kind)
+    signature = inspect.signature(cls)
+    foreign = [name for name in options if name not in signature.parameters]
+    if foreign:
+        raise UsageError(_foreign_options_message(kind, foreign))
+    try:
+        signature.bind(**options)
+    except TypeError as exc:
+        raise UsageError(f"{kind} embedder: {exc}") from None
+    return cls(**options)
+
+
+def _embedder_class(kind: str) -> Callable[..., Embedder]:
     cls: Callable[..., Embedder]
     if kind == "wordllama":
         from ragtui.core.embedders.wordllama import WordLlamaEmbedder as cls
     elif kind == "http":
         from ragtui.core.embedders.http import HTTPEmbedder as cls
-    elif kind == "onnx":
-        from ragtui.core.embedders.onnx import OnnxEmbedder as cls
     else:
-        raise UsageError(f"unknown embedder kind {kind!r}; expected one of: {', '.join(KINDS)}")
-    try:
-        inspect.signature(cls).bind(**options)
-    except TypeError as exc:
-        raise UsageError(f"{kind} embedder: {exc}") from None
-    return cls(**options)
+        from ragtui.core.embedders.onnx import OnnxEmbedder as cls
+    return cls
+
+
+def _foreign_options_message(kind: str, foreign: list[str]) -> str:
+    """Which kind the options given to ``kind`` belong to, and how to choose it or drop them."""
+    owners: dict[str, list[str]] = {}
+    for other in KINDS:
+        if other == kind:
+            continue
+        params = inspect.signature(_embedder_class(other)).parameters
+        taken = [name for name in foreign if name in params]
+        if taken:
+            owners[other] = taken
+    names = ", ".join(foreign)
+    if not owners:
+        return f"{kind} embedder: unknown option(s) {names}"
+    best = max(owners, key=lambda k: len(owners[k]))
+    whose = "; ".join(f"{', '.join(v)}: the {k} embedder's" for k, v in owners.items())
+    return (f"the {kind} embedder takes no {names} ({whose}): to use the {best} embedder set "
+            f"kind = \"{best}\" in [embedder] (or RAGTUI_EMBEDDER={best}), or remove {names} from the "
+            f"[embedder] table")
 
 
 def __getattr__(name: str) -> Any:

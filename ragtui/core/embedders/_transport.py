@@ -1,4 +1,4 @@
-"""Retrying JSON POSTs for the HTTP embedder and its tokenizer.
+"""Retrying JSON POSTs for the HTTP embedder and its tokenizer, and streamed ones for the chat client.
 
 One ``JSONPoster`` wraps one ``httpx.Client``. ``post`` either returns the
 decoded JSON of a 2xx answer or raises a ``ragtui`` error whose message says
@@ -22,7 +22,9 @@ from __future__ import annotations
 import email.utils
 import json
 import logging
+import socket
 import threading
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,11 +32,14 @@ from typing import Any
 from ragtui.core.embedders._httpx import httpx
 from ragtui.core.errors import EmbeddingError, UsageError
 
-__all__ = ["RETRY_STATUSES", "JSONPoster", "RetryPolicy", "parse_retry_after"]
+__all__ = ["RETRY_STATUSES", "JSONPoster", "RequestTimeout", "RetryPolicy", "parse_retry_after"]
 
 log = logging.getLogger("ragtui.core.embedders.http")
 
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+
+_MAX_EVENT_LINE = 1 << 20
+"""The longest line of a server-sent event stream read (``JSONPoster.stream``)."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +84,23 @@ def parse_retry_after(value: str | None, now: float) -> float | None:
     return seconds
 
 
+class RequestTimeout(EmbeddingError):
+    """No answer within the timeout, raised at once by ``post(..., retry_timeouts=False)``.
+
+    The connection that timed out is closed (httpx discards a connection whose
+    answer was not read), so a server that notices closed connections can stop
+    the work.
+    """
+
+
+class _Timeout(Exception):
+    """An attempt that timed out waiting for the answer (not for the connection)."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(problem)
+        self.problem = problem
+
+
 class _Retry(Exception):
     """One failed attempt that may succeed if repeated."""
 
@@ -104,14 +126,20 @@ class JSONPoster:
         sleep: Callable[[float], None],
         clock: Callable[[], float],
         random: Callable[[], float],
+        what: str = "embedding",
+        error: Callable[[str], Exception] = EmbeddingError,
     ) -> None:
+        # ``what`` names the server in the base_url checks and in stream()'s messages, and ``error`` is
+        # what stream() raises: core.llm's chat client passes "chat" and LLMError. post() stays the
+        # embedder's (EmbeddingError).
+        self._what, self._error = what, error
         try:
             url = httpx.URL(base_url)
         except (httpx.InvalidURL, TypeError) as exc:
-            raise UsageError(f"invalid embedding base_url {base_url!r}: {exc}") from None
+            raise UsageError(f"invalid {what} base_url {base_url!r}: {exc}") from None
         if url.scheme not in ("http", "https") or not url.host:
             raise UsageError(
-                f"invalid embedding base_url {base_url!r}: expected http://host[:port][/prefix]"
+                f"invalid {what} base_url {base_url!r}: expected http://host[:port][/prefix]"
             )
         self.base_url = base_url
         # Userinfo never appears in messages: it may hold a password.
@@ -122,10 +150,23 @@ class JSONPoster:
         self._sleep = sleep
         self._clock = clock
         self._random = random
-        self._client = httpx.Client(
-            headers=dict(headers),
-            timeout=httpx.Timeout(timeout),
-            limits=httpx.Limits(max_connections=max_connections),
+        self._headers = dict(headers)
+        self._max_connections = max_connections
+        self._transport = transport
+        self._client_lock = threading.Lock()
+        self._client = self._new_client()
+
+    def _new_client(self) -> httpx.Client:
+        transport = self._transport
+        self._sockets: weakref.WeakSet[socket.socket] = weakref.WeakSet()
+        if transport is None:
+            limits = httpx.Limits(max_connections=self._max_connections)
+            transport = httpx.HTTPTransport(limits=limits)
+            _track_sockets(transport, self._sockets)
+        return httpx.Client(
+            headers=self._headers,
+            timeout=httpx.Timeout(self._timeout),
+            limits=httpx.Limits(max_connections=self._max_connections),
             transport=transport,
             follow_redirects=False,
         )
@@ -135,6 +176,27 @@ class JSONPoster:
 
     def close(self) -> None:
         self._client.close()
+
+    def cancel_all(self) -> None:
+        """Abandon every request in flight: close their connections, so the server can stop the work.
+
+        Threads waiting for those answers get an error; later requests use a
+        fresh connection pool.
+        """
+        with self._client_lock:
+            old, sockets = self._client, self._sockets
+            self._client = self._new_client()
+        # Closing a socket does not wake a thread blocked reading it (nor send the
+        # FIN while that read holds it); shutting it down does both.
+        for sock in list(sockets):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        try:
+            old.close()
+        except Exception:  # noqa: BLE001  (closing sockets under other threads' feet may complain; they are abandoned)
+            log.debug("closing the abandoned connection pool failed", exc_info=True)
 
     def redact(self, message: str) -> str:
         """``message`` with the API key replaced by ``***``."""
@@ -148,11 +210,15 @@ class JSONPoster:
     def display_url(self, path: str) -> str:
         return self.display_base + path
 
-    def post(self, path: str, body: Any, *, abort: threading.Event | None = None) -> Any:
+    def post(self, path: str, body: Any, *, abort: threading.Event | None = None,
+             retry_timeouts: bool = True) -> Any:
         """POST ``body`` as JSON to ``base_url + path``; return the decoded JSON answer.
 
         Raises ``EmbeddingError`` when every attempt failed or the failure is
-        permanent, and when ``abort`` is set between attempts.
+        permanent, and when ``abort`` is set between attempts. With
+        ``retry_timeouts=False`` an answer that does not come within the
+        timeout raises ``RequestTimeout`` at once (the caller adapts instead of
+        repeating the same request).
         """
         where = f"POST {self.display_url(path)}"
         attempts = self._policy.retries + 1
@@ -162,6 +228,17 @@ class JSONPoster:
                 raise EmbeddingError(f"{where}: cancelled because another request failed")
             try:
                 return self._attempt(path, body, where)
+            except _Timeout as timeout:
+                if not retry_timeouts:
+                    raise RequestTimeout(f"{where}: {timeout.problem}") from None
+                retry = _Retry(timeout.problem)
+                problem = self.redact(retry.problem)
+                if attempt + 1 == attempts:
+                    break
+                delay = self._policy.delay(attempt, None, self._random())
+                log.info("%s: %s; retry %d of %d in %.2fs", where, problem,
+                         attempt + 1, self._policy.retries, delay)
+                self._sleep(delay)
             except _Retry as retry:
                 problem = self.redact(retry.problem)
                 if attempt + 1 == attempts:
@@ -172,11 +249,34 @@ class JSONPoster:
                 self._sleep(delay)
         raise EmbeddingError(f"{where} failed after {attempts} attempt(s): {problem}")
 
-    def _attempt(self, path: str, body: Any, where: str) -> Any:
+    def post_once(self, path: str, body: Any) -> tuple[int, Any]:
+        """One POST, no retries: ``(status, decoded JSON or None)`` for any answer.
+
+        Raises ``EmbeddingError`` only when no answer came (cannot connect,
+        timeout, connection broken).
+        """
+        where = f"POST {self.display_url(path)}"
         try:
             response = self._client.post(self.url(path), json=body)
+        except httpx.HTTPError as exc:
+            raise EmbeddingError(self.redact(f"{where}: {type(exc).__name__}: {_reason(exc)}")) from None
+        except RuntimeError as exc:
+            raise EmbeddingError(f"{where}: cancelled ({_reason(exc)})") from None
+        try:
+            return response.status_code, json.loads(response.content)
+        except ValueError:
+            return response.status_code, None
+
+    def _attempt(self, path: str, body: Any, where: str) -> Any:
+        client = self._client
+        try:
+            response = client.post(self.url(path), json=body)
+        except (httpx.ReadTimeout, httpx.WriteTimeout) as exc:
+            raise _Timeout(f"no answer within {self._timeout:g}s ({type(exc).__name__})") from None
         except httpx.TimeoutException as exc:
             raise _Retry(f"no answer within {self._timeout:g}s ({type(exc).__name__})") from None
+        except RuntimeError as exc:  # the pool was closed by cancel_all() while this request waited
+            raise EmbeddingError(f"{where}: cancelled ({_reason(exc)})") from None
         except httpx.ConnectError as exc:
             raise _Retry(
                 f"cannot connect ({_reason(exc)}); is the embedding server running at "
@@ -200,6 +300,102 @@ class JSONPoster:
         except ValueError:
             raise _Retry(f"HTTP {status} but the body is not JSON: {_snippet(response.text)!r}") from None
 
+    def stream(self, path: str, body: Any, on_event: Callable[[Any], None], *, max_bytes: int = 8 << 20) -> Any:
+        """POST ``body`` as JSON and feed the answer to ``on_event`` as it arrives.
+
+        A ``text/event-stream`` answer gives ``on_event`` each ``data:`` payload decoded from JSON, up to
+        ``data: [DONE]``, and returns None; any other 2xx answer (a server that ignored ``"stream": true``)
+        is decoded whole and returned. Failures before the first event are retried as ``post`` retries them; once
+        an event was given, nothing is repeated and a broken stream raises at once. An answer of more
+        than ``max_bytes``, a line of more than 1 MiB or a payload that is not JSON are failures too.
+        """
+        where = f"POST {self.display_url(path)}"
+        attempts = self._policy.retries + 1
+        problem = "no attempt made"
+        given = [0]  # events passed on (by any attempt: after the first, a failure is never retried)
+
+        def counted(event: Any) -> None:
+            given[0] += 1
+            on_event(event)
+
+        for attempt in range(attempts):
+            try:
+                return self._attempt_stream(path, body, where, counted, max_bytes)
+            except _Retry as retry:
+                problem = self.redact(retry.problem)
+                if given[0]:
+                    raise self._error(f"{where}: the answer broke off after {given[0]} part(s): {problem}") from None
+                if attempt + 1 == attempts:
+                    break
+                delay = self._policy.delay(attempt, retry.retry_after, self._random())
+                log.info("%s: %s; retry %d of %d in %.2fs", where, problem, attempt + 1, self._policy.retries, delay)
+                self._sleep(delay)
+        raise self._error(f"{where} failed after {attempts} attempt(s): {problem}")
+
+    def _attempt_stream(self, path: str, body: Any, where: str, on_event: Callable[[Any], None],
+                        max_bytes: int) -> Any:
+        try:
+            with self._client.stream("POST", self.url(path), json=body) as response:
+                status = response.status_code
+                if status in RETRY_STATUSES or status >= 300:
+                    response.read()
+                    if status in RETRY_STATUSES:
+                        retry_after = parse_retry_after(response.headers.get("retry-after"), self._clock())
+                        raise _Retry(f"HTTP {status} {response.reason_phrase}{_server_message(response)}",
+                                     retry_after)
+                    raise self._error(self.redact(self._permanent_message(where, response)))
+                if "text/event-stream" not in response.headers.get("content-type", ""):
+                    content = b""
+                    for part in response.iter_bytes():
+                        content += part
+                        if len(content) > max_bytes:
+                            raise self._error(f"{where}: the answer is larger than {max_bytes:,} bytes")
+                    try:
+                        return json.loads(content)
+                    except ValueError:
+                        raise _Retry(f"HTTP {status} but the body is not JSON: "
+                                     f"{_snippet(content.decode('utf-8', 'replace'))!r}") from None
+                self._read_events(response, where, on_event, max_bytes)
+                return None
+        except httpx.TimeoutException as exc:
+            raise _Retry(f"no answer within {self._timeout:g}s ({type(exc).__name__})") from None
+        except httpx.ConnectError as exc:
+            raise _Retry(
+                f"cannot connect ({_reason(exc)}); is the {self._what} server running at "
+                f"{self.display_base}, and is base_url right?"
+            ) from None
+        except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
+            raise _Retry(f"connection broke off ({type(exc).__name__}: {_reason(exc)})") from None
+        except httpx.UnsupportedProtocol as exc:
+            raise UsageError(self.redact(f"{where}: {_reason(exc)}")) from None
+        except httpx.HTTPError as exc:
+            raise self._error(self.redact(f"{where}: {type(exc).__name__}: {_reason(exc)}")) from None
+
+    def _read_events(self, response: httpx.Response, where: str, on_event: Callable[[Any], None],
+                     max_bytes: int) -> None:
+        """Server-sent events: each ``data:`` line's JSON to ``on_event``, until ``[DONE]`` or the end."""
+        total, pending = 0, b""
+        for part in response.iter_bytes():
+            total += len(part)
+            if total > max_bytes:
+                raise self._error(f"{where}: the answer is larger than {max_bytes:,} bytes")
+            pending += part
+            if len(pending) > _MAX_EVENT_LINE and b"\n" not in pending:
+                raise self._error(f"{where}: an event line is longer than {_MAX_EVENT_LINE:,} bytes")
+            *lines, pending = pending.split(b"\n")
+            for raw in lines:
+                line = raw.rstrip(b"\r")
+                if not line.startswith(b"data:"):
+                    continue  # comments (": ping"), event names, ids and the blank line between events
+                data = line[5:].strip()
+                if data == b"[DONE]":
+                    return
+                try:
+                    event = json.loads(data)
+                except ValueError:
+                    raise _Retry(f"an event is not JSON: {_snippet(data.decode('utf-8', 'replace'))!r}") from None
+                on_event(event)
+
     def _permanent_message(self, where: str, response: httpx.Response) -> str:
         status = response.status_code
         head = f"{where}: HTTP {status} {response.reason_phrase}{_server_message(response)}"
@@ -215,6 +411,32 @@ class JSONPoster:
         if 300 <= status < 400:
             return head + f" — redirected to {response.headers.get('location', '?')}; use that base_url"
         return head
+
+
+def _track_sockets(transport: httpx.HTTPTransport, sockets: weakref.WeakSet[socket.socket]) -> None:
+    """Record every socket ``transport`` opens in ``sockets`` (so ``cancel_all`` can shut them down).
+
+    httpx has no public hook for this: the connection pool's network backend
+    is wrapped when the pool has one (httpcore 1.x); otherwise nothing is
+    tracked and ``cancel_all`` only closes the pool.
+    """
+    pool: Any = getattr(transport, "_pool", None)
+    backend: Any = getattr(pool, "_network_backend", None)
+    if backend is None or not hasattr(backend, "connect_tcp"):
+        return
+
+    class _Tracking:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(backend, name)
+
+        def connect_tcp(self, *args: Any, **kwargs: Any) -> Any:
+            stream = backend.connect_tcp(*args, **kwargs)
+            sock = stream.get_extra_info("socket")
+            if isinstance(sock, socket.socket):
+                sockets.add(sock)
+            return stream
+
+    pool._network_backend = _Tracking()
 
 
 def _reason(exc: BaseException) -> str:

@@ -44,6 +44,7 @@ __all__ = [
     "Tokenizer",
     "check_texts",
     "empty_text_vector",
+    "known_dim",
     "normalize_rows",
     "tile_spans",
 ]
@@ -100,6 +101,22 @@ class Embedder(Protocol):
     def close(self) -> None:
         """Release sockets, threads and memory; the embedder is unusable after."""
         ...
+
+
+def known_dim(embedder: Embedder) -> int | None:
+    """``embedder.dim`` if it is known without asking a backend, else None.
+
+    An embedder whose dimension may cost a request (``HTTPEmbedder``) has a
+    ``known_dim`` member (None until configured or learnt); for the others
+    reading ``dim`` is free.
+    """
+    known = getattr(embedder, "known_dim", _ABSENT)
+    if known is _ABSENT:
+        return embedder.dim
+    return known if type(known) is int else None
+
+
+_ABSENT = object()
 
 
 def check_texts(texts: Sequence[str]) -> list[str]:

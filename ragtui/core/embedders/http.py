@@ -11,7 +11,11 @@ Works with Ollama, llama.cpp's server, vLLM, TEI and hosted APIs
   answer's), finite values, no all-zero row. Bad answers are not retried.
 * Texts are sent in batches of at most ``batch_size`` texts and
   ``max_batch_tokens`` tokens (a longer single text goes alone), up to
-  ``concurrency`` batches at a time. Tokens are counted with the local
+  ``concurrency`` batches at a time. With ``adaptive`` (the default) those
+  are maxima: ``Pace`` starts with small batches one at a time and grows
+  them while answers come back well within ``timeout``; a timeout shrinks
+  them and the texts are sent again in smaller batches (the abandoned
+  request's connection is closed). Tokens are counted with the local
   tokenizer when one is configured, else estimated as UTF-8 bytes + 1 (an
   upper bound for byte-level BPE, byte-fallback SentencePiece and WordPiece),
   so no second round trip per text is needed.
@@ -25,12 +29,14 @@ Works with Ollama, llama.cpp's server, vLLM, TEI and hosted APIs
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import random as _random
 import threading
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +44,7 @@ import numpy as np
 
 from ragtui import __version__
 from ragtui.core.embedders._httpx import httpx
-from ragtui.core.embedders._transport import JSONPoster, RetryPolicy
+from ragtui.core.embedders._transport import JSONPoster, RequestTimeout, RetryPolicy
 from ragtui.core.embedders.base import Tokenizer, check_texts, empty_text_vector, normalize_rows
 from ragtui.core.embedders.hf_tokenizer import HFTokenizer
 from ragtui.core.embedders.http_tokenizer import (
@@ -48,7 +54,9 @@ from ragtui.core.embedders.http_tokenizer import (
 )
 from ragtui.core.errors import EmbeddingError, UsageError
 
-__all__ = ["EMBEDDINGS_PATH", "HTTPEmbedder", "plan_batches"]
+__all__ = ["EMBEDDINGS_PATH", "HTTPEmbedder", "Pace", "plan_batches"]
+
+log = logging.getLogger("ragtui.core.embedders.http")
 
 EMBEDDINGS_PATH = "/v1/embeddings"
 _PROBE_TEXT = "dimension probe"
@@ -91,6 +99,8 @@ class HTTPEmbedder:
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.time,
         random: Callable[[], float] = _random.random,
+        monotonic: Callable[[], float] = time.monotonic,
+        adaptive: bool = True,
     ) -> None:
         _check(bool(model) and isinstance(model, str), "model must be a non-empty string")
         _check(dim is None or (type(dim) is int and dim > 0), "dim must be a positive integer")
@@ -114,6 +124,10 @@ class HTTPEmbedder:
         self._batch_size = batch_size
         self._max_batch_tokens = max_batch_tokens
         self._concurrency = concurrency
+        self._timeout = float(timeout)
+        self._retries = retries
+        self._monotonic = monotonic
+        self._pace = Pace(batch_size, max_batch_tokens, concurrency, float(timeout), adaptive=adaptive)
         self._lock = threading.Lock()
         self._api_key_env = api_key_env
         headers = {"Accept": "application/json", "User-Agent": f"ragtui/{__version__}"}
@@ -158,6 +172,11 @@ class HTTPEmbedder:
         assert self._dim is not None
         return self._dim
 
+    @property
+    def known_dim(self) -> int | None:
+        """The dimension if configured or learnt already, else None (reading it asks no server)."""
+        return self._dim
+
     def close(self) -> None:
         """Close the connection pool."""
         self._poster.close()
@@ -165,42 +184,102 @@ class HTTPEmbedder:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """``(len(texts), dim)`` float32 unit rows in input order; see the module docstring."""
         texts = check_texts(texts)
+        out: np.ndarray | None = None
+        for positions, rows in self.embed_parts(texts):
+            if out is None:
+                out = np.empty((len(texts), rows.shape[1]), dtype=np.float32)
+            out[positions] = rows
+        if out is None:  # nothing was sent: every text is empty (or there are none)
+            out = np.empty((len(texts), self.dim), dtype=np.float32)
+        empty = [i for i, t in enumerate(texts) if not t]
+        if empty:
+            out[empty] = empty_text_vector(out.shape[1])
+        return out
+
+    def embed_parts(self, texts: Sequence[str]) -> Iterator[tuple[list[int], np.ndarray]]:
+        """The vectors of the non-empty ``texts``, batch by batch as the server answers.
+
+        Yields ``(positions, rows)``: ``rows[k]`` is the unit vector of
+        ``texts[positions[k]]``. Batches come back in any order; every non-empty
+        text is in exactly one part once the iterator ends. Empty texts are
+        left out (they get ``empty_text_vector(dim)``). A failure raises
+        ``EmbeddingError`` after the parts already yielded, and closing the
+        iterator early abandons the requests in flight (their connections are
+        closed).
+        """
+        texts = check_texts(texts)
         sent = [i for i, t in enumerate(texts) if t]
+        if not sent:
+            return
         sent_texts = [texts[i] for i in sent]
         if self._local_tokenizer:
             counts = self.tokenizer.count_many(sent_texts)
         else:
             counts = [len(t.encode("utf-8")) + 1 for t in sent_texts]
-        batches = plan_batches(counts, self._batch_size, self._max_batch_tokens)
-        results = self._run([sent_texts[lo:hi] for lo, hi in batches])
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
-        for (lo, hi), rows in zip(batches, results):
-            out[sent[lo:hi]] = rows
-        if len(sent) < len(texts):
-            empty = np.ones(len(texts), dtype=bool)
-            empty[sent] = False
-            out[empty] = empty_text_vector(self.dim)
-        return out
+        for part, rows in self._stream(sent_texts, counts):
+            yield [sent[k] for k in part], rows
 
-    def _run(self, batches: list[list[str]]) -> list[np.ndarray]:
-        if len(batches) <= 1 or self._concurrency == 1:
-            return [self._embed_batch(b, None) for b in batches]
+    @property
+    def pace(self) -> Pace:
+        """The adaptive batch budget and concurrency, as they stand after the last answer."""
+        return self._pace
+
+    def _stream(self, texts: list[str], counts: list[int]) -> Iterator[tuple[list[int], np.ndarray]]:
+        """Send ``texts`` in batches sized by ``self._pace``; yield ``(indices, rows)`` as answers arrive."""
+        pace = self._pace
+        todo: deque[int] = deque(range(len(texts)))
+        timeouts = [0] * len(texts)
         abort = threading.Event()
-        with ThreadPoolExecutor(max_workers=min(self._concurrency, len(batches)),
-                                thread_name_prefix="ragtui-embed") as pool:
-            futures = [pool.submit(self._embed_batch, b, abort) for b in batches]
-            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-            failed = [f for f in futures if f in done and f.exception() is not None]
-            if failed:
-                # Stop the other batches between attempts; report the first failure by order.
+        inflight: dict[Future[tuple[np.ndarray, float]], tuple[list[int], int]] = {}
+        pool = ThreadPoolExecutor(max_workers=self._concurrency, thread_name_prefix="ragtui-embed")
+        finished = False
+        try:
+            while todo or inflight:
+                while todo and len(inflight) < pace.concurrency:
+                    batch = _take(todo, counts, pace.batch_texts, pace.batch_tokens)
+                    tokens = sum(counts[i] for i in batch)
+                    future = pool.submit(self._timed_batch, [texts[i] for i in batch], abort)
+                    inflight[future] = (batch, tokens)
+                done, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
+                for future in sorted(done, key=lambda f: inflight[f][0][0]):
+                    batch, tokens = inflight.pop(future)
+                    try:
+                        rows, seconds = future.result()
+                    except RequestTimeout as exc:
+                        pace.timed_out(tokens)
+                        for i in batch:
+                            timeouts[i] += 1
+                        if len(batch) == 1 and timeouts[batch[0]] > self._retries:
+                            raise EmbeddingError(
+                                f"{exc} — {timeouts[batch[0]]} timeout(s), the last for one text of about "
+                                f"{counts[batch[0]]} tokens alone; raise timeout (now {self._timeout:g}s), or "
+                                "lower chunker.max_tokens, or give the server more slots or a faster model"
+                            ) from None
+                        todo.extendleft(reversed(batch))
+                        continue
+                    pace.answered(tokens, len(batch), seconds)
+                    yield batch, rows
+            finished = True
+        finally:
+            if not finished:
                 abort.set()
-                for f in futures:
-                    f.cancel()
-                raise failed[0].exception()  # type: ignore[misc]
-            return [f.result() for f in futures]
+                if inflight:
+                    # The answers are no longer wanted: close their connections so the
+                    # server can stop computing them (llama.cpp's server does).
+                    self._poster.cancel_all()
+                for future in inflight:
+                    future.cancel()
+            pool.shutdown(wait=True)
 
-    def _embed_batch(self, texts: list[str], abort: threading.Event | None) -> np.ndarray:
-        answer = self._poster.post(EMBEDDINGS_PATH, {"model": self.model, "input": texts}, abort=abort)
+    def _timed_batch(self, texts: list[str], abort: threading.Event) -> tuple[np.ndarray, float]:
+        t0 = self._monotonic()
+        rows = self._embed_batch(texts, abort, retry_timeouts=not self._pace.adaptive)
+        return rows, self._monotonic() - t0
+
+    def _embed_batch(self, texts: list[str], abort: threading.Event | None, *,
+                     retry_timeouts: bool = True) -> np.ndarray:
+        answer = self._poster.post(EMBEDDINGS_PATH, {"model": self.model, "input": texts}, abort=abort,
+                                   retry_timeouts=retry_timeouts)
         source = f"POST {self._poster.display_url(EMBEDDINGS_PATH)}"
         matrix = _read_embeddings(answer, len(texts), source)
         with self._lock:
@@ -214,6 +293,117 @@ class HTTPEmbedder:
                 f"({origin}); is model={self.model!r} the model the server runs?"
             )
         return normalize_rows(matrix, source=source)
+
+
+def _take(todo: deque[int], counts: Sequence[int], max_texts: int, max_tokens: int) -> list[int]:
+    """Pop the next batch off ``todo``: at most ``max_texts`` texts and ``max_tokens`` tokens (at least one text)."""
+    batch = [todo.popleft()]
+    tokens = counts[batch[0]]
+    while todo and len(batch) < max_texts and tokens + counts[todo[0]] <= max_tokens:
+        tokens += counts[todo[0]]
+        batch.append(todo.popleft())
+    return batch
+
+
+class Pace:
+    """How much the HTTP embedder asks of the server at once: adapted to how fast it answers.
+
+    Starts small (``START_TOKENS`` per request, one request at a time), since
+    a slow server (one slot, hundreds of tokens a second) must succeed with the
+    defaults. An answer that came within ``GROW`` of the timeout for a batch
+    that used at least half the budget grows the budget (doubling it, up to
+    ``max_batch_tokens``), then, with the budget at its maximum, the
+    concurrency (by one, up to ``concurrency``). An answer slower than
+    ``SHRINK`` of the timeout takes one request away, or halves the budget at
+    one request. A timeout halves both and sets a ceiling that growth stays
+    under: with one request in flight, the largest batch answered so far (or
+    half the timed-out one), else one request fewer. The ceiling is lifted
+    again (doubled, or one request more) after ``RELAX_AFTER`` fast answers in
+    a row at it, a number that doubles with every timeout, so a passing stall
+    does not slow the rest of a long ingest while a server that really is
+    that slow sees a too-large batch ever more rarely. Never above the
+    configured maxima, never below one text and one request.
+    """
+
+    START_TOKENS = 512
+    GROW = 0.25
+    SHRINK = 0.5
+    RELAX_AFTER = 16
+
+    def __init__(self, batch_size: int, max_batch_tokens: int, concurrency: int, timeout: float, *,
+                 adaptive: bool = True) -> None:
+        self.adaptive = adaptive
+        self.batch_texts = batch_size
+        self.max_tokens = max_batch_tokens
+        self.max_concurrency = concurrency
+        self.timeout = timeout
+        self.batch_tokens = min(max_batch_tokens, self.START_TOKENS) if adaptive else max_batch_tokens
+        self.concurrency = 1 if adaptive else concurrency
+        self.token_ceiling = max_batch_tokens
+        """Below the smallest batch that timed out: growth stops there."""
+        self.concurrency_ceiling = concurrency
+        self.largest_ok = 0
+        """The most tokens one answered batch held."""
+        self._relax_after = self.RELAX_AFTER
+        self._streak = 0
+        self.requests = 0
+        self.timeouts = 0
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return (f"Pace(batch_tokens={self.batch_tokens}, concurrency={self.concurrency}, "
+                f"requests={self.requests}, timeouts={self.timeouts})")
+
+    def answered(self, tokens: int, texts: int, seconds: float) -> None:
+        with self._lock:
+            self.requests += 1
+            self.largest_ok = max(self.largest_ok, tokens)
+            if not self.adaptive:
+                return
+            full = tokens * 2 >= self.batch_tokens or texts >= self.batch_texts
+            if seconds <= self.GROW * self.timeout and full:
+                if self.batch_tokens < self.token_ceiling and texts < self.batch_texts:
+                    self.batch_tokens = min(self.token_ceiling, self.batch_tokens * 2)
+                elif self.concurrency < self.concurrency_ceiling:
+                    self.concurrency += 1
+                else:
+                    self._relax()
+            elif seconds > self.SHRINK * self.timeout:
+                self._streak = 0
+                if self.concurrency > 1:
+                    self.concurrency -= 1
+                else:
+                    self.batch_tokens = max(1, self.batch_tokens // 2)
+            log.debug("embedding answer: %d tokens in %.2fs -> %r", tokens, seconds, self)
+
+    def _relax(self) -> None:
+        """A fast answer at the ceiling: after enough of them in a row, lift the ceiling a step."""
+        if self.token_ceiling >= self.max_tokens and self.concurrency_ceiling >= self.max_concurrency:
+            return
+        self._streak += 1
+        if self._streak < self._relax_after:
+            return
+        self._streak = 0
+        if self.token_ceiling < self.max_tokens:
+            self.token_ceiling = min(self.max_tokens, self.token_ceiling * 2)
+        else:
+            self.concurrency_ceiling += 1
+        log.debug("lifting the ceiling after %d fast answers: %r", self._relax_after, self)
+
+    def timed_out(self, tokens: int) -> None:
+        with self._lock:
+            self.requests += 1
+            self.timeouts += 1
+            self._streak = 0
+            self._relax_after *= 2
+            if self.concurrency > 1:  # answers waited behind each other: fewer at a time
+                self.concurrency_ceiling = self.concurrency - 1
+                self.concurrency = max(1, self.concurrency // 2)
+            else:  # this batch alone was too much: stay at what worked (or half of this)
+                known = self.largest_ok if self.largest_ok < tokens else tokens // 2
+                self.token_ceiling = max(1, min(self.token_ceiling, known))
+            self.batch_tokens = max(1, min(self.batch_tokens, tokens) // 2)
+            log.info("no embedding answer within %gs for %d tokens; now %r", self.timeout, tokens, self)
 
 
 def plan_batches(token_counts: Sequence[int], batch_size: int, max_batch_tokens: int) -> list[tuple[int, int]]:
@@ -256,6 +446,8 @@ def _read_embeddings(answer: Any, n: int, source: str) -> np.ndarray:
                 vector = np.frombuffer(base64.b64decode(vector, validate=True), dtype="<f4")
             except ValueError:
                 raise EmbeddingError(f"{source}: data[{pos}] is a string but not base64 float32") from None
+        if _is_nested(vector):
+            raise EmbeddingError(_PER_TOKEN.format(source=source, pos=pos))
         rows[index] = vector
     try:
         matrix = np.array(rows, dtype=np.float64)
@@ -264,6 +456,18 @@ def _read_embeddings(answer: Any, n: int, source: str) -> np.ndarray:
     if matrix.ndim != 2 or matrix.shape[1] == 0:
         raise EmbeddingError(f"{source}: the embeddings are not lists of numbers of one length")
     return matrix
+
+
+_PER_TOKEN = (
+    "{source}: data[{pos}] is a list of vectors, one per token, not one vector per text: the server "
+    "runs without pooling. Start it with pooling: llama.cpp `llama-server --embeddings --pooling mean`; "
+    "llama-cpp-python `python -m llama_cpp.server --embedding true --kv_overrides llama.pooling_type=int:1`"
+)
+
+
+def _is_nested(vector: Any) -> bool:
+    """Whether ``vector`` is a list of lists (per-token vectors), judged by its first item."""
+    return isinstance(vector, list) and bool(vector) and isinstance(vector[0], (list, tuple))
 
 
 def _check(ok: bool, message: str) -> None:

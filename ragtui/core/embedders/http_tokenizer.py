@@ -32,21 +32,34 @@ from ragtui.core.embedders._transport import JSONPoster
 from ragtui.core.embedders.base import tile_spans
 from ragtui.core.errors import EmbeddingError
 
-__all__ = ["DEFAULT_TOKENIZE_PATHS", "TOKENIZE_STYLES", "HTTPTokenizer", "align_pieces"]
+__all__ = ["DEFAULT_TOKENIZE_PATHS", "DETOKENIZE_PATHS", "TOKENIZE_STYLES", "HTTPTokenizer", "align_by_decoding",
+           "align_pieces"]
 
 DEFAULT_TOKENIZE_PATHS = {
     "native": "/v1/tokenize",
     "llama.cpp": "/tokenize",
+    "llama-cpp-python": "/extras/tokenize",
     "vllm": "/tokenize",
     "tei": "/tokenize",
 }
+DETOKENIZE_PATHS = {
+    "llama.cpp": "/detokenize",
+    "llama-cpp-python": "/extras/detokenize",
+}
+"""Styles whose server can turn ids back into text: spans come from decoding when the ids come without positions."""
+MAX_GROUP = 8
+"""Tokens decoded together, at most, when one alone is not text (a character split over byte tokens)."""
+PIECE_CACHE = 1 << 18
+"""Decoded single tokens remembered per tokenizer (a vocabulary is at most a few hundred thousand)."""
 TOKENIZE_STYLES = (*DEFAULT_TOKENIZE_PATHS, "none")
 
 _UNAVAILABLE = (
     "token spans are unavailable from this server; configure a local tokenizer "
     "(tokenizer_file=path/to/tokenizer.json, or tokenize_style='native'/'tei' "
-    "with a server that returns offsets)"
+    "with a server that returns offsets, or 'llama.cpp'/'llama-cpp-python' with one that detokenizes)"
 )
+_SPECIAL_SPELLING = re.compile(r"\s*(<[^<>\s]{1,64}>)")
+"""How special tokens are written in text (``<s>``, ``<|im_start|>``): what a token that decodes to nothing may stand for."""
 
 
 class HTTPTokenizer:
@@ -66,6 +79,8 @@ class HTTPTokenizer:
         self._style = style
         self._path = path
         self._concurrency = concurrency
+        self._detokenize_path = DETOKENIZE_PATHS.get(style)
+        self._pieces: dict[int, str | None] = {}
 
     def __repr__(self) -> str:
         return f"HTTPTokenizer(name={self.name!r}, style={self._style!r})"
@@ -85,18 +100,66 @@ class HTTPTokenizer:
         if not text:
             return []
         ids, positions = self._ask(text, positions=True)
+        if positions is None and self._detokenize_path is not None:
+            return self._spans_by_decoding(text, ids)
         if positions is None:
             raise EmbeddingError(f"{self._where()}: {_UNAVAILABLE}")
         if len(positions) != len(ids):
             raise EmbeddingError(f"{self._where()}: {len(ids)} tokens but {len(positions)} positions")
         return positions
 
+    def _decode(self, ids: list[int]) -> str | None:
+        """The server's text for ``ids``, or None when it cannot say (not whole UTF-8 characters)."""
+        assert self._detokenize_path is not None
+        body: dict[str, Any] = {"tokens": ids}
+        if self._style == "llama-cpp-python":
+            body["model"] = self._model
+        status, answer = self._poster.post_once(self._detokenize_path, body)
+        if status >= 500:  # llama-cpp-python answers 500 for bytes that are not UTF-8
+            return None
+        if status >= 300:
+            raise EmbeddingError(f"POST {self._poster.display_url(self._detokenize_path)}: HTTP {status}; "
+                                 f"is tokenize_style={self._style!r} right for this server? {_UNAVAILABLE}")
+        text = answer.get("text" if self._style == "llama-cpp-python" else "content") if isinstance(answer, dict) else None
+        if not isinstance(text, str):
+            raise EmbeddingError(f"POST {self._poster.display_url(self._detokenize_path)}: unexpected answer shape")
+        return text
+
+    def _piece(self, token: int) -> str | None:
+        if token not in self._pieces:
+            piece = self._decode([token])
+            if len(self._pieces) < PIECE_CACHE:
+                self._pieces[token] = piece
+            return piece
+        return self._pieces[token]
+
+    def _spans_by_decoding(self, text: str, ids: list[int]) -> list[tuple[int, int]]:
+        """Spans from decoding the ids back to text, token by token (few at a time where one is no text)."""
+        unknown = list(dict.fromkeys(t for t in ids if t not in self._pieces))
+        if len(unknown) > 1 and self._concurrency > 1:
+            with ThreadPoolExecutor(max_workers=min(self._concurrency, len(unknown))) as pool:
+                list(pool.map(self._piece, unknown))
+        try:
+            return align_by_decoding(text, ids, self._piece, self._decode)
+        except EmbeddingError as exc:
+            raise EmbeddingError(f"{self._where()}: {exc}") from None
+
     def _where(self) -> str:
         return f"{self._style} tokenizer at {self._poster.display_url(self._path)}"
 
     def _ask(self, text: str, *, positions: bool) -> tuple[list[int], list[tuple[int, int]] | None]:
         build, parse = _DIALECTS[self._style]
-        answer = self._poster.post(self._path, build(self._model, text, positions))
+        try:
+            answer = self._poster.post(self._path, build(self._model, text, positions))
+        except EmbeddingError as exc:
+            if "HTTP 404" not in str(exc):
+                raise
+            raise EmbeddingError(
+                f"{exc}. tokenize_style={self._style!r} posts to {self._path}; llama.cpp's server has "
+                "/tokenize (tokenize_style='llama.cpp'), llama-cpp-python /extras/tokenize "
+                "('llama-cpp-python'), vLLM and TEI /tokenize ('vllm', 'tei'); a server without one needs "
+                "tokenize_style='none' and tokenizer_file"
+            ) from None
         try:
             return parse(text, answer, positions)
         except EmbeddingError as exc:
@@ -193,9 +256,20 @@ def _tei_parse(text: str, answer: Any, positions: bool) -> Parsed:
     return ids, _bytes_to_char_spans(text, data, raw)
 
 
+def _llamacpp_python_request(model: str, text: str, positions: bool) -> dict[str, Any]:
+    # The server tokenizes as llama.cpp does with special tokens parsed and no BOS
+    # added for models that ask for none; it has no options to say otherwise.
+    return {"model": model, "input": text}
+
+
+def _llamacpp_python_parse(text: str, answer: Any, positions: bool) -> Parsed:
+    return _ids(answer["tokens"]), None
+
+
 _DIALECTS: dict[str, tuple[Callable[[str, str, bool], Any], Callable[[str, Any, bool], Parsed]]] = {
     "native": (_native_request, _native_parse),
     "llama.cpp": (_llamacpp_request, _llamacpp_parse),
+    "llama-cpp-python": (_llamacpp_python_request, _llamacpp_python_parse),
     "vllm": (_vllm_request, _vllm_parse),
     "tei": (_tei_request, _tei_parse),
 }
@@ -289,6 +363,99 @@ def _align(text: str, pieces: Sequence[Sequence[bytes]], *, dummy_prefix: bool) 
             f"the tokens cover only {covered} of {len(text)} characters (did the server truncate?)"
         )
     return _bytes_to_char_spans(text, data, raw)
+
+
+def align_by_decoding(text: str, ids: Sequence[int], piece: Callable[[int], str | None],
+                      decode: Callable[[list[int]], str | None]) -> list[tuple[int, int]]:
+    """Tiled spans of ``ids`` in ``text``, found by decoding each token back to text.
+
+    ``piece(id)`` is one token's text and ``decode(ids)`` several tokens' text;
+    either is None when the server cannot decode them alone (part of a UTF-8
+    character). Each token's text must be found exactly where the previous
+    one ended, or after whitespace the decoding dropped (SentencePiece drops
+    the leading space of a lone token). A token that is no text alone is
+    decoded with up to ``MAX_GROUP`` following ones; the group's text goes to
+    its last token. A token that decodes to nothing (a special or control
+    token) gets a zero-width span, or, where the text spells a special token
+    (``<|im_start|>``) there and the next token does not fit, that spelling.
+    Anything else raises ``EmbeddingError``.
+    """
+    raw: list[tuple[int, int]] = []
+    pos, i, n = 0, 0, len(ids)
+    while i < n:
+        alone = piece(ids[i])
+        if alone == "":
+            raw.append((pos, pos))
+            i += 1
+            continue
+        at = _find(text, pos, alone)
+        if at is not None and alone is not None:
+            raw.append((at, at + len(alone)))
+            pos, i = at + len(alone), i + 1
+            continue
+        # Decode with the tokens before it that gave no text and up to MAX_GROUP after it.
+        g = i
+        while g > 0 and raw[g - 1][0] == raw[g - 1][1] == pos:
+            g -= 1
+        found = None
+        for j in range(i + 1, min(n, g + MAX_GROUP) + 1):
+            if j == i + 1 and g == i:
+                continue  # that is `alone`
+            joined = decode(list(ids[g:j]))
+            if joined and (at := _find(text, pos, joined)) is not None:
+                found = (j, at, joined)
+                break
+        if found is not None:
+            j, at, joined = found
+            del raw[g:]
+            raw.extend([(at, at)] * (j - 1 - g))
+            raw.append((at, at + len(joined)))
+            pos, i = at + len(joined), j
+            continue
+        if g < i and (moved := _spell_specials(text, raw, g, pos)) > pos:
+            pos = moved
+            continue
+        shown = alone if alone is not None else "(part of a character)"
+        raise EmbeddingError(
+            f"token {i} ({shown!r}) does not match the text at character {pos}; the server's tokenizer "
+            f"changes the text, so {_UNAVAILABLE}"
+        )
+    if text[pos:].strip():
+        g = len(raw)
+        while g > 0 and raw[g - 1][0] == raw[g - 1][1] == pos:
+            g -= 1
+        pos = _spell_specials(text, raw, g, pos)
+    if text[pos:].strip():
+        raise EmbeddingError(f"the tokens cover only {pos} of {len(text)} characters (did the server truncate?)")
+    return tile_spans(raw, len(text))
+
+
+def _spell_specials(text: str, raw: list[tuple[int, int]], g: int, pos: int) -> int:
+    """Give the zero-width tokens ``raw[g:]`` (all at ``pos``) the special-token spellings the text has there.
+
+    One spelling each, in order, while the text spells one (``<|im_start|>``);
+    returns the position after the last one given (``pos`` if none).
+    """
+    for k in range(g, len(raw)):
+        spelled = _SPECIAL_SPELLING.match(text, pos)
+        if spelled is None:
+            break
+        raw[k] = (spelled.start(1), spelled.end(1))
+        pos = spelled.end(1)
+    return pos  # zero-width tokens left after the last spelling stay where they were (tile_spans moves them)
+
+
+def _find(text: str, pos: int, piece: str | None) -> int | None:
+    """Where ``piece`` is in ``text``: at ``pos``, or right after whitespace there; else None."""
+    if not piece:
+        return None
+    at = pos
+    while True:
+        if text.startswith(piece, at):
+            return at
+        if at >= len(text) or not text[at].isspace():
+            return None
+        at += 1
 
 
 def _match(data: bytes, pos: int, candidates: Sequence[bytes]) -> bytes | None:

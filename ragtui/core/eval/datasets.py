@@ -6,8 +6,9 @@
   ``queries.jsonl`` (``_id``, ``text``), ``qrels/<split>.tsv`` (header line,
   then ``query-id  corpus-id  score``);
 * a classic SMART collection folder: Cranfield (``cran.all.1400``,
-  ``cran.qry``, ``cranqrel``), CISI (``CISI.ALL``/``.QRY``/``.REL``) or ADI
-  (``ADI.ALL``/``.QRY``/``.REL``), with their traps handled (below);
+  ``cran.qry``, ``cranqrel``), CISI (``CISI.ALL``/``.QRY``/``.REL``), ADI
+  (``ADI.ALL``/``.QRY``/``.REL``) or MEDLINE (``MED.ALL``/``.QRY``/``.REL``),
+  with their traps handled (below);
 * a native JSON file for a user's own index (``NATIVE_FORMAT``, spec/eval.md).
 
 What callers may rely on, for every kind:
@@ -28,7 +29,16 @@ and trailing blanks tolerated; a marker that repeats a field already seen
 number queries 1..225 by position, not by ``.I``; Cranfield code -1 (the
 query's source document) is not relevant and codes 1..4 become gain 5 − code
 (code 5, "no interest", does not occur in the file and would map to 0: not
-relevant); CISI queries without judgments are skipped.
+relevant); CISI queries without judgments are skipped; trailing blanks of
+every line are stripped (MEDLINE pads its lines to 72 columns, which would
+otherwise move chunk boundaries and BM25 lengths).
+
+Judgment files (BEIR ``qrels/<split>.tsv`` and the SMART relevance files) are
+read in their own layout or in TREC's 4-column ``query iteration doc gain``
+(MEDLINE's ``MED.REL`` is that form): a BEIR line of 4 columns is TREC; a SMART
+file is TREC when every line has 4 columns, the second is always ``0`` or
+``Q0`` and the third is not always ``0`` (CISI's ``query doc 0 0.0`` is not).
+In TREC form the fourth column is the gain (0 = not relevant).
 """
 
 from __future__ import annotations
@@ -51,6 +61,7 @@ _SMART_FILES = {
     "cranfield": ("cran.all.1400", "cran.qry", "cranqrel"),
     "cisi": ("CISI.ALL", "CISI.QRY", "CISI.REL"),
     "adi": ("ADI.ALL", "ADI.QRY", "ADI.REL"),
+    "medline": ("MED.ALL", "MED.QRY", "MED.REL"),
 }
 _MARKER = re.compile(r"^\.([A-Z])(?:[ \t]+(\S.*?))?[ \t]*$")
 
@@ -61,7 +72,7 @@ class Dataset:
 
     name: str
     kind: str
-    """"beir", "cranfield", "cisi", "adi" or "native"."""
+    """"beir", "cranfield", "cisi", "adi", "medline" or "native"."""
     path: str
     split: str | None
     docs: dict[str, str] | None
@@ -101,7 +112,7 @@ def detect_kind(path: Path) -> str:
         if (path / files[0]).is_file():
             return kind
     raise UsageError(
-        f"{path}: not a dataset folder (expected corpus.jsonl for BEIR, or cran.all.1400 / CISI.ALL / ADI.ALL)"
+        f"{path}: not a dataset folder (expected corpus.jsonl for BEIR, or cran.all.1400 / CISI.ALL / ADI.ALL / MED.ALL)"
     )
 
 
@@ -198,14 +209,18 @@ def _load_beir(path: Path, split: str) -> Dataset:
         raise UsageError(f"{qrels_path}: missing; splits here: {', '.join(have) or 'none'} (choose one with --split)")
     judged: dict[str, dict[str, float]] = {}
     for n, line in enumerate(_read_text(qrels_path).splitlines(), 1):
-        parts = line.split("\t") if "\t" in line else line.split()
-        if n == 1 and len(parts) == 3 and not _is_number(parts[2]):
+        parts = _qrels_fields(line)
+        if n == 1 and len(parts) in (3, 4) and not _is_number(parts[-1]):
             continue  # the header line
         if not line.strip():
             continue
-        if len(parts) != 3 or not _is_number(parts[2]):
-            raise UsageError(f"{qrels_path}:{n}: expected 'query-id<TAB>corpus-id<TAB>score'")
-        qid, did, score = parts[0].strip(), parts[1].strip(), float(parts[2])
+        if len(parts) not in (3, 4) or not _is_number(parts[-1]):
+            raise UsageError(
+                f"{qrels_path}:{n}: expected 'query-id<TAB>corpus-id<TAB>score' "
+                "or TREC's 'query-id iteration corpus-id score'"
+            )
+        # TREC's 4 columns: the second is the iteration (unused), the third the document.
+        qid, did, score = parts[0], parts[-2], float(parts[-1])
         judged.setdefault(qid, {})[did] = score
     notes = []
     unknown_q = sorted(q for q in judged if q not in all_queries)
@@ -216,6 +231,21 @@ def _load_beir(path: Path, split: str) -> Dataset:
         notes.append(f"{missing_docs} judgment(s) name documents absent from corpus.jsonl (kept: they count as unretrievable)")
     queries, qrels = _keep_relevant(all_queries, judged, notes)
     return Dataset(path.name, "beir", str(path), split, docs, queries, qrels, notes=notes)
+
+
+def _qrels_fields(line: str) -> list[str]:
+    """A judgment line's columns: split at tabs when that gives 3 or 4 columns with no blank inside
+    (ids may hold spaces), else at any whitespace."""
+    if "\t" in line:
+        parts = [p.strip() for p in line.strip().split("\t")]
+        if len(parts) in (3, 4) and not any(" " in p for p in parts):
+            return parts
+    return line.split()
+
+
+def _is_trec(rows: list[list[str]]) -> bool:
+    """Whether SMART judgment rows are TREC's ``query 0 doc gain`` (see the module's docstring)."""
+    return bool(rows) and all(len(r) == 4 and r[1] in ("0", "Q0") for r in rows) and any(r[2] != "0" for r in rows)
 
 
 def _is_number(s: str) -> bool:
@@ -287,6 +317,7 @@ def parse_smart(text: str, where: str, body: str = "W") -> tuple[list[tuple[str,
                 raise UsageError(f"{where}:{n}: text before any field marker in record {records[-1][0]}")
             continue
         parts = current[open_field]
+        line = line.rstrip()  # MEDLINE pads every line with blanks to 72 columns
         parts[-1] = f"{parts[-1]}\n{line}" if parts[-1] else line
     notes = [f"{where}: {stray} stray field marker(s) inside a body taken as body text"] if stray else []
     out = []
@@ -344,18 +375,24 @@ def _load_smart(path: Path, kind: str) -> Dataset:
     judged: dict[str, dict[str, float]] = {}
     codes = {"-1": 0}
     rel_path = path / rel_name
-    for n, line in enumerate(_read_text(rel_path).splitlines(), 1):
-        parts = line.split()
-        if not parts:
-            continue
+    rows = [(n, line.split()) for n, line in enumerate(_read_text(rel_path).splitlines(), 1) if line.strip()]
+    trec = _is_trec([r for _, r in rows])
+    if trec:
+        notes.append(f"{rel_name} is in TREC's 4-column form (query 0 doc gain)")
+    for n, parts in rows:
         if len(parts) < 3:
-            raise UsageError(f"{rel_path}:{n}: expected 'query doc code ...'")
-        qid, did = _smart_id(parts[0], f"{rel_name}:{n}"), _smart_id(parts[1], f"{rel_name}:{n}")
+            raise UsageError(f"{rel_path}:{n}: expected 'query doc code ...' or TREC's 'query 0 doc gain'")
+        qid = _smart_id(parts[0], f"{rel_name}:{n}")
+        did = _smart_id(parts[2] if trec else parts[1], f"{rel_name}:{n}")
         if qid not in queries:
             raise UsageError(f"{rel_path}:{n}: query {qid} is not in {qry_name}")
         if did not in docs:
             raise UsageError(f"{rel_path}:{n}: document {did} is not in {all_name}")
-        if kind == "cranfield":
+        if trec:
+            if not _is_number(parts[3]):
+                raise UsageError(f"{rel_path}:{n}: gain {parts[3]!r} is not a number")
+            gain = max(0.0, float(parts[3]))
+        elif kind == "cranfield":
             code = parts[2]
             codes[code] = codes.get(code, 0) + 1
             gain = _cranfield_gain(code, f"{rel_path}:{n}")
@@ -363,7 +400,7 @@ def _load_smart(path: Path, kind: str) -> Dataset:
             gain = 1.0  # CISI and ADI judgments are binary; the other columns are 0
         prev = judged.setdefault(qid, {}).get(did)
         judged[qid][did] = gain if prev is None else max(prev, gain)
-    if kind == "cranfield":
+    if kind == "cranfield" and not trec:
         notes.append(
             f"relevance code -1 (the query's source document, {codes.get('-1', 0)} judgment(s)) is not relevant; "
             "codes 1..4 are gain 5 - code"

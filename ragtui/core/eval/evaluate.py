@@ -35,6 +35,7 @@ import numpy as np
 from ragtui.core.errors import StorageError, UsageError
 from ragtui.core.eval import metrics
 from ragtui.core.eval.datasets import Dataset
+from ragtui.core.search.query import ParsedQuery, literal
 
 if TYPE_CHECKING:
     from ragtui.core.embedders.base import Embedder
@@ -192,13 +193,15 @@ class ModeResult:
         }
 
 
-def ranked_ids(retriever: Retriever, query: str | np.ndarray, mode: str, k: int, *, level: str = "doc",
+def ranked_ids(retriever: Retriever, query: str | np.ndarray | ParsedQuery, mode: str, k: int, *, level: str = "doc",
                to_doc: Mapping[str, str] | None = None, params: SearchParams | None = None) -> list[str]:
     """The top ``k`` distinct ids for ``query``: documents (each at its best chunk) or chunks.
 
     ``to_doc`` maps the index's doc_id to the judged id (identity when None).
     """
     params = params or {}
+    if isinstance(query, str):  # a collection's queries are prose: "CTLA - 4" or "Note:" are not query syntax
+        query = literal(query)
     if level == "chunk":
         return [h.chunk_id for h in retriever.search(query, mode=mode, k=k, **params)]
     n_chunks = max(1, retriever.data.n_chunks)
@@ -246,19 +249,40 @@ def run_mode(retriever: Retriever, dataset: Dataset, mode: str, k: int, *, param
     return result
 
 
-def mode_params(retriever: Retriever, mode: str, nprobe: int | None = None) -> dict[str, object]:
-    """The effective settings of ``mode`` (for the report's provenance)."""
+def mode_params(retriever: Retriever, mode: str, nprobe: int | None = None,
+                given: Mapping[str, object] | None = None) -> dict[str, object]:
+    """The effective settings of ``mode`` (for the report's provenance); ``given``: the ranking
+    parameters the run passed (``ragtui.app.search_params``), shown over the defaults."""
+    from ragtui.core.search.docaware import DEFAULT_CHUNK_WEIGHT
+
+    given = dict(given or {})
+    out: dict[str, object]
     if mode == "hybrid":
         from ragtui.core.search import fusion
 
-        return {"fusion": fusion.DEFAULT_FUSION, "weight": fusion.DEFAULT_WEIGHT, "rrf_k": fusion.DEFAULT_RRF_K,
-                "depth": f"max(asked chunks, {fusion.DEFAULT_DEPTH})"}
-    if mode == "ivf":
-        p = retriever.ivf().params
-        return {"nlist": p.nlist, "nprobe": nprobe or p.nprobe, "train_cap": p.train_cap, "iters": p.iters}
-    if mode == "bm25":
-        return {"k1": retriever.meta.k1, "b": retriever.meta.b}
-    return {}
+        method, weight, rrf_k = fusion.resolve(given.get("fusion"), given.get("weight"), given.get("rrf_k"))
+        out = {"fusion": method, **({"weight": weight} if method == "weighted" else {"rrf_k": rrf_k}),
+               "depth": given.get("depth", fusion.DEFAULT_DEPTH), "lexical": given.get("lexical", "bm25doc"),
+               "k1": retriever.meta.k1, "b": retriever.meta.b}
+        if out["lexical"] == "bm25doc":
+            out["chunk_weight"] = given.get("chunk_weight", DEFAULT_CHUNK_WEIGHT)
+    elif mode == "ivf":
+        ivf = retriever.ivf()
+        p = ivf.params
+        out = {"nlist": p.nlist, "nprobe": nprobe or ivf.default_nprobe, "train_cap": p.train_cap, "iters": p.iters}
+        if ivf.calibration is not None:
+            out["calibrated_nprobe"], out["calibration_recall"] = ivf.calibration
+    elif mode == "bm25":
+        out = {"k1": retriever.meta.k1, "b": retriever.meta.b}
+    elif mode == "bm25doc":
+        out = {"k1": retriever.meta.k1, "b": retriever.meta.b,
+               "chunk_weight": given.get("chunk_weight", DEFAULT_CHUNK_WEIGHT)}
+    else:
+        out = {}
+    for name in ("mmr", "min_score", "merge"):
+        if given.get(name) is not None:
+            out[name] = given[name]
+    return out
 
 
 def nprobe_sweep(retriever: Retriever, dataset: Dataset, k: int, nprobes: Iterable[int], *,
@@ -346,7 +370,8 @@ def compare_reports(a: Report, b: Report, *, pairs: list[tuple[str, str]] | None
     """Compare ``a`` and ``b`` mode by mode: means of every metric and a paired test on nDCG.
 
     ``pairs`` lists (mode in a, mode in b); default: every mode both reports
-    have. Only queries present in both runs are compared. Raises
+    have, or, when they have none in common, every mode of ``a`` against every
+    mode of ``b``. Only queries present in both runs are compared. Raises
     ``UsageError`` for reports of another format, different k, or no common query.
     """
     for rep, name in zip((a, b), names):
@@ -355,9 +380,12 @@ def compare_reports(a: Report, b: Report, *, pairs: list[tuple[str, str]] | None
     if a["k"] != b["k"]:
         raise UsageError(f"the reports use different k ({a['k']} and {b['k']}): compare runs with the same -k")
     if pairs is None:
+        # Common modes pair up; two reports with none in common (one run named its variant
+        # differently) compare every mode of A with every mode of B.
         pairs = [(m, m) for m in a["modes"] if m in b["modes"]]
+        pairs = pairs or [(ma, mb) for ma in a["modes"] for mb in b["modes"]]
         if not pairs:
-            raise UsageError("the two reports have no mode in common: name the modes as FILE:MODE")
+            raise UsageError("a report has no modes to compare")
     notes = []
     if a["dataset"]["name"] != b["dataset"]["name"]:
         notes.append(f"different datasets: {a['dataset']['name']} and {b['dataset']['name']}")

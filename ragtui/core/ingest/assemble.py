@@ -34,6 +34,8 @@ __all__ = [
 ]
 
 EMBED_BATCH = 256
+JOURNAL_SECONDS = 2.0
+"""Vectors the embedder answered are in the journal within about this long (plus one batch)."""
 CHUNK_BATCH = 64
 
 Vectors = npt.NDArray[np.float32]
@@ -259,8 +261,18 @@ def chunk_all(
     return new_chunks
 
 
-def embed_pending(asm: Assembly, embedder: Embedder, journal: EmbedJournal, report: SyncReport, tick: Progress) -> None:
-    """Fill the vector of every pending record: from the journal, else from the embedder (once per fingerprint)."""
+def embed_pending(asm: Assembly, embedder: Embedder, journal: EmbedJournal, report: SyncReport, tick: Progress,
+                  *, clock: Callable[[], float] = time.monotonic) -> None:
+    """Fill the vector of every pending record: from the journal, else from the embedder (once per fingerprint).
+
+    What the embedder answered is appended to the journal at least every
+    ``JOURNAL_SECONDS`` and every ``EMBED_BATCH`` vectors, and once more when
+    embedding fails, so a failed or killed run loses at most a few seconds of
+    the backend's work. An embedder with ``embed_parts`` (the HTTP one) is
+    given every pending text at once and answers batch by batch; others are
+    called with groups of at most ``EMBED_BATCH`` texts, smaller when a group
+    takes longer than ``JOURNAL_SECONDS``.
+    """
     t0 = time.perf_counter()
     pending, vectors = asm.pending, asm.vectors
     texts_for = {f: asm.records[rows[0]].text for f, rows in pending.items()}
@@ -273,18 +285,27 @@ def embed_pending(asm: Assembly, embedder: Embedder, journal: EmbedJournal, repo
     # The chunker's token ids, where it kept them, spare the embedder tokenizing those texts again.
     found = getattr(embedder, "embed_ids", None) if asm.ids else None
     embed_ids: Callable[[list[np.ndarray]], np.ndarray] | None = found if callable(found) else None
-    for lo in range(0, len(fps), EMBED_BATCH):
-        batch = fps[lo : lo + EMBED_BATCH]
+
+    def embed(batch: list[str]) -> Vectors:
         with_ids = [i for i, f in enumerate(batch) if f in asm.ids] if embed_ids is not None else []
-        if embed_ids is not None and with_ids:
-            # An embedder's vector of a text does not depend on the other texts of the call.
-            emb = np.empty((len(batch), vectors.shape[1]), dtype=np.float32)
-            emb[with_ids] = np.asarray(embed_ids([asm.ids[batch[i]] for i in with_ids]), dtype=np.float32)
-            rest = [i for i, f in enumerate(batch) if f not in asm.ids]
-            if rest:
-                emb[rest] = np.asarray(embedder.embed([texts_for[batch[i]] for i in rest]), dtype=np.float32)
-        else:
-            emb = np.asarray(embedder.embed([texts_for[f] for f in batch]), dtype=np.float32)
+        if embed_ids is None or not with_ids:
+            return np.asarray(embedder.embed([texts_for[f] for f in batch]), dtype=np.float32)
+        # An embedder's vector of a text does not depend on the other texts of the call.
+        out = np.empty((len(batch), vectors.shape[1]), dtype=np.float32)
+        out[with_ids] = np.asarray(embed_ids([asm.ids[batch[i]] for i in with_ids]), dtype=np.float32)
+        rest = [i for i, f in enumerate(batch) if f not in asm.ids]
+        if rest:
+            out[rest] = np.asarray(embedder.embed([texts_for[batch[i]] for i in rest]), dtype=np.float32)
+        return out
+
+    unsaved: list[tuple[list[str], Vectors]] = []
+    n_unsaved = 0
+    saved_at = clock()
+    done = 0
+
+    def take(batch: list[str], emb: Vectors) -> None:
+        nonlocal n_unsaved, saved_at, done
+        emb = np.asarray(emb, dtype=np.float32)
         if emb.shape != (len(batch), vectors.shape[1]):
             raise EmbeddingError(f"embedder {embedder.model}: {emb.shape} embeddings for {len(batch)} texts of dim {vectors.shape[1]}")
         bad = bad_vector_rows(emb)
@@ -293,8 +314,43 @@ def embed_pending(asm: Assembly, embedder: Embedder, journal: EmbedJournal, repo
             raise EmbeddingError(f"embedder {embedder.model}: {vector_row_problem(emb, int(bad[0]))}")
         for f, vec in zip(batch, emb):
             vectors[pending[f]] = vec
-        journal.append(batch, emb)
-        tick("embed", min(lo + EMBED_BATCH, len(fps)), len(fps))
+        unsaved.append((batch, emb))
+        n_unsaved += len(batch)
+        done += len(batch)
+        if n_unsaved >= EMBED_BATCH or clock() - saved_at >= JOURNAL_SECONDS:
+            save()
+        tick("embed", done, len(fps))
+
+    def save() -> None:
+        nonlocal n_unsaved, saved_at
+        if unsaved:
+            journal.append([f for batch, _ in unsaved for f in batch], np.concatenate([emb for _, emb in unsaved]))
+            unsaved.clear()
+        n_unsaved, saved_at = 0, clock()
+
+    parts = getattr(embedder, "embed_parts", None)
+    try:
+        if parts is not None and fps:
+            answers = parts([texts_for[f] for f in fps])
+            try:
+                for positions, emb in answers:
+                    take([fps[i] for i in positions], emb)
+            finally:
+                answers.close()  # on failure: the requests still in flight are abandoned now
+        else:
+            lo, size = 0, EMBED_BATCH
+            while lo < len(fps):
+                batch = fps[lo : lo + size]
+                started = clock()
+                take(batch, embed(batch))
+                took = clock() - started
+                if took > JOURNAL_SECONDS:  # a slow backend: smaller groups, so the journal keeps up
+                    size = max(1, int(len(batch) * JOURNAL_SECONDS / took))
+                lo += len(batch)
+    finally:
+        save()
+    if done != len(fps):
+        raise EmbeddingError(f"embedder {embedder.model}: answered {done} of {len(fps)} texts")
     pending.clear()
     asm.ids.clear()
     report.chunks_embedded = len(fps)

@@ -332,7 +332,30 @@ class _Chunker:
         # Starts must strictly increase in characters too, not only in tokens.
         while (nxt < self.n or self._more()) and self._content_start(self.spans[nxt][0]) <= start:
             nxt += 1
-        return nxt
+        # A snippet that opens mid-word ("zip {{[-c|..." for "gzip") reads as
+        # garbage and costs a recount (BPE adds a word-start piece): move the
+        # start to the first word start still inside the overlap, if there is one.
+        # Only tokens up to c qualify, so every token stays covered.
+        # A start after whitespace beats one after punctuation ("--stdout" in "[-c|--stdout]").
+        best, best_kind = nxt, 0
+        for j in range(nxt, c + 1):
+            kind = self._word_start(j)
+            if kind == 2:
+                return j
+            if kind > best_kind:
+                best, best_kind = j, kind
+        return best
+
+    def _word_start(self, j: int) -> int:
+        """2 if token j's text opens a word after whitespace (or the document's start),
+        1 if it opens one after other punctuation, else 0."""
+        doc = self.doc
+        p = self._content_start(self.spans[j][0])
+        if p >= len(doc):
+            return 0
+        if p == 0 or doc[p - 1].isspace():
+            return 2
+        return 1 if doc[p].isalnum() and not doc[p - 1].isalnum() else 0
 
     def _cut(self, a: int) -> int:
         """The last token of the window that starts at token a."""

@@ -36,12 +36,10 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ragtui.core.errors import UsageError
-
-if TYPE_CHECKING:
-    from ragtui.core.ingest.walk import WalkRules
+from ragtui.core.ingest.reader import read_file
 
 __all__ = [
     "IGNORE_FILES",
@@ -49,8 +47,28 @@ __all__ = [
     "IgnoreLevel",
     "PathFilter",
     "PatternSet",
+    "Rules",
     "check_patterns",
 ]
+
+
+
+class Rules(Protocol):
+    """What a ``PathFilter`` needs of the walk's rules (``walk.WalkRules`` is the one implementation)."""
+
+    @property
+    def include(self) -> Sequence[str]: ...
+    @property
+    def exclude(self) -> Sequence[str]: ...
+    @property
+    def ignore_files(self) -> bool: ...
+    @property
+    def skip_under(self) -> Sequence[Path]: ...
+    @property
+    def default_include(self) -> bool: ...
+    def skips_name(self, name: str, /) -> bool: ...
+    def wants_name(self, name: str, /) -> bool: ...
+
 
 IGNORE_FILES = (".gitignore", ".ignore")
 """Read in this order in each folder: a line of ``.ignore`` overrides one of ``.gitignore`` (as in ripgrep)."""
@@ -251,8 +269,6 @@ def _load_level(
     not patterns are left out (as git does) and reported; an unreadable,
     oversized or too complex file is reported and not applied.
     """
-    from ragtui.core.ingest.walk import read_file
-
     lines: list[str] = []
     compiled: list[PatternSet] = []
     where = os.path.join(folder, rel_dir) if rel_dir else folder
@@ -315,7 +331,7 @@ def _report(skipped: list[tuple[str, str]] | None, path: str, reason: str) -> No
 class PathFilter:
     """The walk's rules applied to paths relative to one folder (see the module docstring).
 
-    ``rules`` is a ``WalkRules``. ``skipped`` receives the ignore files that
+    ``rules`` is a ``walk.WalkRules`` (the ``Rules`` protocol). ``skipped`` receives the ignore files that
     could not be applied. With ``track``, every path the filter is asked
     about is also matched against each ``--include``/``--exclude`` pattern
     that has matched nothing yet; ``unmatched()`` then lists the patterns
@@ -326,7 +342,7 @@ class PathFilter:
     def __init__(
         self,
         folder: str | os.PathLike[str],
-        rules: WalkRules,
+        rules: Rules,
         skipped: list[tuple[str, str]] | None = None,
         *,
         track: bool = False,

@@ -11,16 +11,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ragtui.core.ingest.patterns import PathFilter
+from ragtui.core.ingest.reader import decode_document, read_file
 from ragtui.core.ingest.report import Progress, SyncReport
 from ragtui.core.ingest.state import FileEntry, Stamp
 from ragtui.core.ingest.walk import (
     Candidate,
     WalkRules,
     candidate,
-    decode_document,
     doc_id_for,
     filter_paths,
-    read_file,
     unreadable_now,
     walk_folder,
 )

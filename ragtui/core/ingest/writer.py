@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ragtui.core.embedders.base import Embedder
+from ragtui.core.embedders.base import Embedder, known_dim
 from ragtui.core.errors import IndexFormatError, IndexMissingError, UsageError
 from ragtui.core.index.analyzer import analyze
 from ragtui.core.index.bm25 import BM25Index, check_bm25_params
@@ -114,9 +114,20 @@ class IndexWriter:
     def _save(self, state: WriterState) -> bool:
         return self._store.save(state)
 
-    def settings(self) -> Settings:
+    def settings(self, recorded: Settings | None = None) -> Settings:
+        """The settings this writer builds with.
+
+        With ``recorded`` (the last sync's), an embedder that would have to ask
+        its server for the dimension (HTTP) is taken to have the recorded one
+        when its model is the recorded model: a sync that finds nothing to do
+        then contacts no server. ``_sync_locked`` checks the guess before it embeds.
+        """
         e = self.embedder
-        return Settings(e.model, e.dim, e.tokenizer.name, self.max_tokens, self.overlap, self.k1, self.b)
+        dim = known_dim(e)
+        if dim is None:
+            same_model = recorded is not None and recorded.embedding_model == e.model
+            dim = recorded.dim if recorded is not None and same_model else e.dim
+        return Settings(e.model, dim, e.tokenizer.name, self.max_tokens, self.overlap, self.k1, self.b)
 
     def prepare(self, *, warm_up: bool = False, should_stop: Callable[[], bool] | None = None) -> bool:
         """Open the current generation for the next sync, so that it does not pay for reading it.
@@ -166,7 +177,7 @@ class IndexWriter:
         remove_leftovers(self.artifacts, self.index_id)
         state = self._current_state()
         report.seconds["load"] = time.perf_counter() - t0
-        settings = self.settings()
+        settings = self.settings(state.settings if state is not None else None)
         current_gen = generation_of(self.target)
         if not replace:
             _refuse_other_folder(state, self.folder, self.index_id, current_gen)
@@ -204,6 +215,15 @@ class IndexWriter:
                 self._save(dataclasses.replace(state, files=found.seen, walk=self.walk))
             return
 
+        if self.embedder.dim != settings.dim:
+            # The dimension was taken from the last sync (no server asked); the server
+            # now answers another one under the same model name. Start again with
+            # the real settings: nothing was written yet.
+            fresh = SyncReport(report.index_id, report.index_path)
+            for f in dataclasses.fields(SyncReport):
+                setattr(report, f.name, getattr(fresh, f.name))
+            self._sync_locked(None, replace, report, tick)
+            return
         journal = EmbedJournal(self.artifacts, self.index_id, self.embedder.model, self.embedder.dim)
         t0 = time.perf_counter()
         gen, self._generation = self._generation, None  # dropped if this sync fails: it is re-opened then

@@ -36,13 +36,17 @@ import numpy.typing as npt
 from ragtui.core.errors import UsageError
 from ragtui.core.index.arraycache import cached_arrays
 from ragtui.core.search.flat import as_query, as_vectors, row_scores, top_k, vecdot
-from ragtui.core.search.pcg32 import PCG32, index_rng
+from ragtui.core.search.pcg32 import PCG32, fnv1a64, index_rng
 
 __all__ = [
     "ALGORITHM_VERSION",
     "IVFIndex",
     "IVFParams",
+    "CALIBRATION_K",
+    "CALIBRATION_QUERIES",
+    "CALIBRATION_TARGET",
     "ResolvedIVFParams",
+    "calibration_queries",
     "build_ivf",
     "build_ivf_cached",
     "nearest_centroid",
@@ -58,6 +62,15 @@ DEFAULT_ITERS = 10
 _TRAIN_PER_LIST = 64
 _PROBE_FRACTION_DIV = 16  # probe 1/16 of the lists...
 _MIN_PROBED_ROWS = 2048  # ...but enough lists to score about this many rows
+
+# Self-calibration of the default nprobe (spec/ivf.md, "Calibrated nprobe"; issue 12).
+CALIBRATION_QUERIES = 200
+"""Pseudo-queries drawn from the index's own vectors."""
+CALIBRATION_TARGET = 0.95
+"""The recall@CALIBRATION_K against flat the default nprobe must reach on them."""
+CALIBRATION_K = 10
+_CALIBRATION_STREAM = 55
+_CALIBRATION_MIX = 3  # rows summed per pseudo-query: a real query sits between topics, not on a chunk
 
 # Rows per block when scoring against all centroids: bounds the float64
 # temporaries to a few MiB whatever n is.
@@ -279,6 +292,41 @@ class IVFIndex:
         # Rows in list order, so each probed list is one contiguous slice.
         self._packed = np.ascontiguousarray(vectors[rows], dtype=np.float32)
         self.build_seconds = build_seconds
+        self.calibration: tuple[int, float] | None = None
+        """(nprobe, recall@10 it measured) when the default nprobe was calibrated; None when the
+        user set nprobe (or the index is empty)."""
+
+    @property
+    def default_nprobe(self) -> int:
+        """The nprobe a search without one uses: the calibrated one, else ``params.nprobe``."""
+        return self.calibration[0] if self.calibration is not None else self.params.nprobe
+
+    def calibrate(self, vectors: np.ndarray, index_id: str) -> tuple[int, float]:
+        """Set and return the default nprobe: the smallest that reaches ``CALIBRATION_TARGET``
+        recall@10 against exact search on ``calibration_queries``, and at least enough lists
+        to score about 2,048 rows (so a small index stays exact). Deterministic."""
+        n, nlist = int(vectors.shape[0]), self.nlist
+        if nlist == 0:
+            self.calibration = (0, 1.0)
+            return self.calibration
+        queries = calibration_queries(vectors, index_id)
+        k = min(CALIBRATION_K, n)
+        exact = np.asarray(queries @ np.asarray(vectors, dtype=np.float32).T, dtype=np.float64)
+        label = np.empty(n, dtype=np.int64)
+        label[self.rows] = np.repeat(np.arange(nlist, dtype=np.int64), np.diff(self.offsets))
+        hits = np.zeros(nlist + 1, dtype=np.int64)  # true neighbours first reached at each nprobe
+        for i in range(queries.shape[0]):
+            truth = top_k(exact[i], None, k)[0]
+            order = self.probe(queries[i], nlist)  # lists best first, ties lowest, as search probes them
+            rank = np.empty(nlist, dtype=np.int64)
+            rank[order] = np.arange(nlist)
+            np.add.at(hits, rank[label[truth]] + 1, 1)
+        recall = np.cumsum(hits)[1:] / float(k * queries.shape[0])
+        reached = int(np.argmax(recall >= CALIBRATION_TARGET - 1e-12)) + 1
+        floor = -(-_MIN_PROBED_ROWS * nlist // n)
+        nprobe = min(nlist, max(reached, floor))
+        self.calibration = (nprobe, float(recall[nprobe - 1]))
+        return self.calibration
 
     @property
     def nlist(self) -> int:
@@ -307,7 +355,7 @@ class IVFIndex:
         if k < 0:
             raise UsageError(f"k must be >= 0, got {k}")
         if nprobe is None:
-            nprobe = self.params.nprobe
+            nprobe = self.default_nprobe
         elif nprobe < 1:
             raise UsageError(f"nprobe must be >= 1, got {nprobe}")
         if self.nlist == 0 or k == 0:
@@ -316,6 +364,20 @@ class IVFIndex:
         scores = np.concatenate([row_scores(self._packed[a:b], q) for a, b in spans])
         rows = np.concatenate([self.rows[a:b] for a, b in spans])
         return top_k(scores, rows, k)
+
+
+def calibration_queries(vectors: np.ndarray, index_id: str) -> npt.NDArray[np.float32]:
+    """The pseudo-queries of the nprobe calibration: ``CALIBRATION_QUERIES`` (at most n) unit
+    vectors, each the normalised sum of 3 rows drawn with ``PCG32(fnv1a64(index_id), 55)``'s
+    ``below(n)``, query after query, row after row (spec/ivf.md)."""
+    n = int(vectors.shape[0])
+    m = min(CALIBRATION_QUERIES, n)
+    rng = PCG32(fnv1a64(index_id.encode("utf-8")), _CALIBRATION_STREAM)
+    draws = np.array([rng.below(n) for _ in range(_CALIBRATION_MIX * m)], dtype=np.int64).reshape(m, _CALIBRATION_MIX)
+    q = np.asarray(vectors, dtype=np.float32)[draws].astype(np.float64).sum(axis=1)
+    norms = np.linalg.norm(q, axis=1, keepdims=True)
+    q = np.where(norms > 0, q / np.where(norms > 0, norms, 1.0), 0.0)
+    return q.astype(np.float32)
 
 
 def build_ivf(vectors: np.ndarray, index_id: str, params: IVFParams | None = None) -> IVFIndex:
@@ -336,8 +398,11 @@ def build_ivf(vectors: np.ndarray, index_id: str, params: IVFParams | None = Non
     centroids = seed_centroids(train, p.nlist, rng)
     centroids, iterations = _lloyd(train, centroids, p.iters)
     offsets, rows = _group(nearest_centroid(v, centroids), p.nlist)
-    seconds = time.perf_counter() - started
-    return IVFIndex(v, centroids, offsets, rows, p, build_seconds=seconds, iterations=iterations)
+    index = IVFIndex(v, centroids, offsets, rows, p, iterations=iterations)
+    if params is None or params.nprobe is None:
+        index.calibrate(v, index_id)
+    index.build_seconds = time.perf_counter() - started
+    return index
 
 
 # --- cache: saves the build, never changes its result -------------------------------
@@ -437,4 +502,8 @@ def build_ivf_cached(
         shutil.rmtree(Path(cache_dir) / f"ivf-{name}-{key}", ignore_errors=True)
         cached_arrays(cache_dir, "ivf", name, key, compute)
         return built[-1]
-    return IVFIndex(v, *hit, p, build_seconds=time.perf_counter() - started, from_cache=True)
+    index = IVFIndex(v, *hit, p, from_cache=True)
+    if params is None or params.nprobe is None:
+        index.calibrate(v, index_id)  # cheap next to the build, so not cached
+    index.build_seconds = time.perf_counter() - started
+    return index

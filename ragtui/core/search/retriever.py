@@ -30,16 +30,36 @@ import numpy.typing as npt
 from ragtui.core.errors import ModelMismatchError, QueryError, UsageError
 from ragtui.core.index.index_format import IndexData, generation_of, read_index
 from ragtui.core.index.records import IndexMeta
+from ragtui.core.search.query import ParsedQuery, parse_query
 
 if TYPE_CHECKING:
     from ragtui.core.embedders.base import Embedder
+    from ragtui.core.search.docaware import DocLexical
     from ragtui.core.search.ivf import IVFIndex, IVFParams
+    from ragtui.core.search.quant import QuantizedVectors
+    from ragtui.core.search.query_plan import QueryPlan
 
-__all__ = ["MAX_QUERY_CHARS", "MODES", "PARAMS", "Hit", "Retriever", "SearchParams", "check_query", "check_search"]
+__all__ = [
+    "MAX_QUERY_CHARS", "MODES", "PARAMS", "VECTOR_SCANS", "Hit", "Hits", "Retriever", "SearchParams", "check_query",
+    "check_search",
+]
 
-MODES = ("flat", "ivf", "bm25", "hybrid")
-PARAMS = {"flat": (), "ivf": ("nprobe",), "bm25": (), "hybrid": ("fusion", "weight", "rrf_k", "depth")}
+MODES = ("flat", "ivf", "bm25", "bm25doc", "hybrid")
+VECTOR_SCANS = ("f32", "i8")
+"""How vector modes score rows: float32 directly (the default: measured faster, bench/bench_int8.py), or an
+int8 copy first with the candidates re-scored exactly in float32 (a quarter of the bytes read per query; the same answers)."""
+PARAMS = {
+    "flat": (),
+    "ivf": ("nprobe",),
+    "bm25": (),
+    "bm25doc": ("chunk_weight",),
+    "hybrid": ("fusion", "weight", "rrf_k", "depth", "lexical", "chunk_weight"),
+}
 """The keyword parameters ``Retriever.search`` accepts, per mode."""
+COMMON = ("mmr", "min_score", "merge")
+"""Parameters every mode takes: MMR diversity, a score floor, merging neighbouring chunks (postrank)."""
+LEXICAL = ("bm25doc", "bm25")
+"""What hybrid fuses with the vectors: document-aware BM25 (the default) or plain chunk BM25."""
 
 
 class SearchParams(TypedDict, total=False):
@@ -53,6 +73,11 @@ class SearchParams(TypedDict, total=False):
     weight: float | None
     rrf_k: float | None
     depth: int | None
+    lexical: str | None
+    chunk_weight: float | None
+    mmr: float | None
+    min_score: float | None
+    merge: bool | None
 
 
 def _nearest(name: str, choices: Iterable[str]) -> str:
@@ -71,7 +96,7 @@ def check_search(mode: str, params: Mapping[str, object] | None = None) -> None:
     allowed = PARAMS[mode]
     params = params or {}
     for name, value in params.items():
-        if name in allowed:
+        if name in allowed or name in COMMON:
             continue
         owners = [m for m, names in PARAMS.items() if name in names]
         if owners and value is None:
@@ -79,7 +104,7 @@ def check_search(mode: str, params: Mapping[str, object] | None = None) -> None:
         if owners:
             raise UsageError(f"{name} applies to {owners[0]} search, not {mode}")
         takes = f"takes {', '.join(allowed)}" if allowed else "takes no parameters"
-        every = sorted({n for names in PARAMS.values() for n in names})
+        every = sorted({n for names in PARAMS.values() for n in names} | set(COMMON))
         raise UsageError(f"unknown search parameter {name!r}{_nearest(name, allowed or every)}: {mode} search {takes}")
     if mode == "ivf":
         _whole("nprobe", params.get("nprobe"))
@@ -88,6 +113,22 @@ def check_search(mode: str, params: Mapping[str, object] | None = None) -> None:
 
         fusion.resolve(params.get("fusion"), params.get("weight"), params.get("rrf_k"))
         _whole("depth", params.get("depth"))
+        lexical = params.get("lexical")
+        if lexical is not None and lexical not in LEXICAL:
+            raise UsageError(
+                f"unknown lexical ranking {lexical!r}{_nearest(str(lexical), LEXICAL)}: choose one of {', '.join(LEXICAL)}"
+            )
+        if lexical == "bm25" and params.get("chunk_weight") is not None:
+            raise UsageError("chunk_weight applies to the bm25doc lexical ranking, not bm25")
+    if mode in ("bm25doc", "hybrid"):
+        from ragtui.core.search.docaware import check_chunk_weight
+
+        check_chunk_weight(params.get("chunk_weight"))
+    from ragtui.core.search.ranking_options import check_option
+
+    for name in COMMON + (("depth",) if mode == "hybrid" else ()):
+        if params.get(name) is not None:
+            check_option(name, params[name])
 
 
 def _whole(name: str, value: object) -> int | None:
@@ -139,6 +180,29 @@ class Hit:
     doc_id: str
     row: int
     text: str
+    rows: tuple[int, ...] = ()
+    """With ``merge``: the chunk rows joined into this hit, in document order (``text`` is their
+    union); empty for a hit of one chunk."""
+
+
+class Hits(list[Hit]):
+    """The hits of one search, a list, with what the search understood of its query.
+
+    ``query``: the ``ParsedQuery`` searched (None for a query vector);
+    ``expansions``: each prefix's term -> the index terms ranked for it;
+    ``notes``: what a user should know (a prefix cut to ``MAX_EXPANSIONS`` terms, or matching none).
+    """
+
+    def __init__(self, hits: Iterable[Hit] = (), *, query: ParsedQuery | None = None,
+                 expansions: Mapping[str, tuple[str, ...]] | None = None, notes: Iterable[str] = ()) -> None:
+        super().__init__(hits)
+        self.query = query
+        self.expansions = dict(expansions or {})
+        self.notes = tuple(notes)
+
+    def describe(self) -> str:
+        """The parsed query, one line per part (``ParsedQuery.describe`` with this search's expansions)."""
+        return self.query.describe(self.expansions) if self.query is not None else "a query vector"
 
 
 class Retriever:
@@ -152,7 +216,13 @@ class Retriever:
         ivf_params: IVFParams | None = None,
         cache_dir: Path | None = None,
         full: bool = False,
+        vector_scan: str = "f32",
     ) -> None:
+        if vector_scan not in VECTOR_SCANS:
+            raise UsageError(f"vector scan must be one of {', '.join(VECTOR_SCANS)} (got {vector_scan!r})")
+        self.vector_scan = vector_scan
+        """"f32" scores vectors.f32 directly; "i8" scans an int8 copy first and re-scores exactly (same answers)."""
+        self._quant: tuple[IndexData, QuantizedVectors] | None = None
         self._data = data
         self.full = full
         self.embedder = embedder
@@ -161,6 +231,9 @@ class Retriever:
         self._ivf: tuple[IndexData, IVFIndex] | None = None
         """The IVF lists of one generation: (that generation's IndexData, its IVFIndex)."""
         self._ivf_lock = threading.Lock()
+        self._doclex: tuple[IndexData, DocLexical] | None = None
+        """The document-level BM25 of one generation (bm25doc and hybrid), built on first use."""
+        self._doclex_lock = threading.Lock()
         self.last_search_seconds = 0.0
 
     @classmethod
@@ -172,6 +245,7 @@ class Retriever:
         ivf_params: IVFParams | None = None,
         cache_dir: Path | None = None,
         full: bool = False,
+        vector_scan: str = "f32",
     ) -> Retriever:
         """Read and validate the index at ``index_dir`` (raises ``RagtuiError`` subclasses).
 
@@ -180,7 +254,8 @@ class Retriever:
         of docs.jsonl are checked as they are used; ``verify()`` checks them all.
         """
         data = read_index(index_dir, full=full, cache_dir=cache_dir)
-        return cls(data, embedder=embedder, ivf_params=ivf_params, cache_dir=cache_dir, full=full)
+        return cls(data, embedder=embedder, ivf_params=ivf_params, cache_dir=cache_dir, full=full,
+                   vector_scan=vector_scan)
 
     def verify(self) -> None:
         """Check every line of docs.jsonl now (raises ``IndexFormatError``)."""
@@ -207,6 +282,8 @@ class Retriever:
         # lists are kept with their generation, so a stale entry is never served.
         self._data = fresh
         self._ivf = None
+        self._quant = None
+        self._doclex = None
         return True
 
     # -- vectors -------------------------------------------------------------
@@ -257,62 +334,186 @@ class Retriever:
                 self._ivf = (data, lists)
             return lists
 
+    def _quant_for(self, data: IndexData) -> QuantizedVectors:
+        """The int8 copy of generation ``data``'s vectors, built on first use (kept while it is current)."""
+        from ragtui.core.search.quant import QuantizedVectors
+
+        with self._ivf_lock:
+            if self._quant is not None and self._quant[0] is data:
+                return self._quant[1]
+            quant = QuantizedVectors.build(data.vectors)
+            if data is self._data:
+                self._quant = (data, quant)
+            return quant
+
+    def _flat(self, data: IndexData, vec: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        from ragtui.core.search.flat import flat_search
+
+        if self.vector_scan == "i8":
+            return self._quant_for(data).search(vec, k)
+        return flat_search(data.vectors, vec, k)
+
+    def doc_lexical(self) -> DocLexical:
+        """The document-level BM25 of the current generation (built on first use)."""
+        return self._doclex_for(self._data)
+
+    def _doclex_for(self, data: IndexData) -> DocLexical:
+        from ragtui.core.search.docaware import DocLexical, doc_groups_of
+
+        with self._doclex_lock:
+            if self._doclex is not None and self._doclex[0] is data:
+                return self._doclex[1]
+            groups = doc_groups_of(data.records)
+            built = DocLexical.build(data.bm25, groups)
+            if data is self._data:
+                self._doclex = (data, built)
+            return built
+
     # -- search --------------------------------------------------------------
 
     def search(
-        self, query: str | np.ndarray, mode: str = "bm25", k: int = 10, **params: Unpack[SearchParams]
-    ) -> list[Hit]:
-        """Rank chunks for ``query`` with ``mode`` (flat, ivf, bm25, hybrid); at most ``k`` hits.
+        self, query: str | np.ndarray | ParsedQuery, mode: str = "bm25", k: int = 10, **params: Unpack[SearchParams]
+    ) -> Hits:
+        """Rank chunks for ``query`` with ``mode`` (flat, ivf, bm25, bm25doc, hybrid); at most ``k`` hits.
 
-        Ranking is by descending score, ties by ascending chunk number. BM25
-        and hybrid need query text; vector modes take text (embedded with the
+        Ranking is by descending score, ties by ascending chunk number. BM25,
+        bm25doc and hybrid need query text; vector modes take text (embedded with the
         index's model) or a vector of the index's dimension. IVF accepts
-        ``nprobe``; hybrid accepts ``fusion`` (rrf, weighted), ``weight``,
-        ``rrf_k`` and ``depth``. Query text is checked by ``check_query``
-        (``QueryError``: over ``MAX_QUERY_CHARS`` characters, or not UTF-8).
+        ``nprobe``; bm25doc accepts ``chunk_weight`` (its document's BM25 plus
+        chunk_weight times the chunk's own, spec/ranking.md); hybrid accepts
+        ``fusion`` (rrf, weighted), ``weight``, ``rrf_k``, ``depth`` (candidates
+        fused from each list, whatever ``k``), ``lexical`` (bm25doc, the
+        default, or bm25) and ``chunk_weight``. Every mode accepts ``mmr``
+        (0..1; 1 is off), ``min_score`` (a floor, ``postrank.floor_scores``)
+        and ``merge`` (neighbouring chunks of one document become one hit).
+        Query text is checked by ``check_query`` (``QueryError``: over
+        ``MAX_QUERY_CHARS`` characters, or not UTF-8)
+        and parsed by ``parse_query`` (spec/query-syntax.md: phrases, prefixes,
+        exclusions, OR, path/ext/lang filters; ``QueryError`` naming the column
+        of a mistake); a ``ParsedQuery`` is searched as given (``query.literal``
+        searches text with no syntax). Plain text is searched exactly as it
+        always was. The returned ``Hits`` carry the parsed query.
         """
         check_search(mode, params)
         if k < 1:
             raise UsageError(f"k must be at least 1 (got {k})")
-        if isinstance(query, str):
-            check_query(query)
+        parsed = None
+        if isinstance(query, ParsedQuery):
+            parsed, query = query, check_query(query.text)
+        elif isinstance(query, str):
+            parsed = parse_query(check_query(query))
         data = self._data  # the one generation this search reads, start to end
         start = time.perf_counter()
+        plan = None
+        if parsed is not None and not parsed.plain:
+            from ragtui.core.search.query_plan import QueryPlan
+
+            plan = QueryPlan.bind(parsed, data)
+            query = plan.search_text
+        lam, merge, floor = params.get("mmr"), bool(params.get("merge")), params.get("min_score")
+        diverse = lam is not None and lam < 1.0
+        # MMR and merging choose among more candidates than they return.
+        fetch = min(max(1, data.n_chunks), max(4 * k, k + 20)) if (diverse or merge) else k
+        rows, scores = self._rank(data, query, mode, fetch, params, plan)
+        if floor is not None:
+            from ragtui.core.search import fusion
+            from ragtui.core.search.postrank import floor_scores
+
+            method = rrf_k = None
+            if mode == "hybrid":
+                method, _, rrf_k = fusion.resolve(params.get("fusion"), params.get("weight"), params.get("rrf_k"))
+            keep = floor_scores(mode, scores, method, rrf_k) >= float(floor)
+            rows, scores = rows[keep], scores[keep]
+        if diverse:
+            from ragtui.core.search.postrank import mmr
+
+            assert lam is not None
+            rows, scores = mmr(rows, scores, fetch, float(lam), vectors=self._mmr_vectors(data),
+                               terms=lambda r: _terms(data.records[r].text))
+        hits = self.hits(rows, scores, data)
+        if merge:
+            hits = _merge(hits, data)
+        self.last_search_seconds = time.perf_counter() - start
+        if plan is None:
+            return Hits(hits[:k], query=parsed)
+        return Hits(hits[:k], query=parsed, expansions=plan.expansions, notes=plan.notes)
+
+    @staticmethod
+    def _mmr_vectors(data: IndexData) -> np.ndarray | None:
+        v = data.vectors
+        return v if v.ndim == 2 and v.shape[0] == data.n_chunks and v.shape[1] > 0 else None
+
+    def _rank(
+        self, data: IndexData, query: str | np.ndarray, mode: str, k: int, params: SearchParams,
+        plan: QueryPlan | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
         if mode == "bm25":
             if not isinstance(query, str):
                 raise UsageError("bm25 search needs query text")
-            rows, scores = data.bm25.search(query, k)
-        elif mode == "flat":
-            from ragtui.core.search.flat import flat_search
-
-            rows, scores = flat_search(data.vectors, self._query_vector(query, data), k)
-        elif mode == "ivf":
+            return data.bm25.search(query, k) if plan is None else plan.bm25(data, k)
+        if mode == "bm25doc":
+            if not isinstance(query, str):
+                raise UsageError("bm25doc search needs query text")
+            return self._bm25doc(data, query, k, params.get("chunk_weight"), plan)
+        if mode == "flat":
             vec = self._query_vector(query, data)
-            rows, scores = self._ivf_for(data).search(vec, k, nprobe=params.get("nprobe"))
-        else:
-            rows, scores = self._hybrid(data, query, k, params)
-        self.last_search_seconds = time.perf_counter() - start
-        return self.hits(rows, scores, data)
+            # The int8 scan serves plain queries; a plan (filters, phrases) scores its allowed rows in float32.
+            return self._flat(data, vec, k) if plan is None else plan.flat(data.vectors, vec, k)
+        if mode == "ivf":
+            vec = self._query_vector(query, data)
+            lists = self._ivf_for(data)
+            nprobe = params.get("nprobe")
+            if plan is not None:
+                return plan.ivf(lists, data.vectors, vec, k, nprobe)
+            if self.vector_scan == "i8":
+                from ragtui.core.search.quant import ivf_search_i8
+
+                return ivf_search_i8(lists, self._quant_for(data), vec, k, nprobe=nprobe)
+            return lists.search(vec, k, nprobe)
+        return self._hybrid(data, query, k, params, plan)
 
     def _hybrid(
-        self, data: IndexData, query: str | np.ndarray, k: int, params: SearchParams
+        self, data: IndexData, query: str | np.ndarray, k: int, params: SearchParams, plan: QueryPlan | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         from ragtui.core.search import fusion
-        from ragtui.core.search.flat import flat_search
 
         if not isinstance(query, str):
             raise UsageError("hybrid search needs query text")
-        depth = max(k, _whole("depth", params.get("depth")) or fusion.DEFAULT_DEPTH)
-        lexical = data.bm25.search(query, depth)
-        vector = flat_search(data.vectors, self._query_vector(query, data), depth)
-        return fusion.fuse(
-            lexical,
-            vector,
-            k,
-            method=params.get("fusion"),
-            weight=params.get("weight"),
-            rrf_k=params.get("rrf_k"),
-        )
+        depth = _whole("depth", params.get("depth")) or fusion.DEFAULT_DEPTH
+        vec = self._query_vector(query, data)
+        use_doc = params.get("lexical") in (None, "bm25doc")
+
+        def lexical(n: int) -> tuple[np.ndarray, np.ndarray]:
+            if use_doc:
+                return self._bm25doc(data, query, n, params.get("chunk_weight"), plan)
+            return data.bm25.search(query, n) if plan is None else plan.bm25(data, n)
+
+        def vector(n: int) -> tuple[np.ndarray, np.ndarray]:
+            # Under a query plan: the same fusion over each ranking of the rows the query allows.
+            return self._flat(data, vec, n) if plan is None else plan.flat(data.vectors, vec, n)
+
+        def fused(n: int, at: int) -> tuple[np.ndarray, np.ndarray]:
+            return fusion.fuse(lexical(at), vector(at), n, method=params.get("fusion"),
+                               weight=params.get("weight"), rrf_k=params.get("rrf_k"))
+
+        # The fusion of each list's top `depth` decides the ranking, whatever k: a larger k
+        # only appends (from a deeper fusion) what that one did not rank, so the top 10 of
+        # k=100 is the top 10 of k=10.
+        rows, scores = fused(k, depth)
+        if k <= rows.size or rows.size >= data.n_chunks:
+            return rows, scores
+        return fusion.extend(rows, scores, fused(k, k), k)
+
+    def _bm25doc(
+        self, data: IndexData, query: str, k: int, chunk_weight: object, plan: QueryPlan | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        from ragtui.core.search.docaware import check_chunk_weight
+
+        weight = check_chunk_weight(chunk_weight)
+        lex = self._doclex_for(data)
+        if plan is None:
+            return lex.search(data.bm25, query, k, weight)
+        return plan.lexical(lex.chunk_scores(data.bm25, plan.lexical_text, weight), k)
 
     @staticmethod
     def hits(rows: np.ndarray, scores: np.ndarray, data: IndexData) -> list[Hit]:
@@ -321,6 +522,40 @@ class Retriever:
             rec = data.records[row]
             out.append(Hit(rank, float(score), rec.chunk_id, rec.doc_id, row, rec.text))
         return out
+
+
+def _terms(text: str) -> set[str]:
+    from ragtui.core.index.analyzer import analyze
+
+    return set(analyze(text))
+
+
+def _merge(hits: list[Hit], data: IndexData) -> list[Hit]:
+    """Hits of one document whose chunks are neighbours (numbers k and k+1: the chunker's windows
+    overlap or touch) joined into the best-ranked one, text the union; ranks renumbered."""
+    from ragtui.core.search.postrank import merge_text
+
+    groups: list[list[Hit]] = []
+    where: dict[tuple[str, int], int] = {}  # (doc_id, chunk number) -> its group
+    for h in hits:
+        kk = data.records[h.row].k
+        g = where.get((h.doc_id, kk - 1), where.get((h.doc_id, kk + 1)))
+        if g is None:
+            g = len(groups)
+            groups.append([])
+        groups[g].append(h)
+        where[(h.doc_id, kk)] = g
+    out = []
+    for rank, group in enumerate(groups, 1):
+        best = group[0]
+        if len(group) == 1:
+            out.append(Hit(rank, best.score, best.chunk_id, best.doc_id, best.row, best.text))
+            continue
+        members = sorted(group, key=lambda h: h.row)
+        rows = tuple(h.row for h in members)
+        out.append(Hit(rank, best.score, best.chunk_id, best.doc_id, best.row,
+                       merge_text([h.text for h in members]), rows))
+    return out
 
 
 def _check_embedder(embedder: Embedder, meta: IndexMeta) -> None:

@@ -1,0 +1,116 @@
+"""``ragtui ask QUESTION``: an answer from the configured chat model, with every citation checked.
+
+Exit codes: 0 every citation verified · 1 a citation failed the check (stale, not in the context,
+unresolvable), the answer cites nothing, or nothing was found to answer from (``--allow-unverified``
+makes the first two 0) · 2 bad flags, no ``[llm]`` configured, no usable index · 3 the chat server
+failed (down, an error, no choices, an empty answer, a stream that broke off) or the index is broken.
+Nothing is written into the index; the HyDE cache lives under ``$XDG_CACHE_HOME/ragtui/hyde``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ragtui import app
+from ragtui.commands.pack import add_pack_options, budget_of
+from ragtui.core.textsafe import json_text
+
+__all__ = ["register", "run"]
+
+MARKS = {"verified": "ok", "stale": "STALE", "not-in-context": "NOT IN CONTEXT", "unresolvable": "UNRESOLVABLE"}
+
+
+def register(sub, common) -> None:
+    p = sub.add_parser(
+        "ask",
+        help="answer a question from the index with a chat model; every citation is checked",
+        description="Retrieve and pack a context (as `ragtui pack`), ask the chat model of the [llm] settings "
+        "to answer citing [path:Lstart-Lend] labels, then check each citation: verified (in the context, "
+        "source fresh), stale, not-in-context or unresolvable.",
+    )
+    p.add_argument("question")
+    add_pack_options(p)
+    p.add_argument("--fast", action="store_true", help="exactly one chat call (no second call when the answer "
+                   "cites nothing)")
+    p.add_argument("--hyde", action="store_true", help="also search a hypothetical answer written by the model "
+                   "(one more call; cached on disk by model and question)")
+    p.add_argument("--json", action="store_true", help="print the answer, citations, stats and context as JSON")
+    stream = p.add_mutually_exclusive_group()
+    stream.add_argument("--stream", dest="stream", action="store_true", default=None,
+                        help="stream the answer as it is written (default: when printing to a terminal)")
+    stream.add_argument("--no-stream", dest="stream", action="store_false", help="print the answer when complete")
+    p.add_argument("--allow-unverified", action="store_true",
+                   help="exit 0 even when a citation fails the check or the answer cites nothing")
+    common(p)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ragtui.core.answer import ask
+    from ragtui.core.llm import ChatClient
+    from ragtui.core.search.retriever import check_query, check_search
+
+    if args.fast and args.hyde:
+        from ragtui.core.errors import UsageError
+
+        raise UsageError("--fast makes exactly one chat call, and --hyde needs a second: choose one")
+    check_query(args.question)
+    params = {"nprobe": args.nprobe} if args.nprobe is not None else {}
+    check_search(args.mode, params)
+    settings = app.settings_from(args)
+    budget = budget_of(args, settings)
+    client = ChatClient.from_settings(settings.llm)  # before the index: a missing [llm] costs nothing
+    reader = app.open_reader(settings)
+    stream = (sys.stdout.isatty() if args.stream is None else args.stream) and not args.json
+
+    def on_delta(piece: str) -> None:
+        sys.stdout.write(piece)
+        sys.stdout.flush()
+
+    def on_note(text: str) -> None:
+        if stream:
+            sys.stdout.write("\n")
+        print(f"ragtui: note: {text}", file=sys.stderr)
+
+    with client:
+        result = ask(args.question, reader.retriever, reader.tokenizer, client, mode=args.mode, k=args.k,
+                     budget=budget, params=params, fast=args.fast, hyde=args.hyde,
+                     on_delta=on_delta if stream else None, on_note=on_note)
+    for note in result.pack.notes:
+        print(f"ragtui: note: {note}", file=sys.stderr)
+    for warning in result.warnings:
+        print(f"ragtui: warning: {warning}", file=sys.stderr)
+    if args.json:
+        sys.stdout.write(json_text(result.to_json(), indent=1) + "\n")
+    else:
+        if not stream:
+            sys.stdout.write(result.text)
+        sys.stdout.write("\n\n" + citations_block(result) + "\n")
+        print(stats_block(result), file=sys.stderr)
+    failed = [c for c in result.checks if not c.ok]
+    if failed and not args.allow_unverified:
+        print(f"ragtui: {len(failed)} of {len(result.checks)} citation(s) failed the check "
+              "(--allow-unverified to exit 0 anyway)", file=sys.stderr)
+    return 0 if result.all_verified or args.allow_unverified else 1
+
+
+def citations_block(result) -> str:
+    if not result.checks:
+        return "Citations: none (the answer cites no source)"
+    lines = ["Citations:"]
+    for c in result.checks:
+        where = f"source {c.source}" if c.source is not None else c.reason
+        lines.append(f"  {MARKS[c.verdict]:<15} [{c.label}]  {c.verdict}: {where}")
+    return "\n".join(lines)
+
+
+def stats_block(result) -> str:
+    s = result.stats()
+    tokens_in = "?" if s["input_tokens"] is None else s["input_tokens"]
+    tokens_out = "?" if s["output_tokens"] is None else s["output_tokens"]
+    seconds = " · ".join(f"{name} {sec:.3f}s" for name, sec in s["seconds"].items())
+    first = f" · first token {s['first_token_seconds']:.3f}s" if s["first_token_seconds"] is not None else ""
+    usage = "" if s["usage_reported"] else " (the server reported no usage for some calls)"
+    return (f"Stats: mode {s['mode']} · chat calls {s['chat_calls']} · tokens in {tokens_in} / out {tokens_out}"
+            f"{usage} · context {s['context_tokens']}/{s['budget']} tokens\n"
+            f"       seconds: {seconds}{first}")

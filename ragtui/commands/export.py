@@ -1,0 +1,111 @@
+"""``ragtui export --format seekite OUT``: publish an index's search as static files with a browser page.
+
+``ragtui export --verify OUT`` checks an export against every rule of
+spec/seekite-export.md (exit 3 naming the file when one is broken) and, with
+``--query``, answers a BM25F query from it.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from ragtui import app
+from ragtui.core.errors import UsageError
+from ragtui.core.textsafe import json_text
+
+__all__ = ["register", "run"]
+
+
+def register(sub, common) -> None:
+    p = sub.add_parser(
+        "export", help="write an index as a static Seekite search folder (index.html + search/)",
+        description="Write the index as a Seekite v2 export: OUT/index.html, a page that searches in the "
+        "browser, and OUT/search/, the files it reads. Serve OUT with any web server. OUT must be new, "
+        "empty, or a previous export (which is replaced).",
+    )
+    p.add_argument("out", metavar="OUT", help="the folder to write (or, with --verify, to check)")
+    p.add_argument("--format", default="seekite", help="the export format (only seekite, version 2)")
+    p.add_argument("--vectors", default="i8", help="vectors.bin as i8 (default), f32, or none")
+    p.add_argument("--generated-at", metavar="TIME",
+                   help="the manifest's generatedAt (default: now), e.g. 2026-10-09T12:00:00Z: "
+                        "with it, the same index gives the same bytes")
+    p.add_argument("--verify", action="store_true", help="check the export at OUT instead of writing one")
+    p.add_argument("--query", help="with --verify: answer this BM25F query from the export")
+    p.add_argument("-k", type=int, default=10, help="with --query: number of results (default: 10)")
+    p.add_argument("--json", action="store_true", help="print the summary (or the hits) as JSON")
+    common(p)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    if args.format != "seekite":
+        raise UsageError(f"unknown export format {args.format!r}: the only one is seekite")
+    if args.k < 1:
+        raise UsageError(f"-k must be at least 1 (got {args.k})")
+    if args.verify:
+        return _verify(args)
+    if args.query is not None:
+        raise UsageError("--query goes with --verify (it searches an export)")
+    from ragtui.core.export.writer import check_generated_at, export_files, export_to, is_previous_export
+    from ragtui.core.index.index_format import read_index
+    from ragtui.core.ingest.publish import rag_root
+
+    if args.generated_at is not None:
+        check_generated_at(args.generated_at)
+    if args.vectors not in ("i8", "f32", "none"):
+        raise UsageError(f"--vectors must be i8, f32 or none (got {args.vectors!r})")
+    settings = app.settings_from(args)
+    path = app.resolve_index(settings)
+    started = time.perf_counter()
+    data = read_index(path, full=True, cache_dir=rag_root(settings.artifacts) / ".cache")
+    replacing = is_previous_export(Path(args.out))
+    files = export_files(data, generated_at=args.generated_at, vectors=args.vectors)
+    out = export_to(args.out, files)
+    seconds = time.perf_counter() - started
+    summary = {"out": str(out), "index_id": data.meta.index_id, "chunks": data.meta.n_chunks,
+               "files": len(files), "bytes": sum(len(b) for b in files.values()), "replaced": replacing,
+               "seconds": round(seconds, 3)}
+    if args.json:
+        print(json_text(summary, indent=1))
+    else:
+        from ragtui.core.textsafe import one_line
+
+        print(f"exported {data.meta.n_chunks} chunks of {one_line(data.meta.index_id, 80)} to "
+              f"{one_line(str(out), 200)}: {len(files)} files, {summary['bytes']:,} bytes in {seconds:.2f} s"
+              f"{' (replaced the previous export)' if replacing else ''}")
+        print(f"serve it with: python3 -m http.server -d {one_line(str(out), 200)} 8000, then open "
+              "http://localhost:8000/", file=sys.stderr)
+    return 0
+
+
+def _verify(args) -> int:
+    from ragtui.core.export.reader import read_export
+    from ragtui.core.search.retriever import check_query
+    from ragtui.core.textsafe import one_line
+
+    if args.query is not None:
+        check_query(args.query)
+    export = read_export(args.out)
+    export.verify_text()
+    if args.query is not None:
+        hits = export.search(args.query, args.k)
+        if args.json:
+            print(json_text([{"rank": h.rank, "score": h.score, "chunk": h.chunk, "chunk_id": h.chunk_id,
+                              "url": h.url, "title": h.title, "heading": h.heading, "content": h.content}
+                             for h in hits], indent=1))
+        else:
+            for h in hits:
+                print(f"{h.rank:>3}  {h.score:9.4f}  {one_line(h.chunk_id, 60)}  {one_line(h.content, 60)}")
+        return 0 if hits else 1
+    summary = {name: {"chunks": c.n_chunks, "terms": len(c.terms), "files": len(c.files),
+                      "bytes": sum(c.files.values()), "vectors": c.vector_dtype}
+               for name, c in export.corpora.items()}
+    if args.json:
+        print(json_text({"ok": True, "generatedAt": export.generated_at, "corpora": summary}, indent=1))
+    else:
+        for name, s in summary.items():
+            print(f"ok: {one_line(name, 80)}: {s['chunks']} chunks, {s['terms']} terms, {s['files']} files, "
+                  f"{s['bytes']:,} bytes, vectors {s['vectors'] or 'none'}")
+    return 0

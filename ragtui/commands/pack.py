@@ -1,0 +1,99 @@
+"""``ragtui pack QUERY``: the ranked chunks for a query packed into a token budget, with source lines.
+
+Exit codes: 0 a context was packed · 1 nothing found, or nothing fits the budget · 2 bad flags, no
+usable index, an embedder that is not the index's · 3 an index that fails validation, an output
+file that cannot be written.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from ragtui import app
+from ragtui.core.errors import StorageError
+from ragtui.core.textsafe import json_text
+
+__all__ = ["add_pack_options", "register", "run"]
+
+DEFAULT_MODE = "hybrid"
+DEFAULT_CANDIDATES = 50
+
+
+def add_pack_options(p) -> None:
+    """--budget, --mode, -k, --nprobe (pack and ask)."""
+    from ragtui.core.pack import DEFAULT_BUDGET
+
+    p.add_argument("-b", "--budget", type=int, metavar="TOKENS", default=None,
+                   help=f"tokens of context, counted with the index's tokenizer (default: {DEFAULT_BUDGET})")
+    p.add_argument("--mode", default=DEFAULT_MODE,
+                   help=f"flat, ivf, bm25 or hybrid (default: {DEFAULT_MODE})")
+    p.add_argument("-k", type=int, default=DEFAULT_CANDIDATES,
+                   help=f"ranked chunks considered for the budget (default: {DEFAULT_CANDIDATES})")
+    p.add_argument("--nprobe", type=int, help="IVF lists to probe")
+
+
+def register(sub, common) -> None:
+    p = sub.add_parser(
+        "pack",
+        help="pack the chunks for a query into a token budget, with [path:Lstart-Lend] labels",
+        description="Search, then fill a token budget (counted with the index's own tokenizer) greedily by "
+        "score per token; adjacent or overlapping chunks of a document become one snippet with the union "
+        "line range; snippets are ordered by source and line. Prints the paste-ready Markdown form unless "
+        "--json is given.",
+    )
+    p.add_argument("query")
+    add_pack_options(p)
+    form = p.add_mutually_exclusive_group()
+    form.add_argument("--json", action="store_true", help="print the pack as JSON (snippets, tokens, fingerprint)")
+    form.add_argument("--markdown", action="store_true", help="print the paste-ready Markdown form (the default)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the pack to FILE instead of stdout")
+    common(p)
+    p.set_defaults(func=run)
+
+
+def budget_of(args, settings) -> int:
+    from ragtui.core.pack import DEFAULT_BUDGET, check_budget
+
+    if args.budget is not None:
+        return check_budget(args.budget)
+    return check_budget(settings.llm.get("context_tokens", DEFAULT_BUDGET))
+
+
+def run(args) -> int:
+    from ragtui.core.search.query import parse_query
+    from ragtui.core.search.retriever import check_query, check_search
+
+    parse_query(check_query(args.query))  # query syntax mistakes (with their column) before anything loads
+    params = {"nprobe": args.nprobe} if args.nprobe is not None else {}
+    check_search(args.mode, params)  # before anything loads
+    settings = app.settings_from(args)
+    budget = budget_of(args, settings)
+    reader = app.open_reader(settings)
+    result = app.pack_query(reader, args.query, mode=args.mode, k=args.k, budget=budget, params=params)
+    text = json_text(result.to_json(), indent=1) + "\n" if args.json else result.markdown()
+    if args.output:
+        write_output(args.output, text)
+    else:
+        sys.stdout.write(text)
+    for note in result.notes:
+        print(f"ragtui: note: {note}", file=sys.stderr)
+    print(f"{len(result.snippets)} snippet(s), {result.used}/{result.budget} tokens ({result.tokenizer}), "
+          f"{result.candidates} candidate(s), {result.skipped} left out, {args.mode}, "
+          f"{result.seconds * 1000:.1f} ms to pack", file=sys.stderr)
+    return 0 if result.snippets else 1
+
+
+def write_output(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` (a new name beside it first, then renamed: no half-written file)."""
+    tmp = f"{path}.ragtui-tmp-{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise StorageError(f"cannot write {path}: {e.strerror or e}") from None

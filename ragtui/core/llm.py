@@ -1,0 +1,274 @@
+"""An OpenAI-compatible chat client: ``POST {base_url}/v1/chat/completions``, streamed or not.
+
+``ChatClient.chat(messages, on_delta=...)`` returns a ``ChatAnswer`` (the text,
+the server's ``usage`` when it sent one, the finish reason, seconds to the
+first token and in all). It shares the HTTP embedder's transport
+(``core.embedders._transport.JSONPoster``): bounded retries on 429/5xx and
+broken connections honouring ``Retry-After``, a timeout per request, no
+redirects, and the API key only in the request's header, scrubbed from every
+message. With ``on_delta`` the answer is streamed (server-sent events) and
+each piece of text is passed on as it arrives; once a piece was passed on,
+nothing is retried (the words are already on the screen), so a stream that
+breaks off is an ``LLMError``.
+
+Failures are ``ragtui.core.errors``: ``UsageError`` (exit 2) for the settings
+(no ``[llm]``, a missing key variable, a bad value), ``LLMError`` (exit 3) for
+a server that failed or answered nothing usable: no choices, an empty answer,
+a body of the wrong shape, a stream that ended before its end.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ragtui.core.embedders._httpx import httpx
+from ragtui.core.embedders._transport import JSONPoster, RetryPolicy
+from ragtui.core.errors import LLMError, UsageError
+
+__all__ = ["CHAT_PATH", "ChatAnswer", "ChatClient", "Message"]
+
+CHAT_PATH = "/v1/chat/completions"
+MAX_ANSWER_BYTES = 8 << 20
+"""The largest answer read (streamed or not): a server cannot make the client hold more."""
+
+Message = Mapping[str, str]
+"""``{"role": "system" | "user" | "assistant", "content": text}``."""
+
+
+@dataclass(frozen=True)
+class ChatAnswer:
+    """One chat call's outcome."""
+
+    text: str
+    model: str | None
+    """The model the server says answered (None when it does not say)."""
+    finish_reason: str | None
+    prompt_tokens: int | None
+    """From the server's ``usage``; None when it sent none."""
+    completion_tokens: int | None
+    seconds: float
+    first_token_seconds: float | None
+    """Seconds until the first piece of text arrived (streamed answers only)."""
+    streamed: bool
+
+
+def _number(table: Mapping[str, object], key: str, default: float, low: float, high: float) -> float:
+    value = table.get(key, default)
+    if type(value) not in (int, float) or not math.isfinite(float(value)) or not low <= float(value) <= high:  # type: ignore[arg-type]
+        raise UsageError(f"[llm] {key} must be a number from {low:g} to {high:g} (got {value!r})")
+    return float(value)  # type: ignore[arg-type]
+
+
+def _whole(table: Mapping[str, object], key: str, default: int, low: int, high: int) -> int:
+    value = table.get(key, default)
+    if type(value) is not int or not low <= value <= high:
+        raise UsageError(f"[llm] {key} must be a whole number from {low} to {high} (got {value!r})")
+    return value
+
+
+class ChatClient:
+    """One chat model on one server; see the module docstring. Not thread-safe for concurrent chats."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        timeout: float = 120.0,
+        retries: int = 2,
+        backoff: float = 0.5,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if not isinstance(model, str) or not model:
+            raise UsageError("[llm] model must name the chat model the server serves (e.g. model = \"smol-135m\")")
+        self.model = model
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        headers = {"Accept": "application/json, text/event-stream"}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        self._poster = JSONPoster(
+            base_url.rstrip("/"),
+            headers=headers,
+            secret=api_key,
+            timeout=timeout,
+            policy=RetryPolicy(retries=retries, backoff=backoff, backoff_max=30.0, retry_after_max=120.0),
+            max_connections=2,
+            transport=transport,
+            sleep=sleep,
+            clock=clock,
+            random=random.random,
+            what="chat",
+            error=LLMError,
+        )
+        self.calls = 0
+        """Chat calls made (each counted once, however many attempts it took)."""
+
+    @classmethod
+    def from_settings(cls, table: Mapping[str, object], environ: Mapping[str, str] | None = None,
+                      **options: Any) -> ChatClient:
+        """The client the ``[llm]`` table describes; the key comes from the variable ``api_key_env`` names."""
+        env = os.environ if environ is None else environ
+        base_url, model = table.get("base_url"), table.get("model")
+        if not base_url or not model:
+            missing = " and ".join(k for k, v in (("base_url", base_url), ("model", model)) if not v)
+            raise UsageError(
+                f"no chat model configured ({missing} missing): add an [llm] table with base_url and model to your "
+                "ragtui.toml (e.g. base_url = \"http://127.0.0.1:8080\", model = \"smol-135m\"), or set "
+                "RAGTUI_LLM_URL and RAGTUI_LLM_MODEL"
+            )
+        key = None
+        key_env = table.get("api_key_env")
+        if key_env:
+            key = env.get(str(key_env))
+            if not key:
+                raise UsageError(f"[llm] api_key_env names {key_env}, but that variable is not set (nothing was sent)")
+        return cls(
+            str(base_url), str(model), api_key=key,
+            max_tokens=_whole(table, "max_tokens", 512, 1, 1_000_000),
+            temperature=_number(table, "temperature", 0.0, 0.0, 2.0),
+            timeout=_number(table, "timeout", 120.0, 0.001, 3600.0),
+            retries=_whole(table, "retries", 2, 0, 10),
+            **options,
+        )
+
+    @property
+    def display_url(self) -> str:
+        """The endpoint, without any password of the URL."""
+        return self._poster.display_url(CHAT_PATH)
+
+    def close(self) -> None:
+        self._poster.close()
+
+    def __enter__(self) -> ChatClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def chat(self, messages: Sequence[Message], *, on_delta: Callable[[str], None] | None = None,
+             max_tokens: int | None = None) -> ChatAnswer:
+        """Ask; stream when ``on_delta`` is given (each new piece of text is passed to it)."""
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [dict(m) for m in messages],
+            "max_tokens": max_tokens or self.max_tokens,
+            "temperature": self.temperature,
+            "stream": on_delta is not None,
+        }
+        where = f"the chat model {self.model!r} at {self.display_url}"
+        started = time.perf_counter()
+        self.calls += 1
+        # Both ways go through the transport's stream(), which bounds what it reads (MAX_ANSWER_BYTES).
+        state = _Stream(where, on_delta or (lambda _text: None), started)
+        whole = self._poster.stream(CHAT_PATH, body, state.event, max_bytes=MAX_ANSWER_BYTES)
+        if whole is not None:  # a plain JSON answer (asked for, or a server that ignored "stream")
+            answer = _whole_answer(whole, where, time.perf_counter() - started, streamed=False)
+            if on_delta is not None:
+                on_delta(answer.text)
+            return answer
+        return state.finish(time.perf_counter() - started)
+
+
+def _text(value: str) -> str:
+    # JSON can carry a lone surrogate ("\\ud800"), which no stream can print: it becomes "?".
+    return value.encode("utf-8", "replace").decode("utf-8")
+
+
+def _choices(body: Any, where: str) -> list[Any]:
+    if not isinstance(body, dict):
+        raise LLMError(f"{where} answered {type(body).__name__}, not a chat completion object")
+    if isinstance(body.get("error"), (dict, str)):
+        err = body["error"]
+        message = err.get("message") if isinstance(err, dict) else err
+        raise LLMError(f"{where} answered an error: {str(message)[:300]}")
+    choices = body.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise LLMError(f"{where} answered with no choices (HTTP 200 but nothing to read): is it a chat endpoint?")
+    return choices
+
+
+def _usage(body: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    usage = body.get("usage")
+    if not isinstance(usage, dict):
+        return None, None
+
+    def count(key: str) -> int | None:
+        value = usage.get(key)
+        return value if type(value) is int and value >= 0 else None
+
+    return count("prompt_tokens"), count("completion_tokens")
+
+
+def _whole_answer(body: Any, where: str, seconds: float, *, streamed: bool) -> ChatAnswer:
+    choice = _choices(body, where)[0]
+    message = choice.get("message") if isinstance(choice, dict) else None
+    content = message.get("content") if isinstance(message, dict) else None
+    if content is None or not isinstance(content, str):
+        raise LLMError(f"{where} answered a choice with no message text")
+    content = _text(content)
+    if not content.strip():
+        raise LLMError(f"{where} answered with empty text (finish_reason {choice.get('finish_reason')!r})")
+    prompt, completion = _usage(body)
+    model = body.get("model")
+    reason = choice.get("finish_reason")
+    return ChatAnswer(content, model if isinstance(model, str) else None, reason if isinstance(reason, str) else None,
+                      prompt, completion, seconds, None, streamed)
+
+
+class _Stream:
+    """Collects the events of one streamed answer."""
+
+    def __init__(self, where: str, on_delta: Callable[[str], None], started: float) -> None:
+        self.where, self.on_delta, self.started = where, on_delta, started
+        self.parts: list[str] = []
+        self.model: str | None = None
+        self.finish_reason: str | None = None
+        self.usage: tuple[int | None, int | None] = (None, None)
+        self.first: float | None = None
+
+    def event(self, event: Any) -> None:
+        if not isinstance(event, dict):
+            raise LLMError(f"{self.where} streamed {type(event).__name__}, not a chunk object")
+        if isinstance(event.get("error"), (dict, str)):
+            _choices(event, self.where)  # raises with the server's message
+        if isinstance(event.get("model"), str):
+            self.model = event["model"]
+        usage = _usage(event)
+        if usage != (None, None):
+            self.usage = usage
+        for choice in event.get("choices") or []:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta")
+            text = delta.get("content") if isinstance(delta, dict) else None
+            if isinstance(text, str) and text:
+                text = _text(text)
+                if self.first is None:
+                    self.first = time.perf_counter() - self.started
+                self.parts.append(text)
+                self.on_delta(text)
+            if isinstance(choice.get("finish_reason"), str):
+                self.finish_reason = choice["finish_reason"]
+
+    def finish(self, seconds: float) -> ChatAnswer:
+        text = "".join(self.parts)
+        if self.finish_reason is None:
+            got = f"after {len(text):,} characters" if text else "before any text"
+            raise LLMError(f"{self.where}: the streamed answer ended {got} without its end (no finish_reason): "
+                           "the server or the connection broke off")
+        if not text.strip():
+            raise LLMError(f"{self.where} answered with empty text (finish_reason {self.finish_reason!r})")
+        return ChatAnswer(text, self.model, self.finish_reason, self.usage[0], self.usage[1], seconds, self.first,
+                          True)

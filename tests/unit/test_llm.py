@@ -1,0 +1,169 @@
+"""core.llm.ChatClient against a real chat server on loopback, with injected faults."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragtui.core.errors import LLMError, UsageError
+from ragtui.core.llm import ChatClient
+from tests.helpers.chat_server import ChatServer, Fault
+
+MESSAGES = [{"role": "system", "content": "Cite sources."},
+            {"role": "user", "content": "Sources:\n[1] [docs/a.md:L1-3]\nCats.\n\nQuestion: cats?"}]
+
+
+@pytest.fixture
+def server():
+    with ChatServer(model="m") as s:
+        yield s
+
+
+def client(server, **kw):
+    waits: list[float] = []
+    kw.setdefault("sleep", waits.append)
+    c = ChatClient(server.url, "m", **kw)
+    c.waits = waits  # type: ignore[attr-defined]
+    return c
+
+
+def test_plain_answer_with_usage(server):
+    answer = client(server).chat(MESSAGES)
+    assert answer.text == "The sources say so [docs/a.md:L1-3]."
+    assert (answer.prompt_tokens, answer.completion_tokens) == (8, 5)  # the server counts words
+    assert answer.finish_reason == "stop" and not answer.streamed and answer.model == "m"
+    body = server.chat_bodies()[0]
+    assert body["stream"] is False and body["model"] == "m" and body["messages"] == MESSAGES
+
+
+def test_streamed_answer_arrives_in_pieces(server):
+    pieces: list[str] = []
+    answer = client(server).chat(MESSAGES, on_delta=pieces.append)
+    assert len(pieces) > 1 and "".join(pieces) == answer.text == "The sources say so [docs/a.md:L1-3]."
+    assert answer.streamed and answer.first_token_seconds is not None
+    assert answer.completion_tokens == 5
+    assert server.chat_bodies()[0]["stream"] is True
+
+
+def test_a_server_that_ignores_stream_still_answers(server):
+    server.queue(Fault("plain"))
+    pieces: list[str] = []
+    answer = client(server).chat(MESSAGES, on_delta=pieces.append)
+    assert pieces == [answer.text] and not answer.streamed
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_429_with_retry_after_is_waited_for_then_retried(server, stream):
+    server.queue(Fault("status", status=429, retry_after="3"), Fault("status", status=503))
+    c = client(server, retries=2)
+    answer = c.chat(MESSAGES, on_delta=(lambda _t: None) if stream else None)
+    assert answer.text.startswith("The sources")
+    assert c.waits[0] == 3.0 and len(c.waits) == 2
+    assert len(server.chat_bodies()) == 3 and c.calls == 1
+
+
+def test_500_every_time_fails_after_the_retries(server):
+    server.queue(*[Fault("status", status=500, message="boom")] * 3)
+    with pytest.raises(LLMError, match=r"failed after 3 attempt\(s\): HTTP 500.*boom"):
+        client(server, retries=2).chat(MESSAGES)
+
+
+def test_timeout_is_an_error_not_a_hang(server):
+    server.queue(Fault("hang"))
+    with pytest.raises(LLMError, match=r"no answer within 0.3s"):
+        client(server, retries=0, timeout=0.3).chat(MESSAGES)
+
+
+def test_malformed_json_is_retried_then_fails(server):
+    server.queue(Fault("garbage"), Fault("garbage"))
+    with pytest.raises(LLMError, match="not JSON"):
+        client(server, retries=1).chat(MESSAGES)
+    server.queue(Fault("garbage"))
+    assert client(server, retries=1).chat(MESSAGES).text  # one bad body, then a good one
+
+
+def test_empty_answer_and_no_choices_are_errors(server):
+    server.queue(Fault("empty"))
+    with pytest.raises(LLMError, match="empty text"):
+        client(server).chat(MESSAGES)
+    server.queue(Fault("empty"))
+    with pytest.raises(LLMError, match="empty text"):
+        client(server).chat(MESSAGES, on_delta=lambda _t: None)
+    server.queue(Fault("no_choices"))
+    with pytest.raises(LLMError, match="no choices"):
+        client(server).chat(MESSAGES)
+
+
+def test_a_dropped_stream_is_an_error_after_the_text_shown(server):
+    server.queue(Fault("drop"))
+    pieces: list[str] = []
+    with pytest.raises(LLMError, match="broke off after"):
+        client(server).chat(MESSAGES, on_delta=pieces.append)
+    assert pieces  # what arrived was shown; it is not repeated by a retry
+    assert len(server.chat_bodies()) == 1
+
+
+def test_a_stream_that_ends_without_its_end_is_an_error(server):
+    server.queue(Fault("truncated"))
+    with pytest.raises(LLMError, match="without its end"):
+        client(server).chat(MESSAGES, on_delta=lambda _t: None)
+    server.queue(Fault("bad_event"))
+    with pytest.raises(LLMError, match="not JSON"):
+        client(server).chat(MESSAGES, on_delta=lambda _t: None)
+
+
+def test_no_usage_is_reported_as_unknown(server):
+    server.queue(Fault("no_usage"))
+    answer = client(server).chat(MESSAGES, on_delta=lambda _t: None)
+    assert answer.prompt_tokens is None and answer.completion_tokens is None
+
+
+def test_wrong_model_names_the_servers_message(server):
+    with pytest.raises(LLMError, match=r"HTTP 404.*model `other` does not exist"):
+        ChatClient(server.url, "other", sleep=lambda _s: None).chat(MESSAGES)
+
+
+def test_server_down_says_so():
+    with ChatServer() as s:
+        url = s.url
+    with pytest.raises(LLMError, match="is the chat server running"):
+        ChatClient(url, "m", retries=1, sleep=lambda _s: None).chat(MESSAGES)
+
+
+def test_the_key_goes_in_the_header_and_never_into_messages(server):
+    server.queue(Fault("status", status=401, message="bad key", echo_auth=True))
+    c = ChatClient.from_settings({"base_url": server.url, "model": "m", "api_key_env": "MY_LLM_KEY"},
+                                 {"MY_LLM_KEY": "sk-secret-123"}, sleep=lambda _s: None)
+    with pytest.raises(LLMError) as info:
+        c.chat(MESSAGES)
+    assert "sk-secret-123" not in str(info.value) and "***" in str(info.value)
+    assert server.seen[0].headers["Authorization"] == "Bearer sk-secret-123"
+
+
+def test_settings_are_checked():
+    with pytest.raises(UsageError, match=r"no chat model configured \(base_url and model missing\)"):
+        ChatClient.from_settings({})
+    with pytest.raises(UsageError, match="MISSING_VAR.*not set"):
+        ChatClient.from_settings({"base_url": "http://127.0.0.1:1", "model": "m", "api_key_env": "MISSING_VAR"}, {})
+    for key, value in (("temperature", 9), ("max_tokens", 0), ("timeout", -1), ("retries", 99), ("timeout", True)):
+        with pytest.raises(UsageError, match=key):
+            ChatClient.from_settings({"base_url": "http://127.0.0.1:1", "model": "m", key: value}, {})
+    with pytest.raises(UsageError, match="invalid chat base_url"):
+        ChatClient.from_settings({"base_url": "ftp://x", "model": "m"}, {})
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_lone_surrogate_in_the_answer_cannot_break_printing(server, stream):
+    server.reply = "bad \ud800 text [docs/a.md:L1-3]"
+    pieces: list[str] = []
+    answer = client(server).chat(MESSAGES, on_delta=pieces.append if stream else None)
+    assert answer.text == "bad ? text [docs/a.md:L1-3]"
+    answer.text.encode("utf-8")  # printable
+    assert all("\ud800" not in p for p in pieces)
+
+
+def test_an_answer_larger_than_the_bound_is_refused(server):
+    from ragtui.core.llm import MAX_ANSWER_BYTES
+
+    server.reply = "x" * (MAX_ANSWER_BYTES + 10)
+    with pytest.raises(LLMError, match="larger than"):
+        client(server).chat(MESSAGES)
