@@ -134,7 +134,8 @@ def folder_settings(args, verb: str) -> FolderSettings:
     """Settings, folder, index id and walk rules from the flags of ``commands.options.add_folder_options``.
 
     ``verb`` says what is done to the folder, for the message when it is not one (``UsageError``).
-    The artifacts root is created if need be (``prepare_root``: ``StorageError`` when it cannot be written).
+    Nothing is created: the command calls ``prepare_root`` once its other inputs (the embedder's
+    options among them) are checked, so a usage error leaves no trace on disk.
     """
     settings = load_settings(config=getattr(args, "config", None)).with_flags(
         artifacts=getattr(args, "artifacts", None), max_tokens=args.max_tokens, overlap=args.overlap
@@ -144,7 +145,6 @@ def folder_settings(args, verb: str) -> FolderSettings:
         raise UsageError(f"{folder} is not a folder: give the folder of documents to {verb}")
     index_id = getattr(args, "index", None) or index_id_for(folder, settings)
     rules = walk_rules(args.include, args.exclude, args.max_bytes, ignore_files=not args.no_ignore)
-    prepare_root(settings)
     return FolderSettings(settings, folder, index_id, rules)
 
 

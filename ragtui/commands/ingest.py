@@ -34,6 +34,7 @@ def run(args) -> int:
 
     settings, folder, index_id, rules = app.folder_settings(args, "index")
     embedder = app.open_embedder(settings)
+    app.prepare_root(settings)  # a root that cannot be written fails now, not after the walk and embedding
     warn_truncation(embedder, settings.max_tokens)
     show = not args.quiet and not args.json and sys.stderr.isatty()
     with ProgressDisplay(show) as progress:

@@ -136,12 +136,14 @@ def run(args) -> int:
     if args.poll_seconds <= 0 or args.reconcile_every < 0:
         raise UsageError("--poll-seconds must be positive and --reconcile-every at least 0")
     log = _Log(args.json)
+    embedder = app.open_embedder(settings)
+    app.prepare_root(settings)  # a root that cannot be written fails now, not at the first publish
     agent = app.build_agent(
         settings,
         folder,
         rules,
         index_id=index_id,
-        embedder=app.open_embedder(settings),
+        embedder=embedder,
         quiet_seconds=args.quiet_ms / 1000,
         reconcile_every=args.reconcile_every or None,
         poll=args.poll,
