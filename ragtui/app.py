@@ -50,12 +50,14 @@ __all__ = [
     "open_index",
     "open_reader",
     "open_retriever",
+    "open_retrievers",
     "pack_hits",
     "pack_query",
     "prepare_root",
     "remember_index",
     "remembered_index",
     "resolve_index",
+    "resolve_indexes",
     "root_hint",
     "scan_indexes",
     "search_hits",
@@ -267,6 +269,47 @@ def resolve_index(settings: Settings, *, note: Callable[[str], None] | None = _n
     listed = ", ".join(names)
     raise SeveralIndexes(f"several indexes under {settings.artifacts}/rag ({listed}): choose one with --index "
                          f"({root_hint(settings)}){also}", names, broken)
+
+
+def resolve_indexes(settings: Settings, *, every: bool = False) -> list[Path] | None:
+    """The indexes a search over several names: all of them (``every``: ``--all``), or ``--index a,b``.
+
+    None when one index is meant (no comma in ``settings.index``, or an index of exactly that
+    name exists: a comma is a legal character of an index id). Each named index must exist
+    (``NoIndex`` listing those that do); a name given twice counts once.
+    """
+    from ragtui.core.ingest.publish import check_index_id, index_dir
+
+    if every:
+        names, broken = scan_indexes(settings)
+        if not names:
+            raise NoIndex(f"no index under {settings.artifacts}/rag: build one with `ragtui ingest FOLDER` "
+                          f"({root_hint(settings)})", broken)
+        return [index_dir(settings.artifacts, n) for n in names]
+    wanted = settings.index or ""
+    if "," not in wanted or os.path.lexists(index_dir(settings.artifacts, wanted)):
+        return None
+    parts = list(dict.fromkeys(p.strip() for p in wanted.split(",")))
+    if "" in parts:
+        raise UsageError(f"--index {wanted!r} names an empty index id: separate the ids with single commas")
+    names, broken = scan_indexes(settings)
+    for name in parts:
+        check_index_id(name)
+        if name not in names:
+            there = f"the indexes there: {', '.join(names)}" if names else "it holds none"
+            raise NoIndex(f"no index {name!r} under {settings.artifacts}/rag ({there}; {root_hint(settings)})",
+                          broken, names)
+    return [index_dir(settings.artifacts, n) for n in parts]
+
+
+def open_retrievers(settings: Settings, paths: list[Path], *, need_embedder: bool) -> dict[str, Retriever]:
+    """Each index of ``paths`` opened (index id -> retriever, in order), sharing one configured embedder.
+
+    An index embedded with another model than the configured one is a ``ModelMismatchError`` naming it
+    when vectors are needed; BM25 needs no embedder.
+    """
+    embedder = open_embedder(settings) if need_embedder else None
+    return {path.name: open_index(path, settings, embedder=embedder) for path in paths}
 
 
 def _clear_choice(settings: Settings, names: list[str], cwd: str | os.PathLike | None) -> tuple[str, str] | None:

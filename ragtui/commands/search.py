@@ -22,6 +22,9 @@ def register(sub, common) -> None:
     p.add_argument("--nprobe", type=int, help="IVF lists to probe, 1 to the index's nlist (`ragtui info`); "
                    "a value outside is refused with the range")
     p.add_argument("--json", action="store_true", help="print the full hits as JSON")
+    p.add_argument("--all", action="store_true",
+                   help="search every index under the artifacts root as one (so does --index a,b): "
+                   "BM25 with their statistics pooled, each hit naming its index")
     add_ranking_options(p)
     add_rerank_options(p)
     common(p)
@@ -46,6 +49,11 @@ def run(args) -> int:
     settings = app.settings_from(args)
     params.update(app.search_params(args, settings, args.mode))
     n_rerank, budget = app.rerank_options(args, settings)
+    several = app.resolve_indexes(settings, every=args.all)
+    if several is not None:
+        if n_rerank:
+            raise UsageError("--rerank works on one index at a time: choose one with --index")
+        return _run_many(args, settings, several, parsed, params)
     reranker = app.open_reranker(args, settings) if n_rerank else None
     retriever = app.open_retriever(settings, need_embedder=args.mode not in ("bm25", "bm25doc"))
     meta = retriever.meta
@@ -125,3 +133,27 @@ def _term_width() -> int:
         return os.get_terminal_size().columns
     except OSError:
         return 120
+
+
+def _run_many(args, settings, paths, parsed, params: dict) -> int:
+    """``--all`` / ``--index a,b``: the indexes ranked as one (core.search.multi), each hit naming its index."""
+    from ragtui.core.search.multi import search_many
+    from ragtui.core.textsafe import one_line
+
+    retrievers = app.open_retrievers(settings, paths, need_embedder=args.mode not in ("bm25", "bm25doc"))
+    result = search_many(retrievers, parsed.text, mode=args.mode, k=args.k, **params)
+    for note in result.notes:
+        print(f"note: {one_line(note, 300)}", file=sys.stderr)
+    hits = result.hits
+    if args.json:
+        out = [{"rank": m.rank, "score": m.score, "index": m.index_id, "chunk_id": m.chunk_id,
+                "doc_id": m.hit.doc_id, "row": m.hit.row, "text": m.hit.text} for m in hits]
+        sys.stdout.write(json_text(out, indent=1) + "\n")
+    else:
+        width = max(40, _term_width() - 60)
+        for m in hits:
+            print(f"{m.rank:>3}  {m.score:9.4f}  {one_line(m.index_id, 20)}  {one_line(m.chunk_id, 60)}  "
+                  f"{one_line(m.hit.text, width)}")
+        print(f"{len(hits)} result(s), {args.mode} over {len(paths)} indexes ({', '.join(p.name for p in paths)}), "
+              f"merged as one index; cite a hit with `ragtui inspect --index INDEX CHUNK_ID`", file=sys.stderr)
+    return 0 if hits else 1
