@@ -32,6 +32,7 @@ from ragtui.core.eval import metrics  # noqa: E402
 from ragtui.core.eval.datasets import load_dataset  # noqa: E402
 from ragtui.core.eval.evaluate import prepare_collection  # noqa: E402
 from ragtui.core.search.multi import MERGES, search_many  # noqa: E402
+from ragtui.core.search.query import literal  # noqa: E402
 from ragtui.core.search.retriever import Retriever  # noqa: E402
 
 EVAL = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "eval"
@@ -88,7 +89,7 @@ def main() -> None:
             per: dict[str, list[float]] = {"alone": [], **{m: [] for m in MERGES}}
             intruders: dict[str, list[float]] = {m: [] for m in MERGES}
             for q in qids:
-                text, rel = ds.queries[q], ds.qrels[q]
+                text, rel = literal(ds.queries[q]), ds.qrels[q]  # questions are prose, not query syntax
                 alone = [(a, h) for h in retrievers[a].search(text, mode=mode, k=DEPTH)]
                 per["alone"].append(metrics.ndcg(docs_of(alone, to_doc, a), rel, 10))
                 for merge in MERGES:
