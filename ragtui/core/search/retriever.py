@@ -35,7 +35,9 @@ if TYPE_CHECKING:
     from ragtui.core.embedders.base import Embedder
     from ragtui.core.search.ivf import IVFIndex, IVFParams
 
-__all__ = ["MAX_QUERY_CHARS", "MODES", "PARAMS", "Hit", "Retriever", "SearchParams", "check_query", "check_search"]
+__all__ = [
+    "MAX_QUERY_CHARS", "MODES", "PARAMS", "Hit", "Retriever", "SearchParams", "SearchTrace", "check_query", "check_search",
+]
 
 MODES = ("flat", "ivf", "bm25", "hybrid")
 PARAMS = {"flat": (), "ivf": ("nprobe",), "bm25": (), "hybrid": ("fusion", "weight", "rrf_k", "depth")}
@@ -139,6 +141,30 @@ class Hit:
     doc_id: str
     row: int
     text: str
+
+
+@dataclass
+class SearchTrace:
+    """What one search computed on its way to the hits, for ``core.search.explain`` (pass one to ``search``).
+
+    Every field is of the search's own snapshot: ``data`` is the generation
+    it read, the arms are the rankings it fused, ``probed`` the IVF lists it
+    scanned.
+    """
+
+    data: IndexData | None = None
+    query_vector: np.ndarray | None = None
+    """The unit query vector (vector modes)."""
+    lexical: tuple[np.ndarray, np.ndarray] | None = None
+    """Hybrid: BM25's (rows, scores) at the fusion depth."""
+    vector: tuple[np.ndarray, np.ndarray] | None = None
+    """Hybrid: flat's (rows, scores) at the fusion depth."""
+    fusion: tuple[str, float, float] | None = None
+    """Hybrid: (method, weight, rrf_k) as resolved."""
+    probed: np.ndarray | None = None
+    """IVF: the list numbers probed, best first."""
+    ivf: IVFIndex | None = None
+    """IVF: the lists searched."""
 
 
 class Retriever:
@@ -260,7 +286,8 @@ class Retriever:
     # -- search --------------------------------------------------------------
 
     def search(
-        self, query: str | np.ndarray, mode: str = "bm25", k: int = 10, **params: Unpack[SearchParams]
+        self, query: str | np.ndarray, mode: str = "bm25", k: int = 10, *, trace: SearchTrace | None = None,
+        **params: Unpack[SearchParams],
     ) -> list[Hit]:
         """Rank chunks for ``query`` with ``mode`` (flat, ivf, bm25, hybrid); at most ``k`` hits.
 
@@ -270,6 +297,7 @@ class Retriever:
         ``nprobe``; hybrid accepts ``fusion`` (rrf, weighted), ``weight``,
         ``rrf_k`` and ``depth``. Query text is checked by ``check_query``
         (``QueryError``: over ``MAX_QUERY_CHARS`` characters, or not UTF-8).
+        With ``trace``, what the search computed is recorded there (see ``SearchTrace``).
         """
         check_search(mode, params)
         if k < 1:
@@ -277,6 +305,8 @@ class Retriever:
         if isinstance(query, str):
             check_query(query)
         data = self._data  # the one generation this search reads, start to end
+        if trace is not None:
+            trace.data = data
         start = time.perf_counter()
         if mode == "bm25":
             if not isinstance(query, str):
@@ -285,17 +315,25 @@ class Retriever:
         elif mode == "flat":
             from ragtui.core.search.flat import flat_search
 
-            rows, scores = flat_search(data.vectors, self._query_vector(query, data), k)
+            vec = self._query_vector(query, data)
+            rows, scores = flat_search(data.vectors, vec, k)
+            if trace is not None:
+                trace.query_vector = vec
         elif mode == "ivf":
             vec = self._query_vector(query, data)
-            rows, scores = self._ivf_for(data).search(vec, k, nprobe=params.get("nprobe"))
+            lists = self._ivf_for(data)
+            nprobe = params.get("nprobe")
+            rows, scores = lists.search(vec, k, nprobe=nprobe)
+            if trace is not None:
+                trace.query_vector, trace.ivf = vec, lists
+                trace.probed = lists.probe(vec, min(nprobe or lists.params.nprobe, lists.nlist))
         else:
-            rows, scores = self._hybrid(data, query, k, params)
+            rows, scores = self._hybrid(data, query, k, params, trace)
         self.last_search_seconds = time.perf_counter() - start
         return self.hits(rows, scores, data)
 
     def _hybrid(
-        self, data: IndexData, query: str | np.ndarray, k: int, params: SearchParams
+        self, data: IndexData, query: str | np.ndarray, k: int, params: SearchParams, trace: SearchTrace | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         from ragtui.core.search import fusion
         from ragtui.core.search.flat import flat_search
@@ -304,7 +342,11 @@ class Retriever:
             raise UsageError("hybrid search needs query text")
         depth = max(k, _whole("depth", params.get("depth")) or fusion.DEFAULT_DEPTH)
         lexical = data.bm25.search(query, depth)
-        vector = flat_search(data.vectors, self._query_vector(query, data), depth)
+        vec = self._query_vector(query, data)
+        vector = flat_search(data.vectors, vec, depth)
+        if trace is not None:
+            trace.query_vector, trace.lexical, trace.vector = vec, lexical, vector
+            trace.fusion = fusion.resolve(params.get("fusion"), params.get("weight"), params.get("rrf_k"))
         return fusion.fuse(
             lexical,
             vector,
