@@ -113,7 +113,7 @@ class Explained:
     explanations: tuple[HitExplanation, ...]
     seconds: float
     """The search's own time (the explaining not included)."""
-    bm25_params: dict[str, float] = field(default_factory=dict)
+    bm25_params: dict[str, float | int] = field(default_factory=dict)
     """k1, b, avgdl and n_docs of the index's BM25 (bm25 and hybrid)."""
     probed: tuple[int, ...] = ()
     """ivf: the list numbers probed, best first."""
@@ -158,22 +158,26 @@ def bm25_terms(bm25: BM25Index, query: str, row: int) -> tuple[TermPart, ...]:
 
 
 def explain_search(
-    retriever: Retriever, query: str, mode: str = "bm25", k: int = 10, **params: Unpack[SearchParams]
+    retriever: Retriever, query: str, mode: str = "bm25", k: int = 10, *, trace: SearchTrace | None = None,
+    **params: Unpack[SearchParams],
 ) -> Explained:
-    """Search as ``retriever.search`` does (same hits, same scores) and explain every hit from that search."""
-    trace = SearchTrace()
+    """Search as ``retriever.search`` does (same hits, same scores) and explain every hit from that search.
+
+    ``trace`` (a new one by default) receives what the search computed, its snapshot included.
+    """
+    trace = SearchTrace() if trace is None else trace
     hits = retriever.search(query, mode=mode, k=k, trace=trace, **params)
     seconds = retriever.last_search_seconds
     data = trace.data
     assert data is not None  # search always records its snapshot
     bm25 = data.bm25
     explanations: list[HitExplanation] = []
-    bm25_params: dict[str, float] = {}
+    bm25_params: dict[str, float | int] = {}
     probed: tuple[int, ...] = ()
     sizes: tuple[int, ...] = ()
     nlist: int | None = None
     if mode in ("bm25", "hybrid"):
-        bm25_params = {"k1": bm25.k1, "b": bm25.b, "avgdl": bm25.avgdl, "n_docs": float(bm25.n_docs)}
+        bm25_params = {"k1": bm25.k1, "b": bm25.b, "avgdl": bm25.avgdl, "n_docs": bm25.n_docs}
     if mode == "bm25":
         for h in hits:
             explanations.append(HitExplanation(h, mode, h.score, terms=bm25_terms(bm25, query, h.row)))
