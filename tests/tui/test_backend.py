@@ -19,9 +19,29 @@ def test_backend_loads_no_ui_library():
 
 def test_terms_are_lit_by_the_index_analyzer():
     terms = query_terms("BM25 Ranking!")
-    assert terms == {"bm25", "ranking"}
+    assert terms == {"bm25": 1.0, "ranking": 1.0}
     text = highlighted("bm25 does ranking; BM25_x is not a term; RANKING is", terms)
     assert _lit(text) == ["bm25", "ranking", "RANKING"]  # "BM25_x" is one analyzer term, not "bm25"
+
+
+def test_terms_are_lit_by_their_weight_in_the_index(demo_index):
+    """A term in nearly every chunk ("the", "a") is not lit; a weaker term is lit less boldly than a strong one."""
+    from ragtui.tui.highlight import WEAK_TERM_STYLE, query_weights
+
+    r = backend.open_index(backend.locate_index(_settings(demo_index), None), _settings(demo_index))
+    weights = query_weights(r.data.bm25, "the a ivf probe")
+    assert "the" not in weights and "a" not in weights and weights["ivf"] > 0
+    text = highlighted("the IVF lists: a probe of the lists", weights)
+    lit = {text.plain[s.start : s.end].lower(): str(s.style) for s in text.spans}
+    assert set(lit) <= {"ivf", "probe"} and "the" not in lit and "a" not in lit
+    assert all(style in (TERM_STYLE, WEAK_TERM_STYLE) for style in lit.values())
+    assert max(weights.values()) == 1.0
+
+
+def _settings(demo_index):
+    from ragtui.config import load_settings
+
+    return load_settings().with_flags(artifacts=str(demo_index[0]))
 
 
 def test_document_text_is_neutralised_before_display():
