@@ -57,6 +57,9 @@ class SourceView(ScrollableContainer):
         self.n_lines = 0
         self.line_cells: list[int] = []
         """The drawn width of each line of the rendered window (tabs expanded), gutter excluded."""
+        self._placing = False
+        """The chunk is brought into view again at each resize until the person scrolls or presses a key
+        (a horizontal scrollbar that appears with the first layout takes a row)."""
         self.on_moved: Callable[[], None] | None = None
         """Called when what is visible changes (scroll, resize, new text): ``LongLineMarks`` follows."""
 
@@ -95,6 +98,7 @@ class SourceView(ScrollableContainer):
             start, end = (_position(text, c, lo) for c in chars)
             syntax.stylize_range(CHUNK_STYLE_DARK if dark else CHUNK_STYLE_LIGHT, start, end)
         self.query_one("#source-text", Static).update(syntax)
+        self._placing = True
         self.call_after_refresh(self.scroll_to_chunk)
         self.call_after_refresh(self._moved)
 
@@ -132,7 +136,18 @@ class SourceView(ScrollableContainer):
         self._moved()
 
     def on_resize(self) -> None:
+        if self._placing:
+            self.call_after_refresh(self.scroll_to_chunk)
         self.call_after_refresh(self._moved)
+
+    def on_key(self) -> None:
+        self._placing = False
+
+    def on_mouse_scroll_down(self) -> None:
+        self._placing = False
+
+    def on_mouse_scroll_up(self) -> None:
+        self._placing = False
 
     def _moved(self) -> None:
         if self.on_moved is not None:
