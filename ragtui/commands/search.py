@@ -162,7 +162,9 @@ def _print_hits(args, hits, sources, data, why, explained, reranked) -> None:
     if explained is not None:
         for line in _explain_head(explained):
             print(line)
-    first_stage = dict(zip((h.row for h in hits), reranked.first_stage_rank)) if reranked is not None else {}
+    # The hits whose score is the cross-encoder's, with their first-stage rank (what --explain explains).
+    first_stage = {h.row: before for h, before in zip(hits, reranked.first_stage_rank) if before <= reranked.scored
+                   } if reranked is not None else {}
     for h in hits:
         print(f"{h.rank:>3}  {h.score:9.4f}  {sources[h.row].shown}  {inline(h.chunk_id)}")
         print(pad + snippet(h.text, weights, width - INDENT - 1).text)

@@ -18,7 +18,9 @@ terminal, no UI library.
 
 from __future__ import annotations
 
+import functools
 import math
+import re
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -106,6 +108,7 @@ def marks(text: str, weights: Mapping[str, float]) -> list[Mark]:
     return out
 
 
+@functools.lru_cache(maxsize=4096)
 def _cell(ch: str) -> int:
     if ch < "\u0300":
         return 1
@@ -114,11 +117,15 @@ def _cell(ch: str) -> int:
     return 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
 
 
+_NOT_NARROW_FOR_SURE = re.compile("[\u0300-\U0010ffff]")
+"""The characters whose width must be looked up (everything below U+0300 takes one cell)."""
+
+
 def cells(text: str) -> int:
     """The terminal cells ``text`` takes (wide characters two, combining marks none)."""
     if text.isascii():
         return len(text)
-    return sum(_cell(ch) for ch in text)
+    return len(text) + sum(_cell(ch) - 1 for ch in _NOT_NARROW_FOR_SURE.findall(text))
 
 
 def _cut(text: str, start: int, width: int) -> int:
