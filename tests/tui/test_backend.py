@@ -93,3 +93,19 @@ def test_compare_measures_overlap_and_ivf_recall(demo_index):
     assert off.overlap == {} and off.ivf_recall is None
     hit = off.runs["bm25"][0]
     assert off.rank_in("bm25", hit.chunk_id) == 1 and off.rank_in("flat", hit.chunk_id) is None
+
+
+def test_the_ui_paints_at_up_to_240_frames_a_second_unless_told_otherwise():
+    """Textual's 60 fps frame timer alone adds up to 17 ms to every keystroke: ragtui.tui raises the cap
+    before Textual loads, and a TEXTUAL_FPS the person set wins."""
+    import os
+    import subprocess
+    import sys
+
+    probe = "import ragtui.tui, textual.constants as c; print(c.MAX_FPS)"
+    env = {k: v for k, v in os.environ.items() if k != "TEXTUAL_FPS"}
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.strip() == "240"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         env={**env, "TEXTUAL_FPS": "30"}, check=True)
+    assert out.stdout.strip() == "30"
