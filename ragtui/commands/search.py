@@ -1,8 +1,18 @@
-"""``ragtui search QUERY``: rank chunks for a query (exit 1 when nothing matched)."""
+"""``ragtui search QUERY``: rank chunks for a query (exit 1 when nothing matched).
+
+Each hit is printed as two lines: its rank, score, ``path:Lstart-Lend`` (the
+source file as it is now, relative to the current folder when it lies below
+it) and chunk_id; then a key-word-in-context snippet centred on the query's
+weighty terms (``core.search.kwic``), as wide as the terminal (80 columns when
+the output is not a terminal). ``--explain`` adds why each hit scored what it
+did (``core.search.explain``); ``--json`` prints every hit with its source
+path, line and character range, the mode and the query time.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 
 from ragtui import app
@@ -12,16 +22,25 @@ from ragtui.core.textsafe import json_text
 
 __all__ = ["register", "run"]
 
+INDENT = 6
+"""The snippet and the explanation sit under the path, this many columns in."""
+
 
 def register(sub, common) -> None:
-    p = sub.add_parser("search", help="rank chunks for a query", description="Rank chunks for a query.")
+    p = sub.add_parser("search", help="rank chunks for a query", description=(
+        "Rank chunks for a query. Each hit shows its source as path:Lstart-Lend and a snippet around the "
+        "query's terms; --explain says why it scored what it did."))
     p.add_argument("query")
     # Checked (with a did-you-mean) by run() before anything loads.
     p.add_argument("--mode", default="bm25", help="flat, ivf, bm25, bm25doc or hybrid (default: bm25)")
     p.add_argument("-k", type=int, default=10, help="number of results (default: 10)")
     p.add_argument("--nprobe", type=int, help="IVF lists to probe, 1 to the index's nlist (`ragtui info`); "
                    "a value outside is refused with the range")
-    p.add_argument("--json", action="store_true", help="print the full hits as JSON")
+    p.add_argument("--json", action="store_true",
+                   help="print the hits as JSON, with source path, line and character range, mode and query time")
+    p.add_argument("--explain", action="store_true",
+                   help="say why each hit scored what it did: BM25 per-term contributions (idf, tf, weight), "
+                        "each hybrid arm's rank and score, the IVF lists probed, the parsed query")
     p.add_argument("--all", action="store_true",
                    help="search every index under the artifacts root as one (so does --index a,b): "
                    "BM25 with their statistics pooled, each hit naming its index")
@@ -32,8 +51,9 @@ def register(sub, common) -> None:
 
 
 def run(args) -> int:
+    from ragtui.core.search.explain import explain_search
     from ragtui.core.search.query import parse_query
-    from ragtui.core.search.retriever import check_query, check_search
+    from ragtui.core.search.retriever import SearchTrace, check_query, check_search
     from ragtui.core.textsafe import one_line
 
     if args.k < 1:
@@ -51,8 +71,9 @@ def run(args) -> int:
     n_rerank, budget = app.rerank_options(args, settings)
     several = app.resolve_indexes(settings, every=args.all)
     if several is not None:
-        if n_rerank:
-            raise UsageError("--rerank works on one index at a time: choose one with --index")
+        if n_rerank or args.explain:
+            raise UsageError(f"{'--rerank' if n_rerank else '--explain'} works on one index at a time: "
+                             "choose one with --index")
         return _run_many(args, settings, several, parsed, params)
     reranker = app.open_reranker(args, settings) if n_rerank else None
     retriever = app.open_retriever(settings, need_embedder=args.mode not in ("bm25", "bm25doc"))
@@ -62,9 +83,19 @@ def run(args) -> int:
                             "documents to index; add some and run `ragtui ingest FOLDER` again")
     if args.mode == "ivf" and args.nprobe is not None:
         _check_nprobe(retriever, args.nprobe)
-    hits = retriever.search(parsed, mode=args.mode, k=max(args.k, n_rerank), **params)
-    for note in hits.notes:  # e.g. a prefix that matched more terms than are ranked
+    trace = SearchTrace()
+    fetch = max(args.k, n_rerank)
+    explained = None
+    if args.explain:
+        explained = explain_search(retriever, query, args.mode, fetch, trace=trace, **params)
+        hits = list(explained.hits)
+        notes = explained.notes
+    else:
+        found = retriever.search(parsed, mode=args.mode, k=fetch, trace=trace, **params)
+        hits, notes = list(found), found.notes
+    for note in notes:  # e.g. a prefix that matched more terms than are ranked
         print(f"note: {one_line(note, 300)}", file=sys.stderr)
+    seconds = retriever.last_search_seconds
     reranked = None
     if reranker is not None:
         from ragtui.core.rerank import rerank
@@ -73,14 +104,19 @@ def run(args) -> int:
         reranked = rerank(parsed.search_text, hits, reranker, n_rerank, budget_ms=budget)
         hits = list(reranked.hits)
     hits = hits[: args.k]
+    assert trace.data is not None
+    sources = _sources(trace.data, hits)
+    why = {e.hit.row: e for e in explained.explanations} if explained is not None else {}
     if args.json:
-        out = [
-            {"rank": h.rank, "score": h.score, "chunk_id": h.chunk_id, "doc_id": h.doc_id, "row": h.row, "text": h.text}
-            for h in hits
-        ]
-        for row, h in zip(out, hits):
+        out = []
+        for h in hits:
+            row = {"rank": h.rank, "score": h.score, "chunk_id": h.chunk_id, "doc_id": h.doc_id, "row": h.row,
+                   "text": h.text, **sources[h.row].to_json(), "mode": args.mode, "query_ms": seconds * 1000}
             if h.rows:  # --merge joined these chunks into this hit
                 row["merged_rows"] = list(h.rows)
+            if explained is not None:
+                row["explain"] = {**explained.to_json(), **why[h.row].to_json(), "query": parsed.describe()}
+            out.append(row)
         if any(h.rows for h in hits):
             _merged_lines(retriever, hits, out)
         if reranked is not None:  # which scores are the cross-encoder's, and where each hit was before
@@ -89,13 +125,135 @@ def run(args) -> int:
                 row["first_stage_rank"] = before
         sys.stdout.write(json_text(out, indent=1) + "\n")
     else:
-        width = max(40, _term_width() - 40)
-        for h in hits:
-            print(f"{h.rank:>3}  {h.score:9.4f}  {one_line(h.chunk_id, 60)}  {one_line(h.text, width)}")
-        ms = retriever.last_search_seconds * 1000
+        if explained is not None and not parsed.plain:
+            for line in parsed.describe().splitlines():
+                print(f"query: {one_line(line, 300)}")
+        _print_hits(args, parsed.search_text, hits, sources, trace.data, why, explained, reranked)
         extra = f"; {reranked.describe()} in {reranked.seconds * 1000:.0f} ms" if reranked is not None else ""
-        print(f"{len(hits)} result(s), {args.mode}, {ms:.1f} ms{extra}", file=sys.stderr)
+        print(f"{len(hits)} result(s), {args.mode}, {seconds * 1000:.1f} ms{extra}", file=sys.stderr)
     return 0 if hits else 1
+
+
+class _Source:
+    """Where a hit's text is in its source file now, as far as it could be found."""
+
+    def __init__(self, shown: str, citation=None, problem: str = "") -> None:
+        self.shown = shown
+        """``path:Lstart-Lend`` (or the doc_id and what is wrong) for people."""
+        self.citation = citation
+        self.problem = problem
+
+    def to_json(self) -> dict[str, object]:
+        c = self.citation
+        if c is None:
+            return {"path": None, "status": None, "start_line": None, "end_line": None, "start_char": None,
+                    "end_char": None, "source_problem": self.problem}
+        return {"path": None if c.path is None else str(c.path), "status": c.status, "start_line": c.start_line,
+                "end_line": c.end_line, "start_char": c.start_char, "end_char": c.end_char}
+
+
+def _sources(data, hits) -> dict[int, _Source]:
+    """Each hit's ``_Source`` by row: every source file read once, never outside its folder."""
+    from ragtui.core.citations import Resolver
+    from ragtui.core.errors import RagtuiError
+    from ragtui.core.textsafe import inline
+
+    resolver = Resolver(data)
+    cwd = os.getcwd()
+    out: dict[int, _Source] = {}
+    for h in hits:
+        try:
+            c = resolver.resolve(h.chunk_id)
+        except RagtuiError as e:
+            # No recorded folder, an unsafe doc_id, an unreadable file: the hit is still shown, by its doc_id.
+            out[h.row] = _Source(f"{inline(h.doc_id)} (source not read)", None, str(e))
+            continue
+        name = inline(h.doc_id) if c.path is None else inline(_relative(str(c.path), cwd))
+        if c.start_line is not None:
+            shown = f"{name}:L{c.start_line}-L{c.end_line}"
+            if c.status != "fresh":
+                shown += f" ({c.status})"
+        else:
+            shown = f"{name} ({c.status}: {'the file is gone' if c.status == 'missing' else 'text not in it now'})"
+        out[h.row] = _Source(shown, c)
+    return out
+
+
+def _relative(path: str, cwd: str) -> str:
+    """``path`` relative to ``cwd`` when it lies below it, else as it is."""
+    try:
+        if os.path.commonpath([path, cwd]) == cwd:
+            return os.path.relpath(path, cwd)
+    except ValueError:
+        pass
+    return path
+
+
+def _print_hits(args, words, hits, sources, data, why, explained, reranked) -> None:
+    from ragtui.core.search.kwic import salient, snippet, term_weights
+    from ragtui.core.textsafe import inline
+
+    width = max(40, shutil.get_terminal_size((80, 24)).columns)
+    weights = salient(term_weights(data.bm25, words))
+    pad = " " * INDENT
+    if explained is not None:
+        for line in _explain_head(explained):
+            print(line)
+    # The hits whose score is the cross-encoder's, with their first-stage rank (what --explain explains).
+    first_stage = {h.row: before for h, before in zip(hits, reranked.first_stage_rank) if before <= reranked.scored
+                   } if reranked is not None else {}
+    for h in hits:
+        print(f"{h.rank:>3}  {h.score:9.4f}  {sources[h.row].shown}  {inline(h.chunk_id)}")
+        print(pad + snippet(h.text, weights, width - INDENT - 1).text)
+        if h.row in why:
+            if h.row in first_stage:
+                print(f"{pad}first-stage rank {first_stage[h.row]}, explained below (the score above is the "
+                      "cross-encoder's)")
+            for line in _explain_hit(why[h.row]):
+                print(pad + line)
+
+
+def _explain_head(explained) -> list[str]:
+    """What holds for every hit: BM25's parameters, or the IVF lists probed."""
+    lines = []
+    p = explained.bm25_params
+    if p:
+        lines.append(f"bm25: k1 {p['k1']:g}, b {p['b']:g}, avgdl {p['avgdl']:.1f}, {int(p['n_docs']):,} chunks; "
+                     "a term adds  weight × idf × tf·(k1+1) / (tf + k1·(1 − b + b·dl/avgdl))")
+    if explained.nlist is not None:
+        probed = ", ".join(f"{c} ({n:,})" for c, n in zip(explained.probed, explained.list_sizes))
+        lines.append(f"ivf: probed {len(explained.probed)} of {explained.nlist} lists, best first "
+                     f"(chunks in each): {probed}")
+    return lines
+
+
+def _explain_hit(e) -> list[str]:
+    from ragtui.core.textsafe import inline
+
+    if e.mode == "bm25doc":
+        chunk = sum(t.contribution for t in e.terms)
+        lines = [f"= document BM25 {e.score - e.chunk_weight * chunk:.4f} + {e.chunk_weight:g} × chunk BM25 "
+                 f"{chunk:.4f} (the chunk's own terms below)"]
+        for t in e.terms:
+            lines.append(f"  {inline(t.term)!s:<16} {t.contribution:9.4f} = idf {t.idf:.4f} (df {t.df:,}), tf {t.tf}")
+        return lines
+    if e.mode == "bm25":
+        lines = [f"= {' + '.join(f'{t.contribution:.4f}' for t in e.terms) or '0'}  (dl {e.terms[0].doc_len})"
+                 if e.terms else "= 0"]
+        for t in e.terms:
+            weight = f"{t.query_weight} × " if t.query_weight != 1 else ""
+            lines.append(f"  {inline(t.term)!s:<16} {t.contribution:9.4f} = {weight}idf {t.idf:.4f} (df {t.df:,}), "
+                         f"tf {t.tf}")
+        return lines
+    if e.mode == "hybrid":
+        parts = []
+        for a in e.arms:
+            where = f"rank {a.rank}, score {a.score:.4f}" if a.rank is not None else "not in its top candidates"
+            parts.append(f"{a.arm} {where} → {a.added:+.4f}")
+        return [f"{e.fusion}: " + "; ".join(parts) + f"  = {e.score:.4f}"]
+    if e.mode == "ivf":
+        return [f"cosine {e.cosine:.4f}, from list {e.ivf_list}"]
+    return [f"cosine {e.cosine:.4f} (exact, every chunk scored)"]
 
 
 def _check_nprobe(retriever, nprobe: int) -> None:
@@ -128,13 +286,6 @@ def _merged_lines(retriever, hits, out: list[dict]) -> None:
             row["lines"] = [first.start_line, last.end_line]
 
 
-def _term_width() -> int:
-    try:
-        return os.get_terminal_size().columns
-    except OSError:
-        return 120
-
-
 def _run_many(args, settings, paths, parsed, params: dict) -> int:
     """``--all`` / ``--index a,b``: the indexes ranked as one (core.search.multi), each hit naming its index."""
     from ragtui.core.search.multi import search_many
@@ -150,7 +301,7 @@ def _run_many(args, settings, paths, parsed, params: dict) -> int:
                 "doc_id": m.hit.doc_id, "row": m.hit.row, "text": m.hit.text} for m in hits]
         sys.stdout.write(json_text(out, indent=1) + "\n")
     else:
-        width = max(40, _term_width() - 60)
+        width = max(40, shutil.get_terminal_size((80, 24)).columns - 60)
         for m in hits:
             print(f"{m.rank:>3}  {m.score:9.4f}  {one_line(m.index_id, 20)}  {one_line(m.chunk_id, 60)}  "
                   f"{one_line(m.hit.text, width)}")

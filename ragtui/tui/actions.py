@@ -16,6 +16,7 @@ from ragtui.tui import backend, fmt
 from ragtui.tui.screens.compare import CompareScreen
 from ragtui.tui.screens.help import HelpScreen
 from ragtui.tui.screens.indexes import IndexScreen
+from ragtui.tui.session import Session
 from ragtui.tui.widgets.mode_bar import MODE_LABELS
 
 __all__ = ["K_STEPS", "Actions"]
@@ -27,26 +28,26 @@ K_STEPS = (1, 3, 5, 10, 20, 50, 100)
 class Actions:
     """Key, mouse and palette actions of ``RagtuiApp`` (see spec/tui.md for the keys)."""
 
-    def action_pick_index(self) -> None:
+    def action_pick_index(self: Session) -> None:
         """Open the index picker (its choice is opened in a worker; esc keeps the open index)."""
         if not isinstance(self.screen, IndexScreen):
             self.push_screen(IndexScreen(self.index_id), self._index_picked)
 
-    def _index_picked(self, index_id: str | None) -> None:
+    def _index_picked(self: Session, index_id: str | None) -> None:
         if index_id is None or (self.retriever is not None and index_id == self.index_id):
             return
         self.index_id = index_id
         self.open_index_worker(index_id)
 
-    def start_list_indexes(self, screen) -> None:
+    def start_list_indexes(self: Session, screen) -> None:
         """List the indexes for ``screen`` (it receives ``IndexListed``)."""
         self.list_worker(screen)
 
-    def start_index_stats(self, screen, index_id: str) -> None:
+    def start_index_stats(self: Session, screen, index_id: str) -> None:
         """Read ``index_id``'s stats for ``screen`` (it receives ``StatsReady``)."""
         self.stats_worker(screen, index_id, self.retriever, self.ivf_state_text())
 
-    def ivf_state_text(self) -> str:
+    def ivf_state_text(self: Session) -> str:
         """The IVF lists' state in words, for the stats view."""
         if self.vectors == "off":
             return f"off: {self.vectors_reason}"
@@ -58,11 +59,11 @@ class Actions:
             return "building in the background…"
         return self.ivf_state
 
-    def action_toggle_rerank(self) -> None:
+    def action_toggle_rerank(self: Session) -> None:
         """x: rerank the top candidates with the cross-encoder (the onnx extra), or stop reranking."""
         self.toggle_rerank()
 
-    def action_set_mode(self, mode: str) -> None:
+    def action_set_mode(self: Session, mode: str) -> None:
         """Search with ``mode`` from now on; a vector mode that is off is refused with the reason."""
         if mode != "bm25" and self.vectors == "off":
             self.notify(f"{MODE_LABELS[mode]} is off: {self.vectors_reason}", title="vector search off",
@@ -73,14 +74,15 @@ class Actions:
             self.search_now()
             self._refresh()
 
-    def action_change_k(self, delta: int) -> None:
+    def action_change_k(self: Session, delta: int) -> None:
         """Move k ``delta`` steps through ``K_STEPS`` and search again."""
         i = max(j for j, step in enumerate(K_STEPS) if step <= self.k)
         self.k = K_STEPS[min(len(K_STEPS) - 1, max(0, i + delta))]
         self.search_now()
         self._refresh()
+        self._rerun_compare()
 
-    def action_change_nprobe(self, delta: int, factor: float = 1.0) -> None:
+    def action_change_nprobe(self: Session, delta: int, factor: float = 1.0) -> None:
         """Add ``delta`` to nprobe, or multiply it by ``factor``; kept within 1..nlist."""
         if self.retriever is None:
             return
@@ -91,15 +93,21 @@ class Actions:
         if self.mode == "ivf":
             self.search_now()
         self._refresh()
+        self._rerun_compare()
 
-    def nprobe_shown(self) -> str:
+    def _rerun_compare(self: Session) -> None:
+        """The compare view shows the session's k and nprobe: run it again after they change."""
+        if isinstance(self.screen, CompareScreen):
+            self.screen.run()
+
+    def nprobe_shown(self: Session) -> str:
         """"nprobe/nlist" as the bars show it ("–" without an index)."""
         if self.retriever is None:
             return "–"
         nlist, default = backend.resolved_ivf(self.retriever)
         return f"{self.nprobe or default}/{nlist}"
 
-    def _selected_chunk(self, chunk_id: str | None) -> str | None:
+    def _selected_chunk(self: Session, chunk_id: str | None) -> str | None:
         if chunk_id:
             return chunk_id
         hit = self.main.results.selected_hit
@@ -108,20 +116,20 @@ class Actions:
             return None
         return hit.chunk_id
 
-    def action_jump(self, chunk_id: str | None = None) -> None:
+    def action_jump(self: Session, chunk_id: str | None = None) -> None:
         """Open the source view at ``chunk_id`` (default: the selected result) once it is resolved."""
         chunk_id = self._selected_chunk(chunk_id)
         if chunk_id is not None:
             self.history.add(self.query_text)
             self.jump_worker(self.retriever, chunk_id, "jump")
 
-    def action_edit(self, chunk_id: str | None = None) -> None:
+    def action_edit(self: Session, chunk_id: str | None = None) -> None:
         """Open ``chunk_id``'s source (default: the selected result) in the editor at its line."""
         chunk_id = self._selected_chunk(chunk_id)
         if chunk_id is not None:
             self.jump_worker(self.retriever, chunk_id, "edit")
 
-    def open_in_editor(self, citation) -> None:
+    def open_in_editor(self: Session, citation) -> None:
         """Suspend the app, run $VISUAL / $EDITOR on the citation's file at its first line, come back."""
         if citation.path is None or citation.status == "missing":
             self.notify(f"cannot open {citation.doc_id}: the source file is missing", severity="error")
@@ -141,19 +149,19 @@ class Actions:
             self.forget_citation()
             self.hit_highlighted(hit)  # the file may have changed: resolve its freshness again
 
-    def action_copy_chunk_id(self) -> None:
+    def action_copy_chunk_id(self: Session) -> None:
         """Copy the selected result's chunk_id."""
         chunk_id = self._selected_chunk(None)
         if chunk_id is not None:
             self.copy_chunk(chunk_id)
 
-    def copy_chunk(self, chunk_id: str) -> None:
+    def copy_chunk(self: Session, chunk_id: str) -> None:
         """Put ``chunk_id`` on the clipboard (``App.clipboard`` and OSC 52) and say so; on one line, with every
         control character as a visible stand-in (a pasted newline would run a command)."""
         self.copy_to_clipboard(inline(chunk_id))
         self.notify(f"copied {chunk_id}", timeout=2)
 
-    def action_compare(self) -> None:
+    def action_compare(self: Session) -> None:
         """Open the compare view for the current query."""
         query = self.query_text.strip()
         if self.retriever is None or self.index_state != "ready":
@@ -164,24 +172,24 @@ class Actions:
             self.history.add(query)
             self.push_screen(CompareScreen(query))
 
-    def start_compare(self, screen: CompareScreen, query: str) -> None:
+    def start_compare(self: Session, screen: CompareScreen, query: str) -> None:
         """Run the comparison for ``screen`` with the current k and nprobe (it receives ``CompareDone``)."""
         off = None if self.vectors == "ready" else self.vectors_reason
         self.compare_worker(screen, self.retriever, query, self.k, self.nprobe, off)
 
-    def action_reload(self) -> None:
+    def action_reload(self: Session) -> None:
         """Check for a new generation now."""
         self.poll_index()
 
-    def action_help(self) -> None:
+    def action_help(self: Session) -> None:
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
-    def action_toggle_theme(self) -> None:
+    def action_toggle_theme(self: Session) -> None:
         self.theme = "textual-light" if self.current_theme.dark else "textual-dark"
 
-    def get_system_commands(self, screen):
-        yield from super().get_system_commands(screen)
+    def get_system_commands(self: Session, screen):
+        yield from super().get_system_commands(screen)  # type: ignore[misc]  # App is further along the MRO
         for mode, label in MODE_LABELS.items():
             yield SystemCommand(f"Mode: {label}", f"search with {label}", lambda m=mode: self.action_set_mode(m))
         yield SystemCommand("Compare modes", "flat, IVF and BM25 side by side for this query", self.action_compare)

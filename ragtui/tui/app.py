@@ -20,7 +20,6 @@ from ragtui.core.textsafe import inline, neutralize
 from ragtui.tui import backend, fmt, states
 from ragtui.tui.actions import Actions
 from ragtui.tui.commands import HistoryCommands
-from ragtui.tui.highlight import query_terms
 from ragtui.tui.history import QueryHistory, default_history_path
 from ragtui.tui.live import LiveAgent, LiveFollower
 from ragtui.tui.messages import (
@@ -110,7 +109,9 @@ class RagtuiApp(Actions, Workers, App[int]):
         self.vectors, self.vectors_reason = "loading", states.vectors_loading_reason
         self.ivf_state, self.ivf_info = "not built", None
         self.mode, self.k, self.nprobe = "bm25", 10, None
-        self.query_text, self.terms, self.results = "", frozenset(), None
+        self.query_text, self.results = "", None
+        self.terms: dict[str, float] = {}
+        """The shown query's terms worth lighting, with their relative weights (``kwic.salient``)."""
         self.query_time = ""
         self.stale_dropped = self.reloads = 0
         self.rendered_seq = 0
@@ -345,7 +346,7 @@ class RagtuiApp(Actions, Workers, App[int]):
         query = self.query_text.strip()
         if not query:
             self.results, self.query_time = None, ""
-            self.main.results.show((), self.mode, frozenset())
+            self.main.results.show((), self.mode, {})
             self.main.detail.clear("type a query: results appear as you type")
             self.rendered_seq = self._seq
             self._refresh()
@@ -362,7 +363,7 @@ class RagtuiApp(Actions, Workers, App[int]):
         if outcome.request.seq != self._seq:
             self.stale_dropped += 1
             return
-        self.results, self.terms = outcome, query_terms(outcome.request.query)
+        self.results, self.terms = outcome, outcome.weights
         self.query_time = fmt.ms(outcome.seconds)
         self.reranked = None
         if outcome.request.rerank and self.reranker is not None and outcome.hits:

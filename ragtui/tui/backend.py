@@ -77,6 +77,8 @@ class SearchOutcome:
     request: SearchRequest
     hits: tuple[Hit, ...]
     seconds: float
+    weights: dict[str, float] = field(default_factory=dict)
+    """The query's terms worth lighting, with their relative weights in the searched index (``kwic.salient``)."""
 
 
 @dataclass(frozen=True)
@@ -245,9 +247,16 @@ def load_embedder(settings: Settings, factory: Callable[[Settings], object] | No
 def run_search(retriever: Retriever, request: SearchRequest) -> SearchOutcome:
     """Run one request; the time is measured here because ``last_search_seconds`` is shared between threads."""
     params = {"nprobe": request.nprobe} if request.mode == "ivf" and request.nprobe else {}
+    from ragtui.core.search import kwic
+    from ragtui.core.search.retriever import SearchTrace
+
+    trace = SearchTrace()
     start = time.perf_counter()
-    hits = retriever.search(request.query, mode=request.mode, k=max(request.k, request.rerank), **params)
-    return SearchOutcome(request, tuple(hits), time.perf_counter() - start)
+    hits = retriever.search(request.query, mode=request.mode, k=max(request.k, request.rerank), trace=trace,
+                            **params)
+    seconds = time.perf_counter() - start
+    bm25 = trace.data.bm25 if trace.data is not None else None
+    return SearchOutcome(request, tuple(hits), seconds, kwic.salient(kwic.term_weights(bm25, request.query)))
 
 
 def load_reranker(settings: Settings):

@@ -6,7 +6,7 @@ so widgets call them as ``fmt.ms(...)`` (looked up at call time).
 
 from __future__ import annotations
 
-__all__ = ["ms", "score", "seconds", "when"]
+__all__ = ["left_cut", "ms", "score", "seconds", "when"]
 
 
 def ms(seconds: float) -> str:
@@ -41,3 +41,26 @@ def score(value: float, mode: str) -> str:
     if mode == "hybrid" and 0 < abs(value) < 0.1:
         return f"{value:.4g}"
     return f"{value:.4f}"
+
+
+def left_cut(name: str, width: int) -> str:
+    """``name`` (a chunk_id or a path) neutralised on one line, cut to ``width`` cells from the left of its
+    path: the file name and ``#k`` at its end stay visible (``…/retrievers.md#2``), and the cut falls after a
+    "/" when one is near."""
+    from ragtui.core.search.kwic import cells
+    from ragtui.core.textsafe import inline
+
+    text = inline(name)
+    width = max(2, width)
+    if cells(text) <= width:
+        return text
+    used, start = 0, len(text)
+    while start > 0 and used + cells(text[start - 1]) <= width - 1:
+        start -= 1
+        used += cells(text[start])
+    tail = text[start:]
+    keep = len(tail)
+    slash = tail.find("/")
+    if 0 <= slash < len(tail) - 1 and slash <= keep // 3:
+        tail = tail[slash:]  # "…/name.md#2" rather than "…me/name.md#2"
+    return "…" + tail

@@ -1,70 +1,67 @@
-"""Query terms in document text: analysed by the index's own BM25 analyzer, shown as styled Rich text.
+"""Query terms in document text, shown as styled Rich text; the finding is ``core.search.kwic``'s.
 
-Every function neutralises the text first (``core.textsafe``), so nothing a
-document holds can drive the terminal. A word is highlighted when the
-analyzer turns it into one of the query's terms, which is exactly when it
-counted for BM25.
+A word is lit when the index's own BM25 analyzer turns it into one of the
+query's terms, which is exactly when it counted for BM25, and how strongly by
+the term's weight in this index (its idf next to the query's strongest term):
+a term found in nearly every chunk ("a", "the") is not lit at all. Every
+function neutralises the text first (``core.textsafe``), so nothing a document
+holds can drive the terminal. Snippets are the same key-word-in-context
+windows ``ragtui search`` prints.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
 from rich.text import Text
 
-from ragtui.core.index.analyzer import TERM_PATTERN, analyze
+from ragtui.core.search import kwic
 from ragtui.core.textsafe import neutralize
 
-__all__ = ["TERM_STYLE", "highlighted", "query_terms", "snippet"]
+__all__ = ["STRONG", "TERM_STYLE", "WEAK_TERM_STYLE", "Weights", "highlighted", "query_terms", "query_weights",
+           "snippet"]
 
 TERM_STYLE = "bold #ff8700"
-"""How a query term looks (legible on the dark and light themes, and on a selected row)."""
+"""How a weighty query term looks (legible on the dark and light themes, and on a selected row)."""
+WEAK_TERM_STYLE = "#ff8700"
+"""A term that counts, but far less than the query's strongest (its relative weight below ``STRONG``)."""
+STRONG = 0.6
+
+Weights = Mapping[str, float]
+"""Term -> relative weight in (0, 1], as ``kwic.salient`` gives."""
 
 
-def query_terms(query: str) -> frozenset[str]:
-    """The BM25 terms of ``query``."""
-    return frozenset(analyze(query))
+def query_terms(query: str) -> dict[str, float]:
+    """The BM25 terms of ``query``, each weighing 1 (for text with no index to weigh them by)."""
+    return kwic.salient(kwic.term_weights(None, query))
 
 
-def _mark(text: Text, plain: str, terms: frozenset[str], offset: int = 0) -> int:
-    """Stylise the words of ``plain`` (which starts at ``offset`` in ``text``) that are query terms."""
-    first = -1
-    if not terms:
-        return first
-    for match in TERM_PATTERN.finditer(plain):
-        words = analyze(match.group())
-        if words and words[0] in terms:
-            text.stylize(TERM_STYLE, offset + match.start(), offset + match.end())
-            if first < 0:
-                first = match.start()
-    return first
+def query_weights(bm25, query: str) -> dict[str, float]:
+    """The terms of ``query`` worth lighting in ``bm25``'s index, with their relative weights."""
+    return kwic.salient(kwic.term_weights(bm25, query))
 
 
-def highlighted(text: str, terms: frozenset[str]) -> Text:
-    """The whole of ``text``, neutralised, with the query terms highlighted."""
+def _weights(terms: Weights | Iterable[str]) -> Weights:
+    return terms if isinstance(terms, Mapping) else dict.fromkeys(terms, 1.0)
+
+
+def _style(weight: float) -> str:
+    return TERM_STYLE if weight >= STRONG else WEAK_TERM_STYLE
+
+
+def highlighted(text: str, terms: Weights | Iterable[str]) -> Text:
+    """The whole of ``text``, neutralised, with the query terms lit by weight."""
     safe = neutralize(text)
     out = Text(safe)
-    _mark(out, safe, terms)
+    for m in kwic.marks(safe, _weights(terms)):
+        out.stylize(_style(m.weight), m.start, m.end)
     return out
 
 
-def snippet(text: str, terms: frozenset[str], width: int) -> Text:
-    """One line of at most ``width`` cells around the first query term (from the start when none)."""
-    flat = " ".join(neutralize(text).split())
-    width = max(4, width)
-    start = 0
-    if terms:
-        for match in TERM_PATTERN.finditer(flat):
-            words = analyze(match.group())
-            if words and words[0] in terms:
-                # Keep a little context before the term, but only when the line must be cut anyway.
-                start = max(0, match.start() - width // 4) if len(flat) > width else 0
-                break
-    prefix = "…" if start > 0 else ""
-    body = flat[start:]
-    room = width - len(prefix)
-    suffix = ""
-    if len(body) > room:
-        body, suffix = body[: room - 1], "…"
-    line = prefix + body + suffix
-    out = Text(line, no_wrap=True, overflow="ellipsis")
-    _mark(out, body, terms, len(prefix))
+def snippet(text: str, terms: Weights | Iterable[str], width: int) -> Text:
+    """One line of at most ``width`` cells centred on the query terms (from the start when none)."""
+    s = kwic.snippet(text, _weights(terms), width)
+    out = Text(s.text, no_wrap=True, overflow="ellipsis")
+    for m in s.marks:
+        out.stylize(_style(m.weight), m.start, m.end)
     return out

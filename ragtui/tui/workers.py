@@ -31,6 +31,7 @@ from ragtui.tui.messages import (
 )
 from ragtui.tui.screens.compare import CompareScreen
 from ragtui.tui.screens.indexes import IndexScreen
+from ragtui.tui.session import Session
 from ragtui.tui.widgets.index_stats import IndexStatsView
 
 __all__ = ["Workers"]
@@ -45,7 +46,7 @@ class Workers:
     compare, list, stats, history. Failures go to ``self.work_failed(group, error)``."""
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="open")
-    def open_index_worker(self, index_id: str | None, unless_generation: str | None = None) -> None:
+    def open_index_worker(self: Session, index_id: str | None, unless_generation: str | None = None) -> None:
         """Open ``index_id`` (or the only index); with ``unless_generation``, only if it changed since."""
         path = backend.locate_index(self.settings, index_id)
         if unless_generation is not None and backend.generation(path) == unless_generation:
@@ -56,30 +57,30 @@ class Workers:
             self.post_message(IndexOpened(retriever, path))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="embedder")
-    def load_embedder_worker(self) -> None:
+    def load_embedder_worker(self: Session) -> None:
         embedder = backend.load_embedder(self.settings, self.embedder_factory)
         self.post_message(EmbedderReady(embedder))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="ivf")
-    def build_ivf_worker(self, retriever) -> None:
+    def build_ivf_worker(self: Session, retriever) -> None:
         generation = retriever.data.generation
         info = backend.build_ivf(retriever)
         if _live():
             self.post_message(IvfBuilt(info, generation))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="search")
-    def search_worker(self, retriever, request: backend.SearchRequest) -> None:
+    def search_worker(self: Session, retriever, request: backend.SearchRequest) -> None:
         outcome = backend.run_search(retriever, request)
         if _live():
             self.post_message(SearchDone(outcome))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="reranker")
-    def load_reranker_worker(self) -> None:
+    def load_reranker_worker(self: Session) -> None:
         reranker = backend.load_reranker(self.settings)
         self.post_message(RerankerReady(reranker))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="rerank")
-    def rerank_worker(self, reranker, outcome: backend.SearchOutcome, budget_ms: float | None) -> None:
+    def rerank_worker(self: Session, reranker, outcome: backend.SearchOutcome, budget_ms: float | None) -> None:
         """Rerank a search's candidates after its first results are shown; a newer search cancels it
         (it stops before its next pair)."""
         worker = get_current_worker()
@@ -88,21 +89,21 @@ class Workers:
             self.post_message(RerankDone(result))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="cite")
-    def cite_worker(self, retriever, chunk_id: str) -> None:
+    def cite_worker(self: Session, retriever, chunk_id: str) -> None:
         """Resolve the detail pane's chunk (line range and freshness)."""
         source = backend.cite(retriever, chunk_id)
         if _live():
             self.post_message(CitationReady(chunk_id, source, "detail"))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="jump")
-    def jump_worker(self, retriever, chunk_id: str, purpose: str) -> None:
+    def jump_worker(self: Session, retriever, chunk_id: str, purpose: str) -> None:
         """Resolve a chunk with its source text, for the source view ("jump") or $EDITOR ("edit")."""
         source = backend.cite(retriever, chunk_id, with_source=purpose == "jump")
         if _live():
             self.post_message(CitationReady(chunk_id, source, purpose))
 
     @work(thread=True, exit_on_error=False, group="reload")
-    def reload_worker(self, retriever, skip_generation: str | None = None) -> None:
+    def reload_worker(self: Session, retriever, skip_generation: str | None = None) -> None:
         """Move to a newly published generation; ``skip_generation`` is one known to be broken."""
         if skip_generation is not None and backend.generation(retriever.data.path) == skip_generation:
             return
@@ -111,18 +112,18 @@ class Workers:
             self.post_message(IndexReloaded(retriever, old_n))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="compare")
-    def compare_worker(self, target, retriever, query: str, k: int, nprobe: int | None, vectors_off: str | None) -> None:
+    def compare_worker(self: Session, target, retriever, query: str, k: int, nprobe: int | None, vectors_off: str | None) -> None:
         outcome = backend.compare(retriever, query, k, nprobe, vectors_off)
         if _live():
             target.post_message(CompareDone(outcome))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="list")
-    def list_worker(self, target) -> None:
+    def list_worker(self: Session, target) -> None:
         listing = backend.scan_indexes(self.settings)
         target.post_message(IndexListed(listing.names, listing.broken))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="stats")
-    def stats_worker(self, target, index_id: str, retriever, ivf_state: str) -> None:
+    def stats_worker(self: Session, target, index_id: str, retriever, ivf_state: str) -> None:
         """Stats of ``index_id``: from ``retriever`` when it is the open one, else by opening it."""
         if retriever is None or retriever.meta.index_id != index_id:
             path = backend.locate_index(self.settings, index_id)
@@ -132,21 +133,23 @@ class Workers:
             target.post_message(StatsReady(index_id, stats))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="history")
-    def history_worker(self) -> None:
+    def history_worker(self: Session) -> None:
         self.history.load()
 
     # -- the one error handler -----------------------------------------------------------
 
     @while_running
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+    def on_worker_state_changed(self: Session, event: Worker.StateChanged) -> None:
         worker = event.worker
         if event.state is not WorkerState.ERROR or worker.is_cancelled:
             return  # a superseded worker's failure concerns nobody
         error = worker.error
+        if error is None:
+            return  # (an ERROR state always carries its error)
         if not isinstance(error, RagtuiError | backend.SeveralIndexes):
             # A bug, not a state: say so in one line, keep the app alive, keep the traceback in the log.
             self.log.error(f"worker {worker.group} failed", error)
-            if getattr(self, "debug_errors", False):
+            if self.debug_errors:
                 import traceback
 
                 self.log.error("".join(traceback.format_exception(error)))
@@ -154,7 +157,7 @@ class Workers:
 
     # -- where each group's failure shows ------------------------------------------------------
 
-    def work_failed(self, group: str, error: BaseException) -> None:
+    def work_failed(self: Session, group: str, error: BaseException) -> None:
         """Show ``error`` where ``group``'s work would have shown its result; never raises."""
         message = str(error) or type(error).__name__
         if isinstance(error, MemoryError):
@@ -174,7 +177,8 @@ class Workers:
             self.rerank_failed(message)
         elif group == "cite":
             self._citing = None
-            self.main.detail.show_problem(self.main.detail.chunk_id, message)
+            if self.main.detail.chunk_id is not None:
+                self.main.detail.show_problem(self.main.detail.chunk_id, message)
         elif group == "reload":
             if self.index_path is not None:
                 self._bad_generation = backend.generation(self.index_path)
@@ -191,7 +195,7 @@ class Workers:
             self.notify(f"{group} failed: {message}", severity="error", timeout=8)
         self._refresh()
 
-    def _open_failed(self, error: BaseException, message: str) -> None:
+    def _open_failed(self: Session, error: BaseException, message: str) -> None:
         if self.retriever is not None:  # switching failed: keep searching the index that is open
             self.notify(f"cannot open {self.index_id}: {message}", severity="error", timeout=8)
             self.index_id, self.index_path = self.retriever.meta.index_id, self.retriever.data.path

@@ -33,7 +33,9 @@ def test_search_output(hostile_index, mode):
     assert r.returncode == 0, r.stderr
     assert unsafe(r.stdout) == [] and unsafe(r.stderr) == []
     assert "\u241b[2J" in r.stdout and "PWNED-TITLE" in r.stdout and "HIDDEN-TEXT" in r.stdout  # shown, not obeyed
-    assert len(r.stdout.splitlines()) == len(HOSTILE)  # one line per hit: no embedded newline or CR
+    # Two lines per hit (where it is, then the snippet): no embedded newline or CR adds one.
+    lines = r.stdout.splitlines()
+    assert len(lines) == 2 * len(HOSTILE) and all(line.startswith(" " * 6) for line in lines[1::2])
 
 
 def test_inspect_output(hostile_index):

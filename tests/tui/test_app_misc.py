@@ -22,6 +22,45 @@ async def test_help_opens_with_question_mark_and_closes(demo_index):
         assert app.screen is app.main
 
 
+async def test_help_is_reachable_from_the_query_box_and_the_footer_says_how(demo_index):
+    """ctrl+g (nano's "Get Help") opens the help while typing, without taking a character; the footer shows it."""
+    from textual.widgets import Footer
+
+    app = make_app(demo_index[0])
+    async with app.run_test() as pilot:
+        await ready(pilot)
+        await pilot.press(*"what?")
+        assert app.focused is app.main.query_box
+        footer_keys = {b.key for _, b, enabled, _ in app.screen.active_bindings.values() if b.show and enabled}
+        assert "ctrl+g" in footer_keys and app.main.query_one(Footer).display
+        await pilot.press("ctrl+g")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("ctrl+g")
+        assert app.screen is app.main and app.main.query_box.value == "what?"
+
+
+def test_the_help_lists_every_key_of_every_screen():
+    """Each key a screen binds appears in the help (x, the reranker's, was once missing)."""
+    from ragtui.tui.app import RagtuiApp
+    from ragtui.tui.screens.compare import CompareScreen
+    from ragtui.tui.screens.help import KEYS
+    from ragtui.tui.screens.search import SearchScreen
+    from ragtui.tui.screens.source import SourceScreen
+    from ragtui.tui.widgets.query_input import QueryInput
+
+    shown = {"plus": "+", "equals_sign": "+", "minus": "−", "right_square_bracket": "]",
+             "left_square_bracket": "[", "right_curly_bracket": "}", "left_curly_bracket": "{",
+             "question_mark": "?", "slash": "/", "escape": "esc", "up": "↑", "down": "↓"}
+    listed = {section: " ".join(key for key, _ in rows).split() for section, rows in KEYS}
+    every = {k for keys in listed.values() for k in keys}
+    for owner in (RagtuiApp, SearchScreen, CompareScreen, SourceScreen, QueryInput):
+        for binding in owner.BINDINGS:
+            for key in binding.key.split(","):
+                name = shown.get(key, key.upper() if key.startswith("f") and key[1:].isdigit() else key)
+                assert name in every, f"{owner.__name__} binds {key} ({binding.action}) but the help does not list it"
+    assert "x" in listed["Results"]
+
+
 async def test_the_palette_runs_app_commands(demo_index):
     app = make_app(demo_index[0])
     async with app.run_test() as pilot:
@@ -97,11 +136,16 @@ async def test_layout_stacks_at_80_columns_and_goes_side_by_side_when_wide(demo_
         assert detail.region.y > table.region.y and detail.region.x == table.region.x
         assert [str(c.label) for c in table.columns.values()] == ["#", "score", "chunk_id", "snippet"]
         assert table.region.right <= 80
-        await pilot.resize_terminal(140, 40)
+        await pilot.resize_terminal(160, 45)
         await wait_for(pilot, lambda: app.main.has_class("-wide"), "the wide layout")
         await pilot.pause()
         assert detail.region.x > table.region.x and detail.region.y == table.region.y
-        assert [str(c.label) for c in table.columns.values()] == ["#", "score", "chunk_id", "document", "snippet"]
+        # chunk_id once (no document column repeating it), and the snippet gets the room.
+        columns = {str(c.label): c.width for c in table.columns.values()}
+        assert list(columns) == ["#", "score", "chunk_id", "snippet"]
+        longest = max(len(h.chunk_id) for h in table.hits)
+        assert columns["chunk_id"] == max(16, longest) and columns["snippet"] >= 55
+        assert columns["snippet"] > 2 * columns["chunk_id"]
 
 
 async def test_the_status_line_shows_the_index_and_vectors(demo_index):

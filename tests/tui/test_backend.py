@@ -19,9 +19,29 @@ def test_backend_loads_no_ui_library():
 
 def test_terms_are_lit_by_the_index_analyzer():
     terms = query_terms("BM25 Ranking!")
-    assert terms == {"bm25", "ranking"}
+    assert terms == {"bm25": 1.0, "ranking": 1.0}
     text = highlighted("bm25 does ranking; BM25_x is not a term; RANKING is", terms)
     assert _lit(text) == ["bm25", "ranking", "RANKING"]  # "BM25_x" is one analyzer term, not "bm25"
+
+
+def test_terms_are_lit_by_their_weight_in_the_index(demo_index):
+    """A term in nearly every chunk ("the", "a") is not lit; a weaker term is lit less boldly than a strong one."""
+    from ragtui.tui.highlight import WEAK_TERM_STYLE, query_weights
+
+    r = backend.open_index(backend.locate_index(_settings(demo_index), None), _settings(demo_index))
+    weights = query_weights(r.data.bm25, "the a ivf probe")
+    assert "the" not in weights and "a" not in weights and weights["ivf"] > 0
+    text = highlighted("the IVF lists: a probe of the lists", weights)
+    lit = {text.plain[s.start : s.end].lower(): str(s.style) for s in text.spans}
+    assert set(lit) <= {"ivf", "probe"} and "the" not in lit and "a" not in lit
+    assert all(style in (TERM_STYLE, WEAK_TERM_STYLE) for style in lit.values())
+    assert max(weights.values()) == 1.0
+
+
+def _settings(demo_index):
+    from ragtui.config import load_settings
+
+    return load_settings().with_flags(artifacts=str(demo_index[0]))
 
 
 def test_document_text_is_neutralised_before_display():
@@ -73,3 +93,19 @@ def test_compare_measures_overlap_and_ivf_recall(demo_index):
     assert off.overlap == {} and off.ivf_recall is None
     hit = off.runs["bm25"][0]
     assert off.rank_in("bm25", hit.chunk_id) == 1 and off.rank_in("flat", hit.chunk_id) is None
+
+
+def test_the_ui_paints_at_up_to_240_frames_a_second_unless_told_otherwise():
+    """Textual's 60 fps frame timer alone adds up to 17 ms to every keystroke: ragtui.tui raises the cap
+    before Textual loads, and a TEXTUAL_FPS the person set wins."""
+    import os
+    import subprocess
+    import sys
+
+    probe = "import ragtui.tui, textual.constants as c; print(c.MAX_FPS)"
+    env = {k: v for k, v in os.environ.items() if k != "TEXTUAL_FPS"}
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.strip() == "240"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         env={**env, "TEXTUAL_FPS": "30"}, check=True)
+    assert out.stdout.strip() == "30"

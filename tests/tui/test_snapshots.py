@@ -1,4 +1,4 @@
-"""SVG snapshots of the main screens at 80×24 and 140×40 (update with ``--snapshot-update``).
+"""SVG snapshots of the main screens at 80×24 and 160×45 (update with ``--snapshot-update``).
 
 The index is built from assets/demo with the deterministic test embedder and
 a fixed created_at; durations on screen are fixed by ``stable_times``; each
@@ -20,7 +20,7 @@ from tests.tui import DEMO, build_demo, ingest, make_app, ready, search, settled
 
 pytestmark = pytest.mark.usefixtures("stable_times")
 
-SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((140, 40), id="140x40")]
+SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((160, 45), id="160x45")]
 QUERY = "how does ivf probe lists"
 
 
@@ -130,3 +130,34 @@ def test_vectors_off(snap_compare, demo_index):
 
     assert snap_compare(make_app(demo_index[0], embedder_factory=broken), terminal_size=(80, 24),
                         run_before=run_before)
+
+
+def test_typing_shows_the_help_key(snap_compare, demo_index):
+    """While the query box has the focus, the footer names ctrl+g for the help (? types a ?)."""
+
+    async def run_before(pilot):
+        await ready(pilot)
+        await search(pilot, "which lists does ivf probe?")
+        await settled(pilot)
+
+    assert snap_compare(make_app(demo_index[0]), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_source_view_marks_long_lines(snap_compare, tmp_path):
+    folder = tmp_path / "src" / "docs"
+    folder.mkdir(parents=True)
+    (folder / "wide.md").write_text(
+        "# A wide table\n\n| mode | what it does | when to use it |\n|---|---|---|\n"
+        "| ivf | probes the nprobe nearest of nlist lists and scores only their vectors, exact within them "
+        "| large indexes where a little recall may be traded for speed |\n"
+        "| flat | scores every vector | small indexes, and as the reference |\n", encoding="utf-8")
+    ingest(folder, tmp_path / "artifacts")
+
+    async def run_before(pilot):
+        await ready(pilot)
+        await search(pilot, "nprobe")
+        await pilot.press("escape", "enter")
+        app = pilot.app
+        await wait_for(pilot, lambda: isinstance(app.screen, SourceScreen) and app.screen.long_lines, "the view")
+
+    assert snap_compare(make_app(tmp_path / "artifacts"), terminal_size=(80, 24), run_before=run_before)

@@ -24,7 +24,7 @@ def test_configured_targets_type_check(monkeypatch):
     monkeypatch.chdir(ROOT)  # the configured paths are relative to the checkout
     targets = tomllib.loads(CONFIG.read_text(encoding="utf-8"))["tool"]["mypy"]["files"]
     assert "ragtui/core" in targets
-    n_modules = len({p for t in targets for p in (ROOT / t).rglob("*.py")})
+    n_modules = len({p for t in targets for p in ((ROOT / t).rglob("*.py") if (ROOT / t).is_dir() else [ROOT / t])})
     out, status = _mypy()
     errors = [line for line in out.splitlines() if re.match(r"[^ ]+\.py:\d+: error:", line)]
     assert errors == [] and status == 0, out
@@ -56,3 +56,13 @@ def test_strict_stays_in_core(tmp_path):
     out = _probe(tmp_path, "watch", PROBE)
     assert "[operator]" in out, out
     assert "[no-untyped-def]" not in out and "[type-arg]" not in out, out
+
+
+def test_the_tui_mixins_are_held_to_the_session_protocol(monkeypatch, tmp_path):
+    """A mixin method of the TUI (``self: Session``) that uses something the app does not declare is an error."""
+    monkeypatch.chdir(ROOT)
+    probe = tmp_path / "mixin_probe.py"
+    probe.write_text("from ragtui.tui.session import Session\n\n\nclass Mixin:\n"
+                     "    def action_x(self: Session) -> None:\n        self.serach_now()\n        self.search_now()\n")
+    out, status = _mypy("--cache-dir", str(tmp_path / "cache"), str(probe))
+    assert status == 1 and '"Session" has no attribute "serach_now"' in out and out.count("error:") == 1, out

@@ -40,8 +40,8 @@ if TYPE_CHECKING:
     from ragtui.core.search.query_plan import QueryPlan
 
 __all__ = [
-    "MAX_QUERY_CHARS", "MODES", "PARAMS", "VECTOR_SCANS", "Hit", "Hits", "Retriever", "SearchParams", "check_query",
-    "check_search",
+    "MAX_QUERY_CHARS", "MODES", "PARAMS", "VECTOR_SCANS", "Hit", "Hits", "Retriever", "SearchParams", "SearchTrace",
+    "check_query", "check_search",
 ]
 
 MODES = ("flat", "ivf", "bm25", "bm25doc", "hybrid")
@@ -203,6 +203,30 @@ class Hits(list[Hit]):
     def describe(self) -> str:
         """The parsed query, one line per part (``ParsedQuery.describe`` with this search's expansions)."""
         return self.query.describe(self.expansions) if self.query is not None else "a query vector"
+
+
+@dataclass
+class SearchTrace:
+    """What one search computed on its way to the hits, for ``core.search.explain`` (pass one to ``search``).
+
+    Every field is of the search's own snapshot: ``data`` is the generation
+    it read, the arms are the rankings it fused, ``probed`` the IVF lists it
+    scanned.
+    """
+
+    data: IndexData | None = None
+    query_vector: np.ndarray | None = None
+    """The unit query vector (vector modes)."""
+    lexical: tuple[np.ndarray, np.ndarray] | None = None
+    """Hybrid: BM25's (rows, scores) at the fusion depth."""
+    vector: tuple[np.ndarray, np.ndarray] | None = None
+    """Hybrid: flat's (rows, scores) at the fusion depth."""
+    fusion: tuple[str, float, float] | None = None
+    """Hybrid: (method, weight, rrf_k) as resolved."""
+    probed: np.ndarray | None = None
+    """IVF: the list numbers probed, best first."""
+    ivf: IVFIndex | None = None
+    """IVF: the lists searched."""
 
 
 class Retriever:
@@ -372,7 +396,8 @@ class Retriever:
     # -- search --------------------------------------------------------------
 
     def search(
-        self, query: str | np.ndarray | ParsedQuery, mode: str = "bm25", k: int = 10, **params: Unpack[SearchParams]
+        self, query: str | np.ndarray | ParsedQuery, mode: str = "bm25", k: int = 10, *,
+        trace: SearchTrace | None = None, **params: Unpack[SearchParams],
     ) -> Hits:
         """Rank chunks for ``query`` with ``mode`` (flat, ivf, bm25, bm25doc, hybrid); at most ``k`` hits.
 
@@ -392,7 +417,8 @@ class Retriever:
         exclusions, OR, path/ext/lang filters; ``QueryError`` naming the column
         of a mistake); a ``ParsedQuery`` is searched as given (``query.literal``
         searches text with no syntax). Plain text is searched exactly as it
-        always was. The returned ``Hits`` carry the parsed query.
+        always was. The returned ``Hits`` carry the parsed query. With ``trace``,
+        what the search computed is recorded there (see ``SearchTrace``).
         """
         check_search(mode, params)
         if k < 1:
@@ -403,6 +429,8 @@ class Retriever:
         elif isinstance(query, str):
             parsed = parse_query(check_query(query))
         data = self._data  # the one generation this search reads, start to end
+        if trace is not None:
+            trace.data = data
         start = time.perf_counter()
         plan = None
         if parsed is not None and not parsed.plain:
@@ -414,7 +442,7 @@ class Retriever:
         diverse = lam is not None and lam < 1.0
         # MMR and merging choose among more candidates than they return.
         fetch = min(max(1, data.n_chunks), max(4 * k, k + 20)) if (diverse or merge) else k
-        rows, scores = self._rank(data, query, mode, fetch, params, plan)
+        rows, scores = self._rank(data, query, mode, fetch, params, plan, trace)
         if floor is not None:
             from ragtui.core.search import fusion
             from ragtui.core.search.postrank import floor_scores
@@ -445,7 +473,7 @@ class Retriever:
 
     def _rank(
         self, data: IndexData, query: str | np.ndarray, mode: str, k: int, params: SearchParams,
-        plan: QueryPlan | None = None,
+        plan: QueryPlan | None = None, trace: SearchTrace | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         if mode == "bm25":
             if not isinstance(query, str):
@@ -458,11 +486,16 @@ class Retriever:
         if mode == "flat":
             vec = self._query_vector(query, data)
             # The int8 scan serves plain queries; a plan (filters, phrases) scores its allowed rows in float32.
+            if trace is not None:
+                trace.query_vector = vec
             return self._flat(data, vec, k) if plan is None else plan.flat(data.vectors, vec, k)
         if mode == "ivf":
             vec = self._query_vector(query, data)
             lists = self._ivf_for(data)
             nprobe = params.get("nprobe")
+            if trace is not None:
+                trace.query_vector, trace.ivf = vec, lists
+                trace.probed = lists.probe(vec, min(nprobe or lists.default_nprobe, lists.nlist))
             if plan is not None:
                 return plan.ivf(lists, data.vectors, vec, k, nprobe)
             if self.vector_scan == "i8":
@@ -470,10 +503,11 @@ class Retriever:
 
                 return ivf_search_i8(lists, self._quant_for(data), vec, k, nprobe=nprobe)
             return lists.search(vec, k, nprobe)
-        return self._hybrid(data, query, k, params, plan)
+        return self._hybrid(data, query, k, params, plan, trace)
 
     def _hybrid(
-        self, data: IndexData, query: str | np.ndarray, k: int, params: SearchParams, plan: QueryPlan | None = None
+        self, data: IndexData, query: str | np.ndarray, k: int, params: SearchParams, plan: QueryPlan | None = None,
+        trace: SearchTrace | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         from ragtui.core.search import fusion
 
@@ -499,7 +533,12 @@ class Retriever:
         # The fusion of each list's top `depth` decides the ranking, whatever k: a larger k
         # only appends (from a deeper fusion) what that one did not rank, so the top 10 of
         # k=100 is the top 10 of k=10.
-        rows, scores = fused(k, depth)
+        lex_at, vec_at = lexical(depth), vector(depth)
+        if trace is not None:
+            trace.query_vector, trace.lexical, trace.vector = vec, lex_at, vec_at
+            trace.fusion = fusion.resolve(params.get("fusion"), params.get("weight"), params.get("rrf_k"))
+        rows, scores = fusion.fuse(lex_at, vec_at, k, method=params.get("fusion"), weight=params.get("weight"),
+                                   rrf_k=params.get("rrf_k"))
         if k <= rows.size or rows.size >= data.n_chunks:
             return rows, scores
         return fusion.extend(rows, scores, fused(k, k), k)

@@ -11,6 +11,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from ragtui.core.textsafe import neutralize, one_line
 from ragtui.tui.backend import COMPARED
+from ragtui.tui.keys import k_nprobe_bindings
 from ragtui.tui.messages import CompareDone
 from ragtui.tui.widgets.compare_panel import ComparePanel, common_folder
 from ragtui.tui.widgets.mode_bar import MODE_LABELS
@@ -36,10 +37,7 @@ class CompareScreen(Screen):
 
     BINDINGS = [
         Binding("escape,q", "close", "Back"),
-        Binding("plus,equals_sign", "k(1)", "k+"),
-        Binding("minus", "k(-1)", "k−"),
-        Binding("right_square_bracket", "nprobe(1)", "nprobe+"),
-        Binding("left_square_bracket", "nprobe(-1)", "nprobe−"),
+        *k_nprobe_bindings(show=True),
         Binding("question_mark", "app.help", "Help", show=False),
     ]
 
@@ -110,11 +108,3 @@ class CompareScreen(Screen):
 
     def action_close(self) -> None:
         self.dismiss()
-
-    def action_k(self, delta: int) -> None:
-        self.app.action_change_k(delta)
-        self.run()
-
-    def action_nprobe(self, delta: int) -> None:
-        self.app.action_change_nprobe(delta)
-        self.run()

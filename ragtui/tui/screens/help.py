@@ -23,6 +23,7 @@ KEYS: list[tuple[str, list[tuple[str, str]]]] = [
         ("↑ ↓", "walk the query history"),
         ("enter", "keep the query in the history, go to the results"),
         ("tab / esc", "leave the query box"),
+        ("ctrl+g", "this help (? types a ?)"),
     ]),
     ("Results", [
         ("1 2 3 4", "mode: flat · IVF · BM25 · hybrid"),
@@ -34,6 +35,7 @@ KEYS: list[tuple[str, list[tuple[str, str]]]] = [
         ("c / y", "copy the chunk_id to the clipboard"),
         ("v", "compare flat, IVF and BM25 for this query"),
         ("i", "pick the index, see its stats"),
+        ("x", "rerank the top candidates with the cross-encoder, or stop (onnx extra)"),
         ("r", "reload the index now (it also reloads by itself)"),
         ("t", "light / dark theme"),
         ("/ s esc", "back to the query box"),
@@ -48,7 +50,7 @@ KEYS: list[tuple[str, list[tuple[str, str]]]] = [
     ("Compare view", [
         ("tab", "next column"),
         ("enter", "jump to the selected chunk's source"),
-        ("+ − ] [", "k and nprobe (the comparison re-runs)"),
+        ("+ − ] [ } {", "k and nprobe (the comparison re-runs)"),
         ("esc / q", "back"),
     ]),
 ]
@@ -77,7 +79,7 @@ class HelpScreen(ModalScreen[None]):
     }
     """
 
-    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
+    BINDINGS = [Binding("escape,q,question_mark,ctrl+g", "dismiss", "Close")]
 
     def compose(self) -> ComposeResult:
         table = Table.grid(padding=(0, 2))

@@ -14,6 +14,7 @@ from textual.screen import Screen
 from textual.widgets import ContentSwitcher, DataTable, Footer, Input, Static
 
 from ragtui.tui import backend
+from ragtui.tui.keys import k_nprobe_bindings
 from ragtui.tui.widgets.detail_pane import DetailPane
 from ragtui.tui.widgets.mode_bar import ModeBar, ModeBarState, ModeChip
 from ragtui.tui.widgets.notice import Notice
@@ -73,12 +74,7 @@ class SearchScreen(Screen):
         Binding("2", "app.set_mode('ivf')", "IVF", show=False),
         Binding("3", "app.set_mode('bm25')", "BM25", show=False),
         Binding("4", "app.set_mode('hybrid')", "hybrid", show=False),
-        Binding("plus,equals_sign", "app.change_k(1)", "k+", show=False),
-        Binding("minus", "app.change_k(-1)", "k−", show=False),
-        Binding("right_square_bracket", "app.change_nprobe(1)", "nprobe+", show=False),
-        Binding("left_square_bracket", "app.change_nprobe(-1)", "nprobe−", show=False),
-        Binding("right_curly_bracket", "app.change_nprobe(0, 2)", "nprobe×2", show=False),
-        Binding("left_curly_bracket", "app.change_nprobe(0, 0.5)", "nprobe÷2", show=False),
+        *k_nprobe_bindings(show=False),
         Binding("o", "app.jump", "Open source"),
         Binding("e", "app.edit", "$EDITOR"),
         Binding("c,y", "app.copy_chunk_id", "Copy id"),

@@ -5,12 +5,13 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from ragtui.core.textsafe import inline
 from ragtui.tui.widgets.detail_pane import FRESHNESS_STYLES
-from ragtui.tui.widgets.source_view import SourceView
+from ragtui.tui.widgets.source_view import MORE_RIGHT, LongLineMarks, SourceView
 
 __all__ = ["SourceScreen"]
 
@@ -28,6 +29,9 @@ class SourceScreen(Screen):
         height: auto;
         background: $panel;
         padding: 0 1;
+    }
+    SourceScreen #source-body {
+        height: 1fr;
     }
     """
 
@@ -47,7 +51,9 @@ class SourceScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Static(id="source-head")
-        yield SourceView(id="source")
+        with Horizontal(id="source-body"):
+            yield SourceView(id="source")
+            yield LongLineMarks(id="source-cut")
         yield Footer()
 
     @property
@@ -60,17 +66,34 @@ class SourceScreen(Screen):
         name = c.path.name if c.path is not None else c.doc_id
         chars = (c.start_char, c.end_char) if c.start_char is not None else None
         self.view.load(name, self.text, lines, dark=self.app.current_theme.dark, chars=chars)
+        self.long_lines = False
+        """Whether some line is wider than the view (the head then says how to see the rest)."""
+        self._show_head()
+        self.query_one(LongLineMarks).follow(self.view)
+        self.view.focus()
+        self.call_after_refresh(self._measured)
+
+    def _measured(self) -> None:
+        """After layout, the view's width is known: say whether lines are cut."""
+        view = self.view
+        self.long_lines = bool(view.line_cells) and max(view.line_cells) + view.gutter > view.scrollable_content_region.width
+        if self.long_lines:
+            self._show_head()
+
+    def _show_head(self) -> None:
+        c = self.citation
         head = Text(no_wrap=True, overflow="ellipsis")
         head.append(inline(c.doc_id), "bold")
         head.append("  ")
         head.append(c.status, FRESHNESS_STYLES.get(c.status, "bold"))
-        if lines:
-            head.append(f"  lines {lines[0]}–{lines[1]} of {self.view.n_lines}")
+        if c.start_line is not None:
+            head.append(f"  lines {c.start_line}–{c.end_line} of {self.view.n_lines}")
         head.append(f"  {self.view.lexer}", "dim")
+        if self.long_lines:
+            head.append(f"  {MORE_RIGHT} long lines: ← → scroll", "dim")
         if c.status in _WHY_UNMARKED:
             head.append(f"\n{_WHY_UNMARKED[c.status]}", "italic")
         self.query_one("#source-head", Static).update(head)
-        self.view.focus()
 
     def action_close(self) -> None:
         self.dismiss()

@@ -11,6 +11,7 @@ from textual.widgets import DataTable, Static
 
 from ragtui.core.textsafe import neutralize
 from ragtui.tui import fmt
+from ragtui.tui.fmt import left_cut
 from ragtui.tui.widgets.mode_bar import MODE_LABELS
 
 __all__ = ["ABBREV", "ComparePanel", "shorten"]
@@ -28,12 +29,9 @@ def common_folder(chunk_ids) -> str:
 
 
 def shorten(text: str, width: int) -> str:
-    """``text`` cut in the middle to ``width`` cells, keeping the end (a chunk_id's ``#n`` matters most)."""
-    text = neutralize(text)
-    if len(text) <= width:
-        return text
-    keep_end = max(3, width * 2 // 3)
-    return text[: max(0, width - keep_end - 1)] + "…" + text[-keep_end:]
+    """``text`` (a chunk_id) cut to ``width`` cells from the left of its path, so the file name and ``#n``
+    stay visible (``fmt.left_cut``)."""
+    return left_cut(text, width)
 
 
 class ComparePanel(Vertical):

@@ -9,7 +9,7 @@ from textual.widgets import Static
 
 from ragtui.core.search.retriever import Hit
 from ragtui.core.textsafe import inline, neutralize
-from ragtui.tui.highlight import highlighted
+from ragtui.tui.highlight import Weights, highlighted
 
 __all__ = ["FRESHNESS_STYLES", "DetailPane"]
 
@@ -58,7 +58,7 @@ class DetailPane(VerticalScroll):
         self.query_one("#detail-head", Static).update(Text(message, style="dim italic"))
         self.query_one("#detail-body", Static).update("")
 
-    def show_hit(self, hit: Hit, terms: frozenset[str], record=None) -> None:
+    def show_hit(self, hit: Hit, terms: Weights, record=None) -> None:
         """Show ``hit``'s text now (and ``record``'s n_tokens and fingerprint when given);
         the line range and freshness follow with ``show_citation``."""
         if hit.chunk_id != self.chunk_id:

@@ -87,6 +87,10 @@ class ModeBar(Horizontal):
     }
     """
 
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._shown: Text | None = None
+
     def compose(self) -> ComposeResult:
         for mode in MODE_LABELS:
             yield ModeChip(mode)
@@ -113,4 +117,8 @@ class ModeBar(Horizontal):
         if state.rerank:
             line.append(" │ ", "dim")
             line.append(state.rerank, "italic" if state.rerank.endswith("…") else "bold")
-        self.query_one("#mode-params", Static).update(line)
+        params = self.query_one("#mode-params", Static)
+        if line != self._shown:
+            self._shown = line
+            # The line's size is fixed (1 row, 1fr): no layout pass, which would cost a frame per search.
+            params.update(line, layout=False)

@@ -1,4 +1,9 @@
-"""The query box: a one-line input whose up and down arrows walk the query history."""
+"""The query box: a one-line input whose up and down arrows walk the query history.
+
+Every printable key types (``?`` included); ``ctrl+g`` opens the help, as in
+nano ("^G Get Help"), and the footer says so while the box has the focus.
+F1 to F4 choose the mode here, as everywhere.
+"""
 
 from __future__ import annotations
 
@@ -32,6 +37,7 @@ class QueryInput(Input):
         Binding("up", "history_older", "Older query", show=False),
         Binding("down", "history_newer", "Newer query", show=False),
         Binding("escape", "leave", "Results"),
+        Binding("ctrl+g", "app.help", "Help"),
     ]
 
     def __init__(self, history: QueryHistory, **kwargs) -> None:

@@ -1,4 +1,9 @@
-"""The ranked results: rank, score, chunk_id, document and a one-line snippet with the query terms lit."""
+"""The ranked results: rank, score, chunk_id and a one-line snippet centred on the query terms, lit by weight.
+
+The chunk_id is shown once (it names the document); when it must be cut, it
+loses the left of its path, so the file name and ``#k`` stay visible. Every
+other cell goes to the snippet.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +12,14 @@ from textual import events
 from textual.widgets import DataTable
 
 from ragtui.core.search.retriever import Hit
-from ragtui.core.textsafe import one_line
 from ragtui.tui import fmt
-from ragtui.tui.highlight import snippet
+from ragtui.tui.fmt import left_cut
+from ragtui.tui.highlight import Weights, snippet
 
 __all__ = ["ResultsTable"]
 
-# The document column is shown only where it adds something beyond chunk_id (which starts with it).
-_DOC_COLUMN_MIN_WIDTH = 90
+ID_SHARE = 3
+"""The chunk_id column takes at most 1/ID_SHARE of the table (less when the ids are shorter)."""
 
 
 class ResultsTable(DataTable):
@@ -35,8 +40,8 @@ class ResultsTable(DataTable):
         self.hits: tuple[Hit, ...] = ()
         """The hits on display, best first."""
         self.mode = "bm25"
-        self.terms: frozenset[str] = frozenset()
-        self._layout: tuple[int, int, int] | None = None
+        self.terms: Weights = {}
+        self._layout: tuple[int, int] | None = None
 
     @property
     def selected_hit(self) -> Hit | None:
@@ -44,7 +49,7 @@ class ResultsTable(DataTable):
             return None
         return self.hits[self.cursor_row]
 
-    def show(self, hits: tuple[Hit, ...], mode: str, terms: frozenset[str]) -> None:
+    def show(self, hits: tuple[Hit, ...], mode: str, terms: Weights) -> None:
         """Replace the rows; the cursor stays on the same chunk when it is still there."""
         keep = self.selected_hit.chunk_id if self.selected_hit else None
         self.hits, self.mode, self.terms = hits, mode, terms
@@ -55,36 +60,30 @@ class ResultsTable(DataTable):
 
     def _fill(self) -> None:
         width = max(40, self.size.width or 80)
-        show_doc = width >= _DOC_COLUMN_MIN_WIDTH
-        # chunk_id first (it is what a person copies and cites); the document column gets what is left over.
-        id_width = max(16, width // 3)
-        doc_width = width // 6 if show_doc else 0
+        longest = max((len(h.chunk_id) for h in self.hits), default=16)
+        id_width = max(16, min(longest, width // ID_SHARE))
         # Each column is padded by one cell on either side.
-        used = 3 + 8 + id_width + (doc_width + 2 if show_doc else 0) + 3 * 2 + 2
+        used = 3 + 8 + id_width + 3 * 2 + 2
         snippet_width = max(10, width - used)
-        layout = (id_width, doc_width, snippet_width)
+        layout = (id_width, snippet_width)
         if layout != self._layout:
-            # New column widths only when the width changed: re-measuring columns costs a full re-render.
+            # New column widths only when they changed: re-measuring columns costs a full re-render.
             self._layout = layout
             self.clear(columns=True)
             self.add_column("#", width=3, key="rank")
             self.add_column("score", width=8, key="score")
             self.add_column("chunk_id", width=id_width, key="chunk_id")
-            if show_doc:
-                self.add_column("document", width=doc_width, key="document")
             self.add_column("snippet", width=snippet_width, key="snippet")
         else:
             self.clear()
         for hit in self.hits:
-            cells: list = [
+            self.add_row(
                 Text(str(hit.rank), justify="right"),
                 Text(fmt.score(hit.score, self.mode), justify="right"),
-                Text(one_line(hit.chunk_id, id_width), no_wrap=True),
-            ]
-            if show_doc:
-                cells.append(Text(one_line(hit.doc_id, doc_width), style="dim", no_wrap=True))
-            cells.append(snippet(hit.text, self.terms, snippet_width))
-            self.add_row(*cells, key=hit.chunk_id)
+                Text(left_cut(hit.chunk_id, id_width), no_wrap=True),
+                snippet(hit.text, self.terms, snippet_width),
+                key=hit.chunk_id,
+            )
 
     def on_resize(self, event: events.Resize) -> None:
         # Column widths follow the terminal: re-lay the rows (``_fill`` notices a new width).

@@ -45,9 +45,12 @@ class StatusLine(Static):
         super().__init__(**kwargs)
         self.state = StatusState()
         """What is shown now."""
+        self._painted = False
 
     def show(self, state: StatusState) -> None:
-        self.state = state
+        if state == self.state and self._painted:
+            return  # the app refreshes the bars after every search; most leave this line as it was
+        self.state, self._painted = state, True
         line = Text(no_wrap=True, overflow="ellipsis")
         if state.index:
             line.append(inline(state.index), "bold")
@@ -58,4 +61,4 @@ class StatusLine(Static):
             if part:
                 line.append(" · ", "dim")
                 line.append(inline(part), style)
-        self.update(line)
+        self.update(line, layout=False)  # one row, full width: its size never depends on the text
