@@ -33,12 +33,15 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ragtui.core.citations import FRESH, Citation, Resolver
-from ragtui.core.embedders.base import Tokenizer
 from ragtui.core.errors import ModelMismatchError, RagtuiError, UsageError
 from ragtui.core.index.index_format import IndexData
 from ragtui.core.search.retriever import Hit
+
+if TYPE_CHECKING:  # a type only: the CLI's parser imports this module, and inspect must load no embedder
+    from ragtui.core.embedders.base import Tokenizer
 
 __all__ = ["DEFAULT_BUDGET", "MAX_BUDGET", "SEPARATOR", "Pack", "Snippet", "check_budget", "check_tokenizer", "pack"]
 

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from ragtui.core.embedders.onnx_model import ModelFolder
     from ragtui.core.index.index_format import IndexData
     from ragtui.core.index.records import IndexMeta
+    from ragtui.core.search.query import ParsedQuery
 
 __all__ = [
     "DEFAULT_RERANKER",
@@ -278,7 +279,7 @@ class RerankingRetriever:
         self.budget_ms = budget_ms
         self.batch_size = getattr(encoder, "batch_size", 1)
         self.partial = 0
-        self._query: str | None = None
+        self._query: str | ParsedQuery | None = None
         self._last_k = 0
         self._cache: dict[str, float] = {}
 
@@ -299,7 +300,8 @@ class RerankingRetriever:
             self._cache.update(zip(missing, self.encoder.score(query, missing).tolist()))
         return np.array([self._cache[p] for p in passages], dtype=np.float32)
 
-    def search(self, query: str, mode: str = "bm25", k: int = 10, **params: Unpack[SearchParams]) -> list[Hit]:
+    def search(self, query: str | ParsedQuery, mode: str = "bm25", k: int = 10,
+               **params: Unpack[SearchParams]) -> list[Hit]:
         if not mode.endswith(self.SUFFIX):
             return self.retriever.search(query, mode=mode, k=k, **params)
         base = mode[: -len(self.SUFFIX)]
@@ -309,7 +311,11 @@ class RerankingRetriever:
             self._cache.clear()
         self._query, self._last_k = query, k
         hits = self.retriever.search(query, mode=base, k=max(k, self.n), **params)
-        result = rerank(query, hits, self, self.n, budget_ms=self.budget_ms)
+        # The cross-encoder reads the words searched for (a parsed query's text without its syntax).
+        words = query if isinstance(query, str) else getattr(query, "search_text", None)
+        if not isinstance(words, str):
+            raise UsageError("reranking needs query text, not a query vector")
+        result = rerank(words, hits, self, self.n, budget_ms=self.budget_ms)
         if not result.complete:
             self.partial += 1
         return list(result.hits[:k])
