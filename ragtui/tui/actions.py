@@ -161,6 +161,31 @@ class Actions:
         self.copy_to_clipboard(inline(chunk_id))
         self.notify(f"copied {chunk_id}", timeout=2)
 
+    def action_pack(self: Session) -> None:
+        """Pack the results on screen into the pack budget (counted with the index's tokenizer), write the
+        Markdown to the packs folder and copy it (``PackDone`` says where and how many tokens)."""
+        from ragtui.core.errors import RagtuiError
+        from ragtui.core.pack import DEFAULT_BUDGET, check_budget
+
+        hits = tuple(self.main.results.hits)
+        if self.retriever is None or self.results is None or not hits:
+            self.notify("nothing to pack: search first", severity="warning", timeout=3)
+            return
+        if self.embedder is None:
+            why = ("it is still loading" if self.vectors == "loading"
+                   else f"it could not be loaded ({self.vectors_reason})")
+            self.notify(f"cannot pack yet: tokens are counted with the index's tokenizer, which comes with "
+                        f"the embedder, and {why}", severity="warning", timeout=6)
+            return
+        try:
+            budget = check_budget(self.settings.llm.get("context_tokens", DEFAULT_BUDGET))
+        except RagtuiError as e:
+            self.notify(f"cannot pack: {e}", severity="error", timeout=6)
+            return
+        tokenizer = getattr(self.embedder, "tokenizer", None)
+        self.pack_worker(self.retriever, tokenizer, self.results.request.query, hits, self.results.request.mode,
+                         budget)
+
     def action_compare(self: Session) -> None:
         """Open the compare view for the current query."""
         query = self.query_text.strip()
@@ -196,6 +221,8 @@ class Actions:
         yield SystemCommand("Pick index", "choose the index and see its stats", self.action_pick_index)
         yield SystemCommand("Jump to citation", "open the selected chunk's source", self.action_jump)
         yield SystemCommand("Open in $EDITOR", "the selected chunk's source at its line", self.action_edit)
+        yield SystemCommand("Pack results", "pack the shown results into the token budget: a file and the clipboard",
+                            self.action_pack)
         yield SystemCommand("Copy chunk_id", "copy the selected chunk_id", self.action_copy_chunk_id)
         yield SystemCommand("Reload index", "re-read the index if it changed on disk", self.action_reload)
         yield SystemCommand("Toggle light/dark", "switch between the light and dark themes", self.action_toggle_theme)

@@ -30,6 +30,7 @@ from ragtui.tui.messages import (
     IndexPublished,
     IndexReloaded,
     IvfBuilt,
+    PackDone,
     RerankDone,
     RerankerReady,
     SearchDone,
@@ -75,7 +76,7 @@ class RagtuiApp(Actions, Workers, App[int]):
     ``rerank_n`` (candidates the cross-encoder reranks, 0: off), ``reranker``
     (None until loaded), ``rerank_text`` (the mode bar's marker),
     ``reranked`` (the ``RerankOutcome`` on screen, None while the first-stage
-    order is shown).
+    order is shown); ``packed`` (the last ``backend.PackOutcome``, ``p``).
     """
 
     CSS_PATH = "app.tcss"
@@ -118,6 +119,8 @@ class RagtuiApp(Actions, Workers, App[int]):
         self.latencies: list[Latency] = []
         self.timings: dict[str, float] = {}
         self.editor_runs: list[list[str]] = []
+        self.packed: backend.PackOutcome | None = None
+        """The last pack written (``p``)."""
         self.live_text, self.live_error = ("live: reloads when the index changes", False)
         self.rerank_n = int(settings.rerank.get("n") or 0)
         self.rerank_budget_ms = settings.rerank.get("budget_ms") or None
@@ -472,6 +475,21 @@ class RagtuiApp(Actions, Workers, App[int]):
             self.push_screen(SourceScreen(citation, message.source.text))
         else:
             self.open_in_editor(citation)
+
+    # -- packing ---------------------------------------------------------------------------------
+
+    @while_running
+    def on_pack_done(self, message: PackDone) -> None:
+        outcome = message.outcome
+        self.packed = outcome
+        result = outcome.pack
+        self.copy_to_clipboard(outcome.text)
+        if not result.snippets:
+            self.notify(f"nothing fits the budget of {result.budget} tokens ({result.skipped} left out)",
+                        severity="warning", timeout=6)
+            return
+        self.notify(f"packed {len(result.snippets)} snippets, {result.used}/{result.budget} tokens → "
+                    f"{outcome.path} (copied)", timeout=8)
 
     # -- what the bars show ------------------------------------------------------------------
 

@@ -46,6 +46,9 @@ __all__ = [
     "load_reranker",
     "locate_index",
     "open_index",
+    "PackOutcome",
+    "pack_results",
+    "packs_dir",
     "rerank_outcome",
     "run_search",
     "scan_indexes",
@@ -307,6 +310,55 @@ def compare(retriever: Retriever, query: str, k: int, nprobe: int | None, vector
     if "flat" in ids and "ivf" in ids and ids["flat"]:
         ivf_recall = recall(ids["ivf"], {cid: 1.0 for cid in ids["flat"]}, k)
     return CompareOutcome(query, k, nprobe, runs, off, seconds, overlap, ivf_recall)
+
+
+# -- packing the results ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PackOutcome:
+    """The shown results packed into a token budget (``core.pack.Pack``), written to ``path``."""
+
+    pack: object
+    """A ``ragtui.core.pack.Pack``."""
+    text: str
+    """Its Markdown form (what was written and copied)."""
+    path: Path
+
+
+def packs_dir(environ: dict | None = None) -> Path:
+    """Where the TUI writes packs: ``$XDG_CACHE_HOME/ragtui/packs`` (``~/.cache/ragtui/packs``), never the index folder."""
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "ragtui" / "packs"
+
+
+def pack_results(retriever: Retriever, tokenizer, query: str, hits: tuple[Hit, ...], mode: str,
+                 budget: int, directory: Path | None = None) -> PackOutcome:
+    """Pack ``hits`` (the results on screen) into ``budget`` tokens counted with the index's own
+    ``tokenizer`` (``ModelMismatchError`` when it is another one), and write the Markdown form to
+    ``<directory>/<index>-<time>.md`` (written beside, then renamed: never half a file; ``StorageError``)."""
+    from ragtui.core.errors import StorageError
+    from ragtui.core.pack import check_tokenizer
+
+    check_tokenizer(tokenizer, retriever.data)
+    result = app_layer.pack_hits(app_layer.Reader(retriever, tokenizer), query, list(hits), mode=mode, budget=budget)
+    text = result.markdown()
+    folder = directory if directory is not None else packs_dir()
+    stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{time.time_ns() % 1_000_000_000 // 1_000_000:03d}"
+    path = folder / f"{retriever.meta.index_id}-{stamp}.md"
+    tmp = folder / f".{path.name}.tmp-{os.getpid()}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as e:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        raise StorageError(f"cannot write the pack to {folder}: {e.strerror or e}") from None
+    return PackOutcome(result, text, path)
 
 
 # -- citations and editors ----------------------------------------------------------

@@ -22,6 +22,7 @@ __all__ = [
     "IndexPublished",
     "IndexReloaded",
     "IvfBuilt",
+    "PackDone",
     "RerankDone",
     "RerankerReady",
     "SearchDone",
@@ -96,6 +97,14 @@ class RerankerReady(Message):
 
 class RerankDone(Message):
     """The reranked order of a search (``outcome``: a ``backend.RerankOutcome``); stale ones are dropped."""
+
+    def __init__(self, outcome) -> None:
+        super().__init__()
+        self.outcome = outcome
+
+
+class PackDone(Message):
+    """The shown results were packed and written (``outcome``: a ``backend.PackOutcome``)."""
 
     def __init__(self, outcome) -> None:
         super().__init__()

@@ -23,6 +23,7 @@ from ragtui.tui.messages import (
     IndexOpened,
     IndexReloaded,
     IvfBuilt,
+    PackDone,
     RerankDone,
     RerankerReady,
     SearchDone,
@@ -42,7 +43,7 @@ def _live() -> bool:
 
 
 class Workers:
-    """The app's workers. Groups: open, embedder, ivf, search, reranker, rerank, cite, jump, reload,
+    """The app's workers. Groups: open, embedder, ivf, search, reranker, rerank, pack, cite, jump, reload,
     compare, list, stats, history. Failures go to ``self.work_failed(group, error)``."""
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="open")
@@ -87,6 +88,13 @@ class Workers:
         result = backend.rerank_outcome(reranker, outcome, budget_ms, should_stop=lambda: worker.is_cancelled)
         if _live():
             self.post_message(RerankDone(result))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="pack")
+    def pack_worker(self: Session, retriever, tokenizer, query: str, hits: tuple, mode: str, budget: int) -> None:
+        """Pack the shown results into ``budget`` tokens and write the Markdown form (reads the sources)."""
+        outcome = backend.pack_results(retriever, tokenizer, query, hits, mode, budget)
+        if _live():
+            self.post_message(PackDone(outcome))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="cite")
     def cite_worker(self: Session, retriever, chunk_id: str) -> None:

@@ -9,13 +9,14 @@ from tests.tui import build_demo
 
 @pytest.fixture(autouse=True)
 def _tui_isolation(monkeypatch, tmp_path):
-    """No blinking cursor, no editor, history or terminal settings of the person running the tests."""
+    """No blinking cursor, no editor, history, cache or terminal settings of the person running the tests."""
     monkeypatch.setattr(RagtuiApp, "CURSOR_BLINK", False)
     for name in list(os.environ):
         # TEXTUAL_SNAPSHOT_* belong to the snapshot plugin, not to the person.
         if name in ("EDITOR", "VISUAL") or (name.startswith("TEXTUAL_") and not name.startswith("TEXTUAL_SNAPSHOT")):
             monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # packs (p) go there
 
 
 @pytest.fixture

@@ -34,6 +34,7 @@ KEYS: list[tuple[str, list[tuple[str, str]]]] = [
         ("e", "open the source in $EDITOR at the chunk's first line"),
         ("c / y", "copy the chunk_id to the clipboard"),
         ("v", "compare flat, IVF and BM25 for this query"),
+        ("p", "pack the results into the token budget: a Markdown file in the cache, and the clipboard"),
         ("i", "pick the index, see its stats"),
         ("x", "rerank the top candidates with the cross-encoder, or stop (onnx extra)"),
         ("r", "reload the index now (it also reloads by itself)"),

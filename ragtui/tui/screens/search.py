@@ -79,6 +79,7 @@ class SearchScreen(Screen):
         Binding("e", "app.edit", "$EDITOR"),
         Binding("c,y", "app.copy_chunk_id", "Copy id"),
         Binding("v", "app.compare", "Compare"),
+        Binding("p", "app.pack", "Pack", show=False),
         Binding("i", "app.pick_index", "Index"),
         Binding("t", "app.toggle_theme", "Theme", show=False),
         Binding("x", "app.toggle_rerank", "Rerank", show=False),
