@@ -17,7 +17,7 @@ from ragtui.tui.screens.compare import CompareScreen
 from ragtui.tui.screens.help import HelpScreen
 from ragtui.tui.screens.indexes import IndexScreen
 from ragtui.tui.session import Session
-from ragtui.tui.widgets.mode_bar import MODE_LABELS
+from ragtui.tui.widgets.mode_bar import LEXICAL_MODES, MODE_LABELS
 
 __all__ = ["K_STEPS", "Actions"]
 
@@ -65,7 +65,7 @@ class Actions:
 
     def action_set_mode(self: Session, mode: str) -> None:
         """Search with ``mode`` from now on; a vector mode that is off is refused with the reason."""
-        if mode != "bm25" and self.vectors == "off":
+        if mode not in LEXICAL_MODES and self.vectors == "off":
             self.notify(f"{MODE_LABELS[mode]} is off: {self.vectors_reason}", title="vector search off",
                         severity="warning", timeout=6)
             return
@@ -73,6 +73,15 @@ class Actions:
             self.mode = mode
             self.search_now()
             self._refresh()
+
+    def action_toggle_fusion(self: Session) -> None:
+        """f: hybrid's fusion weighted ↔ rrf (the other keys of ``[search]`` stay); searches again in hybrid."""
+        self.fusion = "rrf" if self.fusion == "weighted" else "weighted"
+        if self.mode == "hybrid":
+            self.search_now()
+        else:
+            self.notify(f"hybrid fusion: {self.ranking_shown()} (F4 searches with it)", timeout=3)
+        self._refresh()
 
     def action_change_k(self: Session, delta: int) -> None:
         """Move k ``delta`` steps through ``K_STEPS`` and search again."""
@@ -217,6 +226,7 @@ class Actions:
         yield from super().get_system_commands(screen)  # type: ignore[misc]  # App is further along the MRO
         for mode, label in MODE_LABELS.items():
             yield SystemCommand(f"Mode: {label}", f"search with {label}", lambda m=mode: self.action_set_mode(m))
+        yield SystemCommand("Toggle fusion", "hybrid's fusion: weighted ↔ rrf", self.action_toggle_fusion)
         yield SystemCommand("Compare modes", "flat, IVF and BM25 side by side for this query", self.action_compare)
         yield SystemCommand("Pick index", "choose the index and see its stats", self.action_pick_index)
         yield SystemCommand("Jump to citation", "open the selected chunk's source", self.action_jump)

@@ -40,7 +40,7 @@ from ragtui.tui.messages import (
 from ragtui.tui.safe import SAFE_TEXT
 from ragtui.tui.screens.search import SearchScreen
 from ragtui.tui.screens.source import SourceScreen
-from ragtui.tui.widgets.mode_bar import MODE_LABELS
+from ragtui.tui.widgets.mode_bar import LEXICAL_MODES, MODE_LABELS
 from ragtui.tui.workers import Workers
 
 __all__ = ["Latency", "RagtuiApp", "create_app"]
@@ -90,6 +90,7 @@ class RagtuiApp(Actions, Workers, App[int]):
         Binding("f2", "set_mode('ivf')", "IVF", show=False),
         Binding("f3", "set_mode('bm25')", "BM25", show=False),
         Binding("f4", "set_mode('hybrid')", "hybrid", show=False),
+        Binding("f5", "set_mode('bm25doc')", "BM25doc", show=False),
     ]
 
     def __init__(
@@ -110,6 +111,8 @@ class RagtuiApp(Actions, Workers, App[int]):
         self.vectors, self.vectors_reason = "loading", states.vectors_loading_reason
         self.ivf_state, self.ivf_info = "not built", None
         self.mode, self.k, self.nprobe = "bm25", 10, None
+        self.fusion: str = settings.search.get("fusion") or "weighted"
+        """Hybrid's fusion, "weighted" or "rrf" (``[search] fusion``; ``f`` toggles it)."""
         self.query_text, self.results = "", None
         self.terms: dict[str, float] = {}
         """The shown query's terms worth lighting, with their relative weights (``kwic.salient``)."""
@@ -291,14 +294,14 @@ class RagtuiApp(Actions, Workers, App[int]):
             self.ivf_state = "building"
             self.build_ivf_worker(r)
         self._refresh()
-        if self.mode != "bm25":
+        if self.mode not in LEXICAL_MODES:
             self.search_now()
 
     def _vectors_off(self, reason: str) -> None:
         self.vectors, self.vectors_reason, self.ivf_state = "off", reason, "not built"
         if self.watch_folder is not None and self.embedder is None:
             self.live_text, self.live_error = f"watch off: no embedder ({reason})", True
-        if self.mode != "bm25":
+        if self.mode not in LEXICAL_MODES:
             self.notify(f"vector search is off: {reason}. BM25 still works.", severity="warning", timeout=8)
             self.mode = "bm25"
             self.search_now()
@@ -354,11 +357,16 @@ class RagtuiApp(Actions, Workers, App[int]):
             self.rendered_seq = self._seq
             self._refresh()
             return
-        if self.mode != "bm25" and self.vectors != "ready":
+        if self.mode not in LEXICAL_MODES and self.vectors != "ready":
             self._refresh()  # the bar says why; EmbedderReady searches again
             return
         rerank = self.rerank_n if self.reranker is not None else 0
-        self.search_worker(r, backend.SearchRequest(self._seq, query, self.mode, self.k, self.nprobe, rerank))
+        params = backend.search_params(self.settings, self.mode, self.fusion)
+        self.search_worker(r, backend.SearchRequest(self._seq, query, self.mode, self.k, self.nprobe, rerank, params))
+
+    def ranking_shown(self) -> str:
+        """Hybrid's fusion as the mode bar shows it ("weighted 0.6 · bm25doc")."""
+        return backend.ranking_text(backend.search_params(self.settings, "hybrid", self.fusion))
 
     @while_running
     def on_search_done(self, message: SearchDone) -> None:

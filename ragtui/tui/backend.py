@@ -49,8 +49,10 @@ __all__ = [
     "PackOutcome",
     "pack_results",
     "packs_dir",
+    "ranking_text",
     "rerank_outcome",
     "run_search",
+    "search_params",
     "scan_indexes",
 ]
 
@@ -71,6 +73,9 @@ class SearchRequest:
     """IVF lists to probe; None: the index's default."""
     rerank: int = 0
     """Candidates to rerank afterwards (0: none); the search fetches ``max(k, rerank)``."""
+    params: dict = field(default_factory=dict)
+    """The ranking options for ``mode`` (``search_params``: ``[search]`` with the session's fusion); nprobe
+    is the field above."""
 
 
 @dataclass(frozen=True)
@@ -247,9 +252,30 @@ def load_embedder(settings: Settings, factory: Callable[[Settings], object] | No
 # -- searching ----------------------------------------------------------------------
 
 
+def search_params(settings: Settings, mode: str, fusion: str | None = None) -> dict:
+    """The ``Retriever.search`` options for ``mode``, chosen as ``ragtui search`` chooses them
+    (``ragtui.app.search_params``): ``[search]`` over the defaults, with ``fusion`` (the TUI's
+    weighted/rrf toggle) as if given as ``--fusion``. Options ``mode`` does not take are left out."""
+    from types import SimpleNamespace
+
+    return app_layer.search_params(SimpleNamespace(fusion=fusion), settings, mode, strict=False)
+
+
+def ranking_text(params: dict) -> str:
+    """Hybrid's fusion as the mode bar shows it: "weighted 0.6 · bm25doc" or "rrf 60 · bm25doc"."""
+    from ragtui.core.search.fusion import DEFAULT_FUSION, DEFAULT_RRF_K, DEFAULT_WEIGHT
+
+    lexical = params.get("lexical", "bm25doc")
+    if params.get("fusion", DEFAULT_FUSION) == "rrf":
+        return f"rrf {params.get('rrf_k', DEFAULT_RRF_K):g} · {lexical}"
+    return f"weighted {params.get('weight', DEFAULT_WEIGHT):g} · {lexical}"
+
+
 def run_search(retriever: Retriever, request: SearchRequest) -> SearchOutcome:
     """Run one request; the time is measured here because ``last_search_seconds`` is shared between threads."""
-    params = {"nprobe": request.nprobe} if request.mode == "ivf" and request.nprobe else {}
+    params = dict(request.params)
+    if request.mode == "ivf" and request.nprobe:
+        params["nprobe"] = request.nprobe
     from ragtui.core.search import kwic
     from ragtui.core.search.retriever import SearchTrace
 

@@ -32,11 +32,11 @@ def when(created_at: str) -> str:
 def score(value: float, mode: str) -> str:
     """A score in the form that means something for ``mode``.
 
-    BM25 scores are unbounded sums (two decimals); cosine similarities
+    BM25 scores (and bm25doc's) are unbounded sums (two decimals); cosine similarities
     (flat, IVF) and fused scores lie near [-1, 1] (four decimals); a fused
     score from reciprocal ranks is small, so it gets significant digits.
     """
-    if mode == "bm25":
+    if mode in ("bm25", "bm25doc"):
         return f"{value:.2f}"
     if mode == "hybrid" and 0 < abs(value) < 0.1:
         return f"{value:.4g}"

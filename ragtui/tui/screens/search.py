@@ -74,6 +74,8 @@ class SearchScreen(Screen):
         Binding("2", "app.set_mode('ivf')", "IVF", show=False),
         Binding("3", "app.set_mode('bm25')", "BM25", show=False),
         Binding("4", "app.set_mode('hybrid')", "hybrid", show=False),
+        Binding("5", "app.set_mode('bm25doc')", "BM25doc", show=False),
+        Binding("f", "app.toggle_fusion", "Fusion", show=False),
         *k_nprobe_bindings(show=False),
         Binding("o", "app.jump", "Open source"),
         Binding("e", "app.edit", "$EDITOR"),
@@ -147,7 +149,7 @@ class SearchScreen(Screen):
         nlist, default = backend.resolved_ivf(r) if r is not None else (0, 0)
         self.query_one("#modes", ModeBar).show(
             ModeBarState(app.mode, app.k, app.nprobe, default, nlist, app.vectors, app.query_time,
-                         getattr(app, "rerank_text", "")))
+                         app.ranking_shown(), getattr(app, "rerank_text", "")))
         if r is not None:
             m = r.meta
             index = f"{m.index_id} · {m.n_chunks:,} chunks · {m.embedding_model} ({m.dim}d)"

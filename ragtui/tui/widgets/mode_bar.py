@@ -10,11 +10,13 @@ from textual.containers import Horizontal
 from textual.message import Message
 from textual.widgets import Static
 
-__all__ = ["MODE_KEYS", "MODE_LABELS", "ModeBar", "ModeBarState"]
+__all__ = ["LEXICAL_MODES", "MODE_KEYS", "MODE_LABELS", "ModeBar", "ModeBarState"]
 
-MODE_LABELS = {"flat": "flat", "ivf": "IVF", "bm25": "BM25", "hybrid": "hybrid"}
-MODE_KEYS = {"flat": "F1", "ivf": "F2", "bm25": "F3", "hybrid": "F4"}
-"""The key that selects each mode anywhere (``1``–``4`` also work outside the query box)."""
+MODE_LABELS = {"flat": "flat", "ivf": "IVF", "bm25": "BM25", "hybrid": "hybrid", "bm25doc": "BM25doc"}
+MODE_KEYS = {"flat": "F1", "ivf": "F2", "bm25": "F3", "hybrid": "F4", "bm25doc": "F5"}
+"""The key that selects each mode anywhere (``1``–``5`` also work outside the query box)."""
+LEXICAL_MODES = ("bm25", "bm25doc")
+"""The modes that need no embedder (they work while vectors are loading or off)."""
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,9 @@ class ModeBarState:
     vectors: str
     """"ready", "loading" or "off"."""
     query_time: str = ""
+    ranking: str = ""
+    """Hybrid's fusion as the search uses it ("weighted 0.6 · bm25doc", "rrf 60 · bm25doc"); shown in
+    hybrid mode in place of nprobe, which hybrid does not use."""
     rerank: str = ""
     """The reranker's marker ("reranking 20…", "reranked 20 · 1.2 s", "reranked 7 of 20 (time budget)"); "" when off."""
 
@@ -99,17 +104,21 @@ class ModeBar(Horizontal):
     def show(self, state: ModeBarState) -> None:
         for chip in self.query(ModeChip):
             chip.set_class(chip.mode == state.mode, "-current")
-            chip.set_class(chip.mode != "bm25" and state.vectors == "off", "-off")
+            chip.set_class(chip.mode not in LEXICAL_MODES and state.vectors == "off", "-off")
         line = Text()
         line.append("│ k ", "dim")
         line.append(str(state.k), "bold")
-        line.append(" │ nprobe ", "dim")
-        if state.nlist:
+        if state.mode == "hybrid" and state.ranking:
+            line.append(" │ ", "dim")
+            line.append(state.ranking, "bold")
+        elif state.nlist:
+            line.append(" │ nprobe ", "dim")
             line.append(str(state.nprobe or state.default_nprobe), "bold")
             line.append(f"/{state.nlist}", "dim")
         else:
+            line.append(" │ nprobe ", "dim")
             line.append("–", "dim")
-        if state.vectors == "loading" and state.mode != "bm25":
+        if state.vectors == "loading" and state.mode not in LEXICAL_MODES:
             line.append(" │ loading embedder…", "italic")
         elif state.query_time:
             line.append(" │ ", "dim")

@@ -1,0 +1,75 @@
+"""bm25doc in the TUI (F5 / 5), hybrid's fusion toggle (f) and the ``[search]`` table read as the CLI reads it."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from ragtui import app as app_layer
+from ragtui.config import Settings
+from ragtui.core.errors import EmbeddingError
+from ragtui.tui.app import create_app
+from ragtui.tui.history import QueryHistory
+from ragtui.tui.widgets.mode_bar import ModeBar, ModeChip
+from tests.tui import make_app, ready, search, settled
+from tests.unit.fakes import HashEmbedder
+
+
+def bar(app) -> str:
+    return app.main.query_one(ModeBar)._shown.plain
+
+
+async def test_f5_and_5_search_with_bm25doc_also_without_vectors(demo_index):
+    def broken(settings):
+        raise EmbeddingError("model server down")
+
+    app = make_app(demo_index[0], embedder_factory=broken)
+    async with app.run_test() as pilot:
+        await ready(pilot, vectors="off")
+        await search(pilot, "ivf lists")
+        await pilot.press("f5")  # works while typing, and without an embedder (lexical)
+        await settled(pilot)
+        assert app.mode == "bm25doc" and app.results.request.mode == "bm25doc"
+        assert app.main.query_one("#mode-bm25doc", ModeChip).has_class("-current")
+        assert not app.main.query_one("#mode-bm25doc", ModeChip).has_class("-off")
+        assert app.main.query_one("#mode-hybrid", ModeChip).has_class("-off")
+        want = app.retriever.search("ivf lists", mode="bm25doc", k=app.k)
+        assert [h.chunk_id for h in app.results.hits] == [h.chunk_id for h in want] != []
+        assert len(app.main.results.get_row_at(0)[1].plain.split(".")[1]) == 2  # an unbounded sum, as BM25
+        await pilot.press("f3", "escape", "5")
+        await settled(pilot)
+        assert app.results.request.mode == "bm25doc"
+
+
+async def test_the_search_table_sets_the_defaults_and_f_toggles_the_fusion(demo_index):
+    settings = Settings(artifacts=demo_index[0], search={"fusion": "rrf", "rrf_k": 30, "weight": 0.8})
+    app = create_app(settings, embedder_factory=lambda s: HashEmbedder(), debounce=0.0, poll_seconds=0.1,
+                     history=QueryHistory(None))
+    async with app.run_test() as pilot:
+        await ready(pilot)
+        await search(pilot, "vectors")
+        assert "nprobe" in bar(app) and "rrf" not in bar(app)  # bm25: no fusion shown
+        await pilot.press("f4")
+        await settled(pilot)
+        # The CLI's parameters for `ragtui search --mode hybrid` with this [search] table.
+        cli = app_layer.search_params(SimpleNamespace(), settings, "hybrid")
+        assert app.results.request.params == cli and cli["fusion"] == "rrf" and cli["rrf_k"] == 30
+        assert "rrf 30 · bm25doc" in bar(app) and "nprobe" not in bar(app)
+        want = app.retriever.search("vectors", mode="hybrid", k=app.k, **cli)
+        assert [h.chunk_id for h in app.results.hits] == [h.chunk_id for h in want]
+
+        await pilot.press("escape", "f")
+        await settled(pilot)
+        assert app.fusion == "weighted"
+        params = app.results.request.params
+        assert params["fusion"] == "weighted" and params["weight"] == 0.8 and "rrf_k" not in params
+        assert "weighted 0.8 · bm25doc" in bar(app)
+        want = app.retriever.search("vectors", mode="hybrid", k=app.k, **params)
+        assert [h.chunk_id for h in app.results.hits] == [h.chunk_id for h in want]
+
+        await pilot.press("3", "f")  # outside hybrid: the toggle is kept and said, no search needed
+        await settled(pilot)
+        assert app.fusion == "rrf" and app.results.request.params == {}
+        assert any("hybrid fusion: rrf 30" in n.message for n in app._notifications)
+        await pilot.press("4")
+        await settled(pilot)
+        assert app.results.request.params == cli
