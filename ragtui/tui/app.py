@@ -361,12 +361,19 @@ class RagtuiApp(Actions, Workers, App[int]):
             self._refresh()  # the bar says why; EmbedderReady searches again
             return
         rerank = self.rerank_n if self.reranker is not None else 0
-        params = backend.search_params(self.settings, self.mode, self.fusion)
+        try:
+            params = backend.search_params(self.settings, self.mode, self.fusion)
+        except RagtuiError as e:  # [search] is checked when loaded: a combination this mode refuses
+            self.notify(f"cannot search: {e}", severity="error", timeout=8)
+            return
         self.search_worker(r, backend.SearchRequest(self._seq, query, self.mode, self.k, self.nprobe, rerank, params))
 
     def ranking_shown(self) -> str:
         """Hybrid's fusion as the mode bar shows it ("weighted 0.6 · bm25doc")."""
-        return backend.ranking_text(backend.search_params(self.settings, "hybrid", self.fusion))
+        try:
+            return backend.ranking_text(backend.search_params(self.settings, "hybrid", self.fusion))
+        except RagtuiError as e:
+            return f"[search]: {e}"
 
     @while_running
     def on_search_done(self, message: SearchDone) -> None:

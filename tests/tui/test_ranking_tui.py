@@ -73,3 +73,19 @@ async def test_the_search_table_sets_the_defaults_and_f_toggles_the_fusion(demo_
         await pilot.press("4")
         await settled(pilot)
         assert app.results.request.params == cli
+
+
+async def test_a_search_table_the_mode_refuses_is_said_not_raised(demo_index):
+    """Settings made in Python skip the config file's checks: a weight out of range is a notice, not a crash."""
+    settings = Settings(artifacts=demo_index[0], search={"weight": 5})
+    app = create_app(settings, embedder_factory=lambda s: HashEmbedder(), debounce=0.0, poll_seconds=0.1,
+                     history=QueryHistory(None))
+    async with app.run_test() as pilot:
+        await ready(pilot)
+        await search(pilot, "vectors")  # bm25 takes no weight: it searches
+        assert app.results.hits
+        await pilot.press("f4")
+        await pilot.pause()
+        assert app.is_running and app.mode == "hybrid"
+        assert any("cannot search: fusion weight must be from 0 to 1" in n.message for n in app._notifications)
+        assert "[search]: fusion weight must be from 0 to 1" in bar(app)
