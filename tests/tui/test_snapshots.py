@@ -87,7 +87,9 @@ def test_index_picker(snap_compare, tmp_path):
 
     async def run_before(pilot):
         app = pilot.app
-        await wait_for(pilot, lambda: isinstance(app.screen, IndexScreen), "the picker")
+        # Pushed is not yet composed (a loaded machine showed the gap): wait for the stats view itself.
+        await wait_for(pilot, lambda: isinstance(app.screen, IndexScreen) and app.screen.query(IndexStatsView),
+                       "the picker")
         view = app.screen.query_one(IndexStatsView)
         await wait_for(pilot, lambda: view.stats is not None, "the stats")
         await wait_for(pilot, lambda: app.embedder is not None, "the embedder")
