@@ -268,37 +268,41 @@ class JSONPoster:
             return response.status_code, None
 
     def _attempt(self, path: str, body: Any, where: str) -> Any:
-        client = self._client
         try:
-            response = client.post(self.url(path), json=body)
+            response = self._client.post(self.url(path), json=body)
         except (httpx.ReadTimeout, httpx.WriteTimeout) as exc:
             raise _Timeout(f"no answer within {self._timeout:g}s ({type(exc).__name__})") from None
-        except httpx.TimeoutException as exc:
-            raise _Retry(f"no answer within {self._timeout:g}s ({type(exc).__name__})") from None
         except RuntimeError as exc:  # the pool was closed by cancel_all() while this request waited
             raise EmbeddingError(f"{where}: cancelled ({_reason(exc)})") from None
-        except httpx.ConnectError as exc:
-            raise _Retry(
-                f"cannot connect ({_reason(exc)}); is the embedding server running at "
-                f"{self.display_base}, and is base_url right?"
-            ) from None
-        except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
-            raise _Retry(f"connection broke off ({type(exc).__name__}: {_reason(exc)})") from None
-        except httpx.UnsupportedProtocol as exc:
-            raise UsageError(self.redact(f"{where}: {_reason(exc)}")) from None
         except httpx.HTTPError as exc:
-            raise EmbeddingError(self.redact(f"{where}: {type(exc).__name__}: {_reason(exc)}")) from None
-        status = response.status_code
-        if status in RETRY_STATUSES:
-            retry_after = parse_retry_after(response.headers.get("retry-after"), self._clock())
-            raise _Retry(f"HTTP {status} {response.reason_phrase}{_server_message(response)}",
-                         retry_after)
-        if status >= 300:
-            raise EmbeddingError(self.redact(self._permanent_message(where, response)))
+            raise self._failure(exc, where, "embedding", EmbeddingError) from None
+        self._check_status(response, where, EmbeddingError)
         try:
             return json.loads(response.content)
         except ValueError:
-            raise _Retry(f"HTTP {status} but the body is not JSON: {_snippet(response.text)!r}") from None
+            raise _Retry(f"HTTP {response.status_code} but the body is not JSON: {_snippet(response.text)!r}") from None
+
+    def _failure(self, exc: httpx.HTTPError, where: str, what: str, error: Callable[[str], Exception]) -> Exception:
+        """What a request that raised ``exc`` fails with: ``_Retry`` when trying again may help, else one line."""
+        if isinstance(exc, httpx.TimeoutException):
+            return _Retry(f"no answer within {self._timeout:g}s ({type(exc).__name__})")
+        if isinstance(exc, httpx.ConnectError):
+            return _Retry(f"cannot connect ({_reason(exc)}); is the {what} server running at "
+                          f"{self.display_base}, and is base_url right?")
+        if isinstance(exc, (httpx.NetworkError, httpx.RemoteProtocolError)):
+            return _Retry(f"connection broke off ({type(exc).__name__}: {_reason(exc)})")
+        if isinstance(exc, httpx.UnsupportedProtocol):
+            return UsageError(self.redact(f"{where}: {_reason(exc)}"))
+        return error(self.redact(f"{where}: {type(exc).__name__}: {_reason(exc)}"))
+
+    def _check_status(self, response: httpx.Response, where: str, error: Callable[[str], Exception]) -> None:
+        """``_Retry`` (with the server's Retry-After) for a status worth retrying, ``error`` for other non-2xx."""
+        status = response.status_code
+        if status in RETRY_STATUSES:
+            retry_after = parse_retry_after(response.headers.get("retry-after"), self._clock())
+            raise _Retry(f"HTTP {status} {response.reason_phrase}{_server_message(response)}", retry_after)
+        if status >= 300:
+            raise error(self.redact(self._permanent_message(where, response)))
 
     def stream(self, path: str, body: Any, on_event: Callable[[Any], None], *, max_bytes: int = 8 << 20) -> Any:
         """POST ``body`` as JSON and feed the answer to ``on_event`` as it arrives.
@@ -337,13 +341,9 @@ class JSONPoster:
         try:
             with self._client.stream("POST", self.url(path), json=body) as response:
                 status = response.status_code
-                if status in RETRY_STATUSES or status >= 300:
+                if status >= 300:
                     response.read()
-                    if status in RETRY_STATUSES:
-                        retry_after = parse_retry_after(response.headers.get("retry-after"), self._clock())
-                        raise _Retry(f"HTTP {status} {response.reason_phrase}{_server_message(response)}",
-                                     retry_after)
-                    raise self._error(self.redact(self._permanent_message(where, response)))
+                    self._check_status(response, where, self._error)
                 if "text/event-stream" not in response.headers.get("content-type", ""):
                     content = b""
                     for part in response.iter_bytes():
@@ -357,19 +357,8 @@ class JSONPoster:
                                      f"{_snippet(content.decode('utf-8', 'replace'))!r}") from None
                 self._read_events(response, where, on_event, max_bytes)
                 return None
-        except httpx.TimeoutException as exc:
-            raise _Retry(f"no answer within {self._timeout:g}s ({type(exc).__name__})") from None
-        except httpx.ConnectError as exc:
-            raise _Retry(
-                f"cannot connect ({_reason(exc)}); is the {self._what} server running at "
-                f"{self.display_base}, and is base_url right?"
-            ) from None
-        except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
-            raise _Retry(f"connection broke off ({type(exc).__name__}: {_reason(exc)})") from None
-        except httpx.UnsupportedProtocol as exc:
-            raise UsageError(self.redact(f"{where}: {_reason(exc)}")) from None
         except httpx.HTTPError as exc:
-            raise self._error(self.redact(f"{where}: {type(exc).__name__}: {_reason(exc)}")) from None
+            raise self._failure(exc, where, self._what, self._error) from None
 
     def _read_events(self, response: httpx.Response, where: str, on_event: Callable[[Any], None],
                      max_bytes: int) -> None:
