@@ -23,9 +23,8 @@ VERDICTS = {"verified", "stale", "not-in-context", "unresolvable"}
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    log = tmp_path_factory.mktemp("llama") / "server.log"
-    with llama_server(log) as url:
+def server():
+    with llama_server() as url:
         yield url
 
 

@@ -9,25 +9,10 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-
-def ragtui(*args: str, cwd: Path | None = None, stdin=subprocess.DEVNULL, timeout: float = 300):
-    exe = shutil.which("ragtui")
-    cmd = [exe, *args] if exe else [sys.executable, "-m", "ragtui", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ), cwd=cwd, timeout=timeout,
-                          stdin=stdin)
-
-
-def _one_error(result, code: int, *needles: str) -> str:
-    assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("ragtui: error: "), result.stderr
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
+from tests.cli.test_roots_cli import _one_error, ragtui
 
 
 @pytest.fixture(scope="module")

@@ -21,13 +21,13 @@ from ragtui.core.ingest.publish import IndexLock
 
 
 def ragtui(*args: str, env: dict | None = None, cwd: Path | None = None, user: int | None = None,
-           stdin=subprocess.DEVNULL) -> subprocess.CompletedProcess:
+           stdin=subprocess.DEVNULL, timeout: float = 300) -> subprocess.CompletedProcess:
     exe = shutil.which("ragtui")
     cmd = [exe, *args] if exe else [sys.executable, "-m", "ragtui", *args]
     if user is not None:
         cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *cmd]
     return subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})}, cwd=cwd,
-                          timeout=300, stdin=stdin)
+                          timeout=timeout, stdin=stdin)
 
 
 def _home_env(home: Path) -> dict[str, str]:

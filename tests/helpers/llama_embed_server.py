@@ -29,7 +29,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-__all__ = ["gguf_path", "llama_embed_server", "require_llama"]
+__all__ = ["gguf_path", "llama_embed_server", "require_llama", "serve_llama"]
 
 START_SECONDS = 120.0
 
@@ -70,27 +70,30 @@ def _free_port() -> int:
 
 
 @contextmanager
-def llama_embed_server(gguf: Path, *, pooled: bool = True, extra: tuple[str, ...] = ()) -> Iterator[str]:
+def serve_llama(args: list[str], *, start_seconds: float = START_SECONDS) -> Iterator[str]:
+    """``python -m llama_cpp.server ARGS`` on a free loopback port: yields its base URL once ``/v1/models``
+    answers, and stops that process (and only it) at the end. Its output goes to a file, since a pipe
+    nobody reads could fill and stall the server; the test fails with the file's tail if it exits or
+    never answers."""
     port = _free_port()
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--embedding", "true",
-           "--host", "127.0.0.1", "--port", str(port), "--n_threads", "1", "--n_threads_batch", "1", "--verbose", "false",
-           *(["--kv_overrides", "llama.pooling_type=int:1"] if pooled else []), *extra]
-    log = tempfile.TemporaryFile(mode="w+")  # a pipe nobody reads could fill and stall the server
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
+    log = tempfile.TemporaryFile(mode="w+")
+    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", *args, "--host", "127.0.0.1",
+                             "--port", str(port)], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            text=True)
     try:
-        deadline = time.monotonic() + START_SECONDS
+        deadline = time.monotonic() + start_seconds
         while True:
             if proc.poll() is not None:
                 log.seek(0)
-                raise RuntimeError(f"llama_cpp.server exited with {proc.returncode}: {log.read()[-2000:]}")
+                pytest.fail(f"llama_cpp.server exited with {proc.returncode}: {log.read()[-2000:]}")
             try:
                 if httpx.get(url + "/v1/models", timeout=2.0).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError(f"llama_cpp.server did not answer within {START_SECONDS:g}s")
+                pytest.fail(f"llama_cpp.server did not answer within {start_seconds:g}s")
             time.sleep(0.2)
         yield url
     finally:
@@ -101,3 +104,12 @@ def llama_embed_server(gguf: Path, *, pooled: bool = True, extra: tuple[str, ...
             proc.kill()
             proc.wait(timeout=30)
         log.close()
+
+
+@contextmanager
+def llama_embed_server(gguf: Path, *, pooled: bool = True, extra: tuple[str, ...] = ()) -> Iterator[str]:
+    """The embedding server (see the module docstring) through ``serve_llama``."""
+    with serve_llama(["--model", str(gguf), "--embedding", "true", "--n_threads", "1", "--n_threads_batch", "1",
+                      "--verbose", "false", *(["--kv_overrides", "llama.pooling_type=int:1"] if pooled else []),
+                      *extra]) as url:
+        yield url
