@@ -19,12 +19,11 @@ from __future__ import annotations
 import json
 import re
 import socket
-import sys
-import threading
 from collections import deque
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.helpers.loopback import LoopbackHandler, LoopbackServer
 
 FAULT_KINDS = (
     "status",      # answer `status` with an OpenAI-style error body and optional Retry-After
@@ -63,56 +62,18 @@ class Seen:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-class ChatServer:
+class ChatServer(LoopbackServer):
     """See the module docstring."""
 
+    thread_name = "chat-server"
+
     def __init__(self, *, model: str = "test-model", reply: str | None = None, hang_limit: float = 30.0) -> None:
+        super().__init__(idle_timeout=10.0)
         self.model = model
         self.reply = reply
         self.hang_limit = hang_limit
         self._faults: deque[Fault] = deque()
         self._seen: list[Seen] = []
-        self._lock = threading.Lock()
-        self._release = threading.Event()
-        self._connections: set[socket.socket] = set()
-        self._httpd: _Server | None = None
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> ChatServer:
-        self._httpd = _Server(("127.0.0.1", 0), _Handler)
-        self._httpd.owner = self
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True, name="chat-server")
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._httpd is None:
-            return
-        self._httpd.shutdown()
-        self._release.set()
-        with self._lock:
-            conns = list(self._connections)
-        for conn in conns:
-            try:
-                conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        self._httpd.server_close()
-        assert self._thread is not None
-        self._thread.join(timeout=10)
-        self._httpd = None
-
-    def __enter__(self) -> ChatServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def url(self) -> str:
-        assert self._httpd is not None
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
 
     def queue(self, *faults: Fault) -> None:
         with self._lock:
@@ -142,37 +103,8 @@ class ChatServer:
         return f"The sources say so [{labels[0]}]."
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = False
-    block_on_close = True
-    owner: ChatServer
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        if not isinstance(sys.exc_info()[1], OSError):
-            super().handle_error(request, client_address)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _Server
-
-    def setup(self) -> None:
-        super().setup()
-        self.connection.settimeout(10)
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        with self.server.owner._lock:
-            self.server.owner._connections.add(self.connection)
-
-    def finish(self) -> None:
-        with self.server.owner._lock:
-            self.server.owner._connections.discard(self.connection)
-        try:
-            super().finish()
-        except OSError:
-            pass
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
+class _Handler(LoopbackHandler):
+    server: Any
 
     def do_GET(self) -> None:
         if self.path == "/v1/models":
@@ -292,3 +224,6 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
         self._raw(status, json.dumps(payload).encode("utf-8"), "application/json", headers)
+
+
+ChatServer.handler = _Handler  # defined after the server class, which names it

@@ -34,8 +34,9 @@ import sys
 import threading
 from collections import deque
 from dataclasses import asdict, dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.helpers.loopback import LoopbackHandler, LoopbackServer
 
 FAULT_KINDS = (
     "status",     # answer `status` with an OpenAI-style error body and optional Retry-After
@@ -78,11 +79,14 @@ class Seen:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-class EmbedServer:
+class EmbedServer(LoopbackServer):
     """The server; see the module docstring."""
+
+    thread_name = "embed-server"
 
     def __init__(self, embedder: Any = None, *, model: str | None = None,
                  hang_limit: float = 30.0, idle_timeout: float = 10.0) -> None:
+        super().__init__(idle_timeout=idle_timeout)
         if embedder is None:
             from ragtui.core.embedders.wordllama import WordLlamaEmbedder
 
@@ -90,7 +94,6 @@ class EmbedServer:
         self.embedder = embedder
         self.model = model or embedder.model
         self.hang_limit = hang_limit
-        self.idle_timeout = idle_timeout
         self.tei_byte_offsets = False  # report TEI offsets in UTF-8 bytes instead of characters
         self.hang_above_bytes: int | None = None
         """Embedding requests whose inputs hold more UTF-8 bytes than this hang (a server too slow for them)."""
@@ -101,53 +104,6 @@ class EmbedServer:
         """Released once for each hanging request whose client closed the connection."""
         self._faults: deque[Fault] = deque()
         self._seen: list[Seen] = []
-        self._lock = threading.Lock()
-        self._release = threading.Event()
-        self._connections: set[socket.socket] = set()
-        self._httpd: _Server | None = None
-        self._thread: threading.Thread | None = None
-
-    # --- lifecycle ---------------------------------------------------------------
-    def start(self) -> EmbedServer:
-        self._httpd = _Server(("127.0.0.1", 0), _Handler)
-        self._httpd.owner = self
-        self._thread = threading.Thread(target=self._httpd.serve_forever,
-                                        kwargs={"poll_interval": 0.05}, daemon=True,
-                                        name="embed-server")
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._httpd is None:
-            return
-        self._httpd.shutdown()  # stop accepting
-        self._release.set()  # end hangs
-        with self._lock:
-            conns = list(self._connections)
-        for conn in conns:  # wake handlers blocked reading idle keep-alive connections
-            try:
-                conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        self._httpd.server_close()  # joins the handler threads
-        assert self._thread is not None
-        self._thread.join(timeout=10)
-        self._httpd = None
-
-    def __enter__(self) -> EmbedServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        assert self._httpd is not None, "server not started"
-        return self._httpd.server_address[1]
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
     # --- script and record -------------------------------------------------------
     def queue(self, *faults: Fault) -> None:
@@ -282,41 +238,8 @@ def _llamacpp_piece(token: str) -> str | list[int]:
         return list(raw)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = False  # server_close() joins them: shutdown is clean, not abandoned
-    block_on_close = True
-    owner: EmbedServer
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # A client that timed out or a teardown that closed the socket is
-        # expected here; anything else is a bug in the helper and is shown.
-        if not isinstance(sys.exc_info()[1], OSError):
-            super().handle_error(request, client_address)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _Server
-
-    def setup(self) -> None:
-        super().setup()
-        self.connection.settimeout(self.server.owner.idle_timeout)
-        # Headers and body go out as two writes; without NODELAY, Nagle plus
-        # delayed ACKs add ~40 ms to every request on loopback.
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        with self.server.owner._lock:
-            self.server.owner._connections.add(self.connection)
-
-    def finish(self) -> None:
-        with self.server.owner._lock:
-            self.server.owner._connections.discard(self.connection)
-        try:
-            super().finish()
-        except OSError:
-            pass
-
-    def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
-        pass
+class _Handler(LoopbackHandler):
+    server: Any
 
     def do_GET(self) -> None:
         owner = self.server.owner
@@ -433,6 +356,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
+
+
+EmbedServer.handler = _Handler  # defined after the server class, which names it
 
 
 def main() -> None:
