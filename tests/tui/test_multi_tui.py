@@ -6,8 +6,7 @@ from ragtui.core.search.multi import search_many
 from ragtui.tui import backend
 from ragtui.tui.screens.indexes import IndexScreen
 from ragtui.tui.screens.source import SourceScreen
-from tests.tui import ready, search, settled, wait_for
-from tests.tui import make_app
+from tests.tui import make_app, ready, search, settled, wait_for
 from tests.tui.test_indexes import _two_indexes
 
 
