@@ -263,7 +263,7 @@ class RagtuiApp(Actions, Workers, App[int]):
 
     def _index_state_from_meta(self) -> None:
         meta = self.retriever.meta
-        if meta.n_chunks == 0:
+        if meta.n_chunks == 0 and not any(r.meta.n_chunks for r in (self.several or {}).values()):
             self.index_state = "empty"
             self.main.show_notice("empty", *states.empty(meta.index_id))
         else:

@@ -50,6 +50,12 @@ async def test_marked_indexes_are_searched_together_and_each_hit_names_its_index
         await settled(pilot)
         expected = search_many(app.several, "index", mode="flat", k=app.k)
         assert _shown(app) == [(h.index_id, h.chunk_id, h.score) for h in expected.hits]
+        # IVF: each index probed with its own lists and default nprobe.
+        await pilot.press("2")
+        await settled(pilot)
+        expected = search_many(app.several, "index", mode="ivf", k=app.k)
+        assert _shown(app) == [(h.index_id, h.chunk_id, h.score) for h in expected.hits]
+        assert {source for source, _, _ in _shown(app)} == {"demo", "faq"}
 
 
 async def test_jump_from_a_hit_of_the_second_index_opens_that_index_source(tmp_path):
