@@ -6,7 +6,7 @@ from ragtui.core.search.multi import search_many
 from ragtui.tui import backend
 from ragtui.tui.screens.indexes import IndexScreen
 from ragtui.tui.screens.source import SourceScreen
-from tests.tui import make_app, ready, search, settled, wait_for
+from tests.tui import ingest, make_app, ready, search, settled, wait_for
 from tests.tui.test_indexes import _two_indexes
 
 
@@ -100,3 +100,19 @@ async def test_one_index_actions_say_so_and_picking_one_index_leaves_several_mod
         await settled(pilot)
         assert app.main.results.sources == ()
         assert {h.doc_id for h in app.results.hits} == {"faq/faq.md"}
+
+
+async def test_each_of_several_indexes_reloads_when_republished(tmp_path):
+    artifacts = _two_indexes(tmp_path)
+    app = make_app(artifacts)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await _open_both(pilot)
+        await search(pilot, "zanzibar")
+        assert app.main.results.hits == ()
+        folder = tmp_path / "src" / "faq"
+        (folder / "new.md").write_text("# Zanzibar\n\nzanzibar is an island.\n", encoding="utf-8")
+        ingest(folder, artifacts)
+        await wait_for(pilot, lambda: app.reloads >= 1, "the reload of faq")
+        await settled(pilot)
+        assert [(s, h.doc_id) for s, h in zip(app.main.results.sources, app.main.results.hits)] == [
+            ("faq", "faq/new.md")]
