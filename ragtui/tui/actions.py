@@ -8,6 +8,7 @@ other views. Everything slow it starts is a worker (``workers.Workers``).
 from __future__ import annotations
 
 import subprocess
+from typing import TYPE_CHECKING
 
 from textual.app import SuspendNotSupported, SystemCommand
 
@@ -18,6 +19,9 @@ from ragtui.tui.screens.help import HelpScreen
 from ragtui.tui.screens.indexes import IndexScreen
 from ragtui.tui.session import Session
 from ragtui.tui.widgets.mode_bar import LEXICAL_MODES, MODE_LABELS
+
+if TYPE_CHECKING:
+    from ragtui.core.search.retriever import Retriever
 
 __all__ = ["K_STEPS", "Actions"]
 
@@ -33,8 +37,11 @@ class Actions:
         if not isinstance(self.screen, IndexScreen):
             self.push_screen(IndexScreen(self.index_id), self._index_picked)
 
-    def _index_picked(self: Session, index_id: str | None) -> None:
-        if index_id is None or (self.retriever is not None and index_id == self.index_id):
+    def _index_picked(self: Session, index_id: str | list[str] | None) -> None:
+        if isinstance(index_id, list):  # two or more marked: searched together
+            self.open_several_worker(index_id)
+            return
+        if index_id is None or (self.retriever is not None and index_id == self.index_id and not self.several):
             return
         self.index_id = index_id
         self.open_index_worker(index_id)
@@ -93,7 +100,7 @@ class Actions:
 
     def action_change_nprobe(self: Session, delta: int, factor: float = 1.0) -> None:
         """Add ``delta`` to nprobe, or multiply it by ``factor``; kept within 1..nlist."""
-        if self.retriever is None:
+        if self.retriever is None or self.one_index_only("nprobe"):
             return
         nlist, default = backend.resolved_ivf(self.retriever)
         current = self.nprobe or default
@@ -125,18 +132,23 @@ class Actions:
             return None
         return hit.chunk_id
 
+    def _selected_retriever(self: Session) -> Retriever | None:
+        """The selected result's own index (several indexes: the one its row names), else the open one."""
+        hit = self.main.results.selected_hit
+        return self.retriever_for(hit) if hit is not None else self.retriever
+
     def action_jump(self: Session, chunk_id: str | None = None) -> None:
         """Open the source view at ``chunk_id`` (default: the selected result) once it is resolved."""
         chunk_id = self._selected_chunk(chunk_id)
         if chunk_id is not None:
             self.history.add(self.query_text)
-            self.jump_worker(self.retriever, chunk_id, "jump")
+            self.jump_worker(self._selected_retriever(), chunk_id, "jump")
 
     def action_edit(self: Session, chunk_id: str | None = None) -> None:
         """Open ``chunk_id``'s source (default: the selected result) in the editor at its line."""
         chunk_id = self._selected_chunk(chunk_id)
         if chunk_id is not None:
-            self.jump_worker(self.retriever, chunk_id, "edit")
+            self.jump_worker(self._selected_retriever(), chunk_id, "edit")
 
     def open_in_editor(self: Session, citation) -> None:
         """Suspend the app, run $VISUAL / $EDITOR on the citation's file at its first line, come back."""
@@ -176,6 +188,8 @@ class Actions:
         from ragtui.core.errors import RagtuiError
         from ragtui.core.pack import DEFAULT_BUDGET, check_budget
 
+        if self.one_index_only("packing"):
+            return
         hits = tuple(self.main.results.hits)
         if self.retriever is None or self.results is None or not hits:
             self.notify("nothing to pack: search first", severity="warning", timeout=3)
@@ -198,6 +212,8 @@ class Actions:
     def action_compare(self: Session) -> None:
         """Open the compare view for the current query."""
         query = self.query_text.strip()
+        if self.one_index_only("compare"):
+            return
         if self.retriever is None or self.index_state != "ready":
             self.notify("no index to search yet", severity="warning", timeout=3)
         elif not query:

@@ -16,6 +16,7 @@ from textual.binding import Binding
 
 from ragtui.config import Settings
 from ragtui.core.errors import ModelMismatchError, RagtuiError
+from ragtui.core.search.retriever import Retriever
 from ragtui.core.textsafe import inline, neutralize
 from ragtui.tui import backend, fmt, states
 from ragtui.tui.actions import Actions
@@ -106,6 +107,8 @@ class RagtuiApp(Actions, Workers, App[int]):
         self.debounce, self.poll_seconds, self.debug_errors = debounce, poll_seconds, debug
         self.history = history if history is not None else QueryHistory(default_history_path())
         self.retriever = None
+        self.several: dict | None = None
+        """Several indexes searched together (index id -> retriever, ``retriever`` the first), else None."""
         self.index_state, self.index_problem = "opening", ""
         self.embedder = None
         self.vectors, self.vectors_reason = "loading", states.vectors_loading_reason
@@ -200,7 +203,11 @@ class RagtuiApp(Actions, Workers, App[int]):
     @while_running
     def on_index_opened(self, message: IndexOpened) -> None:
         self.retriever, self.index_path = message.retriever, message.path
+        self.several = message.several
         self.index_id = self.retriever.meta.index_id
+        if self.several:
+            self.nprobe = None  # nprobe is one index's; several are searched with each one's default
+        self.forget_citation()
         self.ivf_state, self.ivf_info, self._bad_generation = "not built", None, None
         if self.follower is not None:
             self.follower.stop()
@@ -213,13 +220,15 @@ class RagtuiApp(Actions, Workers, App[int]):
 
     @while_running
     def on_index_reloaded(self, message: IndexReloaded) -> None:
-        if message.retriever is not self.retriever:
+        if message.retriever is not self.retriever and not any(
+                message.retriever is r for r in (self.several or {}).values()):
             return  # another index was opened meanwhile
         self.reloads += 1
         self.ivf_state, self.ivf_info, self._bad_generation = "not built", None, None
         self.live_error = False
-        n = self.retriever.meta.n_chunks
-        self.notify(f"index reloaded: {message.old_n:,} → {n:,} chunks", timeout=3)
+        n = message.retriever.meta.n_chunks
+        name = f"{message.retriever.meta.index_id} " if self.several else ""
+        self.notify(f"index {name}reloaded: {message.old_n:,} → {n:,} chunks", timeout=3)
         self.forget_citation()
         self._index_state_from_meta()
         self._attach_vectors()
@@ -244,14 +253,17 @@ class RagtuiApp(Actions, Workers, App[int]):
         """Reload the open index if a new generation was published; open one if none is open yet."""
         if any(w.group in ("reload", "open") and w.is_running for w in self.workers):
             return
-        if self.retriever is not None:
+        if self.several:
+            for r in self.several.values():
+                self.reload_worker(r)
+        elif self.retriever is not None:
             self.reload_worker(self.retriever, self._bad_generation)
         elif self.index_state in ("missing", "invalid"):
             self.open_index_worker(self.index_id, self._bad_generation)
 
     def _index_state_from_meta(self) -> None:
         meta = self.retriever.meta
-        if meta.n_chunks == 0:
+        if meta.n_chunks == 0 and not any(r.meta.n_chunks for r in (self.several or {}).values()):
             self.index_state = "empty"
             self.main.show_notice("empty", *states.empty(meta.index_id))
         else:
@@ -282,15 +294,19 @@ class RagtuiApp(Actions, Workers, App[int]):
         r = self.retriever
         if r is None or self.embedder is None:
             return
-        try:
-            r.check_embedder(self.embedder)
-        except ModelMismatchError as e:
-            r.embedder = None
-            self._vectors_off(str(e))
-            return
-        r.embedder = self.embedder
+        for each in (self.several or {r.meta.index_id: r}).values():
+            try:
+                each.check_embedder(self.embedder)
+            except ModelMismatchError as e:
+                for other in (self.several or {}).values():
+                    other.embedder = None
+                r.embedder = None
+                self._vectors_off(str(e))
+                return
+        for each in (self.several or {r.meta.index_id: r}).values():
+            each.embedder = self.embedder
         self.vectors, self.vectors_reason = "ready", ""
-        if self.ivf_state == "not built" and r.meta.n_chunks > 0:
+        if self.ivf_state == "not built" and r.meta.n_chunks > 0 and not self.several:
             self.ivf_state = "building"
             self.build_ivf_worker(r)
         self._refresh()
@@ -360,13 +376,15 @@ class RagtuiApp(Actions, Workers, App[int]):
         if self.mode not in LEXICAL_MODES and self.vectors != "ready":
             self._refresh()  # the bar says why; EmbedderReady searches again
             return
-        rerank = self.rerank_n if self.reranker is not None else 0
+        rerank = self.rerank_n if self.reranker is not None and not self.several else 0
         try:
             params = backend.search_params(self.settings, self.mode, self.fusion)
         except RagtuiError as e:  # [search] is checked when loaded: a combination this mode refuses
             self.notify(f"cannot search: {e}", severity="error", timeout=8)
             return
-        self.search_worker(r, backend.SearchRequest(self._seq, query, self.mode, self.k, self.nprobe, rerank, params))
+        nprobe = None if self.several else self.nprobe
+        self.search_worker(self.several or r,
+                           backend.SearchRequest(self._seq, query, self.mode, self.k, nprobe, rerank, params))
 
     def ranking_shown(self) -> str:
         """Hybrid's fusion as the mode bar shows it ("weighted 0.6 · bm25doc")."""
@@ -391,7 +409,8 @@ class RagtuiApp(Actions, Workers, App[int]):
         elif self.rerank_n and self.reranker is not None:
             self.rerank_text = "rerank: nothing to rerank"
         table = self.main.results
-        table.show(outcome.hits[: outcome.request.k], outcome.request.mode, self.terms)
+        table.show(outcome.hits[: outcome.request.k], outcome.request.mode, self.terms,
+                   outcome.sources[: outcome.request.k])
         if table.selected_hit is not None:
             self.hit_highlighted(table.selected_hit)
         else:
@@ -411,6 +430,8 @@ class RagtuiApp(Actions, Workers, App[int]):
         if self.rerank_n:
             self.rerank_n, self.rerank_text, self.reranked = 0, "", None
             self.workers.cancel_group(self, "rerank")
+        elif self.one_index_only("reranking"):
+            return
         else:
             self.rerank_n = int(self.settings.rerank.get("n") or 0) or 20
             if self.reranker is None:
@@ -457,11 +478,29 @@ class RagtuiApp(Actions, Workers, App[int]):
     def hit_highlighted(self, hit) -> None:
         """Show ``hit`` in the detail pane and resolve its citation (once per chunk)."""
         detail = self.main.detail
-        known = detail.chunk_id == hit.chunk_id and detail.citation is not None
+        retriever = self.retriever_for(hit)
+        # Several indexes: two may hold the same chunk_id, so a citation is resolved for every row.
+        known = detail.chunk_id == hit.chunk_id and detail.citation is not None and not self.several
         detail.show_hit(hit, self.terms, self._record_for(hit))
-        if not known and self._citing != hit.chunk_id and self.retriever is not None:
+        if not known and (self._citing != hit.chunk_id or self.several) and retriever is not None:
             self._citing = hit.chunk_id
-            self.cite_worker(self.retriever, hit.chunk_id)
+            self.cite_worker(retriever, hit.chunk_id)
+
+    def retriever_for(self, hit) -> Retriever | None:
+        """The retriever of ``hit``'s own index: with several indexes, the one the results table names
+        for it (``hit`` is the selected row), else the open one."""
+        table = self.main.results
+        if self.several and hit is table.selected_hit:
+            return self.several.get(table.selected_source or "")
+        return self.retriever
+
+    def one_index_only(self, what: str) -> bool:
+        """With several indexes open, say that ``what`` works on one index at a time and return True."""
+        if not self.several:
+            return False
+        self.notify(f"{what} works on one index at a time: press i and pick one (enter without marks)",
+                    severity="warning", timeout=5)
+        return True
 
     def forget_citation(self) -> None:
         """The source or the index may have changed: resolve the shown chunk's citation again."""
@@ -469,8 +508,11 @@ class RagtuiApp(Actions, Workers, App[int]):
         self._citing = None
 
     def _record_for(self, hit):
+        retriever = self.retriever_for(hit)
+        if retriever is None:
+            return None
         try:
-            record = self.retriever.data.records[hit.row]
+            record = retriever.data.records[hit.row]
         except (RagtuiError, IndexError, AttributeError):
             return None
         return record if record.chunk_id == hit.chunk_id else None

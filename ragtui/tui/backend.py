@@ -51,7 +51,9 @@ __all__ = [
     "packs_dir",
     "ranking_text",
     "rerank_outcome",
+    "open_several",
     "run_search",
+    "run_search_many",
     "search_params",
     "scan_indexes",
 ]
@@ -87,6 +89,9 @@ class SearchOutcome:
     seconds: float
     weights: dict[str, float] = field(default_factory=dict)
     """The query's terms worth lighting, with their relative weights in the searched index (``kwic.salient``)."""
+    sources: tuple[str, ...] = ()
+    """Several indexes searched together: the index id of each hit (``hits[i]`` is a chunk of ``sources[i]``);
+    empty for one index."""
 
 
 @dataclass(frozen=True)
@@ -220,6 +225,15 @@ def open_index(path: Path, settings: Settings) -> Retriever:
     return retriever
 
 
+def open_several(settings: Settings, index_ids: list[str]) -> dict[str, Retriever]:
+    """Open each of ``index_ids`` without an embedder (index id -> retriever, in that order), as
+    ``ragtui search --index a,b`` does (``ragtui.app.open_retrievers``); a missing one raises as ``locate_index``."""
+    if not index_ids:
+        raise IndexMissingError("no index to open")
+    paths = [locate_index(settings, index_id) for index_id in index_ids]
+    return app_layer.open_retrievers(settings, paths, need_embedder=False)
+
+
 def resolved_ivf(retriever: Retriever) -> tuple[int, int]:
     """(nlist, default nprobe) the IVF build uses for this index; cheap (no build)."""
     from ragtui.core.search.ivf import IVFParams
@@ -286,6 +300,21 @@ def run_search(retriever: Retriever, request: SearchRequest) -> SearchOutcome:
     seconds = time.perf_counter() - start
     bm25 = trace.data.bm25 if trace.data is not None else None
     return SearchOutcome(request, tuple(hits), seconds, kwic.salient(kwic.term_weights(bm25, request.query)))
+
+
+def run_search_many(retrievers: dict[str, Retriever], request: SearchRequest) -> SearchOutcome:
+    """Search several indexes together (``core.search.multi.search_many``, pooled), each with its own data;
+    the outcome's ``sources`` name each hit's index. nprobe and reranking are single-index matters: not used."""
+    from ragtui.core.search import kwic
+    from ragtui.core.search.multi import search_many
+
+    start = time.perf_counter()
+    result = search_many(retrievers, request.query, mode=request.mode, k=request.k, **request.params)
+    seconds = time.perf_counter() - start
+    first = next(iter(retrievers.values()))
+    weights = kwic.salient(kwic.term_weights(first.data.bm25, request.query))
+    return SearchOutcome(request, tuple(h.hit for h in result.hits), seconds, weights,
+                         tuple(h.index_id for h in result.hits))
 
 
 def load_reranker(settings: Settings):

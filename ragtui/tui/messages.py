@@ -45,12 +45,14 @@ def while_running(handler):
 
 
 class IndexOpened(Message):
-    """An index was opened and validated; ``retriever`` is ready for BM25 at once."""
+    """An index was opened and validated; ``retriever`` is ready for BM25 at once. ``several``: the
+    indexes opened to be searched together (index id -> retriever, ``retriever`` the first), else None."""
 
-    def __init__(self, retriever, path) -> None:
+    def __init__(self, retriever, path, several: dict | None = None) -> None:
         super().__init__()
         self.retriever = retriever
         self.path = path
+        self.several = several
 
 
 class IndexReloaded(Message):

@@ -57,6 +57,14 @@ class Workers:
         if _live():
             self.post_message(IndexOpened(retriever, path))
 
+    @work(thread=True, exclusive=True, exit_on_error=False, group="open")
+    def open_several_worker(self: Session, index_ids: list[str]) -> None:
+        """Open each of ``index_ids`` (searched together from then on, each hit naming its index)."""
+        several = backend.open_several(self.settings, index_ids)
+        first = next(iter(several.values()))
+        if _live():
+            self.post_message(IndexOpened(first, first.data.path, several))
+
     @work(thread=True, exclusive=True, exit_on_error=False, group="embedder")
     def load_embedder_worker(self: Session) -> None:
         embedder = backend.load_embedder(self.settings, self.embedder_factory)
@@ -71,7 +79,11 @@ class Workers:
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="search")
     def search_worker(self: Session, retriever, request: backend.SearchRequest) -> None:
-        outcome = backend.run_search(retriever, request)
+        """Search ``retriever``, or (a dict index id -> retriever) several indexes together."""
+        if isinstance(retriever, dict):
+            outcome = backend.run_search_many(retriever, request)
+        else:
+            outcome = backend.run_search(retriever, request)
         if _live():
             self.post_message(SearchDone(outcome))
 

@@ -53,7 +53,9 @@ def test_the_help_lists_every_key_of_every_screen():
              "question_mark": "?", "slash": "/", "escape": "esc", "up": "↑", "down": "↓"}
     listed = {section: " ".join(key for key, _ in rows).split() for section, rows in KEYS}
     every = {k for keys in listed.values() for k in keys}
-    for owner in (RagtuiApp, SearchScreen, CompareScreen, SourceScreen, QueryInput):
+    from ragtui.tui.screens.indexes import IndexScreen
+
+    for owner in (RagtuiApp, SearchScreen, CompareScreen, SourceScreen, QueryInput, IndexScreen):
         for binding in owner.BINDINGS:
             for key in binding.key.split(","):
                 name = shown.get(key, key.upper() if key.startswith("f") and key[1:].isdigit() else key)

@@ -163,3 +163,28 @@ def test_source_view_marks_long_lines(snap_compare, tmp_path):
         await wait_for(pilot, lambda: isinstance(app.screen, SourceScreen) and app.screen.long_lines, "the view")
 
     assert snap_compare(make_app(tmp_path / "artifacts"), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_several_indexes(snap_compare, tmp_path):
+    """Two indexes marked in the picker and searched together: each row names its index, the bar says 2 indexes."""
+    artifacts, _ = build_demo(tmp_path)
+    faq = tmp_path / "src" / "faq"
+    faq.mkdir()
+    shutil.copy(DEMO / "faq.md", faq / "faq.md")
+    ingest(faq, artifacts)
+
+    async def run_before(pilot):
+        app = pilot.app
+        await wait_for(pilot, lambda: isinstance(app.screen, IndexScreen) and app.screen.query(IndexStatsView),
+                       "the picker")
+        picker = app.screen
+        await wait_for(pilot, lambda: len(picker.names) == 2, "the list")
+        await pilot.press("space", "down", "space", "enter")
+        await wait_for(pilot, lambda: app.several is not None and app.index_state == "ready", "both indexes")
+        await wait_for(pilot, lambda: app.vectors == "ready", "the embedder")
+        await search(pilot, "index")
+        await pilot.press("escape")
+        await settled(pilot)
+        await wait_for(pilot, lambda: app.main.detail.citation is not None, "the citation")
+
+    assert snap_compare(make_app(artifacts), terminal_size=(100, 24), run_before=run_before)

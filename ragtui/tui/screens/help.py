@@ -44,6 +44,12 @@ KEYS: list[tuple[str, list[tuple[str, str]]]] = [
         ("?", "this help"),
         ("q", "quit"),
     ]),
+    ("Index picker", [
+        ("↑ ↓", "walk the indexes (each one's stats beside)"),
+        ("space", "mark / unmark an index: two or more marked are searched together"),
+        ("enter", "open the highlighted index, or search the marked ones together"),
+        ("esc", "back, keeping the open index"),
+    ]),
     ("Source view", [
         ("esc / q", "back"),
         ("g", "scroll to the chunk again"),

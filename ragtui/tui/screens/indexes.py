@@ -17,9 +17,10 @@ from ragtui.tui.widgets.index_stats import IndexStatsView
 __all__ = ["IndexScreen"]
 
 
-class IndexScreen(ModalScreen[str | None]):
-    """Dismisses with the chosen index id, or None (esc). ``names`` holds the ids listed; ``broken``
-    the (name, problem) of entries under rag/ that cannot be opened (listed after them, disabled)."""
+class IndexScreen(ModalScreen[str | list[str] | None]):
+    """Dismisses with the chosen index id, the ids marked with space (two or more: searched together, in
+    the list's order), or None (esc). ``names`` holds the ids listed; ``broken`` the (name, problem) of
+    entries under rag/ that cannot be opened (listed after them, disabled); ``marked`` the ids marked."""
 
     DEFAULT_CSS = """
     IndexScreen {
@@ -47,7 +48,7 @@ class IndexScreen(ModalScreen[str | None]):
     }
     """
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("space", "mark", "Mark")]
 
     def __init__(self, current: str | None) -> None:
         super().__init__()
@@ -55,6 +56,7 @@ class IndexScreen(ModalScreen[str | None]):
         """The open index's id (marked in the list), if any."""
         self.names: list[str] = []
         self.broken: list[tuple[str, str]] = []
+        self.marked: set[str] = set()
 
     def compose(self) -> ComposeResult:
         with Vertical(id="index-box") as box:
@@ -74,8 +76,7 @@ class IndexScreen(ModalScreen[str | None]):
         options = self.query_one(OptionList)
         options.clear_options()
         for name in self.names:
-            marker = "● " if name == self.current else "  "
-            options.add_option(Option(Text(marker + inline(name)), id=name))
+            options.add_option(Option(self._label(name), id=name))
         for name, problem in self.broken:  # after the good ones: option i is still names[i]
             options.add_option(Option(Text(f"✗ {inline(name)}: {inline(problem)}", style="red"), disabled=True))
         if not self.names:
@@ -104,9 +105,30 @@ class IndexScreen(ModalScreen[str | None]):
         else:
             view.show_message(message.error or "no stats", error=True)
 
+    def _label(self, name: str) -> Text:
+        marker = "● " if name == self.current else "  "
+        return Text(("✓ " if name in self.marked else "") + marker + inline(name))
+
+    def action_mark(self) -> None:
+        """space: mark or unmark the highlighted index; enter with two or more marked searches them together."""
+        options = self.query_one(OptionList)
+        at = options.highlighted
+        if at is None or at >= len(self.names):
+            return
+        name = self.names[at]
+        self.marked ^= {name}
+        options.replace_option_prompt_at_index(at, self._label(name))
+        hint = ("enter: open · esc: back" if not self.marked else
+                f"space: mark · enter: search the {len(self.marked)} marked together · esc: back"
+                if len(self.marked) > 1 else "space: mark another to search several · enter: open · esc: back")
+        self.query_one("#index-hint", Static).update(hint)
+
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
-        self.dismiss(event.option.id)
+        if len(self.marked) > 1:
+            self.dismiss([n for n in self.names if n in self.marked])
+        else:
+            self.dismiss(event.option.id)
 
     def action_cancel(self) -> None:
         self.dismiss(None)

@@ -149,8 +149,12 @@ class SearchScreen(Screen):
         nlist, default = backend.resolved_ivf(r) if r is not None else (0, 0)
         self.query_one("#modes", ModeBar).show(
             ModeBarState(app.mode, app.k, app.nprobe, default, nlist, app.vectors, app.query_time,
-                         app.ranking_shown(), getattr(app, "rerank_text", "")))
-        if r is not None:
+                         app.ranking_shown(), getattr(app, "rerank_text", ""), len(app.several or ())))
+        several = app.several
+        if several:
+            n = sum(x.meta.n_chunks for x in several.values())
+            index = f"{' + '.join(several)} · {n:,} chunks in {len(several)} indexes"
+        elif r is not None:
             m = r.meta
             index = f"{m.index_id} · {m.n_chunks:,} chunks · {m.embedding_model} ({m.dim}d)"
         else:

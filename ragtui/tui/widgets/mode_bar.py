@@ -37,6 +37,8 @@ class ModeBarState:
     hybrid mode in place of nprobe, which hybrid does not use."""
     rerank: str = ""
     """The reranker's marker ("reranking 20…", "reranked 20 · 1.2 s", "reranked 7 of 20 (time budget)"); "" when off."""
+    indexes: int = 0
+    """How many indexes are searched together (shown as "2 indexes" when more than one)."""
 
 
 class ModeChip(Static):
@@ -106,11 +108,16 @@ class ModeBar(Horizontal):
             chip.set_class(chip.mode == state.mode, "-current")
             chip.set_class(chip.mode not in LEXICAL_MODES and state.vectors == "off", "-off")
         line = Text()
+        if state.indexes > 1:
+            line.append(f"{state.indexes} indexes", "bold")
+            line.append(" ")
         line.append("│ k ", "dim")
         line.append(str(state.k), "bold")
         if state.mode == "hybrid" and state.ranking:
             line.append(" │ ", "dim")
             line.append(state.ranking, "bold")
+        elif state.indexes > 1:
+            pass  # nprobe is one index's: each of several is probed with its own default
         elif state.nlist:
             line.append(" │ nprobe ", "dim")
             line.append(str(state.nprobe or state.default_nprobe), "bold")
