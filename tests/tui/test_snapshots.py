@@ -78,12 +78,18 @@ def test_light_theme(snap_compare, demo_index):
     assert snap_compare(make_app(demo_index[0]), terminal_size=(80, 24), run_before=run_before)
 
 
-def test_index_picker(snap_compare, tmp_path):
+def _demo_and_faq(tmp_path):
+    """Two indexes under one artifacts root: the demo's, and faq (one copied demo file)."""
     artifacts, _ = build_demo(tmp_path)
     faq = tmp_path / "src" / "faq"
     faq.mkdir()
     shutil.copy(DEMO / "faq.md", faq / "faq.md")
     ingest(faq, artifacts)
+    return artifacts
+
+
+def test_index_picker(snap_compare, tmp_path):
+    artifacts = _demo_and_faq(tmp_path)
 
     async def run_before(pilot):
         app = pilot.app
@@ -167,11 +173,7 @@ def test_source_view_marks_long_lines(snap_compare, tmp_path):
 
 def test_several_indexes(snap_compare, tmp_path):
     """Two indexes marked in the picker and searched together: each row names its index, the bar says 2 indexes."""
-    artifacts, _ = build_demo(tmp_path)
-    faq = tmp_path / "src" / "faq"
-    faq.mkdir()
-    shutil.copy(DEMO / "faq.md", faq / "faq.md")
-    ingest(faq, artifacts)
+    artifacts = _demo_and_faq(tmp_path)
 
     async def run_before(pilot):
         app = pilot.app

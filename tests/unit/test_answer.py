@@ -97,3 +97,13 @@ def test_fuse_is_reciprocal_rank_fusion():
     assert [h.chunk_id for h in fused] == ["d/b#0", "d/a#0", "d/c#0"]
     assert [h.rank for h in fused] == [1, 2, 3]
     assert fused[0].score == pytest.approx(1 / 62 + 1 / 61)
+
+
+def test_a_fifo_or_a_folder_in_the_hyde_cache_is_a_miss_not_a_hang(tmp_path):
+    import os
+
+    cache = HydeCache(tmp_path / "hyde")
+    cache.folder.mkdir(parents=True)
+    os.mkfifo(cache.path(cache.key("s", "m", "fifo")))  # nobody writes it: a blocking open would wait forever
+    os.mkdir(cache.path(cache.key("s", "m", "dir")))
+    assert cache.get("s", "m", "fifo") is None and cache.get("s", "m", "dir") is None

@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 from ragtui.core.answer.prompt import PROMPT_VERSION
+from ragtui.core.ingest.reader import read_file
 
 __all__ = ["MAX_ENTRY_BYTES", "HydeCache", "default_cache_dir"]
 
@@ -47,11 +48,8 @@ class HydeCache:
     def get(self, server: str, model: str, question: str) -> str | None:
         key = self.key(server, model, question)
         try:
-            with open(self.path(key), "rb") as f:
-                raw = f.read(MAX_ENTRY_BYTES + 1)
-            if len(raw) > MAX_ENTRY_BYTES:
-                return None
-            entry = json.loads(raw)
+            # Regular files only, without blocking on a FIFO, at most MAX_ENTRY_BYTES (OSError otherwise).
+            entry = json.loads(read_file(self.path(key), MAX_ENTRY_BYTES))
         except (OSError, ValueError):
             return None
         if (isinstance(entry, dict) and entry.get("key") == key and entry.get("question") == question

@@ -274,10 +274,10 @@ def _lexical(data: IndexData, titles: list[str], headings: list[str]) -> tuple[b
         shards.append(stream[lo:])
     averages = [float(np.float32(field_lengths[f].mean(dtype=np.float64))) if n else 0.0 for f in range(3)]
     out = bytearray(sk.MAGIC_DICTIONARY + struct.pack("<HHB", sk.VERSION, 0, 3))
-    out += _varint(n)
+    out += leb128.encode_one(n)
     out += struct.pack("<3f", *averages)
     out += leb128.encode(field_lengths.reshape(-1))
-    out += _varint(n_terms)
+    out += leb128.encode_one(n_terms)
     small = _SMALL_VARINTS
     records = []
     previous = b""
@@ -289,33 +289,20 @@ def _lexical(data: IndexData, titles: list[str], headings: list[str]) -> tuple[b
             shared += 1
         suffix = term_bytes[shared:]
         df, shard, offset = df_list[t], shard_of[t], offset_in[t]
-        records.append(b"".join((small[shared] if shared < 16384 else _varint(shared),
-                                 small[len(suffix)] if len(suffix) < 16384 else _varint(len(suffix)), suffix,
-                                 small[df] if df < 16384 else _varint(df),
-                                 small[shard] if shard < 16384 else _varint(shard),
-                                 small[offset] if offset < 16384 else _varint(offset))))
+        records.append(b"".join((small[shared] if shared < 16384 else leb128.encode_one(shared),
+                                 small[len(suffix)] if len(suffix) < 16384 else leb128.encode_one(len(suffix)), suffix,
+                                 small[df] if df < 16384 else leb128.encode_one(df),
+                                 small[shard] if shard < 16384 else leb128.encode_one(shard),
+                                 small[offset] if offset < 16384 else leb128.encode_one(offset))))
         previous = term_bytes
     out += b"".join(records)
-    out += _varint(len(shards))
+    out += leb128.encode_one(len(shards))
     for shard_bytes in shards:
-        out += _varint(len(shard_bytes))
+        out += leb128.encode_one(len(shard_bytes))
     return bytes(out), shards
 
 
-def _varint(value: int) -> bytes:
-    """The shortest unsigned LEB128 encoding of ``value``."""
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-_SMALL_VARINTS = [_varint(v) for v in range(16384)]
+_SMALL_VARINTS = [leb128.encode_one(v) for v in range(16384)]
 """The encodings of the values below 2**14 (one or two bytes), looked up instead of computed."""
 
 

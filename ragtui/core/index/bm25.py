@@ -170,6 +170,10 @@ class BM25Index:
         """The number of ``term`` in the dictionary, or -1."""
         return self.lookup_many([term.encode("utf-8")])[0]
 
+    def terms_before(self, key: bytes) -> int:
+        """How many dictionary terms sort before the UTF-8 bytes ``key`` (a prefix's range starts there)."""
+        return _bisect(self.term_blob, self.term_starts, key)[1]
+
     def lookup_many(self, raws: list[bytes]) -> list[int]:
         """The number of each UTF-8 term of ``raws`` in the dictionary, or -1.
 

@@ -7,13 +7,26 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["VarintError", "decode", "encode", "sizes"]
+__all__ = ["VarintError", "decode", "encode", "encode_one", "sizes"]
 
 _MAX_BYTES = 5
 
 
 class VarintError(ValueError):
     """The bytes are not a well-formed sequence of u32 varints."""
+
+
+def encode_one(value: int) -> bytes:
+    """One value's varint, for writers that emit single counts between arrays (``encode`` for arrays)."""
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
 
 
 def encode(values: np.ndarray) -> bytes:

@@ -488,16 +488,4 @@ def _prefix_range(bm25: BM25Index, term: str) -> tuple[int, int]:
     """The numbers [lo, hi) of the dictionary terms that start with ``term`` (byte order keeps them together)."""
     key = term.encode("utf-8")
     # No UTF-8 text holds the byte 0xff, so every term that starts with key sorts before key + 0xff.
-    return _bisect_left(bm25, key), _bisect_left(bm25, key + b"\xff")
-
-
-def _bisect_left(bm25: BM25Index, key: bytes) -> int:
-    blob, starts = bm25.term_blob, bm25.term_starts
-    lo, hi = 0, bm25.n_terms
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if bytes(blob[starts[mid] : starts[mid + 1]]) < key:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
+    return bm25.terms_before(key), bm25.terms_before(key + b"\xff")
