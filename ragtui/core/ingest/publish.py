@@ -32,6 +32,7 @@ import fcntl
 import functools
 import os
 import stat
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -49,7 +50,7 @@ from ragtui.core.index.index_format import BM25, DOCS, FILES, META, VECTORS
 from ragtui.core.index.records import ChunkRecord, IndexMeta, encode_docs, encode_meta, encode_vectors
 
 __all__ = [
-    "OS_OPS", "FileRange", "FsOps", "IndexLock", "check_index_id", "encode_index", "file_size", "index_dir", "publish",
+    "OS_OPS", "FileRange", "FsOps", "IndexLock", "NewGeneration", "check_index_id", "encode_index", "file_size", "index_dir", "publish",
     "rag_root", "remove_leftovers", "remove_stale_generations", "state_dir", "utc_now",
 ]
 
@@ -371,58 +372,162 @@ def publish(artifacts: str | os.PathLike[str], index_id: str, files: Mapping[str
     """
     if set(files) != set(FILES):
         raise ValueError("publish needs exactly the four index files")
-    ops = ops or OS_OPS
-    root = rag_root(artifacts)
-    link = index_dir(artifacts, index_id)
-    gens = root / ".gen" / index_id
-    name = f"g{time.time_ns():020d}-{os.getpid()}"
-    tmp_gen, final_gen = gens / (name + ".tmp"), gens / name
-    tmp_link = root / f".{index_id}.link.tmp"
-    made: Path | None = None  # the new generation directory, deleted if the publish fails
-    step = _Step()
-    try:
-        _make_dirs(ops, gens, step)
-        step(f"creating {tmp_gen}")
-        ops.mkdir(tmp_gen)
-        made = tmp_gen
+    with NewGeneration(artifacts, index_id, ops=ops) as gen:
+        gen.write(files)
+        return gen.commit(tidy=tidy)
+
+
+class NewGeneration:
+    """``publish`` in steps: the files of the next generation written one call at a time, then committed.
+
+    ``write_behind`` writes some files in a thread while the caller computes
+    the others (the copies and flushes wait on the disk and release the GIL);
+    ``write`` waits for it before writing its own files, so the filesystem
+    calls still come one after another, in the order ``publish`` makes them
+    for the files given, and a failure in the thread is the caller's
+    ``StorageError``, raised by the next call, before any other file is
+    written. Used as a context manager, which must enter before any write:
+    leaving it without ``commit`` (an exception, in this thread or the other)
+    waits for the thread and deletes the unfinished generation, so the
+    previous one stays current, exactly as when ``publish`` fails.
+    """
+
+    def __init__(self, artifacts: str | os.PathLike[str], index_id: str, *, ops: FsOps | None = None) -> None:
+        self.ops = ops or OS_OPS
+        self.index_id = index_id
+        self.artifacts = artifacts
+        self.root = rag_root(artifacts)
+        self.link = index_dir(artifacts, index_id)
+        self.gens = self.root / ".gen" / index_id
+        name = f"g{time.time_ns():020d}-{os.getpid()}"
+        self.tmp_gen, self.final_gen = self.gens / (name + ".tmp"), self.gens / name
+        self.tmp_link = self.root / f".{index_id}.link.tmp"
+        self._made: Path | None = None  # the new generation directory, deleted if the publish fails
+        self._written: set[str] = set()
+        self._behind: threading.Thread | None = None
+        self._behind_failed: tuple[OSError, str] | BaseException | None = None
+
+    def __enter__(self) -> NewGeneration:
+        step = _Step()
+        try:
+            _make_dirs(self.ops, self.gens, step)
+            step(f"creating {self.tmp_gen}")
+            self.ops.mkdir(self.tmp_gen)
+            self._made = self.tmp_gen
+        except OSError as e:
+            raise self._failed(e, step.what) from None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._behind is not None:
+            # Left early (an error here, or no commit): the thread's own failure, if any, is not the one to report.
+            self._behind.join()
+            self._behind, self._behind_failed = None, None
+        if self._made is not None:  # not committed: nothing of it may stay
+            _remove_entry(self.ops, self._made)
+            self._made = None
+            _remove_entry(self.ops, self.tmp_link)
+
+    def write_behind(self, files: Mapping[str, FileContent]) -> None:
+        """Start writing and flushing ``files`` in a thread; the next ``write`` or ``commit`` waits for it."""
+        self._join()
+        self._claim(files)
+        files = dict(files)  # the caller's mapping may change meanwhile
+
+        def run() -> None:
+            step = _Step()
+            try:
+                self._write_files(files, step)
+            except OSError as e:
+                self._behind_failed = (e, step.what)
+            except BaseException as e:  # noqa: BLE001 - handed to the caller's thread, raised there
+                self._behind_failed = e
+
+        self._behind = threading.Thread(target=run, name=f"publish {self.index_id}", daemon=True)
+        self._behind.start()
+
+    def write(self, files: Mapping[str, FileContent]) -> None:
+        """Write and flush ``files`` into the new generation (after what ``write_behind`` started)."""
+        self._join()
+        self._claim(files)
+        step = _Step()
+        try:
+            self._write_files(files, step)
+        except OSError as e:
+            raise self._failed(e, step.what) from None
+
+    def commit(self, *, tidy: bool = True) -> Path:
+        """Flush the generation directory, rename it into place and the link over the index; see ``publish``."""
+        self._join()
+        if self._written != set(FILES) or self._made != self.tmp_gen:
+            raise ValueError("commit needs the four index files written, once")
+        ops, root, tmp_gen, final_gen, gens, link, tmp_link = (
+            self.ops, self.root, self.tmp_gen, self.final_gen, self.gens, self.link, self.tmp_link)
+        step = _Step()
+        try:
+            step(f"flushing {tmp_gen} to disk")
+            _fsync_dir(ops, tmp_gen)
+            step(f"renaming {tmp_gen} to {final_gen.name}")
+            ops.rename(tmp_gen, final_gen)
+            self._made = final_gen
+            step(f"flushing {gens} to disk")
+            _fsync_dir(ops, gens)
+            step(f"creating the link {tmp_link}")
+            _remove_entry(ops, tmp_link)
+            ops.symlink(os.path.relpath(final_gen, root), tmp_link)
+            step(f"renaming the link over {link}")
+            if link.is_dir() and not link.is_symlink():
+                _replace_plain_dir(ops, tmp_link, link, gens)
+            else:
+                ops.rename(tmp_link, link)
+            self._made = None  # committed: readers now open the new generation
+        except OSError as e:
+            raise self._failed(e, step.what) from None
+        try:
+            _fsync_dir(ops, root)
+        except OSError as e:
+            # The rename is visible but may not be on disk; keep the old generation
+            # so that whichever link survives a crash names a complete one.
+            raise StorageError(
+                f"published index {self.index_id!r} but flushing {root} to disk failed: {e.strerror or e}; "
+                f"after a crash the index may be the previous one ({_hint(e)})"
+            ) from None
+        if tidy:
+            remove_stale_generations(self.artifacts, self.index_id, ops=ops)
+        return link
+
+    def _claim(self, files: Mapping[str, FileContent]) -> None:
+        if self._made != self.tmp_gen or not set(files) <= set(FILES) - self._written:
+            raise ValueError("each of the four index files is written once, inside the with block, before commit")
+        self._written |= set(files)
+
+    def _write_files(self, files: Mapping[str, FileContent], step: _Step) -> None:
         for fname in FILES:
-            _write_file(ops, tmp_gen / fname, files[fname], step)
-        step(f"flushing {tmp_gen} to disk")
-        _fsync_dir(ops, tmp_gen)
-        step(f"renaming {tmp_gen} to {final_gen.name}")
-        ops.rename(tmp_gen, final_gen)
-        made = final_gen
-        step(f"flushing {gens} to disk")
-        _fsync_dir(ops, gens)
-        step(f"creating the link {tmp_link}")
-        _remove_entry(ops, tmp_link)
-        ops.symlink(os.path.relpath(final_gen, root), tmp_link)
-        step(f"renaming the link over {link}")
-        if link.is_dir() and not link.is_symlink():
-            _replace_plain_dir(ops, tmp_link, link, gens)
-        else:
-            ops.rename(tmp_link, link)
-        made = None  # committed: readers now open the new generation
-    except OSError as e:
-        if made is not None:
-            _remove_entry(ops, made)
-        _remove_entry(ops, tmp_link)
-        raise StorageError(
-            f"cannot publish index {index_id!r}: {step.what} failed: {e.strerror or e}; "
+            if fname in files:
+                _write_file(self.ops, self.tmp_gen / fname, files[fname], step)
+
+    def _join(self) -> None:
+        """Wait for ``write_behind``'s thread; raise what failed in it."""
+        if self._behind is None:
+            return
+        self._behind.join()
+        self._behind = None
+        failed, self._behind_failed = self._behind_failed, None
+        if isinstance(failed, tuple):
+            raise self._failed(*failed)
+        if failed is not None:
+            raise failed
+
+    def _failed(self, e: OSError, what: str) -> StorageError:
+        """The error of a failed step before the link rename, once the new generation is deleted."""
+        if self._made is not None:
+            _remove_entry(self.ops, self._made)
+            self._made = None
+        _remove_entry(self.ops, self.tmp_link)
+        return StorageError(
+            f"cannot publish index {self.index_id!r}: {what} failed: {e.strerror or e}; "
             f"the previous index is unchanged ({_hint(e)})"
-        ) from None
-    try:
-        _fsync_dir(ops, root)
-    except OSError as e:
-        # The rename is visible but may not be on disk; keep the old generation
-        # so that whichever link survives a crash names a complete one.
-        raise StorageError(
-            f"published index {index_id!r} but flushing {root} to disk failed: {e.strerror or e}; "
-            f"after a crash the index may be the previous one ({_hint(e)})"
-        ) from None
-    if tidy:
-        remove_stale_generations(artifacts, index_id, ops=ops)
-    return link
+        )
 
 
 def _replace_plain_dir(ops: FsOps, tmp_link: Path, link: Path, gens: Path) -> None:

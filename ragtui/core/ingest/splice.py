@@ -29,7 +29,7 @@ from ragtui.core.index.docs_file import DocsFile
 from ragtui.core.index.index_format import BM25, DOCS, META, VECTORS, IndexData, generation_of, read_index
 from ragtui.core.index.records import IndexMeta, encode_docs, encode_meta
 from ragtui.core.ingest.assemble import Assembly, Previous
-from ragtui.core.ingest.publish import FileRange, file_size, publish
+from ragtui.core.ingest.publish import FileRange, NewGeneration, file_size
 from ragtui.core.ingest.report import Progress, SyncReport
 from ragtui.core.ingest.state import FileEntry, IndexStamp, index_stamp, stat_stamp
 
@@ -140,29 +140,41 @@ class Spliced:
 
 def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembly, meta: IndexMeta,
                    report: SyncReport, tick: Progress, cache_dir: Path) -> Spliced:
-    """Publish ``asm`` (laid out against ``gen``) as the next generation; the caller holds the lock."""
+    """Publish ``asm`` (laid out against ``gen``) as the next generation; the caller holds the lock.
+
+    meta.json, docs.jsonl and vectors.f32 do not depend on the BM25 work: a
+    thread copies and flushes them (``NewGeneration.write_behind``) while this one
+    splices and encodes bm25.idx and leaves its decoding in the cache.
+    """
     old = gen.data
     t0 = time.perf_counter()
     new_terms = [analyze(r.text) for r in asm.records]
     report.seconds["analyze"] = time.perf_counter() - t0
 
-    t0 = time.perf_counter()
-    postings = splice_postings(old.bm25, asm.row_map, asm.n_rows, asm.new_rows(), new_terms)
-    bm25_bytes, layout = encode_spliced_carried(gen.bm25_raw, old.bm25, postings, gen.posting_bytes)
     sources = _open_sources(gen.stamp)
     try:
-        pieces = _pieces(gen, asm, sources)
-        files: dict[str, Sequence[Piece]] = {META: [encode_meta(meta)], **pieces, BM25: [bm25_bytes]}
-        report.seconds["encode"] = time.perf_counter() - t0
-        tick("write", 0, 1)
-        decoded = _store_decoded(postings, meta, bm25_bytes, cache_dir, index_id, report)
         t0 = time.perf_counter()
-        publish(artifacts, index_id, files, tidy=False)
+        pieces = _pieces(gen, asm, sources)
+        report.seconds["pieces"] = time.perf_counter() - t0
+        tick("write", 0, 1)
+        files: dict[str, Sequence[Piece]] = {META: [encode_meta(meta)], **pieces}
+        with NewGeneration(artifacts, index_id) as new:
+            new.write_behind(files)
+            t0 = time.perf_counter()
+            postings = splice_postings(old.bm25, asm.row_map, asm.n_rows, asm.new_rows(), new_terms)
+            bm25_bytes, layout = encode_spliced_carried(gen.bm25_raw, old.bm25, postings, gen.posting_bytes)
+            report.seconds["encode"] = time.perf_counter() - t0
+            decoded = _store_decoded(postings, meta, bm25_bytes, cache_dir, index_id, report)
+            t0 = time.perf_counter()
+            files[BM25] = [bm25_bytes]
+            new.write({BM25: files[BM25]})
+            new.commit(tidy=False)
     finally:
         for fd in (sources or {}).values():
             os.close(fd)
     report.published = report.incremental = True
     report.bytes_written = sum(file_size(v) for v in files.values())
+    # What the publish adds once the BM25 work is done: the wait for the thread, bm25.idx, the renames.
     report.seconds["write"] = time.perf_counter() - t0
     tick("write", 1, 1)
     return Spliced(meta, pieces, decoded, bm25_bytes, layout)
