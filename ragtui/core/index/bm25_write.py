@@ -188,100 +188,142 @@ def encode_spliced(old_data: bytes | memoryview | mmap.mmap, old: BM25Index, p: 
 def encode_spliced_carried(
     old_data: bytes | memoryview | mmap.mmap, old: BM25Index, p: Postings, old_bytes: PostingBytes | None = None
 ) -> tuple[bytes, PostingBytes]:
-    """``encode_spliced``, taking ``old_data``'s ``PostingBytes`` when the caller has them, and giving the new file's."""
+    """``encode_spliced``, taking ``old_data``'s ``PostingBytes`` when the caller has them, and giving the new file's.
+
+    The new file is laid out as stretches of ``old_data`` and a few freshly
+    encoded pieces, joined once: a term whose postings all kept their bytes
+    and that lost none (a clean term) has its whole entry, header included,
+    where it was, so consecutive clean terms are one stretch; in the other
+    terms the header is new, and each run of postings that kept their bytes
+    is a stretch too. The work on every posting is a few array passes; what
+    is joined piece by piece grows with the terms a change touched.
+    """
     new_offsets = np.asarray(p.offsets, dtype=np.int64)
     new_tf = np.asarray(p.post_tf)
     new = posting_bytes(p.post_doc, new_offsets, new_tf)
     if p.kept is None or p.inserted is None:
         return encode_postings(p), new
-    raw = np.frombuffer(old_data, dtype=np.uint8)
+    raw = memoryview(old_data).cast("B") if not isinstance(old_data, bytes) else memoryview(old_data)
     old_offsets = np.asarray(old.offsets, dtype=np.int64)
     if old_bytes is None or old_bytes.gap.size != old.post_doc.size:
         old_bytes = posting_bytes(old.post_doc, old_offsets, old.post_tf)
-    old_gap, old_len = old_bytes.gap, old_bytes.size
-    new_gap, new_len = new.gap, new.size
-    n_post = new_gap.size
+    kept = np.asarray(p.kept, dtype=np.int64)
+    inserted = np.asarray(p.inserted, dtype=np.int64)
+    n_post, n_terms = new.gap.size, new_offsets.size - 1
 
-    # Which postings keep their bytes: carried over with the same gap (tf never changes).
-    is_old = np.ones(n_post, dtype=bool)
-    is_old[p.inserted] = False
-    same_kept = new_gap[is_old] == old_gap[p.kept]
-    same = np.zeros(n_post, dtype=bool)
-    same[is_old] = same_kept
-    reuse = np.zeros(old_gap.size, dtype=bool)
-    reuse[p.kept] = same_kept
-
-    # The old file's bytes minus every header and every posting not reused.
-    old_cum = np.zeros(old_gap.size + 1, dtype=np.int64)
-    np.cumsum(old_len, dtype=np.int64, out=old_cum[1:])
-    old_term_len = np.diff(np.asarray(old.term_starts, dtype=np.int64))
+    # Where each old entry, and each old posting within it, lies in old_data.
+    old_cum = np.zeros(old_bytes.size.size + 1, dtype=np.int64)
+    np.cumsum(old_bytes.size, dtype=np.int64, out=old_cum[1:])
+    old_hdr = ENTRY_FIXED + np.diff(np.asarray(old.term_starts, dtype=np.int64))
     old_head = _HEADER.size + DOC_LEN_BYTES * old.n_docs
-    hdr_len = ENTRY_FIXED + old_term_len
-    entry_at = old_head + np.concatenate(([0], np.cumsum(hdr_len + np.diff(old_cum[old_offsets]))))
-    if int(entry_at[-1]) != raw.size:
+    old_at = np.zeros(old_hdr.size + 1, dtype=np.int64)
+    np.cumsum(old_hdr + np.diff(old_cum[old_offsets]), out=old_at[1:])
+    old_at += old_head
+    if int(old_at[-1]) != len(raw):
         raise ValueError("old_data is not the file old was decoded from")
-    hdr_cum = np.concatenate(([0], np.cumsum(hdr_len)))
-    drop = np.zeros(raw.size, dtype=bool)
-    drop[:old_head] = True
-    # numpy's stubs type np.diff(np.asarray(x, dtype=np.int64)) as timedelta64, so hdr_len too; it is int64.
-    drop[np.repeat(entry_at[:-1] - hdr_cum[:-1], hdr_len) + np.arange(int(hdr_cum[-1]))] = True  # type: ignore[arg-type]
-    gone = np.flatnonzero(~reuse)
-    if gone.size:
-        term = np.searchsorted(old_offsets, gone, side="right") - 1
-        # A posting's place in the file: its term's postings start, plus the bytes before it in that term.
-        at = entry_at[term] + hdr_len[term] + old_cum[gone] - old_cum[old_offsets[term]]
-        gone_len = old_len[gone].astype(np.int64)
-        gone_cum = np.concatenate(([0], np.cumsum(gone_len)))
-        drop[np.repeat(at - gone_cum[:-1], gone_len) + np.arange(int(gone_cum[-1]))] = True
-    kept_bytes = raw[~drop]
 
-    # What goes between the reused bytes: every term's header, and each posting not reused.
-    n_terms = new_offsets.size - 1
+    def carried(pos: np.ndarray) -> np.ndarray:
+        """The old posting number of the carried-over postings at new positions ``pos``."""
+        return kept[pos - np.searchsorted(inserted, pos)]
+
+    def raw_at(j: np.ndarray) -> np.ndarray:
+        """Where old posting ``j``'s bytes start in old_data."""
+        t = np.searchsorted(old_offsets, j, side="right") - 1
+        at: np.ndarray = old_at[t] + old_hdr[t] + old_cum[j] - old_cum[old_offsets[t]]
+        return at
+
+    # Postings written anew: inserted, or carried over with another gap (tf never changes).
+    is_old = np.ones(n_post, dtype=bool)
+    is_old[inserted] = False
+    same = np.zeros(n_post, dtype=bool)
+    same[is_old] = new.gap[is_old] == old_bytes.gap[kept]
     fresh = np.flatnonzero(~same)
-    reused_len = np.where(same, new_len, 0)
-    marks = np.unique(np.concatenate(([0], new_offsets[:-1], fresh)))
-    marks = marks[marks < n_post]
-    if marks.size:
-        seg = np.add.reduceat(reused_len, marks, dtype=np.int64)
-        ahead = np.concatenate(([0], np.cumsum(seg)[:-1]))
-    else:
-        ahead = np.zeros(0, dtype=np.int64)
+    # Carried postings whose old neighbour before them was dropped: their bytes are reused, but not in one stretch.
+    jump_k = np.flatnonzero(np.diff(kept) != 1) + 1
+    jumps = jump_k + np.searchsorted(inserted - np.arange(inserted.size), jump_k, side="right")
+    breaks = np.union1d(fresh, jumps)
 
-    def before(i: np.ndarray) -> np.ndarray:
-        """Reused bytes ahead of posting i."""
-        return ahead[np.searchsorted(marks, i)]
+    # Clean terms: no posting written anew and every posting of one old term, in order.
+    first, end = new_offsets[:-1], new_offsets[1:]
+    dirty = np.zeros(n_terms, dtype=bool)
+    dirty[np.searchsorted(new_offsets, fresh, side="right") - 1] = True
+    cand = np.flatnonzero(~dirty)
+    head_old = carried(first[cand])
+    ot = np.searchsorted(old_offsets, head_old, side="right") - 1
+    ok = (old_offsets[ot] == head_old) & (old_offsets[ot + 1] - head_old == end[cand] - first[cand])
+    dirty[cand[~ok]] = True
+    clean, ot = cand[ok], ot[ok]
+    # Consecutive clean terms whose old entries follow each other are one stretch.
+    cut = np.ones(clean.size, dtype=bool)
+    cut[1:] = (np.diff(clean) != 1) | (np.diff(ot) != 1)
+    c_lo = np.flatnonzero(cut)
+    c_hi = np.append(c_lo[1:], clean.size)[: c_lo.size] - 1
+    clean_items = (clean[c_lo], old_at[ot[c_lo]], old_at[ot[c_hi] + 1] - old_at[ot[c_lo]])
 
-    post_bytes = (
-        np.add.reduceat(new_len, new_offsets[:-1], dtype=np.int64) if n_terms else np.zeros(0, dtype=np.int64)
-    )
-    term_len = np.diff(np.asarray(p.term_starts, dtype=np.int64))
-    if n_terms and int(term_len.max()) > 0xFFFF:
+    # Dirty terms: runs of postings that kept their bytes, cut at each break and at the term's ends.
+    dterms = np.flatnonzero(dirty)
+    term_of_break = np.searchsorted(new_offsets, breaks, side="right") - 1
+    starts = np.concatenate((first[dterms], breaks[same[breaks]], fresh + 1))
+    s_term = np.concatenate((dterms, term_of_break[same[breaks]], np.searchsorted(new_offsets, fresh, side="right") - 1))
+    inside = starts < end[s_term]
+    starts, s_term = starts[inside], s_term[inside]
+    starts = np.unique(starts[same[starts] & dirty[s_term]])
+    s_term = np.searchsorted(new_offsets, starts, side="right") - 1
+    nxt = np.searchsorted(breaks, starts, side="right")
+    stop = np.minimum(np.append(breaks, n_post)[nxt], end[s_term])
+    j0 = carried(starts)
+    run_at = raw_at(j0)
+    run_len = old_cum[j0 + (stop - starts)] - old_cum[j0]
+
+    # The fresh bytes: each dirty term's header, and each posting written anew.
+    d_index = np.searchsorted(dterms, s_term)
+    post_bytes = np.zeros(dterms.size, dtype=np.int64)
+    np.add.at(post_bytes, d_index, run_len)
+    f_term = np.searchsorted(new_offsets, fresh, side="right") - 1
+    f_len = new.size[fresh].astype(np.int64)
+    np.add.at(post_bytes, np.searchsorted(dterms, f_term), f_len)
+    term_starts = np.asarray(p.term_starts, dtype=np.int64)
+    t_len = term_starts[dterms + 1] - term_starts[dterms]
+    if dterms.size and int(t_len.max()) > 0xFFFF:
         raise ValueError("a term is longer than 65,535 bytes, which bm25.idx cannot hold")
-    h_len = ENTRY_FIXED + term_len
-    h_at = np.zeros(n_terms + 1, dtype=np.int64)
+    h_len = ENTRY_FIXED + t_len
+    h_at = np.zeros(dterms.size + 1, dtype=np.int64)
     np.cumsum(h_len, out=h_at[1:])
     headers = np.empty(int(h_at[-1]), dtype=np.uint8)
-    _put_entry_heads(headers, h_at[:-1], p, np.diff(new_offsets), post_bytes)
-    fresh_bytes = _encode_pairs(new_gap[fresh], new_tf[fresh])
-    fresh_len = new_len[fresh].astype(np.int64)
-    fresh_at = np.zeros(fresh.size + 1, dtype=np.int64)
-    np.cumsum(fresh_len, out=fresh_at[1:])
-    # Stream order: term t's header, then its postings; both kinds sorted into it by that order.
-    order_key = np.concatenate((new_offsets[:-1] + np.arange(n_terms), fresh + np.searchsorted(new_offsets, fresh, side="right")))
-    order = np.argsort(order_key, kind="stable")
-    item_pos = np.concatenate((before(new_offsets[:-1]), before(fresh)))[order]
-    item_len = np.concatenate((h_len, fresh_len))[order].astype(np.int64, copy=False)
-    item_src = np.concatenate((h_at[:-1], headers.size + fresh_at[:-1]))[order]
-    src = np.concatenate((headers, fresh_bytes))
-    item_cum = np.zeros(item_len.size + 1, dtype=np.int64)
-    np.cumsum(item_len, out=item_cum[1:])
-    values = src[np.repeat(item_src - item_cum[:-1], item_len) + np.arange(int(item_cum[-1]))]
-    body = np.insert(kept_bytes, np.repeat(item_pos, item_len), values)
+    _put_le(headers, h_at[:-1], t_len, TERM_LEN_BYTES)
+    blob = np.asarray(p.term_blob, dtype=np.uint8)
+    within = np.arange(int(t_len.sum()), dtype=np.int64) - np.repeat(h_at[:-1] - np.arange(dterms.size) * ENTRY_FIXED, t_len)
+    headers[np.repeat(h_at[:-1] + TERM_LEN_BYTES, t_len) + within] = blob[np.repeat(term_starts[dterms], t_len) + within]
+    _put_le(headers, h_at[:-1] + TERM_LEN_BYTES + t_len, end[dterms] - first[dterms], DF_BYTES)
+    _put_le(headers, h_at[:-1] + TERM_LEN_BYTES + DF_BYTES + t_len, post_bytes, POSTINGS_LEN_BYTES)
+    fresh_bytes = _encode_pairs(new.gap[fresh], new_tf[fresh])
+    fresh = fresh.astype(np.int64)
+    fresh_src = np.zeros(fresh.size + 1, dtype=np.int64)
+    np.cumsum(f_len, out=fresh_src[1:])
+    fresh_mv = memoryview(np.concatenate((headers, fresh_bytes)).tobytes())
 
+    # Every piece in stream order: a term's header (or clean entry) at first[t] + t, posting i at i + term + 1.
+    key = np.concatenate((first[clean_items[0]] + clean_items[0], first[dterms] + dterms, starts + s_term + 1, fresh + f_term + 1))
+    src = np.concatenate((clean_items[1], h_at[:-1], run_at, headers.size + fresh_src[:-1]))
+    length = np.concatenate((clean_items[2], h_len, run_len, f_len))
+    from_old = np.concatenate((np.ones(clean_items[0].size, dtype=bool), np.zeros(dterms.size, dtype=bool),
+                               np.ones(starts.size, dtype=bool), np.zeros(fresh.size, dtype=bool)))
+    order = np.argsort(key, kind="stable")
     n_docs = p.n_docs
     avgdl = float(p.doc_len.mean(dtype=np.float64)) if n_docs else 0.0
-    head = _HEADER.pack(MAGIC, VERSION, n_docs, n_terms, avgdl) + np.asarray(p.doc_len, dtype="<u4").tobytes()
-    return head + body.tobytes(), new
+    parts: list[bytes | memoryview] = [
+        _HEADER.pack(MAGIC, VERSION, n_docs, n_terms, avgdl), np.asarray(p.doc_len, dtype="<u4").tobytes(),
+    ]
+    prev_old, prev_end = False, -1
+    for o, a, n in zip(from_old[order].tolist(), src[order].tolist(), length[order].tolist()):
+        if o and prev_old and a == prev_end:  # follows the previous stretch of old_data: one slice
+            last = parts[-1]
+            assert isinstance(last, memoryview)
+            parts[-1] = raw[a - len(last) : a + n]
+        else:
+            parts.append(raw[a : a + n] if o else fresh_mv[a : a + n])
+        prev_old, prev_end = o, a + n
+    return b"".join(parts), new
 
 
 def _encode_pairs(gaps: np.ndarray, tf: np.ndarray) -> np.ndarray:
