@@ -234,16 +234,16 @@ class BM25Index:
         n_docs = p.n_docs
         avgdl = float(p.doc_len.mean(dtype=np.float64)) if n_docs else 0.0
         df = np.diff(p.offsets)
-        post_doc = np.asarray(p.post_doc, dtype=np.int64)
-        post_tf = np.asarray(p.post_tf, dtype=np.int64)
+        # Any integer dtype is taken as it is (a splice's tfs are already uint32): no copy to widen and narrow back.
+        post_doc = np.asarray(p.post_doc)
+        post_tf = np.asarray(p.post_tf)
         doc_len = np.asarray(p.doc_len, dtype=np.uint32)
         weights = _weights(df, p.offsets, post_doc, post_tf, doc_len, avgdl, n_docs, k1, b)
         blob = np.asarray(p.term_blob, dtype=np.uint8)
         starts = np.asarray(p.term_starts, dtype=np.int64)
         offsets = np.asarray(p.offsets, dtype=np.int64)
-        docs = post_doc.astype(np.uint32)
-        return cls(n_docs, avgdl, k1, b, doc_len, blob, starts, df, offsets, docs, post_tf.astype(np.uint32),
-                   weights, term_keys(blob, starts))
+        return cls(n_docs, avgdl, k1, b, doc_len, blob, starts, df, offsets, post_doc.astype(np.uint32, copy=False),
+                   post_tf.astype(np.uint32, copy=False), weights, term_keys(blob, starts))
 
     @staticmethod
     def cache_key(data: bytes | memoryview | mmap.mmap, k1: float, b: float) -> str:
@@ -504,8 +504,8 @@ _TF_TABLE = 1 << 16
 def _weights(
     df: npt.NDArray[np.int64],
     offsets: npt.NDArray[np.int64],
-    post_doc: npt.NDArray[np.int64],
-    post_tf: npt.NDArray[np.int64],
+    post_doc: npt.NDArray[np.int64] | npt.NDArray[np.uint32],
+    post_tf: npt.NDArray[np.int64] | npt.NDArray[np.uint32],
     doc_len: npt.NDArray[np.uint32],
     avgdl: float,
     n_docs: int,

@@ -369,9 +369,7 @@ def splice_postings(
     kept_doc = mapped[kept_idx]
     kept_tf = np.asarray(old.post_tf)[kept_idx]
     old_offsets = np.asarray(old.offsets, dtype=np.int64)
-    kept_cum = np.zeros(keep.size + 1, dtype=np.int64)
-    np.cumsum(keep, out=kept_cum[1:])
-    kept_df = np.diff(kept_cum[old_offsets])  # postings each old term keeps
+    kept_df = np.diff(np.searchsorted(kept_idx, old_offsets))  # postings each old term keeps
 
     # The new chunks' (term, chunk, tf) triples, and where each new term sits among the old ones.
     counts = [Counter(terms) for terms in new_terms]
