@@ -124,28 +124,33 @@ def assemble(order: Sequence[str], new_chunks: Mapping[str, Sequence[Chunk]], pr
     A document in neither (known to the state but without chunks) holds no rows.
     """
     asm = Assembly()
-    segments, records = asm.segments, asm.records
+    segments, records, counts, rows = asm.segments, asm.records, asm.counts, asm.rows
     n = 0
     # Without reusable vectors, the previous generation's rows are taken as new records (to embed again).
     old_rows: Mapping[str, tuple[int, int]] = prev.rows if prev is not None and prev.reusable else {}
+    # The run of old rows being extended, one Segment when it ends (most documents are unchanged:
+    # this loop runs once per document of the folder, so it allocates as little as it can).
+    run_lo = run_hi = run_at = -1
     for doc_id in order:
         chunks = new_chunks.get(doc_id)
+        if chunks is None:
+            span = old_rows.get(doc_id)
+            if span is not None:
+                lo, hi = span
+                if lo != run_hi:
+                    if run_lo >= 0:
+                        segments.append(Segment("old", run_lo, run_hi, run_at))
+                    run_lo, run_at = lo, n
+                run_hi = hi
+                counts[doc_id] = hi - lo
+                rows[doc_id] = span if lo == n else (n, n + hi - lo)
+                n += hi - lo
+                continue
         if chunks is not None:
             doc_records = _records_of(doc_id, chunks)
             for ch, rec in zip(chunks, doc_records):
                 if ch.ids is not None:
                     asm.ids.setdefault(rec.fingerprint, ch.ids)
-        elif doc_id in old_rows:
-            lo, hi = old_rows[doc_id]
-            last = segments[-1] if segments else None
-            if last is not None and last.source == "old" and last.hi == lo:
-                segments[-1] = Segment("old", last.lo, hi, last.at)
-            else:
-                segments.append(Segment("old", lo, hi, n))
-            asm.counts[doc_id] = hi - lo
-            asm.rows[doc_id] = (n, n + hi - lo)
-            n += hi - lo
-            continue
         elif prev is not None and doc_id in prev.rows:
             doc_records = list(prev.records(*prev.rows[doc_id]))
         else:
@@ -154,6 +159,9 @@ def assemble(order: Sequence[str], new_chunks: Mapping[str, Sequence[Chunk]], pr
         asm.counts[doc_id] = len(doc_records)
         if not doc_records:
             continue
+        if run_lo >= 0:
+            segments.append(Segment("old", run_lo, run_hi, run_at))
+            run_lo = run_hi = run_at = -1
         first = len(records)
         records.extend(doc_records)
         last = segments[-1] if segments else None
@@ -163,6 +171,8 @@ def assemble(order: Sequence[str], new_chunks: Mapping[str, Sequence[Chunk]], pr
             segments.append(Segment("new", first, len(records), n))
         asm.rows[doc_id] = (n, n + len(doc_records))
         n += len(doc_records)
+    if run_lo >= 0:
+        segments.append(Segment("old", run_lo, run_hi, run_at))
     asm.n_rows = n
     asm.row_map = np.full(prev.n_chunks if prev is not None else 0, -1, dtype=np.int64)
     for seg in segments:

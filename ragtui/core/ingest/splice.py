@@ -15,6 +15,7 @@ import os
 import stat
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -144,7 +145,8 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
 
     meta.json, docs.jsonl and vectors.f32 do not depend on the BM25 work: a
     thread copies and flushes them (``NewGeneration.write_behind``) while this one
-    splices and encodes bm25.idx and leaves its decoding in the cache.
+    splices the postings, encodes bm25.idx (another thread works out the
+    weights meanwhile) and leaves the decoded arrays in the cache.
     """
     old = gen.data
     t0 = time.perf_counter()
@@ -162,9 +164,16 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
             new.write_behind(files)
             t0 = time.perf_counter()
             postings = splice_postings(old.bm25, asm.row_map, asm.n_rows, asm.new_rows(), new_terms)
-            bm25_bytes, layout = encode_spliced_carried(gen.bm25_raw, old.bm25, postings, gen.posting_bytes)
-            report.seconds["encode"] = time.perf_counter() - t0
-            decoded = _store_decoded(postings, meta, bm25_bytes, cache_dir, index_id, report)
+            with ThreadPoolExecutor(1, thread_name_prefix="bm25 weights") as pool:
+                # The weights and the file's bytes both come from the postings alone: numpy
+                # releases the GIL in their array passes, so the two overlap where a core is free.
+                weighed = pool.submit(_weights, postings, meta, report)
+                bm25_bytes, layout = encode_spliced_carried(gen.bm25_raw, old.bm25, postings, gen.posting_bytes)
+                report.seconds["encode"] = time.perf_counter() - t0
+                decoded = weighed.result()
+            t0 = time.perf_counter()
+            decoded.store(bm25_bytes, cache_dir, index_id)  # readers find the arrays instead of decoding the file
+            report.seconds["cache"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             files[BM25] = [bm25_bytes]
             new.write({BM25: files[BM25]})
@@ -180,15 +189,11 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
     return Spliced(meta, pieces, decoded, bm25_bytes, layout)
 
 
-def _store_decoded(postings: Postings, meta: IndexMeta, bm25_bytes: bytes, cache_dir: Path, index_id: str,
-                   report: SyncReport) -> BM25Index:
-    """The new bm25.idx decoded (without decoding it), left in the cache for readers."""
+def _weights(postings: Postings, meta: IndexMeta, report: SyncReport) -> BM25Index:
+    """The new bm25.idx decoded, without decoding it (for the readers' cache)."""
     t0 = time.perf_counter()
     decoded = BM25Index.from_postings(postings, meta.k1, meta.b)
     report.seconds["weights"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    decoded.store(bm25_bytes, cache_dir, index_id)
-    report.seconds["cache"] = time.perf_counter() - t0
     return decoded
 
 
