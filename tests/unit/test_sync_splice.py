@@ -41,7 +41,11 @@ def assert_same_as_rebuild(folder: Path, art: Path, scratch: Path) -> None:
     assert index_bytes(art, folder.name) == index_bytes(scratch, folder.name)
     # The decoded BM25 arrays the writer left for readers are the file's own decoding.
     cache = art / "rag" / ".cache"
-    data = read_index(art / "rag" / folder.name, cache_dir=cache)
+    base = art / "rag" / folder.name
+    meta = json.loads((base / "meta.json").read_bytes())
+    key = BM25Index.cache_key((base / "bm25.idx").read_bytes(), meta["bm25"]["k1"], meta["bm25"]["b"])
+    assert (cache / f"bm25-{folder.name}-{key}" / "complete").is_file(), "the writer left no cache entry for readers"
+    data = read_index(base, cache_dir=cache)
     fresh = BM25Index.decode((art / "rag" / folder.name / "bm25.idx").read_bytes(), data.meta.k1, data.meta.b)
     for key, value in fresh.to_arrays().items():
         assert np.array_equal(np.asarray(data.bm25.to_arrays()[key]), value), key

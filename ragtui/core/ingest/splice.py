@@ -14,7 +14,7 @@ import mmap
 import os
 import stat
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,8 +145,9 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
 
     meta.json, docs.jsonl and vectors.f32 do not depend on the BM25 work: a
     thread copies and flushes them (``NewGeneration.write_behind``) while this one
-    splices the postings, encodes bm25.idx (another thread works out the
-    weights meanwhile) and leaves the decoded arrays in the cache.
+    splices the postings and encodes bm25.idx; meanwhile another thread works
+    out the weights and writes the decoded arrays to the cache, named by the
+    new file's SHA-256 before the link is renamed.
     """
     old = gen.data
     t0 = time.perf_counter()
@@ -167,13 +168,15 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
             with ThreadPoolExecutor(1, thread_name_prefix="bm25 weights") as pool:
                 # The weights and the file's bytes both come from the postings alone: numpy
                 # releases the GIL in their array passes, so the two overlap where a core is free.
-                weighed = pool.submit(_weights, postings, meta, report)
+                weighed = pool.submit(_weights, postings, meta, cache_dir, index_id, report)
                 bm25_bytes, layout = encode_spliced_carried(gen.bm25_raw, old.bm25, postings, gen.posting_bytes)
                 report.seconds["encode"] = time.perf_counter() - t0
-                decoded = weighed.result()
+                t0 = time.perf_counter()
+                decoded, place = weighed.result()
+                report.seconds["wait"] = time.perf_counter() - t0
             t0 = time.perf_counter()
-            decoded.store(bm25_bytes, cache_dir, index_id)  # readers find the arrays instead of decoding the file
-            report.seconds["cache"] = time.perf_counter() - t0
+            place(bm25_bytes)  # before the link: readers that reload find the arrays instead of decoding the file
+            report.seconds["key"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             files[BM25] = [bm25_bytes]
             new.write({BM25: files[BM25]})
@@ -189,12 +192,16 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
     return Spliced(meta, pieces, decoded, bm25_bytes, layout)
 
 
-def _weights(postings: Postings, meta: IndexMeta, report: SyncReport) -> BM25Index:
-    """The new bm25.idx decoded, without decoding it (for the readers' cache)."""
+def _weights(postings: Postings, meta: IndexMeta, cache_dir: Path, index_id: str,
+             report: SyncReport) -> tuple[BM25Index, Callable[[bytes], None]]:
+    """The new bm25.idx decoded, without decoding it, and written to the cache, to be named once the file exists."""
     t0 = time.perf_counter()
     decoded = BM25Index.from_postings(postings, meta.k1, meta.b)
     report.seconds["weights"] = time.perf_counter() - t0
-    return decoded
+    t0 = time.perf_counter()
+    place = decoded.stage(cache_dir, index_id)
+    report.seconds["cache"] = time.perf_counter() - t0
+    return decoded, place
 
 
 def _pieces(gen: Generation, asm: Assembly, sources: dict[str, int] | None) -> dict[str, list[Piece]]:
