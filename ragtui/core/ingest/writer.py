@@ -38,10 +38,10 @@ from ragtui.core.ingest.journal import EmbedJournal
 from ragtui.core.ingest.patterns import IGNORE_FILES
 from ragtui.core.ingest.publish import (
     IndexLock,
+    NewGeneration,
     check_index_id,
     encode_index,
     index_dir,
-    publish,
     rag_root,
     remove_leftovers,
     remove_stale_generations,
@@ -328,9 +328,13 @@ class IndexWriter:
             report.published = False
         else:
             tick("write", 0, 1)
-            # Readers find the decoded BM25 arrays ready instead of decoding the new file.
-            BM25Index.from_postings(postings, self.k1, self.b).store(files[BM25], self._cache_dir, self.index_id)
-            publish(self.artifacts, self.index_id, files)
+            with NewGeneration(self.artifacts, self.index_id) as new:
+                # A thread writes and flushes the other three files meanwhile.
+                new.write_behind({name: data for name, data in files.items() if name != BM25})
+                # Readers find the decoded BM25 arrays ready instead of decoding the new file.
+                BM25Index.from_postings(postings, self.k1, self.b).store(files[BM25], self._cache_dir, self.index_id)
+                new.write({BM25: files[BM25]})
+                new.commit()
             report.published = True
             report.bytes_written = sum(len(v) for v in files.values())
             tick("write", 1, 1)
