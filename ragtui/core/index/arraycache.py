@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["StagedArrays", "cached_arrays", "evict", "remove_dead_temporaries", "store_arrays"]
+__all__ = ["cached_arrays", "evict", "remove_dead_temporaries", "store_arrays"]
 
 _MARKER = "complete"
 
@@ -94,55 +94,14 @@ def evict(cache_dir: Path, kind: str, name: str, keep: int = 2) -> None:
         pass
 
 
-class StagedArrays:
-    """``store_arrays`` in two steps, for a caller that has the arrays before it has their key.
-
-    The arrays are written now, under a temporary name (a half-written one is
-    never read, and is removed once this process is gone); ``place`` names
-    them with the key. Best effort like every write here: a failure leaves no
-    entry, which costs the next load time, nothing else.
-    """
-
-    def __init__(self, cache_dir: Path, kind: str, name: str, arrays: dict[str, np.ndarray]) -> None:
-        self._prefix = Path(cache_dir) / f"{kind}-{name}-"
-        tmp = Path(cache_dir) / f"{kind}-{name}-staged.tmp{os.getpid()}"
-        self._tmp: Path | None = tmp
-        try:
-            _write_entry(tmp, arrays)
-        except OSError:
-            shutil.rmtree(tmp, ignore_errors=True)
-            self._tmp = None
-
-    def place(self, key: str) -> None:
-        """Name the arrays as the cache entry of ``key`` (once; later calls do nothing)."""
-        tmp, self._tmp = self._tmp, None
-        if tmp is None:
-            return
-        entry = self._prefix.with_name(self._prefix.name + key)
-        try:
-            if not (entry / _MARKER).is_file():
-                shutil.rmtree(entry, ignore_errors=True)
-                os.rename(tmp, entry)
-                os.utime(entry)
-        except OSError:
-            pass
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _write_entry(tmp: Path, arrays: dict[str, np.ndarray]) -> None:
-    """The arrays and the ``complete`` marker, in the new directory ``tmp`` (replacing any left there)."""
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    for key, value in arrays.items():
-        np.save(tmp / f"{key}.npy", np.ascontiguousarray(value), allow_pickle=False)
-    (tmp / _MARKER).write_bytes(b"")
-
-
 def _store(entry: Path, arrays: dict[str, np.ndarray]) -> None:
     tmp = entry.with_name(entry.name + f".tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
     try:
-        _write_entry(tmp, arrays)
+        for key, value in arrays.items():
+            np.save(tmp / f"{key}.npy", np.ascontiguousarray(value), allow_pickle=False)
+        (tmp / _MARKER).write_bytes(b"")
         shutil.rmtree(entry, ignore_errors=True)
         os.rename(tmp, entry)
     finally:

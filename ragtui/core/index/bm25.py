@@ -26,7 +26,7 @@ import numpy.typing as npt
 from ragtui.core.errors import IndexFormatError, UsageError
 from ragtui.core.index import leb128
 from ragtui.core.index.analyzer import analyze
-from ragtui.core.index.arraycache import StagedArrays, cached_arrays, evict, store_arrays
+from ragtui.core.index.arraycache import cached_arrays, evict, store_arrays
 from ragtui.core.index.bm25_prune import (
     PruneArrays,
     SearchStats,
@@ -256,11 +256,6 @@ class BM25Index:
         """Put this index in ``cache_dir`` as the decoding of ``data``, so a reader's ``load`` finds it."""
         if cache_dir is not None:
             store_arrays(cache_dir, "bm25", name, self.cache_key(data, self.k1, self.b), self.to_arrays())
-
-    def stage(self, cache_dir: Path, name: str = "index") -> Callable[[bytes | memoryview | mmap.mmap], None]:
-        """``store`` in two steps: the arrays are written now; the function returned names them once the file's bytes exist."""
-        staged = StagedArrays(cache_dir, "bm25", name, self.to_arrays())
-        return lambda data: staged.place(self.cache_key(data, self.k1, self.b))
 
     @staticmethod
     def evict(cache_dir: Path | None, name: str = "index") -> None:

@@ -14,8 +14,7 @@ import mmap
 import os
 import stat
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +23,7 @@ import numpy.typing as npt
 
 from ragtui.core.errors import IndexFormatError, IndexMissingError
 from ragtui.core.index.analyzer import analyze
-from ragtui.core.index.bm25 import BM25Index, Postings
+from ragtui.core.index.bm25 import BM25Index
 from ragtui.core.index.bm25_write import PostingBytes, encode_spliced_carried, splice_postings
 from ragtui.core.index.docs_file import DocsFile
 from ragtui.core.index.index_format import BM25, DOCS, META, VECTORS, IndexData, generation_of, read_index
@@ -145,9 +144,8 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
 
     meta.json, docs.jsonl and vectors.f32 do not depend on the BM25 work: a
     thread copies and flushes them (``NewGeneration.write_behind``) while this one
-    splices the postings and encodes bm25.idx; meanwhile another thread works
-    out the weights and writes the decoded arrays to the cache, named by the
-    new file's SHA-256 before the link is renamed.
+    splices the postings, encodes bm25.idx and leaves the decoded arrays in
+    the cache for readers.
     """
     old = gen.data
     t0 = time.perf_counter()
@@ -165,18 +163,16 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
             new.write_behind(files)
             t0 = time.perf_counter()
             postings = splice_postings(old.bm25, asm.row_map, asm.n_rows, asm.new_rows(), new_terms)
-            with ThreadPoolExecutor(1, thread_name_prefix="bm25 weights") as pool:
-                # The weights and the file's bytes both come from the postings alone: numpy
-                # releases the GIL in their array passes, so the two overlap where a core is free.
-                weighed = pool.submit(_weights, postings, meta, cache_dir, index_id, report)
-                bm25_bytes, layout = encode_spliced_carried(gen.bm25_raw, old.bm25, postings, gen.posting_bytes)
-                report.seconds["encode"] = time.perf_counter() - t0
-                t0 = time.perf_counter()
-                decoded, place = weighed.result()
-                report.seconds["wait"] = time.perf_counter() - t0
+            bm25_bytes, layout = encode_spliced_carried(gen.bm25_raw, old.bm25, postings, gen.posting_bytes)
+            report.seconds["encode"] = time.perf_counter() - t0
+            # Not in a third thread: measured at 100k on 2 busy cores, the weights' large arrays
+            # (GIL hand-offs, fresh memory in another malloc arena) made the save slower, not faster.
+            decoded = BM25Index.from_postings(postings, meta.k1, meta.b)
+            report.seconds["weights"] = time.perf_counter() - t0 - report.seconds["encode"]
             t0 = time.perf_counter()
-            place(bm25_bytes)  # before the link: readers that reload find the arrays instead of decoding the file
-            report.seconds["key"] = time.perf_counter() - t0
+            # Before the link: readers that reload find the decoded arrays instead of decoding the file.
+            decoded.store(bm25_bytes, cache_dir, index_id)
+            report.seconds["cache"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             files[BM25] = [bm25_bytes]
             new.write({BM25: files[BM25]})
@@ -190,18 +186,6 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
     report.seconds["write"] = time.perf_counter() - t0
     tick("write", 1, 1)
     return Spliced(meta, pieces, decoded, bm25_bytes, layout)
-
-
-def _weights(postings: Postings, meta: IndexMeta, cache_dir: Path, index_id: str,
-             report: SyncReport) -> tuple[BM25Index, Callable[[bytes], None]]:
-    """The new bm25.idx decoded, without decoding it, and written to the cache, to be named once the file exists."""
-    t0 = time.perf_counter()
-    decoded = BM25Index.from_postings(postings, meta.k1, meta.b)
-    report.seconds["weights"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    place = decoded.stage(cache_dir, index_id)
-    report.seconds["cache"] = time.perf_counter() - t0
-    return decoded, place
 
 
 def _pieces(gen: Generation, asm: Assembly, sources: dict[str, int] | None) -> dict[str, list[Piece]]:
