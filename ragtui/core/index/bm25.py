@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeGuard
 
 import numpy as np
 import numpy.typing as npt
@@ -26,7 +26,7 @@ import numpy.typing as npt
 from ragtui.core.errors import IndexFormatError, UsageError
 from ragtui.core.index import leb128
 from ragtui.core.index.analyzer import analyze
-from ragtui.core.index.arraycache import cached_arrays, evict, store_arrays
+from ragtui.core.index.arraycache import cached_arrays, evict, load_entry, store_arrays
 from ragtui.core.index.bm25_prune import (
     PruneArrays,
     SearchStats,
@@ -211,10 +211,43 @@ class BM25Index:
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray]) -> BM25Index:
-        n_docs, avgdl, k1, b = (float(x) for x in arrays["scalars"])
-        if "term_key" not in arrays:  # derived: an entry that lost it still loads
+        """The index ``to_arrays`` gave; ``ValueError`` when the arrays lack the kinds and sizes one has.
+
+        Those are checked (O(1)) because the arrays come from files in the
+        cache: an entry cut short or of another shape is refused, and the
+        caller decodes bm25.idx instead.
+        """
+        if "term_key" not in arrays and "term_blob" in arrays and "term_starts" in arrays:
+            # derived: an entry that lost it still loads (an unusable blob fails the checks below)
+            if not (_shaped(arrays["term_blob"], "u") and _shaped(arrays["term_starts"], "iu")):
+                raise ValueError("a BM25 cache entry has arrays of the wrong kind")
             arrays = {**arrays, "term_key": term_keys(arrays["term_blob"], arrays["term_starts"])}
-        return cls(int(n_docs), avgdl, k1, b, **{name: arrays[name] for name in _ARRAYS})
+        scalars = arrays.get("scalars")
+        if not _shaped(scalars, "f") or scalars.size != 4 or any(not _shaped(arrays.get(n), _KINDS[n]) for n in _ARRAYS):
+            raise ValueError("a BM25 cache entry lacks an array or holds one of the wrong kind")
+        n_docs_f, avgdl, k1, b = (float(x) for x in scalars)
+        if not (math.isfinite(n_docs_f) and n_docs_f >= 0 and n_docs_f == int(n_docs_f)):
+            raise ValueError("a BM25 cache entry holds a bad n_docs")
+        n_docs, got = int(n_docs_f), {name: arrays[name] for name in _ARRAYS}
+        n_terms = got["df"].size
+        n_postings = got["post_doc"].size
+        if (got["doc_len"].size != n_docs or got["term_starts"].size != n_terms + 1
+                or got["offsets"].size != n_terms + 1 or got["term_key"].size != n_terms
+                or got["post_tf"].size != n_postings or got["weights"].size != n_postings
+                or (n_terms and (int(got["offsets"][-1]) != n_postings
+                                 or int(got["term_starts"][-1]) != got["term_blob"].size))):
+            raise ValueError("the arrays of a BM25 cache entry disagree in size")
+        return cls(n_docs, avgdl, k1, b, **got)
+
+    def describes(self, data: bytes | memoryview | mmap.mmap) -> bool:
+        """Whether bm25.idx bytes ``data`` have this index's header and doc_len (a cheap check, not a decoding)."""
+        n = self.n_docs
+        if len(data) < _HEADER.size + 4 * n:
+            return False
+        magic, version, n_docs, n_terms, avgdl = _HEADER.unpack_from(data, 0)
+        if (magic, version, n_docs, n_terms) != (MAGIC, VERSION, n, self.n_terms) or avgdl != self.avgdl:
+            return False
+        return bool(np.array_equal(np.frombuffer(data, dtype="<u4", count=n, offset=_HEADER.size), self.doc_len))
 
     def blocks(self) -> PruneArrays:
         """The block entries of the pruned search, built on first use (memory only the pruned path pays)."""
@@ -252,10 +285,16 @@ class BM25Index:
         # "k": the entry also holds term_key (an entry of an older ragtui lacks it).
         return f"v{VERSION}k-" + digest.hexdigest()[:40]
 
-    def store(self, data: bytes | memoryview | mmap.mmap, cache_dir: Path | None, name: str = "index") -> None:
-        """Put this index in ``cache_dir`` as the decoding of ``data``, so a reader's ``load`` finds it."""
-        if cache_dir is not None:
-            store_arrays(cache_dir, "bm25", name, self.cache_key(data, self.k1, self.b), self.to_arrays())
+    def store(self, data: bytes | memoryview | mmap.mmap, cache_dir: Path | None, name: str = "index") -> str | None:
+        """Put this index in ``cache_dir`` as the decoding of ``data``, so a reader's ``load`` finds it.
+
+        Returns the entry's key (``cache_key``), or None without a ``cache_dir``.
+        """
+        if cache_dir is None:
+            return None
+        key = self.cache_key(data, self.k1, self.b)
+        store_arrays(cache_dir, "bm25", name, key, self.to_arrays())
+        return key
 
     @staticmethod
     def evict(cache_dir: Path | None, name: str = "index") -> None:
@@ -272,14 +311,32 @@ class BM25Index:
         path: str = "bm25.idx",
         cache_dir: Path | None = None,
         name: str = "index",
+        key: str | None = None,
     ) -> BM25Index:
-        """``decode``, reusing decoded arrays from ``cache_dir`` keyed by the file's SHA-256 (and k1, b)."""
+        """``decode``, reusing decoded arrays from ``cache_dir`` keyed by the file's SHA-256 (and k1, b).
+
+        ``key``: the file's ``cache_key`` as its writer recorded it (``verified``).
+        The entry of that key is taken without hashing the file when it holds
+        the file's header and doc_len; otherwise the file is hashed as usual.
+        """
         check_bm25_params(k1, b)
         if cache_dir is None:
             return cls.decode(data, k1, b, path)
+        if key is not None:
+            found = load_entry(cache_dir, "bm25", name, key)
+            if found is not None:
+                try:
+                    index = cls.from_arrays(found)
+                    if index.k1 == k1 and index.b == b and index.describes(data):
+                        return index
+                except ValueError:
+                    pass
         key = cls.cache_key(data, k1, b)
         arrays, _ = cached_arrays(cache_dir, "bm25", name, key, lambda: cls.decode(data, k1, b, path).to_arrays())
-        return cls.from_arrays(arrays)
+        try:
+            return cls.from_arrays(arrays)
+        except ValueError:  # a damaged entry under the right name: decode, as without a cache
+            return cls.decode(data, k1, b, path)
 
     @classmethod
     def decode(cls, data: bytes | memoryview | mmap.mmap, k1: float, b: float, path: str = "bm25.idx") -> BM25Index:
@@ -427,6 +484,14 @@ class BM25Index:
 
 
 _ARRAYS = ("doc_len", "term_blob", "term_starts", "df", "offsets", "post_doc", "post_tf", "weights", "term_key")
+_KINDS = {"doc_len": "u", "term_blob": "u", "term_starts": "iu", "df": "iu", "offsets": "iu", "post_doc": "u",
+          "post_tf": "u", "weights": "f", "term_key": "u"}
+"""The numpy kinds each array of ``to_arrays`` has (a cache entry with other kinds is refused)."""
+
+
+def _shaped(a: object, kinds: str) -> TypeGuard[np.ndarray]:
+    """Whether ``a`` is a one-dimensional numpy array of one of the dtype ``kinds`` ("u", "iu", "f")."""
+    return isinstance(a, np.ndarray) and a.ndim == 1 and a.dtype.kind in kinds
 _BLOCKS_LOCK = threading.Lock()
 _MEMO_TERMS = 1 << 16
 """``term_ids`` remembers this many looked-up query terms per index (found or not), then starts over.

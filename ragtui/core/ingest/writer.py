@@ -28,10 +28,11 @@ import numpy as np
 
 from ragtui.core.embedders.base import Embedder, known_dim
 from ragtui.core.errors import IndexFormatError, IndexMissingError, UsageError
+from ragtui.core.index import verified
 from ragtui.core.index.analyzer import analyze
 from ragtui.core.index.bm25 import BM25Index, check_bm25_params
 from ragtui.core.index.bm25_write import build_postings
-from ragtui.core.index.index_format import BM25, IndexData, generation_of, read_index
+from ragtui.core.index.index_format import BM25, DOCS, FILES, IndexData, generation_of, read_index
 from ragtui.core.index.records import IndexMeta
 from ragtui.core.ingest.assemble import Previous, assemble, chunk_all, embed_pending, expand
 from ragtui.core.ingest.journal import EmbedJournal
@@ -328,9 +329,13 @@ class IndexWriter:
             report.published = False
         else:
             tick("write", 0, 1)
-            # Readers find the decoded BM25 arrays ready instead of decoding the new file.
-            BM25Index.from_postings(postings, self.k1, self.b).store(files[BM25], self._cache_dir, self.index_id)
-            publish(self.artifacts, self.index_id, files)
+            # Readers find the decoded BM25 arrays ready instead of decoding the new file, and what this
+            # writer checked of the files instead of checking it again (core.index.verified).
+            key = BM25Index.from_postings(postings, self.k1, self.b).store(files[BM25], self._cache_dir, self.index_id)
+            ends = np.flatnonzero(np.frombuffer(files[DOCS], dtype=np.uint8) == 10)
+            publish(self.artifacts, self.index_id, files,
+                    before_swap=lambda d: verified.record(self._cache_dir, self.index_id, [d / n for n in FILES],
+                                                          ends=ends, bm25_key=key))
             report.published = True
             report.bytes_written = sum(len(v) for v in files.values())
             tick("write", 1, 1)
