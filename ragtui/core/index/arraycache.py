@@ -135,6 +135,8 @@ def _store(entry: Path, arrays: dict[str, np.ndarray]) -> None:
         for key, value in arrays.items():
             np.save(tmp / f"{key}.npy", np.ascontiguousarray(value), allow_pickle=False)
         (tmp / _MARKER).write_bytes(b"")
+        if entry.is_symlink() or (os.path.lexists(entry) and not entry.is_dir()):
+            entry.unlink()  # a file or link under the entry's name: in the way, never read
         shutil.rmtree(entry, ignore_errors=True)
         os.rename(tmp, entry)
     finally:
