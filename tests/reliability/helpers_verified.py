@@ -53,7 +53,7 @@ def entry_dir(link: Path, cache: Path) -> Path:
     """The verified entry of the generation ``link`` names now."""
     real = Path(os.path.realpath(link))
     stamps = [verified.file_stamp(os.stat(real / name)) for name in FILES]
-    return cache / f"{verified.KIND}-{INDEX_ID}-{verified.entry_key(stamps)}"
+    return cache / f"{verified.KIND}-{link.name}-{verified.entry_key(stamps)}"
 
 
 def fingerprint(data: IndexData) -> dict[str, object]:

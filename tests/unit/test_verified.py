@@ -222,3 +222,18 @@ def test_a_retriever_reloads_through_the_entry(published, monkeypatch):
     assert reader.reload()
     assert reader.data.stats["verified_entry"] is True and counts.total() == (0, 0, 0)
     assert reader.search("otters", mode="bm25", k=1)[0].doc_id.endswith("d2.md")
+
+
+def test_removing_an_index_removes_its_entries_and_no_other_index_s(tmp_path):
+    from ragtui.core.ingest.remove import remove_index
+
+    art = tmp_path / "art"
+    for name in ("docs", "docs-2"):
+        make_docs(tmp_path / name)
+        run(tmp_path / name, art)
+    cache = art / "rag" / ".cache"
+    assert entry_dir(art / "rag" / "docs", cache).is_dir()
+    kept = entry_dir(art / "rag" / "docs-2", cache)
+    remove_index(art, "docs")
+    assert not any(p.name.startswith("verified-docs-") and p != kept for p in cache.iterdir())
+    assert kept.is_dir()
