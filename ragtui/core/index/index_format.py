@@ -70,6 +70,7 @@ class IndexData:
     """(n_chunks, dim) float32, read-only, memory-mapped when non-empty."""
     bm25: BM25Index
     stats: dict[str, object] = field(default_factory=dict)
+    """How it was read: ``verified_entry`` is True when its writer's record (``verified``) stood in for checks."""
 
     @property
     def n_chunks(self) -> int:
