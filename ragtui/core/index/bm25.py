@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import shutil
 import struct
 import threading
 from collections import Counter
@@ -278,7 +279,11 @@ class BM25Index:
         if cache_dir is None:
             return cls.decode(data, k1, b, path)
         key = cls.cache_key(data, k1, b)
-        arrays, _ = cached_arrays(cache_dir, "bm25", name, key, lambda: cls.decode(data, k1, b, path).to_arrays())
+        arrays, cached = cached_arrays(cache_dir, "bm25", name, key, lambda: cls.decode(data, k1, b, path).to_arrays())
+        if cached and not _sound(arrays, k1, b):
+            # Damaged but readable (a file of the entry lost or cut short): drop it and decode anew.
+            shutil.rmtree(Path(cache_dir) / f"bm25-{name}-{key}", ignore_errors=True)
+            arrays, _ = cached_arrays(cache_dir, "bm25", name, key, lambda: cls.decode(data, k1, b, path).to_arrays())
         return cls.from_arrays(arrays)
 
     @classmethod
@@ -431,6 +436,46 @@ _BLOCKS_LOCK = threading.Lock()
 _MEMO_TERMS = 1 << 16
 """``term_ids`` remembers this many looked-up query terms per index (found or not), then starts over.
 A dict is safe to share between threads here: a racing reader at worst looks a term up again."""
+
+
+_KINDS = {"doc_len": "u", "term_blob": "u", "term_starts": "i", "df": "iu", "offsets": "i", "post_doc": "i",
+          "post_tf": "iu", "weights": "f", "term_key": "u"}
+"""The dtype kind each cached array must have (``term_key`` may be missing: it is derived)."""
+
+
+def _sound(arrays: dict[str, np.ndarray], k1: float, b: float) -> bool:
+    """Whether a cache entry's arrays fit together as one decoded index (its sizes and bounds).
+
+    The entry is keyed by the file's SHA-256, so it cannot be stale; this
+    catches an entry damaged since it was written (a file missing, cut
+    short, or of another shape), which would otherwise fail deep inside a
+    search. It costs a look at each array's shape and ends, not a pass over
+    the postings.
+    """
+    try:
+        scalars = arrays["scalars"]
+        if scalars.shape != (4,) or not np.isfinite(scalars).all() or (float(scalars[2]), float(scalars[3])) != (k1, b):
+            return False
+        for name, kinds in _KINDS.items():
+            a = arrays.get(name)
+            if a is None:
+                if name == "term_key":
+                    continue
+                return False
+            if a.ndim != 1 or a.dtype.kind not in kinds:
+                return False
+        n_docs, n_terms = int(scalars[0]), arrays["df"].size
+        starts, offsets, n_post = arrays["term_starts"], arrays["offsets"], arrays["post_doc"].size
+        return bool(
+            n_docs == arrays["doc_len"].size
+            and starts.size == n_terms + 1 and offsets.size == n_terms + 1
+            and int(starts[0]) == 0 and int(starts[-1]) == arrays["term_blob"].size
+            and int(offsets[0]) == 0 and int(offsets[-1]) == n_post
+            and arrays["post_tf"].size == n_post and arrays["weights"].size == n_post
+            and ("term_key" not in arrays or arrays["term_key"].size == n_terms)
+        )
+    except (KeyError, IndexError, ValueError, TypeError):
+        return False
 
 
 def _decode_postings(
