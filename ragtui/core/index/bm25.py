@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import math
+import shutil
 import struct
 import threading
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeGuard
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -211,33 +212,10 @@ class BM25Index:
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray]) -> BM25Index:
-        """The index ``to_arrays`` gave; ``ValueError`` when the arrays lack the kinds and sizes one has.
-
-        Those are checked (O(1)) because the arrays come from files in the
-        cache: an entry cut short or of another shape is refused, and the
-        caller decodes bm25.idx instead.
-        """
-        if "term_key" not in arrays and "term_blob" in arrays and "term_starts" in arrays:
-            # derived: an entry that lost it still loads (an unusable blob fails the checks below)
-            if not (_shaped(arrays["term_blob"], "u") and _shaped(arrays["term_starts"], "iu")):
-                raise ValueError("a BM25 cache entry has arrays of the wrong kind")
+        n_docs, avgdl, k1, b = (float(x) for x in arrays["scalars"])
+        if "term_key" not in arrays:  # derived: an entry that lost it still loads
             arrays = {**arrays, "term_key": term_keys(arrays["term_blob"], arrays["term_starts"])}
-        scalars = arrays.get("scalars")
-        if not _shaped(scalars, "f") or scalars.size != 4 or any(not _shaped(arrays.get(n), _KINDS[n]) for n in _ARRAYS):
-            raise ValueError("a BM25 cache entry lacks an array or holds one of the wrong kind")
-        n_docs_f, avgdl, k1, b = (float(x) for x in scalars)
-        if not (math.isfinite(n_docs_f) and n_docs_f >= 0 and n_docs_f == int(n_docs_f)):
-            raise ValueError("a BM25 cache entry holds a bad n_docs")
-        n_docs, got = int(n_docs_f), {name: arrays[name] for name in _ARRAYS}
-        n_terms = got["df"].size
-        n_postings = got["post_doc"].size
-        if (got["doc_len"].size != n_docs or got["term_starts"].size != n_terms + 1
-                or got["offsets"].size != n_terms + 1 or got["term_key"].size != n_terms
-                or got["post_tf"].size != n_postings or got["weights"].size != n_postings
-                or (n_terms and (int(got["offsets"][-1]) != n_postings
-                                 or int(got["term_starts"][-1]) != got["term_blob"].size))):
-            raise ValueError("the arrays of a BM25 cache entry disagree in size")
-        return cls(n_docs, avgdl, k1, b, **got)
+        return cls(int(n_docs), avgdl, k1, b, **{name: arrays[name] for name in _ARRAYS})
 
     def describes(self, data: bytes | memoryview | mmap.mmap) -> bool:
         """Whether bm25.idx bytes ``data`` have this index's header and doc_len (a cheap check, not a decoding)."""
@@ -324,19 +302,17 @@ class BM25Index:
             return cls.decode(data, k1, b, path)
         if key is not None:
             found = load_entry(cache_dir, "bm25", name, key)
-            if found is not None:
-                try:
-                    index = cls.from_arrays(found)
-                    if index.k1 == k1 and index.b == b and index.describes(data):
-                        return index
-                except ValueError:
-                    pass
+            if found is not None and _sound(found, k1, b):
+                index = cls.from_arrays(found)
+                if index.describes(data):
+                    return index
         key = cls.cache_key(data, k1, b)
-        arrays, _ = cached_arrays(cache_dir, "bm25", name, key, lambda: cls.decode(data, k1, b, path).to_arrays())
-        try:
-            return cls.from_arrays(arrays)
-        except ValueError:  # a damaged entry under the right name: decode, as without a cache
-            return cls.decode(data, k1, b, path)
+        arrays, cached = cached_arrays(cache_dir, "bm25", name, key, lambda: cls.decode(data, k1, b, path).to_arrays())
+        if cached and not _sound(arrays, k1, b):
+            # Damaged but readable (a file of the entry lost or cut short): drop it and decode anew.
+            shutil.rmtree(Path(cache_dir) / f"bm25-{name}-{key}", ignore_errors=True)
+            arrays, _ = cached_arrays(cache_dir, "bm25", name, key, lambda: cls.decode(data, k1, b, path).to_arrays())
+        return cls.from_arrays(arrays)
 
     @classmethod
     def decode(cls, data: bytes | memoryview | mmap.mmap, k1: float, b: float, path: str = "bm25.idx") -> BM25Index:
@@ -484,18 +460,50 @@ class BM25Index:
 
 
 _ARRAYS = ("doc_len", "term_blob", "term_starts", "df", "offsets", "post_doc", "post_tf", "weights", "term_key")
-_KINDS = {"doc_len": "u", "term_blob": "u", "term_starts": "iu", "df": "iu", "offsets": "iu", "post_doc": "u",
-          "post_tf": "u", "weights": "f", "term_key": "u"}
-"""The numpy kinds each array of ``to_arrays`` has (a cache entry with other kinds is refused)."""
-
-
-def _shaped(a: object, kinds: str) -> TypeGuard[np.ndarray]:
-    """Whether ``a`` is a one-dimensional numpy array of one of the dtype ``kinds`` ("u", "iu", "f")."""
-    return isinstance(a, np.ndarray) and a.ndim == 1 and a.dtype.kind in kinds
 _BLOCKS_LOCK = threading.Lock()
 _MEMO_TERMS = 1 << 16
 """``term_ids`` remembers this many looked-up query terms per index (found or not), then starts over.
 A dict is safe to share between threads here: a racing reader at worst looks a term up again."""
+
+
+_KINDS = {"doc_len": "u", "term_blob": "u", "term_starts": "i", "df": "iu", "offsets": "i", "post_doc": "u",
+          "post_tf": "iu", "weights": "f", "term_key": "u"}
+"""The dtype kind each cached array has (``to_arrays``: post_doc is uint32); ``term_key`` may be missing (derived)."""
+
+
+def _sound(arrays: dict[str, np.ndarray], k1: float, b: float) -> bool:
+    """Whether a cache entry's arrays fit together as one decoded index (its sizes and bounds).
+
+    The entry is keyed by the file's SHA-256, so it cannot be stale; this
+    catches an entry damaged since it was written (a file missing, cut
+    short, or of another shape), which would otherwise fail deep inside a
+    search. It costs a look at each array's shape and ends, not a pass over
+    the postings.
+    """
+    try:
+        scalars = arrays["scalars"]
+        if scalars.shape != (4,) or not np.isfinite(scalars).all() or (float(scalars[2]), float(scalars[3])) != (k1, b):
+            return False
+        for name, kinds in _KINDS.items():
+            a = arrays.get(name)
+            if a is None:
+                if name == "term_key":
+                    continue
+                return False
+            if a.ndim != 1 or a.dtype.kind not in kinds:
+                return False
+        n_docs, n_terms = int(scalars[0]), arrays["df"].size
+        starts, offsets, n_post = arrays["term_starts"], arrays["offsets"], arrays["post_doc"].size
+        return bool(
+            n_docs == arrays["doc_len"].size
+            and starts.size == n_terms + 1 and offsets.size == n_terms + 1
+            and int(starts[0]) == 0 and int(starts[-1]) == arrays["term_blob"].size
+            and int(offsets[0]) == 0 and int(offsets[-1]) == n_post
+            and arrays["post_tf"].size == n_post and arrays["weights"].size == n_post
+            and ("term_key" not in arrays or arrays["term_key"].size == n_terms)
+        )
+    except (KeyError, IndexError, ValueError, TypeError):
+        return False
 
 
 def _decode_postings(
