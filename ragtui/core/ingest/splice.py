@@ -22,11 +22,12 @@ import numpy as np
 import numpy.typing as npt
 
 from ragtui.core.errors import IndexFormatError, IndexMissingError
+from ragtui.core.index import verified
 from ragtui.core.index.analyzer import analyze
 from ragtui.core.index.bm25 import BM25Index
 from ragtui.core.index.bm25_write import PostingBytes, encode_spliced_carried, splice_postings
 from ragtui.core.index.docs_file import DocsFile
-from ragtui.core.index.index_format import BM25, DOCS, META, VECTORS, IndexData, generation_of, read_index
+from ragtui.core.index.index_format import BM25, DOCS, FILES, META, VECTORS, IndexData, generation_of, read_index
 from ragtui.core.index.records import IndexMeta, encode_docs, encode_meta
 from ragtui.core.ingest.assemble import Assembly, Previous
 from ragtui.core.ingest.publish import FileRange, NewGeneration, file_size
@@ -136,6 +137,8 @@ class Spliced:
     bm25: BM25Index
     bm25_raw: bytes
     posting_bytes: PostingBytes
+    ends: npt.NDArray[np.int64]
+    """The offset of each newline of the docs.jsonl published."""
 
 
 def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembly, meta: IndexMeta,
@@ -170,13 +173,16 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
             decoded = BM25Index.from_postings(postings, meta.k1, meta.b)
             report.seconds["weights"] = time.perf_counter() - t0 - report.seconds["encode"]
             t0 = time.perf_counter()
-            # Before the link: readers that reload find the decoded arrays instead of decoding the file.
-            decoded.store(bm25_bytes, cache_dir, index_id)
+            # Before the link: readers that reload find the decoded arrays instead of decoding the file,
+            # and what this writer checked of the files instead of checking it again (core.index.verified).
+            bm25_key = decoded.store(bm25_bytes, cache_dir, index_id)
+            ends = _docs_ends(gen, asm, pieces[DOCS])
             report.seconds["cache"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             files[BM25] = [bm25_bytes]
             new.write({BM25: files[BM25]})
-            new.commit(tidy=False)
+            new.commit(tidy=False, before_swap=lambda d: verified.record(
+                cache_dir, index_id, [d / n for n in FILES], ends=ends, bm25_key=bm25_key))
     finally:
         for fd in (sources or {}).values():
             os.close(fd)
@@ -185,7 +191,22 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
     # What the publish adds once the BM25 work is done: the wait for the thread, bm25.idx, the renames.
     report.seconds["write"] = time.perf_counter() - t0
     tick("write", 1, 1)
-    return Spliced(meta, pieces, decoded, bm25_bytes, layout)
+    return Spliced(meta, pieces, decoded, bm25_bytes, layout, ends)
+
+
+def _docs_ends(gen: Generation, asm: Assembly, docs: Sequence[Piece]) -> npt.NDArray[np.int64]:
+    """The newline offsets of the docs.jsonl that ``docs`` (one piece per segment of ``asm``) make up."""
+    old = gen.data
+    ends: list[npt.NDArray[np.int64]] = []
+    pos = 0
+    for seg, piece in zip(asm.segments, docs):
+        if seg.source == "old":
+            ends.append(old.records.line_ends(seg.lo, seg.hi) + pos)
+        else:
+            assert not isinstance(piece, FileRange)
+            ends.append(np.flatnonzero(np.frombuffer(piece, dtype=np.uint8) == 10) + pos)
+        pos += file_size([piece])
+    return np.concatenate(ends).astype(np.int64, copy=False) if ends else np.zeros(0, dtype=np.int64)
 
 
 def _pieces(gen: Generation, asm: Assembly, sources: dict[str, int] | None) -> dict[str, list[Piece]]:
@@ -238,24 +259,18 @@ def following(target: Path, gen: Generation, asm: Assembly, done: Spliced) -> Ge
     stamp = index_stamp(target)
     if stamp is None:
         return None
-    old, meta = gen.data, done.meta
-    ends: list[npt.NDArray[np.int64]] = []
+    meta = done.meta
     fps: list[npt.NDArray[np.bytes_]] = []
-    pos = 0
-    for seg, piece in zip(asm.segments, done.pieces[DOCS]):
+    for seg in asm.segments:
         if seg.source == "old":
-            ends.append(old.records.line_ends(seg.lo, seg.hi) + pos)
             fps.append(gen.fingerprints[seg.lo : seg.hi])
         else:
-            assert not isinstance(piece, FileRange)
-            ends.append(np.flatnonzero(np.frombuffer(piece, dtype=np.uint8) == 10) + pos)
             fps.append(np.array([r.fingerprint.encode("ascii") for r in asm.records[seg.lo : seg.hi]], dtype="S64"))
-        pos += file_size([piece])
     mapped = _map_published(stamp)
     if mapped is None:
         return None
     where = os.path.join(target, DOCS)
-    records = DocsFile(mapped[DOCS], where, meta, ends=np.concatenate(ends) if ends else np.zeros(0, dtype=np.int64))
+    records = DocsFile(mapped[DOCS], where, meta, ends=done.ends)
     vectors = (
         np.frombuffer(mapped[VECTORS], dtype="<f4").reshape(meta.n_chunks, meta.dim)
         if meta.n_chunks else np.zeros((0, meta.dim), dtype=np.float32)

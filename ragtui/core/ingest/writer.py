@@ -28,10 +28,11 @@ import numpy as np
 
 from ragtui.core.embedders.base import Embedder, known_dim
 from ragtui.core.errors import IndexFormatError, IndexMissingError, UsageError
+from ragtui.core.index import verified
 from ragtui.core.index.analyzer import analyze
 from ragtui.core.index.bm25 import BM25Index, check_bm25_params
 from ragtui.core.index.bm25_write import build_postings
-from ragtui.core.index.index_format import BM25, IndexData, generation_of, read_index
+from ragtui.core.index.index_format import BM25, DOCS, FILES, IndexData, generation_of, read_index
 from ragtui.core.index.records import IndexMeta
 from ragtui.core.ingest.assemble import Previous, assemble, chunk_all, embed_pending, expand
 from ragtui.core.ingest.journal import EmbedJournal
@@ -331,10 +332,13 @@ class IndexWriter:
             with NewGeneration(self.artifacts, self.index_id) as new:
                 # A thread writes and flushes the other three files meanwhile.
                 new.write_behind({name: data for name, data in files.items() if name != BM25})
-                # Readers find the decoded BM25 arrays ready instead of decoding the new file.
-                BM25Index.from_postings(postings, self.k1, self.b).store(files[BM25], self._cache_dir, self.index_id)
+                # Readers find the decoded BM25 arrays ready instead of decoding the new file, and what this
+                # writer checked of the files instead of checking it again (core.index.verified).
+                key = BM25Index.from_postings(postings, self.k1, self.b).store(files[BM25], self._cache_dir, self.index_id)
+                ends = np.flatnonzero(np.frombuffer(files[DOCS], dtype=np.uint8) == 10)
                 new.write({BM25: files[BM25]})
-                new.commit()
+                new.commit(before_swap=lambda d: verified.record(self._cache_dir, self.index_id, [d / n for n in FILES],
+                                                                 ends=ends, bm25_key=key))
             report.published = True
             report.bytes_written = sum(len(v) for v in files.values())
             tick("write", 1, 1)
