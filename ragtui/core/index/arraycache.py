@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["cached_arrays", "evict", "load_entry", "remove_dead_temporaries", "store_arrays"]
+__all__ = ["StagedArrays", "cached_arrays", "evict", "load_entry", "remove_dead_temporaries", "store_arrays"]
 
 _MARKER = "complete"
 
@@ -127,18 +127,63 @@ def evict(cache_dir: Path, kind: str, name: str, keep: int = 2) -> None:
         pass
 
 
-def _store(entry: Path, arrays: dict[str, np.ndarray]) -> None:
-    tmp = entry.with_name(entry.name + f".tmp{os.getpid()}")
+class StagedArrays:
+    """``store_arrays`` in two steps, for a caller that has the arrays before it knows their key.
+
+    The arrays are written now under a temporary name (never read; removed
+    once this process is gone); ``place`` names them with the key. Best
+    effort like every write here: a failure leaves no entry, which costs the
+    next load time, nothing else.
+    """
+
+    def __init__(self, cache_dir: Path, kind: str, name: str, arrays: dict[str, np.ndarray]) -> None:
+        self._prefix = f"{kind}-{name}-"
+        tmp = Path(cache_dir) / f"{kind}-{name}-staged.tmp{os.getpid()}"
+        self._tmp: Path | None = tmp
+        try:
+            _write_entry(tmp, arrays)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+            self._tmp = None
+
+    def place(self, key: str) -> bool:
+        """Name the arrays as the entry of ``key``; True when that entry is there (placed now or before)."""
+        tmp, self._tmp = self._tmp, None
+        if tmp is None:
+            return False
+        entry = tmp.with_name(self._prefix + key)
+        try:
+            if not (entry / _MARKER).is_file():
+                _rename_into(tmp, entry)
+                os.utime(entry)
+        except OSError:
+            return False
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return True
+
+
+def _write_entry(tmp: Path, arrays: dict[str, np.ndarray]) -> None:
+    """The arrays and the ``complete`` marker in the new directory ``tmp`` (replacing what a failed attempt left)."""
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
+    for key, value in arrays.items():
+        np.save(tmp / f"{key}.npy", np.ascontiguousarray(value), allow_pickle=False)
+    (tmp / _MARKER).write_bytes(b"")
+
+
+def _rename_into(tmp: Path, entry: Path) -> None:
+    if entry.is_symlink() or (os.path.lexists(entry) and not entry.is_dir()):
+        entry.unlink()  # a file or link under the entry's name: in the way, never read
+    shutil.rmtree(entry, ignore_errors=True)
+    os.rename(tmp, entry)
+
+
+def _store(entry: Path, arrays: dict[str, np.ndarray]) -> None:
+    tmp = entry.with_name(entry.name + f".tmp{os.getpid()}")
     try:
-        for key, value in arrays.items():
-            np.save(tmp / f"{key}.npy", np.ascontiguousarray(value), allow_pickle=False)
-        (tmp / _MARKER).write_bytes(b"")
-        if entry.is_symlink() or (os.path.lexists(entry) and not entry.is_dir()):
-            entry.unlink()  # a file or link under the entry's name: in the way, never read
-        shutil.rmtree(entry, ignore_errors=True)
-        os.rename(tmp, entry)
+        _write_entry(tmp, arrays)
+        _rename_into(tmp, entry)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     os.utime(entry)

@@ -15,6 +15,7 @@ import os
 import stat
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -147,8 +148,9 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
 
     meta.json, docs.jsonl and vectors.f32 do not depend on the BM25 work: a
     thread copies and flushes them (``NewGeneration.write_behind``) while this one
-    splices the postings, encodes bm25.idx and leaves the decoded arrays in
-    the cache for readers.
+    splices the postings, works out the weights and encodes bm25.idx; a
+    third thread writes the decoded arrays to the cache for readers during the
+    encoding, named by the new file's SHA-256 before the link is renamed.
     """
     old = gen.data
     t0 = time.perf_counter()
@@ -166,16 +168,23 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
             new.write_behind(files)
             t0 = time.perf_counter()
             postings = splice_postings(old.bm25, asm.row_map, asm.n_rows, asm.new_rows(), new_terms)
-            bm25_bytes, layout = encode_spliced_carried(gen.bm25_raw, old.bm25, postings, gen.posting_bytes)
-            report.seconds["encode"] = time.perf_counter() - t0
-            # Not in a third thread: measured at 100k on 2 busy cores, the weights' large arrays
+            report.seconds["splice"] = time.perf_counter() - t0
+            # The weights here, not in a thread: measured at 100k on 2 busy cores, their large arrays
             # (GIL hand-offs, fresh memory in another malloc arena) made the save slower, not faster.
-            decoded = BM25Index.from_postings(postings, meta.k1, meta.b)
-            report.seconds["weights"] = time.perf_counter() - t0 - report.seconds["encode"]
             t0 = time.perf_counter()
+            decoded = BM25Index.from_postings(postings, meta.k1, meta.b)
+            report.seconds["weights"] = time.perf_counter() - t0
+            with ThreadPoolExecutor(1, thread_name_prefix="bm25 cache") as pool:
+                # Writing the decoded arrays to the cache is I/O: it overlaps the encoding.
+                staging = pool.submit(decoded.stage, cache_dir, index_id)
+                t0 = time.perf_counter()
+                bm25_bytes, layout = encode_spliced_carried(gen.bm25_raw, old.bm25, postings, gen.posting_bytes)
+                report.seconds["encode"] = time.perf_counter() - t0
+                t0 = time.perf_counter()
+                place = staging.result()
             # Before the link: readers that reload find the decoded arrays instead of decoding the file,
             # and what this writer checked of the files instead of checking it again (core.index.verified).
-            bm25_key = decoded.store(bm25_bytes, cache_dir, index_id)
+            bm25_key = place(bm25_bytes)
             ends = _docs_ends(gen, asm, pieces[DOCS])
             report.seconds["cache"] = time.perf_counter() - t0
             t0 = time.perf_counter()
