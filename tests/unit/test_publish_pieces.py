@@ -55,3 +55,53 @@ def test_a_source_shorter_than_its_range_fails_the_publish_and_keeps_the_old_ind
     finally:
         os.close(fd)
     assert not (tmp_path / "art" / "rag" / "x").exists()
+
+
+def _first_generation(tmp_path):
+    files = {META: b"{}", DOCS: b"old docs\n", VECTORS: b"", BM25: b"TLBM-old"}
+    with IndexLock(tmp_path / "art", "x"):
+        return publish(tmp_path / "art", "x", files)
+
+
+def test_written_behind_then_committed_is_the_same_publish(tmp_path):
+    from ragtui.core.ingest.publish import NewGeneration
+
+    _first_generation(tmp_path)
+    with IndexLock(tmp_path / "art", "x"), NewGeneration(tmp_path / "art", "x") as new:
+        new.write_behind({META: b'{"n": 2}', DOCS: [b"new ", b"docs\n"], VECTORS: b"\0" * 8})
+        new.write({BM25: b"TLBM-new"})
+        path = new.commit()
+    assert [(path / n).read_bytes() for n in (META, DOCS, VECTORS, BM25)] == [b'{"n": 2}', b"new docs\n", b"\0" * 8,
+                                                                              b"TLBM-new"]
+    assert len(os.listdir(tmp_path / "art" / "rag" / ".gen" / "x")) == 1  # the old generation is tidied away
+
+
+def test_an_error_while_the_thread_writes_leaves_the_previous_index_and_nothing_else(tmp_path):
+    from ragtui.core.ingest.publish import NewGeneration
+
+    old = _first_generation(tmp_path)
+    gens = sorted(os.listdir(tmp_path / "art" / "rag" / ".gen" / "x"))
+    with IndexLock(tmp_path / "art", "x"), pytest.raises(RuntimeError, match="the BM25 work failed"):
+        with NewGeneration(tmp_path / "art", "x") as new:
+            new.write_behind({META: b"{}", DOCS: b"x" * (1 << 20), VECTORS: b""})
+            raise RuntimeError("the BM25 work failed")
+    assert sorted(os.listdir(tmp_path / "art" / "rag" / ".gen" / "x")) == gens
+    assert (old / BM25).read_bytes() == b"TLBM-old"
+
+
+def test_a_failure_in_the_thread_is_the_next_calls_storage_error(tmp_path):
+    from ragtui.core.errors import StorageError
+    from ragtui.core.ingest.publish import NewGeneration
+
+    class NoSpace(FsOps):
+        def fsync(self, fd):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    old = _first_generation(tmp_path)
+    gens = sorted(os.listdir(tmp_path / "art" / "rag" / ".gen" / "x"))
+    with IndexLock(tmp_path / "art", "x"), NewGeneration(tmp_path / "art", "x", ops=NoSpace()) as new:
+        new.write_behind({META: b"{}", DOCS: b"docs\n", VECTORS: b""})
+        with pytest.raises(StorageError, match=r"flushing .*meta.json to disk failed: No space left.*previous index is unchanged"):
+            new.write({BM25: b"TLBM-new"})
+    assert sorted(os.listdir(tmp_path / "art" / "rag" / ".gen" / "x")) == gens
+    assert (old / BM25).read_bytes() == b"TLBM-old"
