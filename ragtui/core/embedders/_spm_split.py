@@ -113,7 +113,13 @@ class SpmSplitter:
     def cuts(self, text: str) -> list[int]:
         """Start offsets of the pieces: 0, then safe cut points about ``segment`` apart
         (a cut after ``max_gap`` characters without one; see the module docstring)."""
+        return self.plan(text)[0]
+
+    def plan(self, text: str) -> tuple[list[int], list[int]]:
+        """``(cuts, forced)``: ``cuts(text)``, and those of them that are not safe
+        (made after ``max_gap`` characters without a safe boundary; usually none)."""
         out = [0]
+        forced: list[int] = []
         n = len(text)
         pos = self.segment
         while pos < n:
@@ -123,9 +129,24 @@ class SpmSplitter:
                 if limit >= n:
                     break
                 cut = limit
+                forced.append(cut)
             out.append(cut)
             pos = cut + self.segment
-        return out
+        return out, forced
+
+    def safe(self, left: str, right: str) -> bool:
+        """Whether no merge can join the character ``left`` to the character ``right``
+        after it (either may be ``"▁"``, the normaliser's space): BPE of a text cut
+        between them is BPE of the two sides."""
+        joined = self._joined
+        if joined is None:
+            return right == " " and left not in " ▁"  # the rule of _safe_cut
+        return left + right not in joined
+
+    def piece_tokenizer(self) -> _HFTokenizer:
+        """The tokenizer of the pieces (the normaliser without its ``Prepend``):
+        ``encode(" " + text)`` gives the tokens of the full tokenizer's ``encode(text)``."""
+        return self._tk
 
     def _safe_cut(self, text: str, pos: int, limit: int) -> int:
         """The first safe boundary in ``pos .. limit - 1``, or -1."""

@@ -10,19 +10,24 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Sequence
+from itertools import accumulate
 from pathlib import Path
 
+import numpy as np
 from tokenizers import Encoding
 from tokenizers import Tokenizer as _HFTokenizer
 
 from ragtui.core.embedders._spm_split import SpmSplitter
 from ragtui.core.embedders.base import tile_spans
+from ragtui.core.embedders.doc_tokens import DocTokens
 from ragtui.core.errors import UsageError
 
 __all__ = ["HFTokenizer"]
 
 # Below this many characters one plain encode is as fast as splitting.
 _LONG = 8192
+# Characters of pieces handed to one encode_batch by encode_docs (bounds its memory).
+_DOCS_GROUP = 1 << 20
 
 
 class HFTokenizer:
@@ -143,6 +148,80 @@ class HFTokenizer:
             for i, enc in zip(short, encs):
                 out[i] = tile_spans(enc.offsets, len(texts[i]))
         return [s if s is not None else self.spans(t) for s, t in zip(out, texts)]
+
+    def encode_docs(self, texts: Sequence[str]) -> list[DocTokens]:
+        """Each text tokenized once: its spans (``spans(t)``) and ids, and with a
+        SentencePiece-style tokenizer the proof of which windows' ids are a slice
+        (``DocTokens.window_ids``). Parallel in the Rust library.
+
+        Optional: not part of the ``Tokenizer`` protocol (ingest looks it up with
+        ``getattr``). Memory grows with the texts: ingest hands it documents shorter
+        than the chunker's ``LONG_DOCUMENT_CHARS``.
+        """
+        splitter = self.long_text_splitter()
+        if splitter is None:
+            out: list[DocTokens] = []
+            short = [t for t in texts if t and len(t) < _LONG]
+            encs = iter(self._tk.encode_batch(short, add_special_tokens=False) if short else [])
+            for t in texts:
+                if not t:
+                    out.append(DocTokens(t, [], np.zeros(0, dtype=np.int32), None))
+                    continue
+                if len(t) < _LONG:
+                    enc = next(encs)
+                    spans, ids = tile_spans(enc.offsets, len(t)), enc.ids
+                else:  # the plain path splits nothing: one encode, as spans() does
+                    enc = self._tk.encode(t, add_special_tokens=False)
+                    spans, ids = tile_spans(enc.offsets, len(t)), enc.ids
+                out.append(DocTokens(t, spans, np.array(ids, dtype=np.int32), None))
+            return out
+        # Every text is cut where the splitter may cut (a short one is one piece) and
+        # all pieces go through the piece tokenizer in large parallel batches; the
+        # first piece of a text gets the leading space that stands for the Prepend.
+        piece_tk = splitter.piece_tokenizer()
+        pieces: list[str] = []
+        bases: list[int] = []
+        plans: list[tuple[int, int, list[int]]] = []  # per text: first piece, end, forced cuts
+        for t in texts:
+            first = len(pieces)
+            forced: list[int] = []
+            if t:
+                cuts, forced = splitter.plan(t)
+                cuts.append(len(t))
+                for k, (a, b) in enumerate(zip(cuts, cuts[1:])):
+                    pieces.append(" " + t[a:b] if k == 0 else t[a:b])
+                    bases.append(a - 1 if k == 0 else a)
+            plans.append((first, len(pieces), forced))
+        starts_of: list[list[int]] = [[] for _ in pieces]
+        ids_of: list[list[int]] = [[] for _ in pieces]
+        lo = 0
+        while lo < len(pieces):
+            hi, size = lo, 0
+            while hi < len(pieces) and (hi == lo or size + len(pieces[hi]) <= _DOCS_GROUP):
+                size += len(pieces[hi])
+                hi += 1
+            for k, enc in enumerate(piece_tk.encode_batch(pieces[lo:hi], add_special_tokens=False), lo):
+                base = bases[k]
+                starts_of[k] = [s + base for s, _ in enc.offsets]
+                ids_of[k] = enc.ids
+            lo = hi
+        result: list[DocTokens] = []
+        for t, (first, last, forced) in zip(texts, plans):
+            starts = [s for k in range(first, last) for s in starts_of[k]]
+            ids = np.array([i for k in range(first, last) for i in ids_of[k]], dtype=np.int32)
+            spans: list[tuple[int, int]] = []
+            if starts:
+                # tile_spans' rule (as SpmSplitter.iter_spans computes it): a token starts
+                # where its raw offset does, never before the previous one nor past the end.
+                starts[0] = 0
+                starts = list(accumulate(starts, max))
+                if starts[-1] > len(t):
+                    starts = [min(s, len(t)) for s in starts]
+                ends = starts[1:]
+                ends.append(len(t))
+                spans = list(zip(starts, ends))
+            result.append(DocTokens(t, spans, ids, splitter, forced))
+        return result
 
     def encode(self, text: str) -> Encoding:
         """The library's ``Encoding`` of ``text`` (ids, token strings, raw offsets).

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -243,17 +243,26 @@ def chunk_all(
     done = 0
     items = list(new_texts.items())
     spans_many = getattr(tokenizer, "spans_many", None)
+    # With ids kept, a tokenizer with encode_docs gives each document's ids with its spans, and the
+    # chunker takes a window's ids from them where they are provably the window's own.
+    found = getattr(tokenizer, "encode_docs", None) if keep_ids else None
+    encode_docs: Callable[[list[str]], list[Any]] | None = found if callable(found) else None
     for lo in range(0, len(items), CHUNK_BATCH):
         batch = items[lo : lo + CHUNK_BATCH]
         # One parallel tokenizer call for a batch of documents, when the tokenizer offers it;
         # a long document is left to chunk_text, which tokenizes it part by part.
         spans: list[list[tuple[int, int]] | None] = [None] * len(batch)
+        tokens: list[Any] = [None] * len(batch)
         short = [i for i, (_, t) in enumerate(batch) if len(t) < LONG_DOCUMENT_CHARS]
-        if spans_many and short:
+        if encode_docs is not None and short:
+            for i, doc_tokens in zip(short, encode_docs([batch[i][1] for i in short])):
+                tokens[i] = doc_tokens
+        elif spans_many and short:
             for i, doc_spans in zip(short, spans_many([batch[i][1] for i in short])):
                 spans[i] = doc_spans
-        for (doc_id, text), doc_spans in zip(batch, spans):
-            new_chunks[doc_id] = chunk_text(text, tokenizer, max_tokens, overlap, spans=doc_spans, keep_ids=keep_ids)
+        for (doc_id, text), doc_spans, doc_tokens in zip(batch, spans, tokens):
+            new_chunks[doc_id] = chunk_text(text, tokenizer, max_tokens, overlap, spans=doc_spans, keep_ids=keep_ids,
+                                            tokens=doc_tokens)
         done += len(batch)
         tick("chunk", done, len(new_texts))
     tick("chunk", len(new_texts), len(new_texts))

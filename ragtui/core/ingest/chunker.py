@@ -84,6 +84,15 @@ class _Tokenizer(Protocol):
     def count_many(self, texts: Sequence[str]) -> list[int]: ...
 
 
+class _DocTokens(Protocol):
+    """A document tokenized once (``HFTokenizer.encode_docs``)."""
+
+    @property
+    def spans(self) -> list[tuple[int, int]]: ...
+
+    def window(self, start: int, end: int) -> tuple[int, np.ndarray] | None: ...
+
+
 def _ids_many(tok: _Tokenizer) -> Callable[[Sequence[str]], list[list[int]]] | None:
     found = getattr(tok, "ids_many", None)
     return found if callable(found) else None
@@ -113,6 +122,7 @@ def chunk_text(
     overlap: int = DEFAULT_OVERLAP,
     spans: Sequence[tuple[int, int]] | None = None,
     keep_ids: bool = False,
+    tokens: _DocTokens | None = None,
 ) -> list[Chunk]:
     """Chunk ``text`` into windows of at most ``max_tokens`` tokens (spec/chunker.md).
 
@@ -125,6 +135,12 @@ def chunk_text(
     keeps them in ``Chunk.ids``: the chunks are the same, and the caller's
     embedder can take the ids instead of tokenizing every chunk again.
 
+    ``tokens``, when given, must be the tokenizer's ``encode_docs([text])[0]``
+    (instead of ``spans``): its spans are used, and with ``keep_ids`` a window
+    whose ids ``tokens.window`` proves to be a slice of the document's (after
+    a short head tokenized alone, at most) is counted from that slice, not
+    tokenized again. The chunks are the same.
+
     ``tokenizer`` is any object with ``count``, ``spans`` and ``count_many``;
     its spans are character offsets whose starts and ends each never decrease
     (spans may overlap, as byte-fallback pieces of one character do).
@@ -135,7 +151,9 @@ def chunk_text(
     _check_params(max_tokens, overlap)
     if not text or text.isspace():
         return []
-    return _Chunker(text, tokenizer, max_tokens, overlap, spans, keep_ids).run()
+    if tokens is not None:
+        spans = tokens.spans
+    return _Chunker(text, tokenizer, max_tokens, overlap, spans, keep_ids, tokens if keep_ids else None).run()
 
 
 def _check_params(max_tokens: object, overlap: object) -> None:
@@ -164,10 +182,12 @@ class _Chunker:
         overlap: int,
         spans: Sequence[tuple[int, int]] | None = None,
         keep_ids: bool = False,
+        tokens: _DocTokens | None = None,
     ) -> None:
         self.doc = doc
         self.tok = tok
         self.ids_many = _ids_many(tok) if keep_ids else None
+        self.window = tokens.window if tokens is not None and self.ids_many is not None else None
         self.max_tokens = max_tokens
         self.overlap = overlap
         self.tail = max_tokens // 4
@@ -232,7 +252,7 @@ class _Chunker:
     def run(self) -> list[Chunk]:
         chunks: list[Chunk] = []
         counted: dict[tuple[int, int], int] = {}
-        ids_of: dict[tuple[int, int], list[int]] = {}
+        ids_of: dict[tuple[int, int], Sequence[int]] = {}
         a, prev_end = 0, 0
         limit = _PLAN_FIRST
         while True:
@@ -249,7 +269,9 @@ class _Chunker:
             # constant of the chunks kept, however often windows shrink.
             plan, a_after = self._plan(a, prev_end, limit)
             todo = [(s, e) for _, _, s, e in plan if (s, e) not in counted]
-            if todo:
+            if todo and self.window is not None:
+                self._count_windows(todo, counted, ids_of)
+            elif todo:
                 texts = [self.doc[s:e] for s, e in todo]
                 if self.ids_many is not None and all(len(t) < IDS_MAX_CHARS for t in texts):
                     ids = self.ids_many(texts)
@@ -257,11 +279,7 @@ class _Chunker:
                     counts = [len(x) for x in ids]
                 else:
                     counts = self.tok.count_many(texts)
-                if len(counts) != len(todo):
-                    raise EmbeddingError(
-                        f"tokenizer {getattr(self.tok, 'name', '?')!r} counted "
-                        f"{len(counts)} texts when given {len(todo)}"
-                    )
+                self._check_answers(counts, todo)
                 counted.update(zip(todo, counts, strict=True))
             a, fitted, last_start = a_after, True, -1
             for wa, wc, start, end in plan:
@@ -269,7 +287,7 @@ class _Chunker:
                 count = counted[start, end]
                 if 1 <= count <= self.max_tokens:
                     got = ids_of.get((start, end))
-                    kept = np.array(got, dtype=np.int32) if got is not None else None
+                    kept = np.asarray(got, dtype=np.int32) if got is not None else None
                     chunks.append(Chunk(start, end, self.doc[start:end], count, kept))
                     prev_end = end
                     continue
@@ -289,6 +307,51 @@ class _Chunker:
             elif len(plan) == limit:
                 limit = min(_PLAN_MAX, 2 * limit)
         return chunks
+
+    def _check_answers(self, answers: Sequence[object], asked: Sequence[object]) -> None:
+        if len(answers) != len(asked):
+            raise EmbeddingError(
+                f"tokenizer {getattr(self.tok, 'name', '?')!r} counted "
+                f"{len(answers)} texts when given {len(asked)}"
+            )
+
+    def _count_windows(
+        self, todo: list[tuple[int, int]], counted: dict[tuple[int, int], int],
+        ids_of: dict[tuple[int, int], Sequence[int]],
+    ) -> None:
+        """Count windows (and keep their ids) from the document's own ids where ``tokens.window``
+        proves them the windows' own, tokenizing only the heads it names and the other windows."""
+        assert self.window is not None and self.ids_many is not None
+        doc, window = self.doc, self.window
+        asked: list[str] = []
+        parts: list[tuple[tuple[int, int], np.ndarray | None]] = []  # (window, tail); no tail: all asked
+        long = [r for r in todo if r[1] - r[0] >= IDS_MAX_CHARS]
+        if long:  # counted as without ids (see IDS_MAX_CHARS)
+            counts = self.tok.count_many([doc[s:e] for s, e in long])
+            self._check_answers(counts, long)
+            counted.update(zip(long, counts))
+        for r in todo:
+            start, end = r
+            if end - start >= IDS_MAX_CHARS:
+                continue
+            got = window(start, end)
+            if got is None:
+                asked.append(doc[start:end])
+                parts.append((r, None))
+            elif got[0] == start:
+                ids_of[r] = got[1]
+                counted[r] = len(got[1])
+            else:
+                asked.append(doc[start : got[0]])
+                parts.append((r, got[1]))
+        if not asked:
+            return
+        answers = self.ids_many(asked)
+        self._check_answers(answers, asked)
+        for (r, tail), ids in zip(parts, answers):
+            full = ids if tail is None else np.concatenate((np.asarray(ids, dtype=np.int32), tail))
+            ids_of[r] = full
+            counted[r] = len(full)
 
     def _plan(self, a: int, prev_end: int, limit: int) -> tuple[list[tuple[int, int, int, int]], int]:
         """Up to ``limit`` windows (a, c, start, end) from token a on, assuming none
