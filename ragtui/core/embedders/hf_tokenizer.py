@@ -8,8 +8,9 @@ fetched.
 
 from __future__ import annotations
 
+import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import accumulate
 from pathlib import Path
 
@@ -28,6 +29,28 @@ __all__ = ["HFTokenizer"]
 _LONG = 8192
 # Characters of pieces handed to one encode_batch by encode_docs (bounds its memory).
 _DOCS_GROUP = 1 << 20
+_BYTE_PIECE = re.compile(r"<0x([0-9A-F]{2})>")
+
+
+def _grouped(encode: Callable[..., list[Encoding]], pieces: list[str]) -> Iterator[tuple[int, list[Encoding]]]:
+    """``(first index, encodings)`` of consecutive groups of about ``_DOCS_GROUP`` characters."""
+    lo = 0
+    while lo < len(pieces):
+        hi, size = lo, 0
+        while hi < len(pieces) and (hi == lo or size + len(pieces[hi]) <= _DOCS_GROUP):
+            size += len(pieces[hi])
+            hi += 1
+        yield lo, encode(pieces[lo:hi], add_special_tokens=False)
+        lo = hi
+
+
+def _encode_grouped(tk: _HFTokenizer, pieces: list[str]) -> list[list[int]]:
+    """The ids of each piece (no offsets), in parallel groups."""
+    encode = getattr(tk, "encode_batch_fast", tk.encode_batch)
+    out: list[list[int]] = []
+    for _, encs in _grouped(encode, pieces):
+        out.extend(e.ids for e in encs)
+    return out
 
 
 class HFTokenizer:
@@ -60,6 +83,8 @@ class HFTokenizer:
         self._splitter: SpmSplitter | None = None
         self._splitter_ready = not split_long_texts
         self._splitter_lock = threading.Lock()
+        self._lengths: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._lengths_ready = False
 
     @classmethod
     def from_file(cls, path: str | Path, name: str, *, split_long_texts: bool = True) -> HFTokenizer:
@@ -175,9 +200,64 @@ class HFTokenizer:
                     spans, ids = tile_spans(enc.offsets, len(t)), enc.ids
                 out.append(DocTokens(t, spans, np.array(ids, dtype=np.int32), None))
             return out
-        # Every text is cut where the splitter may cut (a short one is one piece) and
-        # all pieces go through the piece tokenizer in large parallel batches; the
-        # first piece of a text gets the leading space that stands for the Prepend.
+        normalized = splitter.normalized_tokenizer()
+        lengths = self._token_lengths() if normalized is not None else None
+        if normalized is None or lengths is None:
+            return self._encode_docs_offsets(texts, splitter)
+        # Every text is normalised here ("▁" + spaces as "▁", what the normaliser does),
+        # cut where the splitter may cut (a short one is one piece), and all pieces go
+        # through the word-splitting tokenizer in large parallel batches. The spans come
+        # from the ids: each token covers as many characters as its text has (a byte
+        # piece: none, but the last of a character's one), the rule tile_spans applies
+        # to the library's offsets (tests compare the two).
+        pieces: list[str] = []
+        plans: list[tuple[int, int, list[int]]] = []  # per text: its pieces, forced cuts
+        for t in texts:
+            first = len(pieces)
+            forced: list[int] = []
+            if t:
+                cuts, forced = splitter.plan(t)
+                norm = "▁" + t.replace(" ", "▁")
+                cuts = [c + 1 for c in cuts]
+                cuts[0] = 0
+                cuts.append(len(norm))
+                pieces.extend(norm[lo:hi] for lo, hi in zip(cuts, cuts[1:]))
+            plans.append((first, len(pieces), forced))
+        ids_of = _encode_grouped(normalized, pieces)
+        chars, is_byte, is_cont = lengths
+        result: list[DocTokens] = []
+        for t, (first, last, forced) in zip(texts, plans):
+            flat: list[int] = []
+            for k in range(first, last):
+                flat.extend(ids_of[k])
+                ids_of[k] = []
+            doc_ids = np.array(flat, dtype=np.int32)
+            if not len(doc_ids):
+                result.append(DocTokens(t, [], doc_ids, splitter, forced))
+                continue
+            width = chars[doc_ids]
+            if (width < 0).any():  # a token whose text is not known (none, in practice)
+                result.extend(self._encode_docs_offsets([t], splitter))
+                continue
+            byte = is_byte[doc_ids]
+            if byte.any():
+                cont_next = np.zeros(len(doc_ids), dtype=bool)
+                cont_next[:-1] = is_cont[doc_ids[1:]]
+                width[byte] = ~cont_next[byte]
+            ends = np.cumsum(width)
+            if ends[-1] != len(t) + 1:  # the tokens' texts do not spell this text: ask for offsets
+                result.extend(self._encode_docs_offsets([t], splitter))
+                continue
+            starts = ends - width - 1  # the prepended ▁ is no character of the text
+            starts[0] = 0
+            starts_list = starts.tolist()
+            ends_list = starts_list[1:]
+            ends_list.append(len(t))
+            result.append(DocTokens(t, list(zip(starts_list, ends_list)), doc_ids, splitter, forced))
+        return result
+
+    def _encode_docs_offsets(self, texts: Sequence[str], splitter: SpmSplitter) -> list[DocTokens]:
+        """``encode_docs`` from the library's offsets (the pieces tokenizer, with its normaliser)."""
         piece_tk = splitter.piece_tokenizer()
         pieces: list[str] = []
         bases: list[int] = []
@@ -194,17 +274,11 @@ class HFTokenizer:
             plans.append((first, len(pieces), forced))
         starts_of: list[list[int]] = [[] for _ in pieces]
         ids_of: list[list[int]] = [[] for _ in pieces]
-        lo = 0
-        while lo < len(pieces):
-            hi, size = lo, 0
-            while hi < len(pieces) and (hi == lo or size + len(pieces[hi]) <= _DOCS_GROUP):
-                size += len(pieces[hi])
-                hi += 1
-            for k, enc in enumerate(piece_tk.encode_batch(pieces[lo:hi], add_special_tokens=False), lo):
+        for lo, encs in _grouped(piece_tk.encode_batch, pieces):
+            for k, enc in enumerate(encs, lo):
                 base = bases[k]
                 starts_of[k] = [s + base for s, _ in enc.offsets]
                 ids_of[k] = enc.ids
-            lo = hi
         result: list[DocTokens] = []
         for t, (first, last, forced) in zip(texts, plans):
             starts = [s for k in range(first, last) for s in starts_of[k]]
@@ -222,6 +296,32 @@ class HFTokenizer:
                 spans = list(zip(starts, ends))
             result.append(DocTokens(t, spans, ids, splitter, forced))
         return result
+
+    def _token_lengths(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """Per token id: characters of its text (-1: not known), whether it is a byte
+        piece, and whether a UTF-8 continuation byte; ``None`` when not every id has a text."""
+        if self._lengths_ready:
+            return self._lengths
+        with self._splitter_lock:
+            if not self._lengths_ready:
+                vocab = self._tk.get_vocab(with_added_tokens=True)
+                size = max(vocab.values(), default=-1) + 1
+                chars = np.full(size, -1, dtype=np.int64)
+                is_byte = np.zeros(size, dtype=bool)
+                is_cont = np.zeros(size, dtype=bool)
+                special = {t.content for t in self._tk.get_added_tokens_decoder().values()}
+                for token, i in vocab.items():
+                    if token in special:
+                        continue
+                    if m := _BYTE_PIECE.fullmatch(token):
+                        is_byte[i] = True
+                        is_cont[i] = 0x80 <= int(m.group(1), 16) < 0xC0
+                        chars[i] = 0
+                    else:
+                        chars[i] = len(token)
+                self._lengths = (chars, is_byte, is_cont)
+                self._lengths_ready = True
+        return self._lengths
 
     def encode(self, text: str) -> Encoding:
         """The library's ``Encoding`` of ``text`` (ids, token strings, raw offsets).

@@ -252,7 +252,7 @@ class _Chunker:
     def run(self) -> list[Chunk]:
         chunks: list[Chunk] = []
         counted: dict[tuple[int, int], int] = {}
-        ids_of: dict[tuple[int, int], Sequence[int]] = {}
+        ids_of: dict[tuple[int, int], Sequence[int] | np.ndarray] = {}
         a, prev_end = 0, 0
         limit = _PLAN_FIRST
         while True:
@@ -317,7 +317,7 @@ class _Chunker:
 
     def _count_windows(
         self, todo: list[tuple[int, int]], counted: dict[tuple[int, int], int],
-        ids_of: dict[tuple[int, int], Sequence[int]],
+        ids_of: dict[tuple[int, int], Sequence[int] | np.ndarray],
     ) -> None:
         """Count windows (and keep their ids) from the document's own ids where ``tokens.window``
         proves them the windows' own, tokenizing only the heads it names and the other windows."""
@@ -376,6 +376,7 @@ class _Chunker:
         self, a: int, c: int, start: int, count: int, prev_end: int
     ) -> tuple[Chunk | None, int]:
         """The chunk of window (a, c) whose first count did not fit, and the next a."""
+        ids: np.ndarray | None = None
         while True:
             if count > self.max_tokens:
                 if c == a:  # one token too many tokens long on its own: skip it
@@ -384,11 +385,26 @@ class _Chunker:
                 end = self._content_end(self.spans[c][1], start)
                 if end <= max(start, prev_end):
                     return None, max(c + 1, a + 1)
-                count = self.tok.count(self.doc[start:end])
+                ids = self._own_ids(start, end)
+                count = self.tok.count(self.doc[start:end]) if ids is None else len(ids)
                 continue
             if count < 1:  # a tokenizer that sees no token in non-blank text
                 return None, max(c + 1, a + 1)
-            return Chunk(start, end, self.doc[start:end], count), self._next_start(a, c, start)
+            return Chunk(start, end, self.doc[start:end], count, ids), self._next_start(a, c, start)
+
+    def _own_ids(self, start: int, end: int) -> np.ndarray | None:
+        """With ``tokens``: the ids of ``doc[start:end]`` alone, sliced where ``tokens.window`` proves
+        them (a head tokenized at most), else tokenized. Without (or for a long text): ``None``."""
+        if self.window is None or self.ids_many is None or end - start >= IDS_MAX_CHARS:
+            return None
+        got = self.window(start, end)
+        head_end, tail = got if got is not None else (end, None)
+        if head_end == start:
+            return tail
+        head = self.ids_many([self.doc[start:head_end]])
+        self._check_answers(head, [start])
+        ids = np.asarray(head[0], dtype=np.int32)
+        return ids if tail is None else np.concatenate((ids, tail))
 
     def _next_start(self, a: int, c: int, start: int) -> int:
         nxt = max(c + 1 - self.overlap, a + 1)
