@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 from pathlib import Path
@@ -236,3 +237,55 @@ def test_reader_in_another_process_never_sees_a_mix(tmp_path):
         reads, errors = q.get(timeout=120)
         proc.join(timeout=60)
     assert errors == [] and reads >= 5
+
+
+class _TextOnly:
+    """The wordllama embedder seen without embed_ids (nor its tokenizer's encode_docs): every chunk
+    is counted and embedded from its text, the plain path ingest took before ids were shared."""
+
+    def __init__(self, inner):
+        self._inner = inner
+        self.model, self.dim = inner.model, inner.dim
+
+        class Tok:
+            name = inner.tokenizer.name
+            count = staticmethod(inner.tokenizer.count)
+            spans = staticmethod(inner.tokenizer.spans)
+            count_many = staticmethod(inner.tokenizer.count_many)
+
+        self.tokenizer = Tok()
+
+    def embed(self, texts):
+        return self._inner.embed(texts)
+
+    def close(self):
+        pass
+
+
+def test_shared_token_ids_leave_the_index_bytes_unchanged(tmp_path):
+    # Ingest tokenizes each document once and slices the chunks' ids from it: the four files must be
+    # the bytes of counting and embedding every chunk from its own text (created_at aside).
+    pytest.importorskip("tokenizers")
+    from ragtui.core.embedders import make_embedder
+    from ragtui.core.errors import EmbeddingError
+    from tests.conftest import shared_data
+
+    try:
+        emb = make_embedder("wordllama")
+    except EmbeddingError as exc:
+        pytest.skip(f"wordllama is not installed: {exc}")
+    folder = tmp_path / "docs"
+    for path in sorted(shared_data("corpora", "python-docs").rglob("*.txt"))[5::60]:
+        write(folder / path.name, path.read_text(encoding="utf-8"))
+    write(folder / "odd.txt", "  indented  start\n\tx😀y  naïve 漢字 <s> ▁marker\r\n" * 300 + "z" * 9000)
+    write(folder / "long.txt", ("word " * 60 + "\n") * 5000)  # past LONG_DOCUMENT_CHARS: tokenized part by part
+    reports = {}
+    for name, e in (("shared", emb), ("plain", _TextOnly(emb))):
+        reports[name] = sync(folder, artifacts=tmp_path / name, embedder=e, max_tokens=64, overlap=8)
+    assert reports["shared"].chunks_total == reports["plain"].chunks_total > 300
+    for f in ("docs.jsonl", "vectors.f32", "bm25.idx"):
+        assert (tmp_path / "shared" / "rag" / "docs" / f).read_bytes() == (tmp_path / "plain" / "rag" / "docs" / f).read_bytes(), f
+    metas = [json.loads((tmp_path / n / "rag" / "docs" / "meta.json").read_text()) for n in ("shared", "plain")]
+    for m in metas:
+        m.pop("created_at")
+    assert metas[0] == metas[1] and metas[0]["tokenizer"] == emb.tokenizer.name

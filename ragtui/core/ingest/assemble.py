@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -247,11 +248,12 @@ def chunk_all(
     # chunker takes a window's ids from them where they are provably the window's own.
     found = getattr(tokenizer, "encode_docs", None) if keep_ids else None
     encode_docs: Callable[[list[str]], list[Any]] | None = found if callable(found) else None
-    for lo in range(0, len(items), CHUNK_BATCH):
-        batch = items[lo : lo + CHUNK_BATCH]
+    batches = [items[lo : lo + CHUNK_BATCH] for lo in range(0, len(items), CHUNK_BATCH)]
+
+    def tokenize(batch: list[tuple[str, str]]) -> tuple[list[Any], list[Any]]:
         # One parallel tokenizer call for a batch of documents, when the tokenizer offers it;
         # a long document is left to chunk_text, which tokenizes it part by part.
-        spans: list[list[tuple[int, int]] | None] = [None] * len(batch)
+        spans: list[Any] = [None] * len(batch)
         tokens: list[Any] = [None] * len(batch)
         short = [i for i, (_, t) in enumerate(batch) if len(t) < LONG_DOCUMENT_CHARS]
         if encode_docs is not None and short:
@@ -260,11 +262,22 @@ def chunk_all(
         elif spans_many and short:
             for i, doc_spans in zip(short, spans_many([batch[i][1] for i in short])):
                 spans[i] = doc_spans
-        for (doc_id, text), doc_spans, doc_tokens in zip(batch, spans, tokens):
-            new_chunks[doc_id] = chunk_text(text, tokenizer, max_tokens, overlap, spans=doc_spans, keep_ids=keep_ids,
-                                            tokens=doc_tokens)
-        done += len(batch)
-        tick("chunk", done, len(new_texts))
+        return spans, tokens
+
+    # The next batch is tokenized (in the Rust library, without the GIL) while this one is
+    # cut in Python: two batches' tokens are held at most.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragtui-tokenize") as pool:
+        ahead = pool.submit(tokenize, batches[0]) if batches else None
+        for k, batch in enumerate(batches):
+            assert ahead is not None
+            spans, tokens = ahead.result()
+            ahead = pool.submit(tokenize, batches[k + 1]) if k + 1 < len(batches) else None
+            for (doc_id, text), doc_spans, doc_tokens in zip(batch, spans, tokens):
+                new_chunks[doc_id] = chunk_text(text, tokenizer, max_tokens, overlap, spans=doc_spans,
+                                                keep_ids=keep_ids, tokens=doc_tokens)
+            del spans, tokens
+            done += len(batch)
+            tick("chunk", done, len(new_texts))
     tick("chunk", len(new_texts), len(new_texts))
     report.seconds["chunk"] = time.perf_counter() - t0
     return new_chunks

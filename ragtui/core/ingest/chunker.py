@@ -199,6 +199,7 @@ class _Chunker:
             # A long document is tokenized part by part as the windows reach it,
             # and the tokens behind them are let go: memory stays bounded.
             self._parts = iter(tok.iter_spans(doc))
+            self._ends: list[int] | None = None
             self.spans: Sequence[tuple[int, int]] = []
             self.n = 0
             self.done = False
@@ -209,6 +210,8 @@ class _Chunker:
             self.n = len(self.spans)
             self.done = True
             self._check_offsets(self.spans)
+            # The ends on their own: _cut's bisection then runs without a key function.
+            self._ends = [e for _, e in self.spans]
 
     def _check_offsets(self, spans: Sequence[tuple[int, int]]) -> None:
         # O(1) guard against a tokenizer that reports byte offsets or other garbage.
@@ -444,7 +447,7 @@ class _Chunker:
         lo = b - 1 - self.tail
         start = self._content_start(self.spans[a][0])
         best_kind, best = _NONE, -1
-        doc, spans = self.doc, self.spans
+        doc, spans, ends = self.doc, self.spans, self._ends
         p = spans[lo][1]
         if p <= start:
             p = start
@@ -459,7 +462,7 @@ class _Chunker:
             stop = self._content_start(spans[b - 1][1])
         for run in _BREAK_RUN.finditer(doc, p, stop):
             rs, re_ = run.span()
-            j = bisect_right(spans, re_, lo, b, key=_end) - 1
+            j = (bisect_right(spans, re_, lo, b, key=_end) if ends is None else bisect_right(ends, re_, lo, b)) - 1
             if j < lo or spans[j][1] < rs:
                 continue  # no candidate cut ends inside this run
             kind = _run_kind(doc, rs, re_)
