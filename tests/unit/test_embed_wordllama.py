@@ -411,7 +411,10 @@ def _check_windows(tok, plain, text, dt, pairs):
         head_end, tail = got
         assert start <= head_end < end
         ids = plain.ids_many([text[start:head_end]])[0] if head_end > start else []
-        assert ids + tail.tolist() == plain.ids_many([text[start:end]])[0], (text, start, end)
+        own = plain.ids_many([text[start:end]])[0]
+        assert ids + tail.tolist() == own, (text, start, end)
+        assert dt.window_ids(start, end).tolist() == own  # the head tokenized in this thread
+        assert tok.ids_one(text[start:end]) == own
 
 
 @settings(max_examples=300, deadline=None)

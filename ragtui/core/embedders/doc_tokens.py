@@ -30,7 +30,7 @@ of the window's text.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from operator import itemgetter
 from typing import TYPE_CHECKING
 
@@ -50,7 +50,7 @@ HEAD_MAX = 64
 class DocTokens:
     """One document's tiled ``spans`` and ``ids`` (int32, one per span), from one tokenization."""
 
-    __slots__ = ("_forced", "_splitter", "ids", "spans", "text")
+    __slots__ = ("_encode_one", "_forced", "_splitter", "ids", "spans", "text")
 
     def __init__(
         self,
@@ -59,10 +59,13 @@ class DocTokens:
         ids: np.ndarray,
         splitter: SpmSplitter | None,
         forced: Sequence[int] = (),
+        encode_one: Callable[[str], list[int]] | None = None,
     ) -> None:
         """``splitter``: the tokenizer's proof of safe cuts; ``None`` means no window is
         provably a slice (``window_ids`` always answers ``None``). ``forced``: the
-        places the document's own tokenization was cut without that proof."""
+        places the document's own tokenization was cut without that proof.
+        ``encode_one``: the ids of a text alone, computed in the calling thread
+        (for heads; without it ``window_ids`` answers only windows without a head)."""
         if len(ids) != len(spans):
             raise ValueError(f"{len(ids)} ids for {len(spans)} spans")
         self.text = text
@@ -70,6 +73,21 @@ class DocTokens:
         self.ids = ids
         self._splitter = splitter
         self._forced = tuple(forced)
+        self._encode_one = encode_one
+
+    def window_ids(self, start: int, end: int) -> np.ndarray | None:
+        """The ids of tokenizing ``text[start:end]`` alone, when ``window`` proves how
+        to get them (its head, if any, tokenized here in the calling thread), else ``None``."""
+        got = self.window(start, end)
+        if got is None:
+            return None
+        head_end, tail = got
+        if head_end == start:
+            return tail
+        if self._encode_one is None:
+            return None
+        head = np.array(self._encode_one(self.text[start:head_end]), dtype=np.int32)
+        return np.concatenate((head, tail))
 
     def window(self, start: int, end: int) -> tuple[int, np.ndarray] | None:
         """How to get the ids of tokenizing ``text[start:end]`` alone without tokenizing

@@ -233,7 +233,7 @@ class HFTokenizer:
                 ids_of[k] = []
             doc_ids = np.array(flat, dtype=np.int32)
             if not len(doc_ids):
-                result.append(DocTokens(t, [], doc_ids, splitter, forced))
+                result.append(DocTokens(t, [], doc_ids, splitter, forced, self.ids_one))
                 continue
             width = chars[doc_ids]
             if (width < 0).any():  # a token whose text is not known (none, in practice)
@@ -253,7 +253,7 @@ class HFTokenizer:
             starts_list = starts.tolist()
             ends_list = starts_list[1:]
             ends_list.append(len(t))
-            result.append(DocTokens(t, list(zip(starts_list, ends_list)), doc_ids, splitter, forced))
+            result.append(DocTokens(t, list(zip(starts_list, ends_list)), doc_ids, splitter, forced, self.ids_one))
         return result
 
     def _encode_docs_offsets(self, texts: Sequence[str], splitter: SpmSplitter) -> list[DocTokens]:
@@ -294,7 +294,7 @@ class HFTokenizer:
                 ends = starts[1:]
                 ends.append(len(t))
                 spans = list(zip(starts, ends))
-            result.append(DocTokens(t, spans, ids, splitter, forced))
+            result.append(DocTokens(t, spans, ids, splitter, forced, self.ids_one))
         return result
 
     def _token_lengths(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -344,6 +344,15 @@ class HFTokenizer:
             return out
         encs = self._encode_batch(list(texts), add_special_tokens=False)
         return [e.ids for e in encs]
+
+    def ids_one(self, text: str) -> list[int]:
+        """``ids_many([text])[0]`` for a short text, computed in the calling thread (a batch call
+        waits for the library's thread pool, which another thread's batch may be holding)."""
+        if not text:
+            return []
+        if len(text) >= _LONG:
+            return self.ids_many([text])[0]
+        return self._tk.encode(text, add_special_tokens=False).ids
 
     def iter_ids(self, text: str) -> Iterator[list[int]]:
         """The ids of ``ids_many([text])[0]`` in consecutive parts (one part unless

@@ -90,7 +90,7 @@ class _DocTokens(Protocol):
     @property
     def spans(self) -> list[tuple[int, int]]: ...
 
-    def window(self, start: int, end: int) -> tuple[int, np.ndarray] | None: ...
+    def window_ids(self, start: int, end: int) -> np.ndarray | None: ...
 
 
 def _ids_many(tok: _Tokenizer) -> Callable[[Sequence[str]], list[list[int]]] | None:
@@ -137,9 +137,9 @@ def chunk_text(
 
     ``tokens``, when given, must be the tokenizer's ``encode_docs([text])[0]``
     (instead of ``spans``): its spans are used, and with ``keep_ids`` a window
-    whose ids ``tokens.window`` proves to be a slice of the document's (after
-    a short head tokenized alone, at most) is counted from that slice, not
-    tokenized again. The chunks are the same.
+    whose ids ``tokens.window_ids`` has (a slice of the document's, after a
+    short head tokenized alone at most) is counted from them, not tokenized
+    again. The chunks are the same.
 
     ``tokenizer`` is any object with ``count``, ``spans`` and ``count_many``;
     its spans are character offsets whose starts and ends each never decrease
@@ -187,7 +187,7 @@ class _Chunker:
         self.doc = doc
         self.tok = tok
         self.ids_many = _ids_many(tok) if keep_ids else None
-        self.window = tokens.window if tokens is not None and self.ids_many is not None else None
+        self.window_ids = tokens.window_ids if tokens is not None and self.ids_many is not None else None
         self.max_tokens = max_tokens
         self.overlap = overlap
         self.tail = max_tokens // 4
@@ -272,7 +272,7 @@ class _Chunker:
             # constant of the chunks kept, however often windows shrink.
             plan, a_after = self._plan(a, prev_end, limit)
             todo = [(s, e) for _, _, s, e in plan if (s, e) not in counted]
-            if todo and self.window is not None:
+            if todo and self.window_ids is not None:
                 self._count_windows(todo, counted, ids_of)
             elif todo:
                 texts = [self.doc[s:e] for s, e in todo]
@@ -322,39 +322,31 @@ class _Chunker:
         self, todo: list[tuple[int, int]], counted: dict[tuple[int, int], int],
         ids_of: dict[tuple[int, int], Sequence[int] | np.ndarray],
     ) -> None:
-        """Count windows (and keep their ids) from the document's own ids where ``tokens.window``
-        proves them the windows' own, tokenizing only the heads it names and the other windows."""
-        assert self.window is not None and self.ids_many is not None
-        doc, window = self.doc, self.window
-        asked: list[str] = []
-        parts: list[tuple[tuple[int, int], np.ndarray | None]] = []  # (window, tail); no tail: all asked
+        """Count windows (and keep their ids) from the document's own ids where ``tokens.window_ids``
+        has them, tokenizing only the other windows (in one batch)."""
+        assert self.window_ids is not None and self.ids_many is not None
+        doc, window_ids = self.doc, self.window_ids
         long = [r for r in todo if r[1] - r[0] >= IDS_MAX_CHARS]
         if long:  # counted as without ids (see IDS_MAX_CHARS)
             counts = self.tok.count_many([doc[s:e] for s, e in long])
             self._check_answers(counts, long)
             counted.update(zip(long, counts))
+        asked: list[tuple[int, int]] = []
         for r in todo:
-            start, end = r
-            if end - start >= IDS_MAX_CHARS:
+            if r[1] - r[0] >= IDS_MAX_CHARS:
                 continue
-            got = window(start, end)
+            got = window_ids(*r)
             if got is None:
-                asked.append(doc[start:end])
-                parts.append((r, None))
-            elif got[0] == start:
-                ids_of[r] = got[1]
-                counted[r] = len(got[1])
+                asked.append(r)
             else:
-                asked.append(doc[start : got[0]])
-                parts.append((r, got[1]))
-        if not asked:
-            return
-        answers = self.ids_many(asked)
-        self._check_answers(answers, asked)
-        for (r, tail), ids in zip(parts, answers):
-            full = ids if tail is None else np.concatenate((np.asarray(ids, dtype=np.int32), tail))
-            ids_of[r] = full
-            counted[r] = len(full)
+                ids_of[r] = got
+                counted[r] = len(got)
+        if asked:
+            answers = self.ids_many([doc[s:e] for s, e in asked])
+            self._check_answers(answers, asked)
+            for r, ids in zip(asked, answers):
+                ids_of[r] = ids
+                counted[r] = len(ids)
 
     def _plan(self, a: int, prev_end: int, limit: int) -> tuple[list[tuple[int, int, int, int]], int]:
         """Up to ``limit`` windows (a, c, start, end) from token a on, assuming none
@@ -396,18 +388,16 @@ class _Chunker:
             return Chunk(start, end, self.doc[start:end], count, ids), self._next_start(a, c, start)
 
     def _own_ids(self, start: int, end: int) -> np.ndarray | None:
-        """With ``tokens``: the ids of ``doc[start:end]`` alone, sliced where ``tokens.window`` proves
-        them (a head tokenized at most), else tokenized. Without (or for a long text): ``None``."""
-        if self.window is None or self.ids_many is None or end - start >= IDS_MAX_CHARS:
+        """With ``tokens``: the ids of ``doc[start:end]`` alone (``tokens.window_ids``, else
+        tokenized). Without (or for a long text): ``None``."""
+        if self.window_ids is None or self.ids_many is None or end - start >= IDS_MAX_CHARS:
             return None
-        got = self.window(start, end)
-        head_end, tail = got if got is not None else (end, None)
-        if head_end == start:
-            return tail
-        head = self.ids_many([self.doc[start:head_end]])
-        self._check_answers(head, [start])
-        ids = np.asarray(head[0], dtype=np.int32)
-        return ids if tail is None else np.concatenate((ids, tail))
+        got = self.window_ids(start, end)
+        if got is not None:
+            return got
+        ids = self.ids_many([self.doc[start:end]])
+        self._check_answers(ids, [start])
+        return np.asarray(ids[0], dtype=np.int32)
 
     def _next_start(self, a: int, c: int, start: int) -> int:
         nxt = max(c + 1 - self.overlap, a + 1)
