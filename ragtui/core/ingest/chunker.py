@@ -19,6 +19,9 @@ Only one ``tok.spans(doc)`` call is made per document (or, from
 ``LONG_DOCUMENT_CHARS`` characters on and when the tokenizer has it, one
 ``tok.iter_spans(doc)``, read part by part); counts are batched through
 ``tok.count_many``, with ``tok.count`` only for chunks that must shrink.
+Given ``tokens`` (the document tokenized once, with ``keep_ids``), windows are
+counted from ``tokens.window_ids`` where it has their ids, and only the rest
+are tokenized.
 
 Cost, for given ``max_tokens`` and ``overlap``: linear in the document's
 length. One tokenization of the document, and window texts counted at most
