@@ -248,7 +248,10 @@ def chunk_all(
     # chunker takes a window's ids from them where they are provably the window's own.
     found = getattr(tokenizer, "encode_docs", None) if keep_ids else None
     encode_docs: Callable[[list[str]], list[Any]] | None = found if callable(found) else None
-    batches = [items[lo : lo + CHUNK_BATCH] for lo in range(0, len(items), CHUNK_BATCH)]
+    # A small first batch: the chunker waits for it alone, later ones are tokenized while it works.
+    first = min(len(items), CHUNK_BATCH // 8)
+    batches = [items[:first]] if first else []
+    batches += [items[lo : lo + CHUNK_BATCH] for lo in range(first, len(items), CHUNK_BATCH)]
 
     def tokenize(batch: list[tuple[str, str]]) -> tuple[list[Any], list[Any]]:
         # One parallel tokenizer call for a batch of documents, when the tokenizer offers it;
