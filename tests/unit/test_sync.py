@@ -16,7 +16,7 @@ from ragtui.core.ingest.sync import load_state, sync
 from ragtui.core.ingest.walk import WalkRules
 from tests.files import write
 
-from .fakes import HashEmbedder
+from .fakes import HashEmbedder, WordTokenizer
 
 
 def tree_snapshot(root: Path) -> dict[str, tuple]:
@@ -289,3 +289,36 @@ def test_shared_token_ids_leave_the_index_bytes_unchanged(tmp_path):
     for m in metas:
         m.pop("created_at")
     assert metas[0] == metas[1] and metas[0]["tokenizer"] == emb.tokenizer.name
+
+
+def test_a_tokenizer_failing_on_a_later_batch_fails_the_sync_cleanly(tmp_path):
+    # Ingest tokenizes the next batch of documents in a background thread: its error must reach the
+    # caller as the same EmbeddingError, with nothing published and no thread left behind.
+    import threading
+
+    from ragtui.core.errors import EmbeddingError
+    from ragtui.core.ingest.assemble import CHUNK_BATCH
+
+    class Failing(WordTokenizer):
+        def __init__(self):
+            self.calls = 0
+
+        def spans_many(self, texts):
+            self.calls += 1
+            if self.calls == 3:
+                raise EmbeddingError("tokenizer gave up on batch 3")
+            return [self.spans(t) for t in texts]
+
+    emb = HashEmbedder()
+    emb.tokenizer = Failing()
+    folder = tmp_path / "docs"
+    for i in range(3 * CHUNK_BATCH):
+        write(folder / f"d{i:03}.txt", f"document {i} about things\n")
+    before = set(threading.enumerate())
+    with pytest.raises(EmbeddingError, match="batch 3"):
+        run(folder, tmp_path / "art", emb)
+    assert not (tmp_path / "art" / "rag" / "docs").exists()
+    assert set(threading.enumerate()) <= before
+    emb.tokenizer.calls = -100  # and with the tokenizer well again, the next run builds it
+    report = run(folder, tmp_path / "art", emb)
+    assert report.published and report.chunks_total == 3 * CHUNK_BATCH
