@@ -50,7 +50,7 @@ HEAD_MAX = 64
 class DocTokens:
     """One document's tiled ``spans`` and ``ids`` (int32, one per span), from one tokenization."""
 
-    __slots__ = ("_encode_one", "_forced", "_splitter", "ids", "spans", "text")
+    __slots__ = ("_encode_one", "_forced", "_splitter", "ends", "ids", "spans", "text")
 
     def __init__(
         self,
@@ -60,16 +60,20 @@ class DocTokens:
         splitter: SpmSplitter | None,
         forced: Sequence[int] = (),
         encode_one: Callable[[str], list[int]] | None = None,
+        ends: list[int] | None = None,
     ) -> None:
         """``splitter``: the tokenizer's proof of safe cuts; ``None`` means no window is
         provably a slice (``window_ids`` always answers ``None``). ``forced``: the
         places the document's own tokenization was cut without that proof.
         ``encode_one``: the ids of a text alone, computed in the calling thread
-        (for heads; without it ``window_ids`` answers only windows without a head)."""
+        (for heads; without it ``window_ids`` answers only windows without a head).
+        ``ends``: ``[e for _, e in spans]``, when the caller has it already."""
         if len(ids) != len(spans):
             raise ValueError(f"{len(ids)} ids for {len(spans)} spans")
         self.text = text
         self.spans = spans
+        self.ends = [e for _, e in spans] if ends is None else ends
+        """The spans' ends on their own (the chunker bisects them)."""
         self.ids = ids
         self._splitter = splitter
         self._forced = tuple(forced)

@@ -253,7 +253,8 @@ class HFTokenizer:
             starts_list = starts.tolist()
             ends_list = starts_list[1:]
             ends_list.append(len(t))
-            result.append(DocTokens(t, list(zip(starts_list, ends_list)), doc_ids, splitter, forced, self.ids_one))
+            result.append(DocTokens(t, list(zip(starts_list, ends_list)), doc_ids, splitter, forced, self.ids_one,
+                                    ends_list))
         return result
 
     def _encode_docs_offsets(self, texts: Sequence[str], splitter: SpmSplitter) -> list[DocTokens]:

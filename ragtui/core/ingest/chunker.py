@@ -214,7 +214,8 @@ class _Chunker:
             self.done = True
             self._check_offsets(self.spans)
             # The ends on their own: _cut's bisection then runs without a key function.
-            self._ends = [e for _, e in self.spans]
+            given = getattr(tokens, "ends", None)
+            self._ends = given if isinstance(given, list) else [e for _, e in self.spans]
 
     def _check_offsets(self, spans: Sequence[tuple[int, int]]) -> None:
         # O(1) guard against a tokenizer that reports byte offsets or other garbage.
