@@ -322,25 +322,3 @@ def test_a_tokenizer_failing_on_a_later_batch_fails_the_sync_cleanly(tmp_path):
     emb.tokenizer.calls = -100  # and with the tokenizer well again, the next run builds it
     report = run(folder, tmp_path / "art", emb)
     assert report.published and report.chunks_total == 3 * CHUNK_BATCH
-
-
-def test_bm25_analysis_beside_the_embedding_gives_the_same_terms_and_stops_on_its_error():
-    import threading
-
-    from ragtui.core.index.analyzer import analyze
-    from ragtui.core.index.records import ChunkRecord
-    from ragtui.core.ingest.assemble import analyze_during
-
-    texts = [f"Chunk {i}: naïve ΣΙΣΥΦΟΣ İstanbul x_{i} and more words" for i in range(3000)]
-    records = [ChunkRecord(f"d#{i}", "d", "d", "file:///d", t, 3, "f") for i, t in enumerate(texts)]
-    ran = []
-    terms, waited = analyze_during(records, lambda: ran.append(1))
-    assert ran == [1] and waited >= 0 and terms == [analyze(t) for t in texts]
-    before = set(threading.enumerate())
-
-    def fail():
-        raise OSError("embedding failed")
-
-    with pytest.raises(OSError, match="embedding failed"):
-        analyze_during(records * 50, fail)
-    assert set(threading.enumerate()) <= before

@@ -13,7 +13,6 @@ bytes instead.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -25,7 +24,6 @@ import numpy.typing as npt
 
 from ragtui.core.embedders.base import Embedder, Tokenizer
 from ragtui.core.errors import EmbeddingError
-from ragtui.core.index.analyzer import analyze
 from ragtui.core.index.index_format import bad_vector_rows, vector_row_problem
 from ragtui.core.index.records import ChunkRecord, fingerprint
 from ragtui.core.ingest.chunker import LONG_DOCUMENT_CHARS, Chunk, chunk_text
@@ -34,7 +32,6 @@ from ragtui.core.ingest.report import Progress, SyncReport
 
 __all__ = [
     "CHUNK_BATCH", "EMBED_BATCH", "Assembly", "Previous", "Segment", "assemble", "chunk_all", "embed_pending", "expand",
-    "analyze_during", "expand_records", "expand_vectors",
 ]
 
 EMBED_BATCH = 256
@@ -220,64 +217,21 @@ def _fingerprint_finder(fingerprints: npt.NDArray[np.bytes_], wanted: int) -> Ca
     return rows.get
 
 
-def analyze_during(records: Sequence[ChunkRecord], work: Callable[[], None]) -> tuple[list[list[str]], float]:
-    """The BM25 terms of every record (``analyze(r.text)``), computed in a second thread while ``work()``
-    runs in this one, and the seconds waited for them after ``work`` returned.
-
-    Embedding leaves the GIL most of the time (numpy's gather and sum, a server's answer), so the
-    analysis mostly hides behind it. When ``work`` raises, the analysis stops within a few hundred
-    records and the error propagates.
-    """
-    stop = threading.Event()
-
-    def terms() -> list[list[str]]:
-        out: list[list[str]] = []
-        for lo in range(0, len(records), 512):
-            if stop.is_set():
-                break
-            out.extend(analyze(r.text) for r in records[lo : lo + 512])
-        return out
-
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragtui-analyze") as pool:
-        future = pool.submit(terms)
-        try:
-            work()
-        except BaseException:
-            stop.set()
-            raise
-        t0 = time.perf_counter()
-        doc_terms = future.result()
-        return doc_terms, time.perf_counter() - t0
-
-
-def expand_records(asm: Assembly, prev: Previous | None) -> list[ChunkRecord]:
-    """Every record of the next generation, in row order (``expand`` without the vectors)."""
-    records: list[ChunkRecord] = []
-    for seg in asm.segments:
-        if seg.source == "old":
-            assert prev is not None
-            records.extend(prev.records(seg.lo, seg.hi))
-        else:
-            records.extend(asm.records[seg.lo : seg.hi])
-    return records
-
-
 def expand(asm: Assembly, prev: Previous | None) -> tuple[list[ChunkRecord], Vectors]:
     """Every record and vector of the next generation, in row order (for a full rebuild)."""
-    return expand_records(asm, prev), expand_vectors(asm, prev)
-
-
-def expand_vectors(asm: Assembly, prev: Previous | None) -> Vectors:
-    """Every vector of the next generation, in row order (``expand`` without the records)."""
+    records: list[ChunkRecord] = []
     pieces: list[Vectors] = []
     for seg in asm.segments:
         if seg.source == "old":
             assert prev is not None
+            records.extend(prev.records(seg.lo, seg.hi))
             pieces.append(prev.vectors[seg.lo : seg.hi])
         else:
+            records.extend(asm.records[seg.lo : seg.hi])
             pieces.append(asm.vectors[seg.lo : seg.hi])
     dim = asm.vectors.shape[1]
-    return np.concatenate(pieces) if pieces else np.zeros((0, dim), dtype=np.float32)
+    vectors = np.concatenate(pieces) if pieces else np.zeros((0, dim), dtype=np.float32)
+    return records, vectors
 
 
 def chunk_all(

@@ -28,19 +28,12 @@ import numpy as np
 
 from ragtui.core.embedders.base import Embedder, known_dim
 from ragtui.core.errors import IndexFormatError, IndexMissingError, UsageError
+from ragtui.core.index.analyzer import analyze
 from ragtui.core.index.bm25 import BM25Index, check_bm25_params
 from ragtui.core.index.bm25_write import build_postings
 from ragtui.core.index.index_format import BM25, IndexData, generation_of, read_index
 from ragtui.core.index.records import IndexMeta
-from ragtui.core.ingest.assemble import (
-    Previous,
-    analyze_during,
-    assemble,
-    chunk_all,
-    embed_pending,
-    expand_records,
-    expand_vectors,
-)
+from ragtui.core.ingest.assemble import Previous, assemble, chunk_all, embed_pending, expand
 from ragtui.core.ingest.journal import EmbedJournal
 from ragtui.core.ingest.patterns import IGNORE_FILES
 from ragtui.core.ingest.publish import (
@@ -317,12 +310,11 @@ class IndexWriter:
         new_chunks = chunk_all(found.new_texts, e.tokenizer, self.max_tokens, self.overlap, report, tick,
                                keep_ids=self._embeds_ids)
         asm = assemble(by_bytes(found.seen), new_chunks, prev, e.dim)
-        # The records are known before their vectors: BM25 analysis runs beside the embedding
-        # ("analyze" is the part of it the embedding did not hide).
-        records = expand_records(asm, prev)
-        doc_terms, report.seconds["analyze"] = analyze_during(
-            records, lambda: embed_pending(asm, e, journal, report, tick))
-        vectors = expand_vectors(asm, prev)
+        embed_pending(asm, e, journal, report, tick)
+        records, vectors = expand(asm, prev)
+        t0 = time.perf_counter()
+        doc_terms = [analyze(r.text) for r in records]
+        report.seconds["analyze"] = time.perf_counter() - t0
         report.chunks_added, report.chunks_removed, report.chunks_total = asm.chunks_added, asm.chunks_removed, asm.n_rows
 
         # 4. Encode and publish as one unit.
