@@ -68,6 +68,7 @@ class Rules(Protocol):
     def default_include(self) -> bool: ...
     def skips_name(self, name: str, /) -> bool: ...
     def wants_name(self, name: str, /) -> bool: ...
+    def doc_name_test(self) -> Callable[[str], object]: ...
 
 
 IGNORE_FILES = (".gitignore", ".ignore")
@@ -355,6 +356,7 @@ class PathFilter:
         self._exclude = check_patterns(tuple(rules.exclude), "--exclude")
         self._include = None if rules.default_include else check_patterns(tuple(rules.include), "--include")
         self._wants_name = rules.wants_name
+        self._doc_name_test = rules.doc_name_test()
         self._ignore_files = rules.ignore_files
         self._lock = threading.Lock()
         self._chains: dict[str, Chain | None] = {}
@@ -396,6 +398,14 @@ class PathFilter:
         if self._include is None:
             return self._wants_name(name)
         return bool(self._include.decide(key))
+
+    def name_test(self, chain: Chain) -> Callable[[str], object] | None:
+        """For the files of a folder whose ignore levels are ``chain``: a test of the name alone, true exactly
+        when ``admits`` would admit a file of that name; None when paths decide there (patterns, ignore
+        files or tracking), so that ``admits`` must be asked."""
+        if self._unmatched or chain or self._exclude is not None or self._include is not None:
+            return None
+        return self._doc_name_test
 
     def enter(self, rel_dir: str, parent_chain: Chain, present: Sequence[str] | None = None) -> Chain:
         """The chain inside ``rel_dir`` (a folder ``admits`` let in): its parent's plus its own ignore files.

@@ -14,7 +14,7 @@ import mmap
 import os
 import stat
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,7 +64,7 @@ class Generation:
         return index_stamp(target) == self.stamp
 
 
-def rows_of(files: dict[str, FileEntry]) -> dict[str, tuple[int, int]] | None:
+def rows_of(files: Mapping[str, FileEntry]) -> dict[str, tuple[int, int]] | None:
     """Each document's rows from the state's chunk counts (None if a count is missing or negative)."""
     rows: dict[str, tuple[int, int]] = {}
     at = 0
@@ -79,7 +79,7 @@ def rows_of(files: dict[str, FileEntry]) -> dict[str, tuple[int, int]] | None:
 
 
 def open_generation(target: Path, stamp: IndexStamp | None, generation: str | None,
-                    files: dict[str, FileEntry], cache_dir: Path) -> Generation | None:
+                    files: Mapping[str, FileEntry], cache_dir: Path) -> Generation | None:
     """The published generation, when it is exactly the one the writer's state describes.
 
     That is: ``stamp`` is the generation's stamp now (every one of its four

@@ -15,15 +15,19 @@ This module holds what the state is (and its checked JSON form);
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
+
+import numpy as np
 
 from ragtui.core.index.index_format import FILES
 from ragtui.core.index.records import IndexMeta
 
 __all__ = [
-    "STATE_VERSION", "FileEntry", "IndexStamp", "Settings", "Stamp", "StateError", "WriterState", "file_stamp",
+    "STATE_VERSION", "FileEntry", "FileTable", "IndexStamp", "Settings", "Stamp", "StateError", "WriterState",
+    "chunk_total", "file_stamp",
     "index_stamp", "stat_stamp", "state_from_head", "state_from_json",
 ]
 
@@ -121,6 +125,104 @@ class FileEntry(NamedTuple):
     """How many chunks the published generation holds for it; None until it is published."""
 
 
+HAS_STAMP, HAS_SHA = 1, 2
+"""The flags of a ``FileTable`` row."""
+
+
+class FileTable(Mapping[str, FileEntry]):
+    """The documents of a state as columns, read in bulk from state.bin: no object per document until asked.
+
+    ``nums`` holds five int64 rows (size, mtime_ns, ctime_ns, inode bits,
+    n_chunks with -1 for None), ``flags`` one byte per document (``HAS_STAMP``,
+    ``HAS_SHA``), ``shas`` 32 bytes per document. A no-op sync compares the
+    walk's stamps with ``stamps_of`` and sums ``chunk_total``; anything else
+    reads entries one by one (built on demand) or ``as_dict``. Raises
+    ``StateError`` for columns that are not what state.bin holds (an unknown
+    flag, a count below -1, an empty or repeated name).
+    """
+
+    __slots__ = ("_index", "_stamps", "flags", "names", "nums", "shas")
+
+    def __init__(self, names: list[str], nums: np.ndarray, flags: np.ndarray, shas: bytes) -> None:
+        n = len(names)
+        if nums.shape != (5, n) or flags.shape != (n,) or len(shas) != 32 * n:
+            raise StateError
+        if n and (int(nums[4].min()) < -1 or bool(np.any(flags & ~np.uint8(HAS_STAMP | HAS_SHA)))):
+            raise StateError
+        self.names, self.nums, self.flags, self.shas = names, nums, flags, shas
+        self._index = dict(zip(names, range(n)))
+        if len(self._index) != n or "" in self._index:
+            raise StateError
+        self._stamps: list[Stamp | None] | None = None
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._index
+
+    def __getitem__(self, key: str) -> FileEntry:
+        return self._row(self._index[key])
+
+    def _row(self, i: int) -> FileEntry:
+        f = int(self.flags[i])
+        count = int(self.nums[4, i])
+        return FileEntry(
+            self.stamps()[i],
+            self.shas[32 * i : 32 * i + 32].hex() if f & HAS_SHA else None,
+            None if count < 0 else count,
+        )
+
+    def stamps(self) -> list[Stamp | None]:
+        """Every document's stamp, in ``names`` order (made once, in bulk)."""
+        if self._stamps is None:
+            nums = self.nums
+            # An inode is unsigned: its int64 bits read as uint64.
+            stamps: list[Stamp | None] = list(map(
+                Stamp, nums[0].tolist(), nums[1].tolist(), nums[2].tolist(), nums[3].view(np.uint64).tolist()
+            ))
+            if not bool(np.all(self.flags & HAS_STAMP)):
+                for i in np.flatnonzero((self.flags & HAS_STAMP) == 0).tolist():
+                    stamps[i] = None
+            self._stamps = stamps
+        return self._stamps
+
+    def stamps_of(self, doc_ids: Sequence[str]) -> list[Stamp | None] | None:
+        """The stamps of ``doc_ids`` in their order; None when one of them is not here."""
+        stamps = self.stamps()
+        if doc_ids == self.names:
+            return stamps
+        rows = list(map(self._index.get, doc_ids))
+        if None in rows:
+            return None
+        return [stamps[i] for i in rows]  # type: ignore[index]  # (no None left)
+
+    def chunk_total(self) -> int:
+        """The chunks of every document (a count still unknown counts 0)."""
+        counts = self.nums[4]
+        return int(counts[counts > 0].sum())
+
+    def as_dict(self) -> dict[str, FileEntry]:
+        """Every entry, built in bulk."""
+        hexes = self.shas.hex()
+        digests = [hexes[j : j + 64] for j in range(0, len(hexes), 64)]
+        n = len(self.names)
+        if n and bool(np.all(self.flags == HAS_STAMP | HAS_SHA)) and int(self.nums[4].min()) >= 0:
+            # The usual state: every entry with a stamp, a SHA-256 and a chunk count, at C speed.
+            return dict(zip(self.names, map(FileEntry, self.stamps(), digests, self.nums[4].tolist())))
+        return {name: self._row(i) for i, name in enumerate(self.names)}
+
+
+def chunk_total(files: Mapping[str, FileEntry]) -> int:
+    """The chunks of every document of ``files`` (a count still unknown counts 0)."""
+    if isinstance(files, FileTable):
+        return files.chunk_total()
+    return sum(e.n_chunks or 0 for e in files.values())
+
+
 @dataclass
 class WriterState:
     """Everything the writer remembers of the index it published last."""
@@ -131,7 +233,8 @@ class WriterState:
     """The walk rules (``WalkRules.describe()``)."""
     generation: str | None
     index_files: IndexStamp | None
-    files: dict[str, FileEntry] = field(default_factory=dict)
+    files: Mapping[str, FileEntry] = field(default_factory=dict)
+    """A ``FileTable`` as read from state.bin, a dict once a sync has built its own."""
 
     def head(self) -> dict[str, Any]:
         """Everything but the documents, as JSON."""
@@ -208,7 +311,7 @@ def _entry(v: object) -> FileEntry:
     )
 
 
-def state_from_json(obj: object, files: dict[str, FileEntry] | None = None) -> WriterState | None:
+def state_from_json(obj: object, files: Mapping[str, FileEntry] | None = None) -> WriterState | None:
     """The state a JSON object holds (files.json, or a record's head with ``files``); None when malformed."""
     try:
         if not isinstance(obj, dict) or obj.get("version") != STATE_VERSION:
@@ -230,6 +333,6 @@ def state_from_json(obj: object, files: dict[str, FileEntry] | None = None) -> W
         return None
 
 
-def state_from_head(head: dict[str, Any], files: dict[str, FileEntry]) -> WriterState | None:
+def state_from_head(head: dict[str, Any], files: Mapping[str, FileEntry]) -> WriterState | None:
     """The state a record's head describes, with ``files``; None when a field is malformed."""
     return state_from_json({**head, "version": STATE_VERSION, "files": {}}, files)

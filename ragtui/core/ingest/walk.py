@@ -13,9 +13,8 @@ import fnmatch
 import os
 import re
 import stat
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from operator import attrgetter
 from pathlib import Path
 from typing import NamedTuple
 
@@ -26,10 +25,12 @@ __all__ = [
     "DEFAULT_INCLUDE",
     "DEFAULT_MAX_BYTES",
     "Candidate",
+    "Listing",
     "WalkRules",
     "doc_id_for",
     "unreadable_now",
     "walk_folder",
+    "walk_listing",
 ]
 
 DEFAULT_INCLUDE = tuple(
@@ -85,6 +86,10 @@ def _names_regex(globs: Sequence[str]) -> re.Pattern[str]:
 
 _DEFAULT_INCLUDE_RE = _names_regex(DEFAULT_INCLUDE)
 _ALWAYS_SKIPPED_RE = _names_regex(DEFAULT_EXCLUDE)
+# Both at once for a file: not hidden, not always skipped, a text-like name (one match per file of a walk).
+_DEFAULT_DOC_NAME_RE = re.compile(
+    rf"(?!\.)(?!{_ALWAYS_SKIPPED_RE.pattern})(?:{_DEFAULT_INCLUDE_RE.pattern})"
+)
 
 
 @dataclass(frozen=True)
@@ -118,6 +123,12 @@ class WalkRules:
     def wants_name(name: str) -> bool:
         """Whether the default include set takes a file of this name."""
         return _DEFAULT_INCLUDE_RE.match(name) is not None
+
+    @staticmethod
+    def doc_name_test() -> Callable[[str], object]:
+        """A test that is true for the name of a file the default include set takes and nothing skips
+        (``wants_name`` and not ``skips_name``, as one regular expression)."""
+        return _DEFAULT_DOC_NAME_RE.match
 
     def describe(self) -> dict[str, object]:
         """The rules as the writer's state records them (a change makes the next sync walk everything)."""
@@ -174,6 +185,38 @@ def _utf8(text: str) -> bool:
     return True
 
 
+class Listing:
+    """What a walk found, as columns in walk order (not sorted): no object per file.
+
+    ``stamps[i]`` is the plain tuple (size, mtime_ns, ctime_ns, ino) of
+    ``doc_ids[i]``, which compares equal to its ``Stamp``: a no-op sync
+    compares them with the state's without building anything per file.
+    """
+
+    __slots__ = ("doc_ids", "stamps", "wheres")
+
+    def __init__(self) -> None:
+        self.doc_ids: list[str] = []
+        self.wheres: list[str] = []
+        self.stamps: list[tuple[int, int, int, int]] = []
+
+    def __len__(self) -> int:
+        return len(self.doc_ids)
+
+    def add(self, cand: Candidate) -> None:
+        self.doc_ids.append(cand.doc_id)
+        self.wheres.append(cand.where)
+        self.stamps.append((cand.size, cand.mtime_ns, cand.ctime_ns, cand.ino))
+
+    def candidate(self, i: int) -> Candidate:
+        return Candidate(self.wheres[i], self.doc_ids[i], *self.stamps[i])
+
+    def candidates(self) -> list[Candidate]:
+        """Every candidate, sorted by doc_id bytes (doc_ids are valid UTF-8, whose byte order is code point order)."""
+        order = sorted(range(len(self.doc_ids)), key=self.doc_ids.__getitem__)
+        return [self.candidate(i) for i in order]
+
+
 def walk_folder(
     folder: Path, rules: WalkRules, skipped: list[tuple[str, str]], start: Path | None = None,
     warnings: list[str] | None = None, path_filter: PathFilter | None = None,
@@ -190,7 +233,16 @@ def walk_folder(
     line per ``--include``/``--exclude`` pattern that matched nothing. Raises
     ``UsageError`` for a pattern that is not one.
     """
-    out: list[Candidate] = []
+    return walk_listing(folder, rules, skipped, start, warnings, path_filter, unreadable).candidates()
+
+
+def walk_listing(
+    folder: Path, rules: WalkRules, skipped: list[tuple[str, str]], start: Path | None = None,
+    warnings: list[str] | None = None, path_filter: PathFilter | None = None,
+    unreadable: list[Path] | None = None,
+) -> Listing:
+    """``walk_folder``'s candidates as columns, in walk order (a no-op sync of 100k files needs no more)."""
+    out = Listing()
     skip_under = {os.path.realpath(p) for p in rules.skip_under}
     real_folder = os.path.realpath(folder)
     track = warnings is not None and start is None
@@ -205,6 +257,8 @@ def walk_folder(
     top = doc_id_for(folder, folder)
     prefix = "" if top in (None, ".") else f"{top}/"
     max_bytes = rules.max_bytes
+    doc_ids, wheres, stamps = out.doc_ids, out.wheres, out.stamps
+    is_reg = stat.S_ISREG
     stack: list[tuple[str, str, Chain, bool]] = [(str(start or folder), start_rel, start_chain, False)]
     while stack:
         current, rel_dir, chain, load = stack.pop()
@@ -219,46 +273,53 @@ def walk_folder(
             continue
         if load:  # this folder's own ignore files, as its listing shows them
             chain = filt.enter(rel_dir, chain, [e.name for e in entries if e.name in IGNORE_FILES])
+        # Where only the name decides (no patterns on paths here), one regex match per file does.
+        name_test = filt.name_test(chain)
+        # The doc_id of a file here is this plus its name; when it is UTF-8 without a line break, so is
+        # the doc_id of every file here whose name is.
+        dir_id = f"{prefix}{rel_dir}/" if rel_dir else prefix
+        if os.sep != "/":
+            dir_id = dir_id.replace(os.sep, "/")
+        plain_dir = _utf8(dir_id) and not line_break_in(dir_id)
         for entry in entries:
+            name = entry.name
             try:
-                is_link = entry.is_symlink()
                 if entry.is_dir(follow_symlinks=False):
-                    if filt.admits(rel_dir, chain, entry.name, True):
-                        if line_break_in(entry.name):
+                    if filt.admits(rel_dir, chain, name, True):
+                        if line_break_in(name):
                             skipped.append((entry.path, LINE_BREAK_REASON.replace("file name", "folder name")))
                         else:
-                            child = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+                            child = f"{rel_dir}/{name}" if rel_dir else name
                             stack.append((entry.path, child, chain, True))
                     continue
+                is_link = entry.is_symlink()
             except OSError as e:
                 skipped.append((entry.path, f"cannot stat: {e.strerror}"))
                 if unreadable is not None and unreadable_now(e):
                     unreadable.append(Path(entry.path))
                 continue
-            if not filt.admits(rel_dir, chain, entry.name, False):
+            if name_test is not None:
+                if not name_test(name):
+                    continue
+            elif not filt.admits(rel_dir, chain, name, False):
                 continue
-            if not is_link:
-                # The common case, without a Path or a relpath per file: a regular file within the size
-                # limit whose name is UTF-8 without a line break. Anything else takes `candidate`, which
-                # stats the path again and says why it is passed over.
+            if not is_link and plain_dir:
+                # The common case, without a Path, a relpath or an object per file: a regular file within
+                # the size limit whose name is UTF-8 without a line break. Anything else takes `candidate`,
+                # which stats the path again and says why it is passed over.
                 try:
                     st = entry.stat(follow_symlinks=False)
                 except OSError:
                     st = None
-                if st is not None and stat.S_ISREG(st.st_mode) and st.st_size <= max_bytes:
-                    name = entry.name
-                    doc_id = f"{prefix}{rel_dir}/{name}" if rel_dir else f"{prefix}{name}"
-                    if os.sep != "/":
-                        doc_id = doc_id.replace(os.sep, "/")
-                    if (doc_id.isascii() or _utf8(doc_id)) and not line_break_in(doc_id):
-                        out.append(Candidate(entry.path, doc_id, st.st_size, st.st_mtime_ns, st.st_ctime_ns,
-                                             st.st_ino))
-                        continue
+                if (st is not None and is_reg(st.st_mode) and st.st_size <= max_bytes
+                        and "\n" not in name and "\r" not in name and (name.isascii() or _utf8(name))):
+                    doc_ids.append(dir_id + name)
+                    wheres.append(entry.path)
+                    stamps.append((st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+                    continue
             cand = candidate(folder, Path(entry.path), rules, skipped, real_folder, is_link, unreadable=unreadable)
             if cand is not None:
-                out.append(cand)
-    # doc_ids are valid UTF-8 (checked above), whose byte order is the code point order of str.
-    out.sort(key=attrgetter("doc_id"))
+                out.add(cand)
     if track and warnings is not None:  # (track implies warnings)
         warnings.extend(filt.unmatched())
     return out
