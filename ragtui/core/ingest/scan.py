@@ -130,11 +130,10 @@ def _unchanged(listing: Listing, old: Mapping[str, FileEntry]) -> bool:
 
     Compared as two lists of tuples (one C-level comparison), not document by document.
     """
+    if isinstance(old, FileTable):
+        return old.same_stamps(listing.doc_ids, listing.stamps)
     if len(listing) != len(old):
         return False
-    if isinstance(old, FileTable):
-        stamps = old.stamps_of(listing.doc_ids)
-        return stamps is not None and stamps == listing.stamps
     entries = list(map(old.get, listing.doc_ids))
     if None in entries:
         return False

@@ -138,7 +138,7 @@ class FileTable(Mapping[str, FileEntry]):
     walk's stamps with ``stamps_of`` and sums ``chunk_total``; anything else
     reads entries one by one (built on demand) or ``as_dict``. Raises
     ``StateError`` for columns that are not what state.bin holds (an unknown
-    flag, a count below -1, an empty or repeated name).
+    flag, a count below -1, an empty name); of a name written twice the later row counts, as in a dict.
     """
 
     __slots__ = ("_index", "_stamps", "flags", "names", "nums", "shas")
@@ -149,40 +149,46 @@ class FileTable(Mapping[str, FileEntry]):
             raise StateError
         if n and (int(nums[4].min()) < -1 or bool(np.any(flags & ~np.uint8(HAS_STAMP | HAS_SHA)))):
             raise StateError
-        self.names, self.nums, self.flags, self.shas = names, nums, flags, shas
-        self._index = dict(zip(names, range(n)))
-        if len(self._index) != n or "" in self._index:
+        if "" in names:
             raise StateError
-        self._stamps: list[Stamp | None] | None = None
+        self.names, self.nums, self.flags, self.shas = names, nums, flags, shas
+        self._index: dict[str, int] | None = None
+        self._stamps: list[tuple[int, int, int, int] | None] | None = None
 
     def __len__(self) -> int:
-        return len(self.names)
+        return len(self._rows())
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.names)
+        return iter(self._rows())
 
     def __contains__(self, key: object) -> bool:
-        return key in self._index
+        return key in self._rows()
 
     def __getitem__(self, key: str) -> FileEntry:
-        return self._row(self._index[key])
+        return self._row(self._rows()[key])
+
+    def _rows(self) -> dict[str, int]:
+        if self._index is None:
+            self._index = dict(zip(self.names, range(len(self.names))))
+        return self._index
 
     def _row(self, i: int) -> FileEntry:
         f = int(self.flags[i])
         count = int(self.nums[4, i])
+        stamp = self.stamps()[i]
         return FileEntry(
-            self.stamps()[i],
+            None if stamp is None else Stamp(*stamp),
             self.shas[32 * i : 32 * i + 32].hex() if f & HAS_SHA else None,
             None if count < 0 else count,
         )
 
-    def stamps(self) -> list[Stamp | None]:
-        """Every document's stamp, in ``names`` order (made once, in bulk)."""
+    def stamps(self) -> list[tuple[int, int, int, int] | None]:
+        """Every document's stamp as a plain tuple (equal to its ``Stamp``), in ``names`` order; made once, in bulk."""
         if self._stamps is None:
             nums = self.nums
             # An inode is unsigned: its int64 bits read as uint64.
-            stamps: list[Stamp | None] = list(map(
-                Stamp, nums[0].tolist(), nums[1].tolist(), nums[2].tolist(), nums[3].view(np.uint64).tolist()
+            stamps: list[tuple[int, int, int, int] | None] = list(zip(
+                nums[0].tolist(), nums[1].tolist(), nums[2].tolist(), nums[3].view(np.uint64).tolist()
             ))
             if not bool(np.all(self.flags & HAS_STAMP)):
                 for i in np.flatnonzero((self.flags & HAS_STAMP) == 0).tolist():
@@ -190,15 +196,16 @@ class FileTable(Mapping[str, FileEntry]):
             self._stamps = stamps
         return self._stamps
 
-    def stamps_of(self, doc_ids: Sequence[str]) -> list[Stamp | None] | None:
-        """The stamps of ``doc_ids`` in their order; None when one of them is not here."""
-        stamps = self.stamps()
-        if doc_ids == self.names:
-            return stamps
-        rows = list(map(self._index.get, doc_ids))
-        if None in rows:
-            return None
-        return [stamps[i] for i in rows]  # type: ignore[index]  # (no None left)
+    def same_stamps(self, doc_ids: Sequence[str], stamps: Sequence[tuple[int, int, int, int]]) -> bool:
+        """Whether the documents are exactly ``doc_ids`` (in any order), with ``stamps`` (as plain tuples)."""
+        if len(doc_ids) != len(self.names):
+            return False
+        mine = self.stamps()
+        if doc_ids == self.names:  # (the walk finds no doc_id twice)
+            return mine == stamps
+        # One dict built and looked up at C speed (a name absent gives None, which equals no stamp).
+        by_name = dict(zip(self.names, mine))
+        return len(by_name) == len(mine) and list(map(by_name.get, doc_ids)) == stamps
 
     def chunk_total(self) -> int:
         """The chunks of every document (a count still unknown counts 0)."""
@@ -212,7 +219,8 @@ class FileTable(Mapping[str, FileEntry]):
         n = len(self.names)
         if n and bool(np.all(self.flags == HAS_STAMP | HAS_SHA)) and int(self.nums[4].min()) >= 0:
             # The usual state: every entry with a stamp, a SHA-256 and a chunk count, at C speed.
-            return dict(zip(self.names, map(FileEntry, self.stamps(), digests, self.nums[4].tolist())))
+            stamps = map(Stamp._make, self.stamps())  # type: ignore[arg-type]  # (every row has one)
+            return dict(zip(self.names, map(FileEntry, stamps, digests, self.nums[4].tolist())))
         return {name: self._row(i) for i, name in enumerate(self.names)}
 
 

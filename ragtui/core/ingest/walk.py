@@ -190,14 +190,16 @@ class Listing:
 
     ``stamps[i]`` is the plain tuple (size, mtime_ns, ctime_ns, ino) of
     ``doc_ids[i]``, which compares equal to its ``Stamp``: a no-op sync
-    compares them with the state's without building anything per file.
+    compares them with the state's without building anything per file. A
+    file's path is the walked folder joined with its doc_id less the
+    folder's own name (made on use).
     """
 
-    __slots__ = ("doc_ids", "stamps", "wheres")
+    __slots__ = ("_cut", "_root", "doc_ids", "stamps")
 
-    def __init__(self) -> None:
+    def __init__(self, root: str, prefix: str) -> None:
+        self._root, self._cut = root, len(prefix)
         self.doc_ids: list[str] = []
-        self.wheres: list[str] = []
         self.stamps: list[tuple[int, int, int, int]] = []
 
     def __len__(self) -> int:
@@ -205,11 +207,11 @@ class Listing:
 
     def add(self, cand: Candidate) -> None:
         self.doc_ids.append(cand.doc_id)
-        self.wheres.append(cand.where)
         self.stamps.append((cand.size, cand.mtime_ns, cand.ctime_ns, cand.ino))
 
     def candidate(self, i: int) -> Candidate:
-        return Candidate(self.wheres[i], self.doc_ids[i], *self.stamps[i])
+        doc_id = self.doc_ids[i]
+        return Candidate(os.path.join(self._root, doc_id[self._cut :]), doc_id, *self.stamps[i])
 
     def candidates(self) -> list[Candidate]:
         """Every candidate, sorted by doc_id bytes (doc_ids are valid UTF-8, whose byte order is code point order)."""
@@ -242,7 +244,6 @@ def walk_listing(
     unreadable: list[Path] | None = None,
 ) -> Listing:
     """``walk_folder``'s candidates as columns, in walk order (a no-op sync of 100k files needs no more)."""
-    out = Listing()
     skip_under = {os.path.realpath(p) for p in rules.skip_under}
     real_folder = os.path.realpath(folder)
     track = warnings is not None and start is None
@@ -250,78 +251,119 @@ def walk_listing(
     start_rel = "" if start is None else os.path.relpath(start, folder).replace(os.sep, "/")
     if start_rel == ".":
         start_rel = ""
-    start_chain = filt.chain(start_rel)
-    if start_chain is None:
-        return out
     # doc_ids are relative to the folder's parent: the folder's own name, then the path below it.
     top = doc_id_for(folder, folder)
     prefix = "" if top in (None, ".") else f"{top}/"
+    out = Listing(str(folder), prefix)
+    start_chain = filt.chain(start_rel)
+    if start_chain is None:
+        return out
     max_bytes = rules.max_bytes
-    doc_ids, wheres, stamps = out.doc_ids, out.wheres, out.stamps
+    doc_ids, stamps = out.doc_ids, out.stamps
     is_reg = stat.S_ISREG
+    join = os.path.join
     stack: list[tuple[str, str, Chain, bool]] = [(str(start or folder), start_rel, start_chain, False)]
     while stack:
         current, rel_dir, chain, load = stack.pop()
         if os.path.realpath(current) in skip_under:
             continue
         try:
-            entries = list(os.scandir(current))
+            entries = _list_folder(current, not load)
         except OSError as e:
             skipped.append((current, f"cannot list folder: {e.strerror}"))
             if unreadable is not None and unreadable_now(e):
                 unreadable.append(Path(current))
             continue
-        if load:  # this folder's own ignore files, as its listing shows them
-            chain = filt.enter(rel_dir, chain, [e.name for e in entries if e.name in IGNORE_FILES])
-        # Where only the name decides (no patterns on paths here), one regex match per file does.
-        name_test = filt.name_test(chain)
-        # The doc_id of a file here is this plus its name; when it is UTF-8 without a line break, so is
-        # the doc_id of every file here whose name is.
-        dir_id = f"{prefix}{rel_dir}/" if rel_dir else prefix
-        if os.sep != "/":
-            dir_id = dir_id.replace(os.sep, "/")
-        plain_dir = _utf8(dir_id) and not line_break_in(dir_id)
-        for entry in entries:
-            name = entry.name
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    if filt.admits(rel_dir, chain, name, True):
-                        if line_break_in(name):
-                            skipped.append((entry.path, LINE_BREAK_REASON.replace("file name", "folder name")))
-                        else:
-                            child = f"{rel_dir}/{name}" if rel_dir else name
-                            stack.append((entry.path, child, chain, True))
-                    continue
-                is_link = entry.is_symlink()
-            except OSError as e:
-                skipped.append((entry.path, f"cannot stat: {e.strerror}"))
-                if unreadable is not None and unreadable_now(e):
-                    unreadable.append(Path(entry.path))
-                continue
-            if name_test is not None:
-                if not name_test(name):
-                    continue
-            elif not filt.admits(rel_dir, chain, name, False):
-                continue
-            if not is_link and plain_dir:
-                # The common case, without a Path, a relpath or an object per file: a regular file within
-                # the size limit whose name is UTF-8 without a line break. Anything else takes `candidate`,
-                # which stats the path again and says why it is passed over.
+        try:
+            if load:  # this folder's own ignore files, as its listing shows them
+                chain = filt.enter(rel_dir, chain, [e.name for e in entries if e.name in IGNORE_FILES])
+            # Where only the name decides (no patterns on paths here), one regex match per file does.
+            name_test = filt.name_test(chain)
+            # The doc_id of a file here is this plus its name; when it is UTF-8 without a line break, so is
+            # the doc_id of every file here whose name is.
+            dir_id = f"{prefix}{rel_dir}/" if rel_dir else prefix
+            if os.sep != "/":
+                dir_id = dir_id.replace(os.sep, "/")
+            plain_dir = _utf8(dir_id) and not line_break_in(dir_id)
+            for entry in entries:
+                name = entry.name
                 try:
-                    st = entry.stat(follow_symlinks=False)
-                except OSError:
-                    st = None
-                if (st is not None and is_reg(st.st_mode) and st.st_size <= max_bytes
-                        and "\n" not in name and "\r" not in name and (name.isascii() or _utf8(name))):
-                    doc_ids.append(dir_id + name)
-                    wheres.append(entry.path)
-                    stamps.append((st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+                    if entry.is_dir(follow_symlinks=False):
+                        if filt.admits(rel_dir, chain, name, True):
+                            if line_break_in(name):
+                                skipped.append((join(current, name),
+                                                LINE_BREAK_REASON.replace("file name", "folder name")))
+                            else:
+                                child = f"{rel_dir}/{name}" if rel_dir else name
+                                stack.append((join(current, name), child, chain, True))
+                        continue
+                    is_link = entry.is_symlink()
+                except OSError as e:
+                    skipped.append((join(current, name), f"cannot stat: {e.strerror}"))
+                    if unreadable is not None and unreadable_now(e):
+                        unreadable.append(Path(join(current, name)))
                     continue
-            cand = candidate(folder, Path(entry.path), rules, skipped, real_folder, is_link, unreadable=unreadable)
-            if cand is not None:
-                out.add(cand)
+                if name_test is not None:
+                    if not name_test(name):
+                        continue
+                elif not filt.admits(rel_dir, chain, name, False):
+                    continue
+                if not is_link and plain_dir:
+                    # The common case, without a path, a Path or an object per file: a regular file within
+                    # the size limit whose name is UTF-8 without a line break. Anything else takes
+                    # `candidate`, which stats the path again and says why it is passed over.
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        st = None
+                    if (st is not None and is_reg(st.st_mode) and st.st_size <= max_bytes
+                            and "\n" not in name and "\r" not in name and (name.isascii() or _utf8(name))):
+                        doc_ids.append(dir_id + name)
+                        stamps.append((st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+                        continue
+                cand = candidate(folder, Path(join(current, name)), rules, skipped, real_folder, is_link,
+                                 unreadable=unreadable)
+                if cand is not None:
+                    out.add(cand)
+        finally:
+            entries.close()
     if track and warnings is not None:  # (track implies warnings)
         warnings.extend(filt.unmatched())
+    return out
+
+
+class _Entries(list[os.DirEntry[str]]):
+    """A folder's entries, with the descriptor they were listed (and are stat-ed) through, if any."""
+
+    fd = -1
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+_SCANDIR_FD = os.scandir in os.supports_fd
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _list_folder(path: str, top: bool) -> _Entries:
+    """The entries of the folder ``path``, listed through a descriptor of it where the system can.
+
+    Each entry is then stat-ed by its name within that descriptor (no path to resolve again per file),
+    and a folder swapped for a symbolic link since its parent was listed is refused (``O_NOFOLLOW``;
+    ``top``, the folder the walk starts at, may be reached through a link).
+    """
+    if not _SCANDIR_FD:
+        return _Entries(os.scandir(path))
+    fd = os.open(path, _DIR_FLAGS | (0 if top else getattr(os, "O_NOFOLLOW", 0)))
+    try:
+        with os.scandir(fd) as it:
+            out = _Entries(it)
+    except BaseException:
+        os.close(fd)
+        raise
+    out.fd = fd
     return out
 
 
