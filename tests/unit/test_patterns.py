@@ -264,3 +264,39 @@ def test_a_partial_sync_with_other_rules_is_not_a_no_op(tmp_path):
     report = run(f, art, rules=WalkRules(exclude=("drafts",), max_bytes=1), paths=[f / "a.md"])
     assert report.published and report.removed == ["docs/a.md"]
     assert report.skipped == [(str(f / "a.md"), "larger than the 1-byte limit")]
+
+
+def test_the_one_regex_for_file_names_agrees_with_the_two_name_rules():
+    """Where no pattern applies to paths the walk decides a file by one regex: the same answer as the two rules."""
+    from tests.conftest import shared_data
+
+    names = {
+        "a.md", "README", "README.md", "LICENSE", "Makefile", "Makefilex", "Dockerfile", "x.rst.txt", "A.MD",
+        ".hidden.md", ".#a.md", "#a.md#", "a.md~", "a~.md", "x.swp", "x.swp.md", "a.md.swp", "4913", "4913.md",
+        ".goutputstream-XY", "x.goutputstream-1", "a.tmp", "a.tmp.md", "a.temp", "node_modules", "venv.md",
+        "a.md\n", "\n.md", "a\r.md", "été.md", "\udcff.md", "ΩMEGA.md", "no_extension", "a.", ".", "~", "a.MD.md",
+    }
+    for _dirpath, dirnames, filenames in os.walk(shared_data("corpora", "tldr-pages")):
+        names.update(dirnames)
+        names.update(filenames)
+    test = WalkRules.doc_name_test()
+    for name in names:
+        assert bool(test(name)) == (not WalkRules.skips_name(name) and WalkRules.wants_name(name)), name
+
+
+def test_a_folder_swapped_for_a_link_is_not_listed(tmp_path):
+    """The walk lists each folder below the top through a descriptor opened without following a link."""
+    from ragtui.core.ingest.walk import _list_folder
+
+    write(tmp_path / "outside" / "secret.md", "not to be read")
+    (tmp_path / "docs").mkdir()
+    os.symlink(tmp_path / "outside", tmp_path / "docs" / "sub")
+    with pytest.raises(OSError):
+        _list_folder(str(tmp_path / "docs" / "sub"), False)
+    entries = _list_folder(str(tmp_path / "docs" / "sub"), True)  # the folder given may be reached through a link
+    try:
+        assert [e.name for e in entries] == ["secret.md"]
+        assert entries[0].stat(follow_symlinks=False).st_size == len("not to be read")
+    finally:
+        entries.close()
+    assert walked(tmp_path / "docs") == set()  # and the walk itself never follows one
