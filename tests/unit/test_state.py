@@ -236,7 +236,7 @@ def test_a_snapshot_row_with_an_unknown_flag_or_count_discards_the_state(tmp_pat
 
 
 def test_a_no_op_sync_after_deltas_is_still_recognised(tmp_path):
-    """With delta records after the snapshot the state is a dict: the no-op is recognised all the same."""
+    """With a delta record after the snapshot the no-op is recognised all the same."""
     folder, art = tmp_path / "docs", tmp_path / "art"
     for i in range(30):
         write(folder / f"f{i:02d}.md", f"document {i} about cats")
@@ -244,7 +244,7 @@ def test_a_no_op_sync_after_deltas_is_still_recognised(tmp_path):
     write(folder / "f07.md", "rewritten about dogs")
     assert sync(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3).published
     state = read_state(art, "docs")
-    assert state is not None and not isinstance(state.files, FileTable)  # snapshot + one delta
+    assert state is not None and isinstance(state.files, FileTable)  # snapshot + one delta, folded as columns
     path = art / "rag" / ".state" / "docs" / "state.bin"
     before = path.stat()
     emb = HashEmbedder()
@@ -253,3 +253,30 @@ def test_a_no_op_sync_after_deltas_is_still_recognised(tmp_path):
     assert report.chunks_total == sum(e.n_chunks for e in state.files.values())
     after = path.stat()
     assert (after.st_ino, after.st_size, after.st_mtime_ns) == (before.st_ino, before.st_size, before.st_mtime_ns)
+
+
+def test_deltas_that_delete_replace_and_put_back_fold_into_the_right_columns(tmp_path):
+    """Many saves appended as deltas (puts, deletes, a name deleted then put back, one put then deleted)
+    read back as exactly the last state, still as columns."""
+    store = StateStore(tmp_path, "docs")
+    state = a_state(40)
+    assert store.save(state)
+    files = dict(state.files)
+    steps = [
+        lambda f: f.pop("docs/f001.md"),
+        lambda f: f.__setitem__("docs/f001.md", FileEntry(Stamp(9, 9, 9, 9), "09" * 32, 4)),  # put back
+        lambda f: f.__setitem__("docs/f002.md", f["docs/f002.md"]._replace(n_chunks=7)),  # replaced
+        lambda f: f.__setitem__("docs/new.md", FileEntry(Stamp(1, 2, 3, 4), "ef" * 32, 1)),
+        lambda f: f.pop("docs/new.md"),  # put by one delta, deleted by the next
+        lambda f: [f.pop(k) for k in [k for k in f if k.startswith("docs/f03")]],
+        lambda f: f.__setitem__("docs/unread.md", FileEntry(Stamp(5, 5, 5, 5), "55" * 32, 2)),
+    ]
+    inode = store.path.stat().st_ino
+    for i, step in enumerate(steps):
+        step(files)
+        state = WriterState(state.folder, state.settings, state.walk, f"/x/g{i}:1:1", state.index_files, dict(files))
+        assert store.save(state)
+        got = read_state(tmp_path, "docs")
+        assert got == state and isinstance(got.files, FileTable), i
+        assert chunk_total(got.files) == chunk_total(files)
+    assert store.path.stat().st_ino == inode  # every save appended

@@ -53,7 +53,7 @@ class Scan:
         """Every document now, with its state entry."""
         if self.same is not None:
             same, self.same = self.same, None
-            self.found = same.as_dict() if isinstance(same, FileTable) else dict(same)
+            self.found = dict(same.as_dict() if isinstance(same, FileTable) else same)
         return self.found
 
 
@@ -83,7 +83,8 @@ def scan(
     seen = out.found
     tick("scan", len(seen) + len(found), len(seen) + len(found))
     to_read: list[tuple[Candidate, FileEntry | None, Stamp]] = []
-    get = old_files.get
+    # Document by document from here: the state's columns made into entries once, in bulk.
+    get = (old_files.as_dict() if isinstance(old_files, FileTable) else old_files).get
     for cand in found:
         doc_id = cand.doc_id
         prev = get(doc_id)
@@ -183,7 +184,7 @@ def _rescan(
     """
     named = filter_paths((Path(p) for p in paths), folder)
     prefixes = sorted({d for d in (doc_id_for(folder, p) for p in named) if d is not None})
-    carried = old_files.as_dict() if isinstance(old_files, FileTable) else dict(old_files)
+    carried = dict(old_files.as_dict() if isinstance(old_files, FileTable) else old_files)
     if 0 < len(prefixes) <= 8:
         # A few named paths against many documents: drop each named one and
         # everything under a named folder, by prefix, without splitting every doc_id.

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import compress
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -141,7 +142,7 @@ class FileTable(Mapping[str, FileEntry]):
     flag, a count below -1, an empty name); of a name written twice the later row counts, as in a dict.
     """
 
-    __slots__ = ("_index", "_stamps", "flags", "names", "nums", "shas")
+    __slots__ = ("_dict", "_index", "_stamps", "flags", "names", "nums", "shas")
 
     def __init__(self, names: list[str], nums: np.ndarray, flags: np.ndarray, shas: bytes) -> None:
         n = len(names)
@@ -153,6 +154,7 @@ class FileTable(Mapping[str, FileEntry]):
             raise StateError
         self.names, self.nums, self.flags, self.shas = names, nums, flags, shas
         self._index: dict[str, int] | None = None
+        self._dict: dict[str, FileEntry] | None = None
         self._stamps: list[tuple[int, int, int, int] | None] | None = None
 
     def __len__(self) -> int:
@@ -165,6 +167,8 @@ class FileTable(Mapping[str, FileEntry]):
         return key in self._rows()
 
     def __getitem__(self, key: str) -> FileEntry:
+        if self._dict is not None:
+            return self._dict[key]
         return self._row(self._rows()[key])
 
     def _rows(self) -> dict[str, int]:
@@ -213,15 +217,65 @@ class FileTable(Mapping[str, FileEntry]):
         return int(counts[counts > 0].sum())
 
     def as_dict(self) -> dict[str, FileEntry]:
-        """Every entry, built in bulk."""
-        hexes = self.shas.hex()
-        digests = [hexes[j : j + 64] for j in range(0, len(hexes), 64)]
-        n = len(self.names)
-        if n and bool(np.all(self.flags == HAS_STAMP | HAS_SHA)) and int(self.nums[4].min()) >= 0:
-            # The usual state: every entry with a stamp, a SHA-256 and a chunk count, at C speed.
-            stamps = map(Stamp._make, self.stamps())  # type: ignore[arg-type]  # (every row has one)
-            return dict(zip(self.names, map(FileEntry, stamps, digests, self.nums[4].tolist())))
-        return {name: self._row(i) for i, name in enumerate(self.names)}
+        """Every entry, built in bulk once (a sync that reads and compares document by document asks for it).
+
+        The dict is this table's own: a caller that changes it makes a copy first.
+        """
+        if self._dict is None:
+            hexes = self.shas.hex()
+            digests = [hexes[j : j + 64] for j in range(0, len(hexes), 64)]
+            n = len(self.names)
+            if n and bool(np.all(self.flags == HAS_STAMP | HAS_SHA)) and int(self.nums[4].min()) >= 0:
+                # The usual state: every entry with a stamp, a SHA-256 and a chunk count, at C speed.
+                stamps = map(Stamp._make, self.stamps())  # type: ignore[arg-type]  # (every row has one)
+                self._dict = dict(zip(self.names, map(FileEntry, stamps, digests, self.nums[4].tolist())))
+            else:
+                self._dict = {name: self._row(i) for i, name in enumerate(self.names)}
+        return self._dict
+
+    def with_deltas(self, deltas: Sequence[tuple[FileTable, Sequence[str]]]) -> FileTable:
+        """This snapshot with delta records (puts, deletes) applied in order, column by column.
+
+        Within a record the deletes come first. ``KeyError`` for a delete of
+        a name that is not there (not a file the store wrote).
+        """
+        base = self._rows()
+        gone: set[str] = set()
+        """Base names deleted or replaced."""
+        overlay: dict[str, tuple[int, int]] = {}
+        """Names put by a delta and still there: (which delta, its row)."""
+        for k, (puts, deletes) in enumerate(deltas):
+            for name in deletes:
+                if name in overlay:
+                    del overlay[name]  # (its base row, if any, is gone already)
+                elif name in base and name not in gone:
+                    gone.add(name)
+                else:
+                    raise KeyError(name)
+            for i, name in enumerate(puts.names):
+                if name in base:
+                    gone.add(name)
+                overlay[name] = (k, i)
+        keep = np.ones(len(self.names), dtype=bool)
+        if gone:
+            keep[[base[name] for name in gone]] = False
+        names = list(compress(self.names, keep.tolist()))
+        nums, flags, shas = [self.nums[:, keep]], [self.flags[keep]], [self._sha_rows()[keep]]
+        groups: dict[int, tuple[list[str], list[int]]] = {}
+        for name, (k, i) in overlay.items():
+            group = groups.setdefault(k, ([], []))
+            group[0].append(name)
+            group[1].append(i)
+        for k, (put_names, rows) in groups.items():
+            puts = deltas[k][0]
+            names.extend(put_names)
+            nums.append(puts.nums[:, rows])
+            flags.append(puts.flags[rows])
+            shas.append(puts._sha_rows()[rows])
+        return FileTable(names, np.concatenate(nums, axis=1), np.concatenate(flags), np.concatenate(shas).tobytes())
+
+    def _sha_rows(self) -> np.ndarray:
+        return np.frombuffer(self.shas, dtype=np.uint8).reshape(len(self.names), 32)
 
 
 def chunk_total(files: Mapping[str, FileEntry]) -> int:

@@ -169,29 +169,26 @@ def _read(artifacts: str | os.PathLike[str], index_id: str) -> _Read:
         return _Read()
     out = _Read(stamp=stamp)
     snapshot: FileTable | None = None
-    merged: dict[str, FileEntry] | None = None
+    deltas: list[tuple[FileTable, list[str]]] = []
     head: dict[str, Any] = {}
     end = len(MAGIC)
-    try:
-        for end, rec_head, puts, deletes in _records(data):
-            if snapshot is None:
-                if deletes:
-                    return _Read()  # a snapshot deletes nothing: not a file this module wrote
-                out.snapshot_bytes = end
-                snapshot = puts  # kept as columns while no delta follows
-            else:
-                out.deltas += 1
-                if merged is None:
-                    merged = snapshot.as_dict()
-                for name in deletes:
-                    del merged[name]
-                merged.update(puts.as_dict())
-            head.update(rec_head)
-    except KeyError:
-        return _Read()  # a delta deletes what is not there: not a file this module wrote
+    for end, rec_head, puts, deletes in _records(data):
+        if snapshot is None:
+            if deletes:
+                return _Read()  # a snapshot deletes nothing: not a file this module wrote
+            out.snapshot_bytes = end
+            snapshot = puts
+        else:
+            deltas.append((puts, deletes))
+        head.update(rec_head)
     if snapshot is None:
         return _Read()
-    files: Mapping[str, FileEntry] = merged if merged is not None else snapshot
+    try:
+        # Kept as columns, the deltas folded in at once: nothing is built per document.
+        files = snapshot.with_deltas(deltas) if deltas else snapshot
+    except (KeyError, StateError):
+        return _Read()  # a delta deletes what is not there: not a file this module wrote
+    out.deltas = len(deltas)
     out.state = state_from_head(head, files)
     out.clean = out.state is not None and end == len(data)
     out.delta_bytes = end - out.snapshot_bytes

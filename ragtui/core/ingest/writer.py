@@ -50,7 +50,7 @@ from ragtui.core.ingest.publish import (
 from ragtui.core.ingest.report import Progress, SyncReport
 from ragtui.core.ingest.scan import Scan, by_bytes, classify, keep_unreadable, scan
 from ragtui.core.ingest.splice import Generation, following, open_generation, publish_splice, warm
-from ragtui.core.ingest.state import FileEntry, Settings, WriterState, chunk_total, index_stamp
+from ragtui.core.ingest.state import FileEntry, FileTable, Settings, WriterState, chunk_total, index_stamp
 from ragtui.core.ingest.state_store import StateStore
 from ragtui.core.ingest.walk import WalkRules
 
@@ -202,6 +202,8 @@ class IndexWriter:
 
         # 1-2. Which documents exist now, and the text of those that changed.
         found = scan(self.folder, self.rules, paths if trusted and same_walk else None, old_files, report, tick)
+        if found.same is None and isinstance(old_files, FileTable):
+            old_files = old_files.as_dict()  # (made once by the scan already)
         if trusted and found.unreadable:
             keep_unreadable(found.seen, found.unreadable, old_files)
         classify(report, found, old_files)
