@@ -300,3 +300,26 @@ def test_a_folder_swapped_for_a_link_is_not_listed(tmp_path):
     finally:
         entries.close()
     assert walked(tmp_path / "docs") == set()  # and the walk itself never follows one
+
+
+def test_the_per_folder_name_test_agrees_with_admits(tree):
+    """The walk asks a per-folder test of the name where no --include/--exclude applies; in every folder
+    of a tree with nested ignore files (negations, anchored and folder patterns) it answers as ``admits``."""
+    write(tree / "docs" / "drafts" / ".ignore", "!wip.md\nkeep.md\n")
+    filt = WalkRules().path_filter(tree, [])
+    names = ["a.md", "notes.txt", "app.log.txt", "keep.log.txt", "other.log.txt", "wip.md", "keep.md", "ok.md",
+             "s.md", "t.md", "top.md", "gen.md", "main.py", "x.bin", ".hidden.md", "tmp", "build", "été.log.txt",
+             "a\nb.md", "odd\udcff.md", "README", "a.md~"]
+    folders = ["", "sub", "sub/inner", "docs", "docs/drafts", "src", "src/build", "deep/x", "secret", "deep/x/tmp"]
+    asked = 0
+    for rel in folders:
+        chain = filt.chain(rel)
+        if chain is None:
+            continue
+        test = filt.name_test(chain, rel)
+        assert test is not None
+        for name in names:
+            assert bool(test(name)) == filt.admits(rel, chain, name, False), (rel, name)
+            asked += 1
+    assert asked >= 8 * len(names)
+    assert WalkRules(exclude=("*.txt",)).path_filter(tree, []).name_test((), "") is None  # patterns: ask admits

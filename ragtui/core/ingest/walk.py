@@ -277,8 +277,9 @@ def walk_listing(
         try:
             if load:  # this folder's own ignore files, as its listing shows them
                 chain = filt.enter(rel_dir, chain, [e.name for e in entries if e.name in IGNORE_FILES])
-            # Where only the name decides (no patterns on paths here), one regex match per file does.
-            name_test = filt.name_test(chain)
+            # Where no --include/--exclude pattern applies, a test of the name (and this folder's ignore
+            # levels) does, without a path string per file.
+            name_test = filt.name_test(chain, rel_dir)
             # The doc_id of a file here is this plus its name; when it is UTF-8 without a line break, so is
             # the doc_id of every file here whose name is.
             dir_id = f"{prefix}{rel_dir}/" if rel_dir else prefix
