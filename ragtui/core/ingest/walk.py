@@ -198,7 +198,7 @@ class Listing:
     __slots__ = ("_cut", "_root", "doc_ids", "stamps")
 
     def __init__(self, root: str, prefix: str) -> None:
-        self._root, self._cut = root, len(prefix)
+        self._root, self._cut = os.path.join(root, ""), len(prefix)
         self.doc_ids: list[str] = []
         self.stamps: list[tuple[int, int, int, int]] = []
 
@@ -211,7 +211,7 @@ class Listing:
 
     def candidate(self, i: int) -> Candidate:
         doc_id = self.doc_ids[i]
-        return Candidate(os.path.join(self._root, doc_id[self._cut :]), doc_id, *self.stamps[i])
+        return Candidate(self._root + doc_id[self._cut :], doc_id, *self.stamps[i])
 
     def candidates(self) -> list[Candidate]:
         """Every candidate, sorted by doc_id bytes (doc_ids are valid UTF-8, whose byte order is code point order)."""
