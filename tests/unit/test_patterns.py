@@ -300,6 +300,9 @@ def test_a_folder_swapped_for_a_link_is_not_listed(tmp_path):
     finally:
         entries.close()
     assert walked(tmp_path / "docs") == set()  # and the walk itself never follows one
+    os.mkfifo(tmp_path / "fifo")  # a folder swapped for a FIFO: refused at once, never waited on
+    with pytest.raises(NotADirectoryError):
+        _list_folder(str(tmp_path / "fifo"), False)
 
 
 def test_the_per_folder_name_test_agrees_with_admits(tree):

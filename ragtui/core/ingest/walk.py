@@ -345,7 +345,8 @@ class _Entries(list[os.DirEntry[str]]):
 
 
 _SCANDIR_FD = os.scandir in os.supports_fd
-_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+# O_NONBLOCK: a folder swapped for a FIFO is refused (O_DIRECTORY) rather than waited on.
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
 
 
 def _list_folder(path: str, top: bool) -> _Entries:
