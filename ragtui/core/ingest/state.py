@@ -15,7 +15,7 @@ This module holds what the state is (and its checked JSON form);
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import ItemsView, Iterator, Mapping, Sequence, ValuesView
 from dataclasses import dataclass, field
 from itertools import compress
 from pathlib import Path
@@ -170,6 +170,12 @@ class FileTable(Mapping[str, FileEntry]):
         if self._dict is not None:
             return self._dict[key]
         return self._row(self._rows()[key])
+
+    def items(self) -> ItemsView[str, FileEntry]:
+        return self.as_dict().items()  # every entry wanted: made at once
+
+    def values(self) -> ValuesView[FileEntry]:
+        return self.as_dict().values()
 
     def _rows(self) -> dict[str, int]:
         if self._index is None:
