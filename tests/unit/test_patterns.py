@@ -326,3 +326,23 @@ def test_the_per_folder_name_test_agrees_with_admits(tree):
             asked += 1
     assert asked >= 8 * len(names)
     assert WalkRules(exclude=("*.txt",)).path_filter(tree, []).name_test((), "") is None  # patterns: ask admits
+
+
+def test_a_folder_with_one_odd_file_is_walked_entry_by_entry_with_the_reason(tmp_path):
+    """The walk takes a folder's plain files in bulk; one file that is not plain (too large, a FIFO, a name
+    with a line break, a link) sends the folder through the per-entry checks, which say why it is left out."""
+    folder = tmp_path / "docs"
+    for i in range(5):
+        write(folder / "plain" / f"f{i}.md", f"plain {i}\n")
+        write(folder / "odd" / f"f{i}.md", f"odd {i}\n")
+    write(folder / "odd" / "big.md", "x" * 200)
+    write(folder / "odd" / "line\nbreak.md", "a name with a newline\n")
+    os.mkfifo(folder / "odd" / "pipe.md")
+    os.symlink(folder / "plain" / "f0.md", folder / "odd" / "link.md")
+    skipped: list = []
+    got = walked(folder, WalkRules(max_bytes=100), skipped)
+    assert got == {f"plain/f{i}.md" for i in range(5)} | {f"odd/f{i}.md" for i in range(5)} | {"odd/link.md"}
+    reasons = {os.path.basename(p): why for p, why in skipped}
+    assert "100-byte limit" in reasons["big.md"]
+    assert "line break" in reasons["line\nbreak.md"]
+    assert "not a regular file" in reasons["pipe.md"]

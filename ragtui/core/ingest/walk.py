@@ -286,7 +286,10 @@ def walk_listing(
             if os.sep != "/":
                 dir_id = dir_id.replace(os.sep, "/")
             plain_dir = _utf8(dir_id) and not line_break_in(dir_id)
-            for entry in entries:
+            todo: list[os.DirEntry[str]] = entries
+            if name_test is not None and plain_dir:
+                todo = _take_plain_files(entries, name_test, max_bytes, dir_id, doc_ids, stamps)
+            for entry in todo:
                 name = entry.name
                 try:
                     if entry.is_dir(follow_symlinks=False):
@@ -331,6 +334,34 @@ def walk_listing(
     if track and warnings is not None:  # (track implies warnings)
         warnings.extend(filt.unmatched())
     return out
+
+
+def _take_plain_files(
+    entries: list[os.DirEntry[str]], name_test: Callable[[str], object], max_bytes: int, dir_id: str,
+    doc_ids: list[str], stamps: list[tuple[int, int, int, int]],
+) -> list[os.DirEntry[str]]:
+    """The usual folder in bulk: append every regular file whose name passes ``name_test`` to the columns
+    and return the entries left for the per-entry loop (folders, links and the like).
+
+    Bulk means a few list comprehensions, which cost less per file than one loop doing it all. Only
+    when every one of those files is plain (a regular file within the size limit, its name UTF-8
+    without a line break) and none vanished: otherwise nothing is appended and every entry is left
+    to the loop, which says why a file is passed over (the stats already made are cached).
+    """
+    try:
+        regular = [e.is_file(follow_symlinks=False) for e in entries]
+        chosen = [e for e, r in zip(entries, regular) if r and name_test(e.name)]
+        sts = [e.stat(follow_symlinks=False) for e in chosen]
+    except OSError:
+        return entries
+    is_reg = stat.S_ISREG
+    names = [e.name for e in chosen]
+    if not (all([is_reg(st.st_mode) and st.st_size <= max_bytes for st in sts])
+            and all([(n.isascii() or _utf8(n)) and "\n" not in n and "\r" not in n for n in names])):
+        return entries
+    doc_ids += [dir_id + n for n in names]
+    stamps += [(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) for st in sts]
+    return [e for e, r in zip(entries, regular) if not r]
 
 
 class _Entries(list[os.DirEntry[str]]):
