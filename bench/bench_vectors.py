@@ -81,6 +81,24 @@ def per_query(search, queries: np.ndarray, repeats: int) -> tuple[float, list[np
     return len(queries) / float(best.sum()), results
 
 
+def read_bandwidth(megabytes: int = 512, passes: int = 5) -> float:
+    """This machine's memory read bandwidth in GB/s, as one numpy pass can use it.
+
+    The fastest of ``passes`` reductions over a buffer far larger than the
+    caches (the largest of an integer sum and a float32 maximum, both of which
+    do little per byte): the bound a flat scan, which must read every stored
+    row once per query, is chasing.
+    """
+    buf = np.random.default_rng(0).standard_normal(megabytes * (1 << 20) // 4, dtype=np.float32)
+    best = 0.0
+    for reduce in (lambda: buf.view(np.int64).sum(), lambda: buf.max()):
+        for _ in range(passes):
+            started = time.perf_counter()
+            reduce()
+            best = max(best, buf.nbytes / (time.perf_counter() - started) / 1e9)
+    return best
+
+
 def recall(results: list[np.ndarray], truth: list[np.ndarray]) -> float:
     hits = sum(len(np.intersect1d(np.asarray(r)[:K], t[:K])) for r, t in zip(results, truth, strict=True))
     return hits / (K * len(truth))
@@ -119,6 +137,11 @@ def compare(n: int, dim: int, n_queries: int, repeats: int, noise: float, params
 
     flat_qps, truth = per_query(lambda q: flat_search(vectors, q, K)[0], queries, repeats)
     print(row(["ragtui flat", "-", f"{flat_qps:.0f}", "1.000", "1.00"], widths))
+    scanned = vectors.nbytes
+    bandwidth = read_bandwidth()
+    print(f"   flat reads {scanned / 1e6:.1f} MB a query: {scanned * flat_qps / 1e9:.1f} GB/s, "
+          f"{scanned * flat_qps / 1e9 / bandwidth:.0%} of the measured read bandwidth ({bandwidth:.1f} GB/s, "
+          f"one numpy pass over 512 MB); the bound is {bandwidth * 1e9 / scanned:.0f} queries/s")
     np_qps, np_res = per_query(lambda q: np.argsort(-(vectors @ q), kind="stable")[:K], queries, repeats)
     print(row(["numpy matmul+argsort", "-", f"{np_qps:.0f}", f"{recall(np_res, truth):.3f}",
                f"ours {flat_qps / np_qps:.2f}x"], widths))

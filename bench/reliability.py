@@ -78,6 +78,7 @@ def run(args) -> list[_Row]:
         helpers_patterns,
         helpers_query,
         helpers_terminal,
+        helpers_verified,
     )
     from tests.reliability.helpers_child import ForkServer
 
@@ -128,6 +129,9 @@ def run(args) -> list[_Row]:
               "info + search per case, forked and installed command")
         timed(lambda: _pytest_tally("TUI on corrupt indexes (error state, then recovery)",
                                     "tests/reliability/test_tui_corrupt.py"))
+        timed(lambda: helpers_verified.run_crafted_entries(base / "verified"),
+              "1 pristine, 22 kinds of bad ends, 8 bad heads, 6 bad BM25 keys, 8 damaged entries, "
+              "5 files tampered with under an intact entry; judged against the reader without a cache")
 
         timed(lambda: helpers_concurrency.run_reader_all_modes(base / "reader-modes", args.generations, 1))
         timed(lambda: helpers_concurrency.run_races(base / "races", 10), "10 rounds x 2 racers x 50 publishes")

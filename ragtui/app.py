@@ -14,6 +14,11 @@ prints as it is: ``UsageError`` (exit 2) for a bad flag or no usable index,
 with ``NoIndex`` and ``SeveralIndexes`` carrying what a UI needs to say more.
 Importing this module loads no UI library and neither numpy nor watchdog;
 what a function needs it imports when called.
+
+Over 500 lines on purpose (issue #16): it is the one place where front ends
+decide settings, index, embedder and agent; split into several modules, the
+forks this layer removed (each front end choosing the index its own way)
+would have room to come back.
 """
 
 from __future__ import annotations

@@ -66,7 +66,8 @@ Trust. A ``ragtui.toml`` in the current directory may have come with a
 cloned repository, so it may not decide where documents and credentials go,
 nor make ragtui read a file of its choosing. The keys in ``TRUSTED_ONLY``
 (``base_url``, ``api_key_env``, ``tokenizer_file``, ``model_dir``, in any
-table, ``[llm]`` included; and an ``onnx:<folder>`` kind)
+table, ``[llm]`` included; the top-level ``artifacts``, since an index holds
+the text it indexes; and an ``onnx:<folder>`` kind)
 are taken only from a trusted file: the
 user's config, a file given with ``--config FILE`` (naming it on the
 command line is the trust), or a file whose real path is listed in the user
@@ -105,8 +106,13 @@ DEFAULT_ARTIFACTS = "/artifacts"
 ROOT_FLAGS = "--artifacts DIR or RAGTUI_ARTIFACTS"
 """How to choose another artifacts root; every message about the root names them."""
 
-TRUSTED_ONLY = frozenset({"base_url", "api_key_env", "tokenizer_file", "model_dir"})
-"""Keys that send documents or credentials somewhere, or read a file: only a trusted config may set them."""
+TRUSTED_ONLY = frozenset({"artifacts", "base_url", "api_key_env", "tokenizer_file", "model_dir"})
+"""Keys that send documents or credentials somewhere, or read a file: only a trusted config may set them.
+
+``artifacts`` is among them because an index holds the full text of every
+document ingested: a file that came with a cloned repository must not be able
+to make ``ragtui ingest ~/notes`` write that text into the repository (or any
+other folder it names)."""
 
 _STR, _INT, _NUM, _STRS, _BOOL = "a string", "a whole number", "a number", "a list of strings", "true or false"
 

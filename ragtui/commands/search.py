@@ -287,24 +287,39 @@ def _merged_lines(retriever, hits, out: list[dict]) -> None:
 
 
 def _run_many(args, settings, paths, parsed, params: dict) -> int:
-    """``--all`` / ``--index a,b``: the indexes ranked as one (core.search.multi), each hit naming its index."""
+    """``--all`` / ``--index a,b``: the indexes ranked as one (core.search.multi), each hit naming its index.
+
+    Hits are shown as a single index's are (source lines, a snippet around the
+    words searched for), with the index each one came from.
+    """
+    from ragtui.core.search.kwic import salient, snippet, term_weights
     from ragtui.core.search.multi import search_many
-    from ragtui.core.textsafe import one_line
+    from ragtui.core.textsafe import inline, one_line
 
     retrievers = app.open_retrievers(settings, paths, need_embedder=args.mode not in ("bm25", "bm25doc"))
-    result = search_many(retrievers, parsed.text, mode=args.mode, k=args.k, **params)
+    result = search_many(retrievers, parsed, mode=args.mode, k=args.k, **params)
     for note in result.notes:
         print(f"note: {one_line(note, 300)}", file=sys.stderr)
     hits = result.hits
+    # Where each hit is in its source: every index's files read through its own data (rows are per index).
+    sources: dict[tuple[str, int], _Source] = {}
+    for index_id, retriever in retrievers.items():
+        mine = [m.hit for m in hits if m.index_id == index_id]
+        if mine:
+            sources.update({(index_id, row): src for row, src in _sources(retriever.data, mine).items()})
     if args.json:
         out = [{"rank": m.rank, "score": m.score, "index": m.index_id, "chunk_id": m.chunk_id,
-                "doc_id": m.hit.doc_id, "row": m.hit.row, "text": m.hit.text} for m in hits]
+                "doc_id": m.hit.doc_id, "row": m.hit.row, "text": m.hit.text,
+                **sources[(m.index_id, m.hit.row)].to_json(), "mode": args.mode} for m in hits]
         sys.stdout.write(json_text(out, indent=1) + "\n")
     else:
-        width = max(40, shutil.get_terminal_size((80, 24)).columns - 60)
+        width = max(40, shutil.get_terminal_size((80, 24)).columns)
+        weights = {i: salient(term_weights(r.data.bm25, parsed.search_text)) for i, r in retrievers.items()}
+        pad = " " * INDENT
         for m in hits:
-            print(f"{m.rank:>3}  {m.score:9.4f}  {one_line(m.index_id, 20)}  {one_line(m.chunk_id, 60)}  "
-                  f"{one_line(m.hit.text, width)}")
+            print(f"{m.rank:>3}  {m.score:9.4f}  {inline(m.index_id)}  {sources[(m.index_id, m.hit.row)].shown}  "
+                  f"{inline(m.chunk_id)}")
+            print(pad + snippet(m.hit.text, weights[m.index_id], width - INDENT - 1).text)
         print(f"{len(hits)} result(s), {args.mode} over {len(paths)} indexes ({', '.join(p.name for p in paths)}), "
               f"merged as one index; cite a hit with `ragtui inspect --index INDEX CHUNK_ID`", file=sys.stderr)
     return 0 if hits else 1

@@ -225,7 +225,8 @@ class Actions:
     def start_compare(self: Session, screen: CompareScreen, query: str) -> None:
         """Run the comparison for ``screen`` with the current k and nprobe (it receives ``CompareDone``)."""
         off = None if self.vectors == "ready" else self.vectors_reason
-        self.compare_worker(screen, self.retriever, query, self.k, self.nprobe, off)
+        self.compare_worker(screen, self.retriever, query, self.k, self.nprobe, off,
+                            backend.compare_params(self.settings))
 
     def action_reload(self: Session) -> None:
         """Check for a new generation now."""

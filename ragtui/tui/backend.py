@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import shlex
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -266,6 +266,17 @@ def load_embedder(settings: Settings, factory: Callable[[Settings], object] | No
 # -- searching ----------------------------------------------------------------------
 
 
+def compare_params(settings: Settings) -> dict[str, dict | str]:
+    """Each compared mode's ``search_params`` (or why ``[search]`` rules the mode out), for ``compare``."""
+    out: dict[str, dict | str] = {}
+    for mode in COMPARED:
+        try:
+            out[mode] = search_params(settings, mode)
+        except RagtuiError as e:
+            out[mode] = f"[search]: {e}"
+    return out
+
+
 def search_params(settings: Settings, mode: str, fusion: str | None = None) -> dict:
     """The ``Retriever.search`` options for ``mode``, chosen as ``ragtui search`` chooses them
     (``ragtui.app.search_params``): ``[search]`` over the defaults, with ``fusion`` (the TUI's
@@ -338,8 +349,14 @@ def rerank_outcome(reranker, outcome: SearchOutcome, budget_ms: float | None,
     return RerankOutcome(outcome, result)
 
 
-def compare(retriever: Retriever, query: str, k: int, nprobe: int | None, vectors_off: str | None) -> CompareOutcome:
-    """Search ``query`` in each of ``COMPARED`` and measure how the top-k lists agree."""
+def compare(retriever: Retriever, query: str, k: int, nprobe: int | None, vectors_off: str | None,
+            params: Mapping[str, dict | str] | None = None) -> CompareOutcome:
+    """Search ``query`` in each of ``COMPARED`` and measure how the top-k lists agree.
+
+    ``params[mode]``: that mode's ranking options (``search_params``, so the
+    compare view ranks as the results list and ``ragtui search`` do), or a
+    string saying why ``[search]`` rules that mode out.
+    """
     from ragtui.core.eval.metrics import recall
 
     runs: dict[str, tuple[Hit, ...]] = {}
@@ -349,8 +366,12 @@ def compare(retriever: Retriever, query: str, k: int, nprobe: int | None, vector
         if mode in VECTOR_MODES and vectors_off:
             off[mode] = vectors_off
             continue
+        options = (params or {}).get(mode, {})
+        if isinstance(options, str):
+            off[mode] = options
+            continue
         try:
-            outcome = run_search(retriever, SearchRequest(0, query, mode, k, nprobe))
+            outcome = run_search(retriever, SearchRequest(0, query, mode, k, nprobe, params=options))
         except RagtuiError as e:
             off[mode] = str(e)
             continue

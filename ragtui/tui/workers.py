@@ -132,8 +132,9 @@ class Workers:
             self.post_message(IndexReloaded(retriever, old_n))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="compare")
-    def compare_worker(self: Session, target, retriever, query: str, k: int, nprobe: int | None, vectors_off: str | None) -> None:
-        outcome = backend.compare(retriever, query, k, nprobe, vectors_off)
+    def compare_worker(self: Session, target, retriever, query: str, k: int, nprobe: int | None, vectors_off: str | None,
+                       params: dict[str, dict | str]) -> None:
+        outcome = backend.compare(retriever, query, k, nprobe, vectors_off, params)
         if _live():
             target.post_message(CompareDone(outcome))
 

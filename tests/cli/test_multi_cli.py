@@ -59,6 +59,21 @@ def test_index_list_names_a_subset_and_text_output_names_each_hits_index(art):
     assert first[2] in ("notes", "recipes") and "over 2 indexes" in r.stderr
 
 
+def test_hits_show_their_source_lines_and_a_snippet_as_one_index_does(art):
+    """As a single index's: path:Lstart-Lend, the chunk_id, then the words searched for in context."""
+    hits = _hits(art / "art", "archive", "--all", "--mode", "bm25")
+    for h in hits:
+        assert h["status"] == "fresh" and h["start_line"] >= 1 and h["path"].endswith(h["doc_id"].split("/", 1)[1])
+    r = ragtui("--artifacts", str(art / "art"), "search", "archive", "--all", "--mode", "bm25", "-k", "20", cwd=art)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == 2 * len(hits)
+    for h, head, snippet in zip(hits, lines[::2], lines[1::2]):
+        assert head.split()[2] == h["index"] and head.split()[4] == h["chunk_id"]
+        assert head.split()[3] == f"{h['doc_id']}:L{h['start_line']}-L{h['end_line']}"
+        assert snippet.startswith(" ") and "archive" in snippet.lower()
+
+
 @pytest.mark.parametrize("args, needle", [
     (["--index", "notes,nosuch"], "no index 'nosuch'"),
     (["--index", "notes,,recipes"], "names an empty index id"),

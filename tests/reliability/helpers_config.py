@@ -122,6 +122,18 @@ def hostile_cases(embedder) -> dict[str, callable]:
         write(scene.cwd / "ragtui.toml", f'[embedder]\nkind = "http"\ntokenizer_file = "{secret_file}"\n')
         _refused(scene.run("ingest", "docs"), [])
 
+    def artifacts_in_cwd_file(base: Path) -> None:
+        # An index holds the text it indexes: the project file may not pick the folder it is written to.
+        scene = Scene(base)
+        private = write(base / "notes" / "diary.md", f"{SECRET}\n")
+        leak = scene.cwd / "leak"
+        write(scene.cwd / "ragtui.toml", f"artifacts = {json.dumps(str(leak))}\n")
+        env = {SECRET_VAR: SECRET, "XDG_CONFIG_HOME": str(scene.xdg), "XDG_DATA_HOME": str(base / "data"),
+               "HOME": str(base)}
+        r = ragtui("ingest", str(private.parent), env=env, cwd=scene.cwd, timeout=120)
+        _refused(r, [])
+        assert not leak.exists(), "the index was written where the project file said"
+
     def llm_section(base: Path) -> None:
         scene = Scene(base)
         with serve() as evil:
@@ -193,6 +205,7 @@ def hostile_cases(embedder) -> dict[str, callable]:
     cases["./ragtui.toml api_key_env only, server from RAGTUI_EMBED_URL"] = key_with_env_url
     cases["./ragtui.toml tokenizer_file (a file outside the project)"] = tokenizer_file
     cases["./ragtui.toml [llm] base_url+api_key_env"] = llm_section
+    cases["./ragtui.toml artifacts (where the text of ~/notes would be written)"] = artifacts_in_cwd_file
     cases["ingested folder's ragtui.toml, ingest . from inside it"] = ingested_folder_is_cwd
     cases["ingested folder's ragtui.toml, ingest from outside: not read"] = ingested_folder_not_read
     cases["./ragtui.toml lists itself in trusted_configs"] = self_trust
@@ -208,7 +221,7 @@ def run_hostile_config(base: Path, embedder=None) -> tuple[Tally, str]:
         from ragtui.core.embedders.wordllama import WordLlamaEmbedder
 
         embedder = WordLlamaEmbedder()
-    tally = Tally("hostile project config (network keys in ./ragtui.toml, in the ingested folder)")
+    tally = Tally("hostile project config (network keys or `artifacts` in ./ragtui.toml, in the ingested folder)")
     cases = hostile_cases(embedder)
     for i, (name, check) in enumerate(cases.items()):
         tally.check(name, lambda check=check, i=i: check(base / f"case{i}"))

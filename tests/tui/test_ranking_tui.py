@@ -89,3 +89,31 @@ async def test_a_search_table_the_mode_refuses_is_said_not_raised(demo_index):
         assert app.is_running and app.mode == "hybrid"
         assert any("cannot search: fusion weight must be from 0 to 1" in n.message for n in app._notifications)
         assert "[search]: fusion weight must be from 0 to 1" in bar(app)
+
+
+async def test_the_compare_view_ranks_with_the_search_table_too(demo_index):
+    """`v` lines up flat, IVF and BM25 as the results list and `ragtui search` rank them: the options of
+    [search] that those modes take (here mmr and min_score) apply in each column."""
+    from ragtui.tui.screens.compare import CompareScreen
+    from tests.tui import wait_for
+
+    query = "vectors lists index"
+    settings = Settings(artifacts=demo_index[0], search={"mmr": 0.3, "min_score": 0.01})
+    app = create_app(settings, embedder_factory=lambda s: HashEmbedder(), debounce=0.0, poll_seconds=0.1,
+                     history=QueryHistory(None))
+    async with app.run_test() as pilot:
+        await ready(pilot)
+        await search(pilot, query)
+        await pilot.press("escape", "v")
+        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen.outcome is not None,
+                       "the comparison")
+        runs = app.screen.outcome.runs
+        assert set(runs) == {"flat", "ivf", "bm25"}
+        for mode in ("flat", "ivf", "bm25"):
+            params = app_layer.search_params(SimpleNamespace(), settings, mode)
+            assert params["mmr"] == 0.3 and params["min_score"] == 0.01
+            want = app.retriever.search(query, mode=mode, k=app.k, **params)
+            assert [h.chunk_id for h in runs[mode]] == [h.chunk_id for h in want]
+        # Without the table the BM25 column would read otherwise: the options were really applied.
+        plain = app.retriever.search(query, mode="bm25", k=app.k)
+        assert [h.chunk_id for h in plain] != [h.chunk_id for h in runs["bm25"]]

@@ -134,3 +134,54 @@ def test_a_cache_entry_without_term_keys_still_loads(tmp_path):
     key_file.unlink()
     again = BM25Index.load(data, 1.2, 0.75, cache_dir=tmp_path)
     same(again.search("dog cat", 2), BM25Index.decode(data, 1.2, 0.75).search_exhaustive("dog cat", 2))
+
+
+@pytest.mark.parametrize("damage", ["missing", "short", "two-d", "text", "scalars"])
+@pytest.mark.parametrize("name", ["df", "offsets", "post_doc", "weights", "term_starts", "doc_len"])
+def test_a_damaged_cache_entry_is_decoded_anew_and_replaced(tmp_path, name, damage):
+    """The cache only saves time: an entry that lost an array, or holds one of the wrong shape, is not
+    read as an index (it used to end in a KeyError or an IndexError inside a search)."""
+    docs = [["cat", "dog"], ["dog"], ["longerthaneight", "cat"], ["emu", "dog", "dog"]]
+    data = encode_bm25(docs)
+    BM25Index.load(data, 1.2, 0.75, cache_dir=tmp_path)
+    (entry,) = tmp_path.glob("bm25-*")
+    target = entry / f"{name}.npy"
+    if damage == "missing":
+        target.unlink()
+    elif damage == "short":
+        np.save(target, np.load(target)[:-1])
+    elif damage == "two-d":
+        np.save(target, np.load(target).reshape(1, -1))
+    elif damage == "text":
+        np.save(target, np.array(["x"] * np.load(target).size))
+    else:
+        np.save(entry / "scalars.npy", np.array([len(docs), 1.0, 1.2, np.nan]))
+    again = BM25Index.load(data, 1.2, 0.75, cache_dir=tmp_path)
+    reference = BM25Index.decode(data, 1.2, 0.75)
+    for query in ("cat", "dog cat", "longerthaneight emu", "nothing"):
+        same(again.search(query, 5), reference.search_exhaustive(query, 5))
+    (entry,) = tmp_path.glob("bm25-*")  # replaced by a sound one
+    assert np.array_equal(np.load(entry / f"{name}.npy"), getattr(reference, name))
+    assert not (entry / "scalars.npy").exists() or np.isfinite(np.load(entry / "scalars.npy")).all()
+
+
+def test_a_sound_cache_entry_is_taken_as_it_is(tmp_path, monkeypatch):
+    """The soundness check must pass what the cache really holds (post_doc is stored as uint32): else every
+    load would decode bm25.idx again and rewrite its entry."""
+    data = encode_bm25([["cat", "dog"], ["dog"], ["longerthaneight", "cat"], ["emu", "dog", "dog"]])
+    BM25Index.load(data, 1.2, 0.75, cache_dir=tmp_path)
+    (entry,) = tmp_path.glob("bm25-*")
+    mtime = entry.stat().st_mtime_ns
+    reference = BM25Index.decode(data, 1.2, 0.75).search("dog", 3)
+
+    def decode(*a, **k):
+        raise AssertionError("decoded again")
+
+    monkeypatch.setattr(BM25Index, "decode", classmethod(decode))
+    again = BM25Index.load(data, 1.2, 0.75, cache_dir=tmp_path)
+    same(again.search("dog", 3), reference)
+    assert entry.stat().st_mtime_ns == mtime
+    # From a stored decoding too (from_postings), as a writer leaves it for its readers.
+    BM25Index.from_postings(build_postings([["a", "b"], ["b"]]), 1.2, 0.75).store(
+        encode_bm25([["a", "b"], ["b"]]), tmp_path / "w", "index")
+    assert BM25Index.load(encode_bm25([["a", "b"], ["b"]]), 1.2, 0.75, cache_dir=tmp_path / "w").n_docs == 2

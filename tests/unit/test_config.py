@@ -107,7 +107,7 @@ def test_the_embedder_keys_are_exactly_the_embedders_options():
         params |= set(inspect.signature(cls.__init__).parameters) - {"self"}
     not_settable = {"transport", "sleep", "clock", "random", "monotonic", "tokenizer"}  # objects, for tests and callers
     assert set(SCHEMA["embedder"]) == (params - not_settable) | {"kind"}
-    assert TRUSTED_ONLY <= set(SCHEMA["embedder"])
+    assert TRUSTED_ONLY - {"artifacts"} <= set(SCHEMA["embedder"])
 
 
 # -- layers ----------------------------------------------------------------------------------
@@ -154,6 +154,18 @@ def test_a_project_file_may_not_set_network_keys(dirs, key, value):
     message = str(e.value)
     assert f"sets embedder.{key}" in message and f"--config {path}" in message
     assert f'trusted_configs = ["{path}"]' in message and str(user) in message
+
+
+def test_a_project_file_may_not_choose_where_indexes_are_written(dirs, tmp_path):
+    """An index holds the text of what is ingested: a cloned repository's file may not pick the folder."""
+    user, project = dirs
+    path = put(project / "ragtui.toml", f"artifacts = {json.dumps(str(project / 'leak'))}\n")
+    with pytest.raises(UsageError, match="sets artifacts: a ragtui.toml found in the current directory"):
+        load_settings({})
+    assert not (project / "leak").exists()
+    assert load_settings({}, config=path).artifacts == project / "leak"
+    put(user, f"trusted_configs = [{json.dumps(str(path))}]\n")
+    assert load_settings({}).artifacts_from == f"artifacts in {path}"
 
 
 def test_a_future_section_is_covered_by_key_name(dirs):

@@ -55,7 +55,7 @@ def test_what_chose_the_root_is_recorded(tmp_path, monkeypatch):
     assert load_settings({"RAGTUI_ARTIFACTS": str(tmp_path / "env")}).artifacts_from == "RAGTUI_ARTIFACTS"
     assert s.with_flags(artifacts=str(tmp_path / "flag")).artifacts_from == "--artifacts"
     (tmp_path / "ragtui.toml").write_text(f'artifacts = "{tmp_path / "conf"}"\n')
-    s = load_settings({})
+    s = load_settings({}, config=tmp_path / "ragtui.toml")  # a file named with --config is trusted
     assert s.artifacts == tmp_path / "conf" and s.artifacts_from == f"artifacts in {tmp_path / 'ragtui.toml'}"
     assert "--artifacts DIR or RAGTUI_ARTIFACTS" in app.root_hint(s)
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["cached_arrays", "evict", "remove_dead_temporaries", "store_arrays"]
+__all__ = ["cached_arrays", "evict", "load_entry", "remove_dead_temporaries", "store_arrays"]
 
 _MARKER = "complete"
 
@@ -41,13 +41,9 @@ def cached_arrays(
     if cache_dir is None:
         return compute(), False
     entry = Path(cache_dir) / f"{kind}-{name}-{key}"
-    if (entry / _MARKER).is_file():
-        try:
-            arrays = {p.stem: _load(p) for p in entry.glob("*.npy")}
-            if arrays:
-                return arrays, True
-        except (OSError, ValueError):
-            pass
+    found = load_entry(cache_dir, kind, name, key)
+    if found:
+        return found, True
     arrays = compute()
     try:
         _store(entry, arrays)
@@ -57,33 +53,70 @@ def cached_arrays(
     return arrays, False
 
 
+def load_entry(cache_dir: Path, kind: str, name: str, key: str) -> dict[str, np.ndarray] | None:
+    """The arrays of a complete entry, memory-mapped, or None when there is none or it cannot be read.
+
+    Nothing is computed or written. Entries are files like any other: what
+    they hold is only as good as what the caller checks of it.
+    """
+    entry = Path(cache_dir) / f"{kind}-{name}-{key}"
+    try:
+        if not (entry / _MARKER).is_file():
+            return None
+        arrays = {p.stem: _load(p) for p in entry.glob("*.npy")}
+    except (OSError, ValueError):
+        return None
+    return arrays or None
+
+
+_NPY_MAGIC = b"\x93NUMPY"
+
+
 def _load(path: Path) -> np.ndarray:
-    """One cached array, memory-mapped; ``OSError`` unless it is a regular file (a FIFO would block the open)."""
+    """One cached array, memory-mapped.
+
+    ``OSError`` unless it is a regular file (a FIFO would block the open);
+    ``ValueError`` for anything that is not a plain ``.npy`` array (numpy
+    would open a zip as an archive, and raises many kinds of errors on
+    damaged headers).
+    """
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(errno.EINVAL, "not a regular file", str(path))
+        if os.pread(fd, len(_NPY_MAGIC), 0) != _NPY_MAGIC:
+            raise ValueError(f"{path} is not a .npy file")
         # numpy maps by name: name the file already opened and checked, not the path again.
         proc = f"/proc/self/fd/{fd}"
-        array: np.ndarray = np.load(proc if os.path.exists(proc) else path, mmap_mode="r", allow_pickle=False)
+        try:
+            with np.errstate(all="raise"):
+                array = np.load(proc if os.path.exists(proc) else path, mmap_mode="r", allow_pickle=False)
+        except OSError:
+            raise
+        except Exception as e:  # EOFError, OverflowError, tokenize errors...: a damaged header, whatever numpy says
+            raise ValueError(f"{path}: {type(e).__name__}") from None
+        if not isinstance(array, np.ndarray):
+            raise ValueError(f"{path} is not an array")
         return array
     finally:
         os.close(fd)
 
 
-def store_arrays(cache_dir: Path, kind: str, name: str, key: str, arrays: dict[str, np.ndarray]) -> None:
+def store_arrays(cache_dir: Path, kind: str, name: str, key: str, arrays: dict[str, np.ndarray]) -> bool:
     """Put ``arrays`` in the cache under ``key`` ahead of any reader (best effort, like every write here).
 
-    Nothing is evicted here: the caller calls ``evict`` once it is off its
-    critical path (deleting large files is slow on some filesystems).
+    True when the entry is there (stored now or before). Nothing is evicted
+    here: the caller calls ``evict`` once it is off its critical path
+    (deleting large files is slow on some filesystems).
     """
     entry = Path(cache_dir) / f"{kind}-{name}-{key}"
     if (entry / _MARKER).is_file():
-        return
+        return True
     try:
         _store(entry, arrays)
     except OSError:
-        pass
+        return False
+    return True
 
 
 def evict(cache_dir: Path, kind: str, name: str, keep: int = 2) -> None:
@@ -102,6 +135,8 @@ def _store(entry: Path, arrays: dict[str, np.ndarray]) -> None:
         for key, value in arrays.items():
             np.save(tmp / f"{key}.npy", np.ascontiguousarray(value), allow_pickle=False)
         (tmp / _MARKER).write_bytes(b"")
+        if entry.is_symlink() or (os.path.lexists(entry) and not entry.is_dir()):
+            entry.unlink()  # a file or link under the entry's name: in the way, never read
         shutil.rmtree(entry, ignore_errors=True)
         os.rename(tmp, entry)
     finally:

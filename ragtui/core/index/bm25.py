@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import shutil
 import struct
 import threading
 from collections import Counter
@@ -26,7 +27,7 @@ import numpy.typing as npt
 from ragtui.core.errors import IndexFormatError, UsageError
 from ragtui.core.index import leb128
 from ragtui.core.index.analyzer import analyze
-from ragtui.core.index.arraycache import cached_arrays, evict, store_arrays
+from ragtui.core.index.arraycache import cached_arrays, evict, load_entry, store_arrays
 from ragtui.core.index.bm25_prune import (
     PruneArrays,
     SearchStats,
@@ -216,6 +217,16 @@ class BM25Index:
             arrays = {**arrays, "term_key": term_keys(arrays["term_blob"], arrays["term_starts"])}
         return cls(int(n_docs), avgdl, k1, b, **{name: arrays[name] for name in _ARRAYS})
 
+    def describes(self, data: bytes | memoryview | mmap.mmap) -> bool:
+        """Whether bm25.idx bytes ``data`` have this index's header and doc_len (a cheap check, not a decoding)."""
+        n = self.n_docs
+        if len(data) < _HEADER.size + 4 * n:
+            return False
+        magic, version, n_docs, n_terms, avgdl = _HEADER.unpack_from(data, 0)
+        if (magic, version, n_docs, n_terms) != (MAGIC, VERSION, n, self.n_terms) or avgdl != self.avgdl:
+            return False
+        return bool(np.array_equal(np.frombuffer(data, dtype="<u4", count=n, offset=_HEADER.size), self.doc_len))
+
     def blocks(self) -> PruneArrays:
         """The block entries of the pruned search, built on first use (memory only the pruned path pays)."""
         got: PruneArrays | None = self.__dict__.get("_blocks")
@@ -252,10 +263,16 @@ class BM25Index:
         # "k": the entry also holds term_key (an entry of an older ragtui lacks it).
         return f"v{VERSION}k-" + digest.hexdigest()[:40]
 
-    def store(self, data: bytes | memoryview | mmap.mmap, cache_dir: Path | None, name: str = "index") -> None:
-        """Put this index in ``cache_dir`` as the decoding of ``data``, so a reader's ``load`` finds it."""
-        if cache_dir is not None:
-            store_arrays(cache_dir, "bm25", name, self.cache_key(data, self.k1, self.b), self.to_arrays())
+    def store(self, data: bytes | memoryview | mmap.mmap, cache_dir: Path | None, name: str = "index") -> str | None:
+        """Put this index in ``cache_dir`` as the decoding of ``data``, so a reader's ``load`` finds it.
+
+        Returns the entry's key (``cache_key``), or None without a ``cache_dir``.
+        """
+        if cache_dir is None:
+            return None
+        key = self.cache_key(data, self.k1, self.b)
+        store_arrays(cache_dir, "bm25", name, key, self.to_arrays())
+        return key
 
     @staticmethod
     def evict(cache_dir: Path | None, name: str = "index") -> None:
@@ -272,13 +289,29 @@ class BM25Index:
         path: str = "bm25.idx",
         cache_dir: Path | None = None,
         name: str = "index",
+        key: str | None = None,
     ) -> BM25Index:
-        """``decode``, reusing decoded arrays from ``cache_dir`` keyed by the file's SHA-256 (and k1, b)."""
+        """``decode``, reusing decoded arrays from ``cache_dir`` keyed by the file's SHA-256 (and k1, b).
+
+        ``key``: the file's ``cache_key`` as its writer recorded it (``verified``).
+        The entry of that key is taken without hashing the file when it holds
+        the file's header and doc_len; otherwise the file is hashed as usual.
+        """
         check_bm25_params(k1, b)
         if cache_dir is None:
             return cls.decode(data, k1, b, path)
+        if key is not None:
+            found = load_entry(cache_dir, "bm25", name, key)
+            if found is not None and _sound(found, k1, b):
+                index = cls.from_arrays(found)
+                if index.describes(data):
+                    return index
         key = cls.cache_key(data, k1, b)
-        arrays, _ = cached_arrays(cache_dir, "bm25", name, key, lambda: cls.decode(data, k1, b, path).to_arrays())
+        arrays, cached = cached_arrays(cache_dir, "bm25", name, key, lambda: cls.decode(data, k1, b, path).to_arrays())
+        if cached and not _sound(arrays, k1, b):
+            # Damaged but readable (a file of the entry lost or cut short): drop it and decode anew.
+            shutil.rmtree(Path(cache_dir) / f"bm25-{name}-{key}", ignore_errors=True)
+            arrays, _ = cached_arrays(cache_dir, "bm25", name, key, lambda: cls.decode(data, k1, b, path).to_arrays())
         return cls.from_arrays(arrays)
 
     @classmethod
@@ -431,6 +464,46 @@ _BLOCKS_LOCK = threading.Lock()
 _MEMO_TERMS = 1 << 16
 """``term_ids`` remembers this many looked-up query terms per index (found or not), then starts over.
 A dict is safe to share between threads here: a racing reader at worst looks a term up again."""
+
+
+_KINDS = {"doc_len": "u", "term_blob": "u", "term_starts": "i", "df": "iu", "offsets": "i", "post_doc": "u",
+          "post_tf": "iu", "weights": "f", "term_key": "u"}
+"""The dtype kind each cached array has (``to_arrays``: post_doc is uint32); ``term_key`` may be missing (derived)."""
+
+
+def _sound(arrays: dict[str, np.ndarray], k1: float, b: float) -> bool:
+    """Whether a cache entry's arrays fit together as one decoded index (its sizes and bounds).
+
+    The entry is keyed by the file's SHA-256, so it cannot be stale; this
+    catches an entry damaged since it was written (a file missing, cut
+    short, or of another shape), which would otherwise fail deep inside a
+    search. It costs a look at each array's shape and ends, not a pass over
+    the postings.
+    """
+    try:
+        scalars = arrays["scalars"]
+        if scalars.shape != (4,) or not np.isfinite(scalars).all() or (float(scalars[2]), float(scalars[3])) != (k1, b):
+            return False
+        for name, kinds in _KINDS.items():
+            a = arrays.get(name)
+            if a is None:
+                if name == "term_key":
+                    continue
+                return False
+            if a.ndim != 1 or a.dtype.kind not in kinds:
+                return False
+        n_docs, n_terms = int(scalars[0]), arrays["df"].size
+        starts, offsets, n_post = arrays["term_starts"], arrays["offsets"], arrays["post_doc"].size
+        return bool(
+            n_docs == arrays["doc_len"].size
+            and starts.size == n_terms + 1 and offsets.size == n_terms + 1
+            and int(starts[0]) == 0 and int(starts[-1]) == arrays["term_blob"].size
+            and int(offsets[0]) == 0 and int(offsets[-1]) == n_post
+            and arrays["post_tf"].size == n_post and arrays["weights"].size == n_post
+            and ("term_key" not in arrays or arrays["term_key"].size == n_terms)
+        )
+    except (KeyError, IndexError, ValueError, TypeError):
+        return False
 
 
 def _decode_postings(

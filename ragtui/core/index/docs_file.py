@@ -16,7 +16,7 @@ import numpy as np
 from ragtui.core.errors import IndexFormatError
 from ragtui.core.index.records import _DOC_KEYS, ChunkRecord, IndexMeta
 
-__all__ = ["MAX_DOCS_LINE_BYTES", "DocsFile"]
+__all__ = ["MAX_DOCS_LINE_BYTES", "DocsFile", "ends_fit"]
 
 MAX_DOCS_LINE_BYTES = 256 << 20
 """One docs.jsonl line holds one chunk of one document: at most 256 MiB, newline excluded."""
@@ -237,3 +237,34 @@ def _line_ends(raw: bytes | mmap.mmap, n_chunks: int, where: str) -> np.ndarray:
     if count != n_chunks:
         raise IndexFormatError(where, f"has {count} lines, but meta.json says n_chunks {n_chunks}")
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+def ends_fit(raw: bytes | mmap.mmap, ends: np.ndarray, n_chunks: int) -> bool:
+    """Whether ``ends`` (int64, from a writer's record) can stand in for ``_line_ends(raw, n_chunks)``.
+
+    A gather of a few bytes per line instead of a scan of the file: there are
+    ``n_chunks`` ends, strictly increasing, the last at the file's last byte,
+    each a newline with ``}`` before it and ``{`` after it (the start of the
+    next line), every line at most ``MAX_DOCS_LINE_BYTES``. Every file a
+    ragtui writer lays out passes; one that does not is counted instead.
+    What this cannot see is a newline the ends skip: a ragtui writer never
+    writes one inside a line (JSON escapes them in text), and the record's
+    stamps tie it to the file as that writer wrote it.
+    """
+    size = len(raw)
+    if ends.dtype != np.int64 or ends.ndim != 1 or ends.size != n_chunks:
+        return False
+    if n_chunks == 0:
+        return size == 0
+    if size < 3 or int(ends[-1]) != size - 1 or int(ends[0]) < 1:
+        return False
+    lengths = np.diff(ends, prepend=-1) - 1
+    if int(lengths.min()) < 2 or int(lengths.max()) > MAX_DOCS_LINE_BYTES:
+        return False  # also: not strictly increasing (a line of at least "{}")
+    whole = np.frombuffer(raw, dtype=np.uint8)
+    return bool(
+        (whole[ends] == 10).all()
+        and (whole[ends - 1] == 0x7D).all()  # "}"
+        and whole[0] == 0x7B  # "{"
+        and (whole[ends[:-1] + 1] == 0x7B).all()
+    )

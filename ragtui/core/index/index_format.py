@@ -23,8 +23,9 @@ from typing import BinaryIO, TypeVar, cast
 import numpy as np
 
 from ragtui.core.errors import IndexFormatError, IndexMissingError, StorageError
+from ragtui.core.index import verified
 from ragtui.core.index.bm25 import BM25Index, bm25_params_problem
-from ragtui.core.index.docs_file import MAX_DOCS_LINE_BYTES, DocsFile
+from ragtui.core.index.docs_file import MAX_DOCS_LINE_BYTES, DocsFile, ends_fit
 from ragtui.core.index.records import IndexMeta
 
 __all__ = [
@@ -69,6 +70,7 @@ class IndexData:
     """(n_chunks, dim) float32, read-only, memory-mapped when non-empty."""
     bm25: BM25Index
     stats: dict[str, object] = field(default_factory=dict)
+    """How it was read: ``verified_entry`` is True when its writer's record (``verified``) stood in for checks."""
 
     @property
     def n_chunks(self) -> int:
@@ -216,16 +218,24 @@ def _parse(path: Path, real: str, files: dict[str, BinaryIO], full: bool, cache_
     _check_vectors_size(files[VECTORS], where(VECTORS), meta)
     docs_size = _check_docs_size(files[DOCS], where(DOCS), meta)
     _check_bm25_size(files[BM25], where(BM25), meta, docs_size)
+    # What the writer of these very files checked already (verified.py); never with full=True.
+    stats = [os.fstat(files[name].fileno()) for name in FILES]
+    known = None if full else verified.lookup(cache_dir, meta.index_id, [verified.file_stamp(st) for st in stats],
+                                              meta.n_chunks)
     bm25_raw = _map(files[BM25], where(BM25))
     _check_bm25_header(bm25_raw, where(BM25), meta)
-    records = DocsFile(_map(files[DOCS], where(DOCS)), where(DOCS), meta)
+    docs_raw = _map(files[DOCS], where(DOCS))
+    ends = known.ends if known is not None and known.ends is not None and ends_fit(docs_raw, known.ends, meta.n_chunks) \
+        else None
+    records = DocsFile(docs_raw, where(DOCS), meta, ends=ends)
     if full:
         records.verify()
-    vectors = _map_vectors(files[VECTORS], where(VECTORS), meta)
-    bm25 = BM25Index.load(bm25_raw, meta.k1, meta.b, where(BM25), cache_dir, meta.index_id)
+    vectors = _map_vectors(files[VECTORS], where(VECTORS), meta, check=not (known is not None and known.unit_rows))
+    bm25 = BM25Index.load(bm25_raw, meta.k1, meta.b, where(BM25), cache_dir, meta.index_id,
+                          key=known.bm25_key if known is not None else None)
     if bm25.n_docs != meta.n_chunks:
         raise IndexFormatError(where(BM25), f"n_docs is {bm25.n_docs}, but meta.json says n_chunks {meta.n_chunks}")
-    st = os.fstat(files[META].fileno())
+    st = stats[0]
     return IndexData(
         path=path,
         generation=f"{real}:{st.st_ino}:{st.st_mtime_ns}",
@@ -233,6 +243,7 @@ def _parse(path: Path, real: str, files: dict[str, BinaryIO], full: bool, cache_
         records=records,
         vectors=vectors,
         bm25=bm25,
+        stats={"verified_entry": known is not None},
     )
 
 
@@ -339,7 +350,8 @@ def _check_bm25_header(raw: bytes | mmap.mmap, where: str, meta: IndexMeta) -> N
             raise IndexFormatError(where, f"n_docs is {n_docs}, but meta.json says n_chunks {meta.n_chunks}")
 
 
-def _map_vectors(f: BinaryIO, where: str, meta: IndexMeta) -> np.ndarray:
+def _map_vectors(f: BinaryIO, where: str, meta: IndexMeta, check: bool = True) -> np.ndarray:
+    """vectors.f32 mapped; with ``check`` every row must be a finite unit vector (``bad_vector_rows``)."""
     size = os.fstat(f.fileno()).st_size
     expected = meta.n_chunks * meta.dim * 4
     if size != expected:
@@ -355,9 +367,10 @@ def _map_vectors(f: BinaryIO, where: str, meta: IndexMeta) -> np.ndarray:
             raise StorageError(f"cannot map {where}: out of memory") from None
         raise StorageError(f"cannot map {where}: {e.strerror}") from None
     vectors = np.frombuffer(mm, dtype="<f4").reshape(meta.n_chunks, meta.dim)
-    bad = bad_vector_rows(vectors)
-    if bad.size:
-        raise IndexFormatError(where, vector_row_problem(vectors, int(bad[0])))
+    if check:
+        bad = bad_vector_rows(vectors)
+        if bad.size:
+            raise IndexFormatError(where, vector_row_problem(vectors, int(bad[0])))
     return vectors
 
 

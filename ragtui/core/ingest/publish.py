@@ -33,7 +33,7 @@ import functools
 import os
 import stat
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -350,7 +350,8 @@ def _hint(e: OSError) -> str:
     return "run again once the cause is fixed"
 
 
-def publish(artifacts: str | os.PathLike[str], index_id: str, files: Mapping[str, FileContent], *, ops: FsOps | None = None, tidy: bool = True) -> Path:
+def publish(artifacts: str | os.PathLike[str], index_id: str, files: Mapping[str, FileContent], *, ops: FsOps | None = None, tidy: bool = True,
+            before_swap: Callable[[Path], object] | None = None) -> Path:
     """Publish ``files`` (the four names) as the new generation of ``index_id``.
 
     Each file's content is a bytes-like object or a sequence of pieces
@@ -368,6 +369,9 @@ def publish(artifacts: str | os.PathLike[str], index_id: str, files: Mapping[str
     kept on disk, so after a crash the index is still one of the two. With
     ``tidy=False`` the generations no longer named are left for the caller to
     remove (``remove_stale_generations``) once readers are not waiting on it.
+    ``before_swap(generation_dir)`` runs once the generation is complete and
+    flushed, just before the link makes it current (the writer records what
+    it verified there, ``core.index.verified``); it must not raise.
     """
     if set(files) != set(FILES):
         raise ValueError("publish needs exactly the four index files")
@@ -394,6 +398,8 @@ def publish(artifacts: str | os.PathLike[str], index_id: str, files: Mapping[str
         made = final_gen
         step(f"flushing {gens} to disk")
         _fsync_dir(ops, gens)
+        if before_swap is not None:
+            before_swap(final_gen)
         step(f"creating the link {tmp_link}")
         _remove_entry(ops, tmp_link)
         ops.symlink(os.path.relpath(final_gen, root), tmp_link)

@@ -14,7 +14,7 @@ import mmap
 import os
 import stat
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,16 +22,17 @@ import numpy as np
 import numpy.typing as npt
 
 from ragtui.core.errors import IndexFormatError, IndexMissingError
+from ragtui.core.index import verified
 from ragtui.core.index.analyzer import analyze
 from ragtui.core.index.bm25 import BM25Index, Postings
 from ragtui.core.index.bm25_write import PostingBytes, encode_spliced_carried, splice_postings
 from ragtui.core.index.docs_file import DocsFile
-from ragtui.core.index.index_format import BM25, DOCS, META, VECTORS, IndexData, generation_of, read_index
+from ragtui.core.index.index_format import BM25, DOCS, FILES, META, VECTORS, IndexData, generation_of, read_index
 from ragtui.core.index.records import IndexMeta, encode_docs, encode_meta
 from ragtui.core.ingest.assemble import Assembly, Previous
 from ragtui.core.ingest.publish import FileRange, file_size, publish
 from ragtui.core.ingest.report import Progress, SyncReport
-from ragtui.core.ingest.state import FileEntry, IndexStamp, index_stamp, stat_stamp
+from ragtui.core.ingest.state import FileEntry, FileTable, IndexStamp, index_stamp, stat_stamp
 
 __all__ = ["Generation", "Piece", "Spliced", "following", "open_generation", "publish_splice", "rows_of", "warm"]
 
@@ -64,10 +65,12 @@ class Generation:
         return index_stamp(target) == self.stamp
 
 
-def rows_of(files: dict[str, FileEntry]) -> dict[str, tuple[int, int]] | None:
+def rows_of(files: Mapping[str, FileEntry]) -> dict[str, tuple[int, int]] | None:
     """Each document's rows from the state's chunk counts (None if a count is missing or negative)."""
     rows: dict[str, tuple[int, int]] = {}
     at = 0
+    if isinstance(files, FileTable):
+        files = files.as_dict()  # one lookup per document follows: the entries made at once
     for doc_id in sorted(files):
         n = files[doc_id].n_chunks
         if n is None or n < 0:
@@ -79,7 +82,7 @@ def rows_of(files: dict[str, FileEntry]) -> dict[str, tuple[int, int]] | None:
 
 
 def open_generation(target: Path, stamp: IndexStamp | None, generation: str | None,
-                    files: dict[str, FileEntry], cache_dir: Path) -> Generation | None:
+                    files: Mapping[str, FileEntry], cache_dir: Path) -> Generation | None:
     """The published generation, when it is exactly the one the writer's state describes.
 
     That is: ``stamp`` is the generation's stamp now (every one of its four
@@ -136,6 +139,8 @@ class Spliced:
     bm25: BM25Index
     bm25_raw: bytes
     posting_bytes: PostingBytes
+    ends: npt.NDArray[np.int64]
+    """The offset of each newline of the docs.jsonl published."""
 
 
 def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembly, meta: IndexMeta,
@@ -155,9 +160,12 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
         files: dict[str, Sequence[Piece]] = {META: [encode_meta(meta)], **pieces, BM25: [bm25_bytes]}
         report.seconds["encode"] = time.perf_counter() - t0
         tick("write", 0, 1)
-        decoded = _store_decoded(postings, meta, bm25_bytes, cache_dir, index_id, report)
+        decoded, bm25_key = _store_decoded(postings, meta, bm25_bytes, cache_dir, index_id, report)
+        ends = _docs_ends(gen, asm, pieces[DOCS])
         t0 = time.perf_counter()
-        publish(artifacts, index_id, files, tidy=False)
+        publish(artifacts, index_id, files, tidy=False,
+                before_swap=lambda d: verified.record(cache_dir, index_id, [d / n for n in FILES], ends=ends,
+                                                      bm25_key=bm25_key))
     finally:
         for fd in (sources or {}).values():
             os.close(fd)
@@ -165,19 +173,34 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
     report.bytes_written = sum(file_size(v) for v in files.values())
     report.seconds["write"] = time.perf_counter() - t0
     tick("write", 1, 1)
-    return Spliced(meta, pieces, decoded, bm25_bytes, layout)
+    return Spliced(meta, pieces, decoded, bm25_bytes, layout, ends)
 
 
 def _store_decoded(postings: Postings, meta: IndexMeta, bm25_bytes: bytes, cache_dir: Path, index_id: str,
-                   report: SyncReport) -> BM25Index:
-    """The new bm25.idx decoded (without decoding it), left in the cache for readers."""
+                   report: SyncReport) -> tuple[BM25Index, str | None]:
+    """The new bm25.idx decoded (without decoding it), left in the cache for readers, and its cache key."""
     t0 = time.perf_counter()
     decoded = BM25Index.from_postings(postings, meta.k1, meta.b)
     report.seconds["weights"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    decoded.store(bm25_bytes, cache_dir, index_id)
+    key = decoded.store(bm25_bytes, cache_dir, index_id)
     report.seconds["cache"] = time.perf_counter() - t0
-    return decoded
+    return decoded, key
+
+
+def _docs_ends(gen: Generation, asm: Assembly, docs: Sequence[Piece]) -> npt.NDArray[np.int64]:
+    """The newline offsets of the docs.jsonl that ``docs`` (one piece per segment of ``asm``) make up."""
+    old = gen.data
+    ends: list[npt.NDArray[np.int64]] = []
+    pos = 0
+    for seg, piece in zip(asm.segments, docs):
+        if seg.source == "old":
+            ends.append(old.records.line_ends(seg.lo, seg.hi) + pos)
+        else:
+            assert not isinstance(piece, FileRange)
+            ends.append(np.flatnonzero(np.frombuffer(piece, dtype=np.uint8) == 10) + pos)
+        pos += file_size([piece])
+    return np.concatenate(ends).astype(np.int64, copy=False) if ends else np.zeros(0, dtype=np.int64)
 
 
 def _pieces(gen: Generation, asm: Assembly, sources: dict[str, int] | None) -> dict[str, list[Piece]]:
@@ -230,24 +253,18 @@ def following(target: Path, gen: Generation, asm: Assembly, done: Spliced) -> Ge
     stamp = index_stamp(target)
     if stamp is None:
         return None
-    old, meta = gen.data, done.meta
-    ends: list[npt.NDArray[np.int64]] = []
+    meta = done.meta
     fps: list[npt.NDArray[np.bytes_]] = []
-    pos = 0
-    for seg, piece in zip(asm.segments, done.pieces[DOCS]):
+    for seg in asm.segments:
         if seg.source == "old":
-            ends.append(old.records.line_ends(seg.lo, seg.hi) + pos)
             fps.append(gen.fingerprints[seg.lo : seg.hi])
         else:
-            assert not isinstance(piece, FileRange)
-            ends.append(np.flatnonzero(np.frombuffer(piece, dtype=np.uint8) == 10) + pos)
             fps.append(np.array([r.fingerprint.encode("ascii") for r in asm.records[seg.lo : seg.hi]], dtype="S64"))
-        pos += file_size([piece])
     mapped = _map_published(stamp)
     if mapped is None:
         return None
     where = os.path.join(target, DOCS)
-    records = DocsFile(mapped[DOCS], where, meta, ends=np.concatenate(ends) if ends else np.zeros(0, dtype=np.int64))
+    records = DocsFile(mapped[DOCS], where, meta, ends=done.ends)
     vectors = (
         np.frombuffer(mapped[VECTORS], dtype="<f4").reshape(meta.n_chunks, meta.dim)
         if meta.n_chunks else np.zeros((0, meta.dim), dtype=np.float32)

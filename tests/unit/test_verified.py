@@ -1,0 +1,239 @@
+"""The writer's verified entries: a reader skips the scan, the norm pass and the hash only for the files stamped."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ragtui.core.index import docs_file, index_format, verified
+from ragtui.core.index.bm25 import BM25Index
+from ragtui.core.index.docs_file import _line_ends, ends_fit
+from ragtui.core.index.index_format import FILES, read_index
+from ragtui.core.ingest.sync import sync
+from tests.reliability.helpers_verified import entry_dir, fingerprint
+
+from .fakes import HashEmbedder
+
+
+@pytest.fixture(autouse=True)
+def writer_waits(monkeypatch):
+    """A tiny index saves a reader too little for the writer to wait for a non-racy entry: make it wait."""
+    monkeypatch.setattr(verified, "reader_saving_ns", lambda *sizes: 10**9)
+
+
+def run(folder: Path, art: Path):
+    return sync(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3)
+
+
+def make_docs(folder: Path, n: int = 9, extra: str = "") -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        (folder / f"d{i}.md").write_text(f"document {i} about cats and dogs {extra} " * (i + 2), encoding="utf-8")
+
+
+class Counts:
+    """How often the three passes an entry replaces ran."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.scan = self.norms = self.hash = 0
+        real_scan, real_norms, real_key = docs_file._line_ends, index_format.bad_vector_rows, BM25Index.cache_key
+
+        def scan(*a):
+            self.scan += 1
+            return real_scan(*a)
+
+        def norms(*a):
+            self.norms += 1
+            return real_norms(*a)
+
+        def key(*a):
+            self.hash += 1
+            return real_key(*a)
+
+        monkeypatch.setattr(docs_file, "_line_ends", scan)
+        monkeypatch.setattr(index_format, "bad_vector_rows", norms)
+        monkeypatch.setattr(BM25Index, "cache_key", staticmethod(key))
+
+    def total(self) -> tuple[int, int, int]:
+        return self.scan, self.norms, self.hash
+
+
+@pytest.fixture()
+def published(tmp_path):
+    folder, art = tmp_path / "docs", tmp_path / "art"
+    make_docs(folder)
+    run(folder, art)
+    return folder, art / "rag" / "docs", art / "rag" / ".cache"
+
+
+def test_a_full_publish_records_an_entry_that_spares_the_reader_three_passes(published, monkeypatch):
+    _, link, cache = published
+    assert entry_dir(link, cache).is_dir()
+    counts = Counts(monkeypatch)
+    data = read_index(link, full=False, cache_dir=cache)
+    assert data.stats["verified_entry"] is True
+    assert counts.total() == (0, 0, 0)
+    # Without the cache (or with full=True) every pass runs, as before.
+    read_index(link, full=False)
+    assert counts.total() == (1, 1, 0)
+    read_index(link, full=True, cache_dir=cache)
+    assert counts.total() == (2, 2, 1)
+
+
+def test_an_incremental_publish_records_one_too_and_the_data_is_what_full_checks_read(published, monkeypatch):
+    folder, link, cache = published
+    (folder / "d3.md").write_text("a new text about birds " * 5, encoding="utf-8")
+    (folder / "d7.md").unlink()
+    (folder / "e.md").write_text("another document, about rivers " * 3, encoding="utf-8")
+    assert run(folder, link.parent.parent).incremental
+    counts = Counts(monkeypatch)
+    fast = read_index(link, full=False, cache_dir=cache)
+    assert fast.stats["verified_entry"] is True and counts.total() == (0, 0, 0)
+    slow = read_index(link, full=False)
+    full = read_index(link, full=True)
+    assert slow.stats["verified_entry"] is False and full.stats["verified_entry"] is False
+    assert fingerprint(fast) == fingerprint(slow) == fingerprint(full)
+    # The stored ends are the file's own.
+    raw = (link / "docs.jsonl").read_bytes()
+    assert np.array_equal(fast.records.line_ends(0, fast.n_chunks), _line_ends(raw, fast.n_chunks, "docs.jsonl"))
+
+
+def test_a_touched_file_invalidates_the_entry(published, monkeypatch):
+    _, link, cache = published
+    for name in FILES:
+        os.utime(link / name)  # same bytes; ctime moves on
+        counts = Counts(monkeypatch)
+        data = read_index(link, full=False, cache_dir=cache)
+        assert data.stats["verified_entry"] is False, name
+        assert counts.total() == (1, 1, 1), name
+
+
+def test_a_copied_generation_never_matches(published, tmp_path, monkeypatch):
+    _, link, cache = published
+    copy = tmp_path / "copy" / "docs"
+    shutil.copytree(os.path.realpath(link), copy)  # new inodes (times kept by copy2)
+    counts = Counts(monkeypatch)
+    data = read_index(copy, full=False, cache_dir=cache)
+    assert data.stats["verified_entry"] is False and counts.total() == (1, 1, 1)
+
+
+def test_an_entry_recorded_too_soon_after_a_write_is_not_recorded(tmp_path):
+    paths = []
+    for name in FILES:
+        (tmp_path / name).write_bytes(b"{}\n")
+        paths.append(tmp_path / name)
+    # Just written: within the granularity; without waiting nothing is recorded.
+    assert not verified.record(tmp_path / "cache", "x", paths, ends=np.array([2]), bm25_key=None, max_wait_ns=0)
+    assert not (tmp_path / "cache").exists()
+    # Waiting (at most one granularity step) records it.
+    assert verified.record(tmp_path / "cache", "x", paths, ends=np.array([2]), bm25_key=None, max_wait_ns=10**9)
+    stamps = [verified.file_stamp(os.stat(p)) for p in paths]
+    found = verified.lookup(tmp_path / "cache", "x", stamps, 1)
+    assert found is not None and found.ends.tolist() == [2] and found.unit_rows and found.bm25_key is None
+
+
+def test_racy_stamps_and_the_granularity_guess():
+    now = time.time_ns()
+    fine = [(10, now - 5 * 10**9 + 123, now - 5 * 10**9 + 123, 1, 1)] * 4
+    assert verified.granularity_ns(fine) == verified.FINE_GRANULARITY_NS
+    assert not verified.is_racy(fine, now)
+    just = [(10, now - 10**6 + 7, now - 10**6 + 7, 1, 1)] * 4
+    assert verified.is_racy(just, now)  # a change 1 ms ago could still be followed by one with the same ctime
+    whole_seconds = [(10, (now // 10**9 - 1) * 10**9, (now // 10**9 - 1) * 10**9, 1, 1)] * 4
+    assert verified.granularity_ns(whole_seconds) == verified.COARSE_GRANULARITY_NS
+    assert verified.is_racy(whole_seconds, now)
+
+
+def test_the_entry_key_tells_apart_every_field_of_every_file():
+    base = [(100, 2, 3, 4, 5)] * 4
+    keys = {verified.entry_key(base)}
+    for f in range(4):
+        for i in range(5):
+            s = [list(x) for x in base]
+            s[f][i] += 1
+            keys.add(verified.entry_key([tuple(x) for x in s]))
+    assert len(keys) == 21
+    assert verified.entry_key([(1, 2, 3, (1 << 64) - 1, 5)] * 4)  # an inode above 2^63 has a key too
+
+
+def test_ends_fit_takes_the_true_ends_and_refuses_others():
+    raw = b'{"a":1}\n{"b":22}\n{}\n'
+    true = _line_ends(raw, 3, "x")
+    assert ends_fit(raw, true, 3)
+    assert ends_fit(b"", np.zeros(0, dtype=np.int64), 0)
+    for bad in ([7, 16, 20], [7, 16], [7, 15, 19], [16, 7, 19], [-1, 16, 19], [7, 7, 19], [7, 16, 1 << 40]):
+        assert not ends_fit(raw, np.array(bad, dtype=np.int64), len(bad) if len(bad) != 2 else 3), bad
+    assert not ends_fit(raw, true.astype(np.int32), 3)
+    assert not ends_fit(b' {"a":1}\n', np.array([8]), 1)  # a line must start with "{"
+    assert not ends_fit(b'{"a":1} \n', np.array([8]), 1)  # and end with "}"
+    assert not ends_fit(b"", np.array([0]), 1)
+
+
+def test_a_wrong_bm25_key_or_damaged_arrays_fall_back_to_hashing(published, monkeypatch, tmp_path):
+    _, link, cache = published
+    raw = (link / "bm25.idx").read_bytes()
+    key = BM25Index.cache_key(raw, 1.2, 0.75)
+    reference = BM25Index.decode(raw, 1.2, 0.75)
+    # Another file's key: its arrays are not this file's (header or doc_len differ), so the file is hashed.
+    other = tmp_path / "other"
+    make_docs(other, 4, "zebra")
+    run(other, tmp_path / "art2")
+    other_raw = (tmp_path / "art2" / "rag" / "other" / "bm25.idx").read_bytes()
+    other_key = BM25Index.decode(other_raw, 1.2, 0.75).store(other_raw, cache, "docs")
+    assert other_key is not None
+    for wrong in (other_key, "v1k-" + "0" * 40):
+        got = BM25Index.load(raw, 1.2, 0.75, "bm25.idx", cache, "docs", key=wrong)
+        assert all(np.array_equal(got.to_arrays()[k], v) for k, v in reference.to_arrays().items())
+    # A cached entry of the right key with an array missing or of the wrong kind is decoded again, not served.
+    entry = cache / f"bm25-docs-{key}"
+    for damage in ("missing", "kind"):
+        BM25Index.decode(raw, 1.2, 0.75).store(raw, cache, "docs")
+        if damage == "missing":
+            (entry / "weights.npy").unlink()
+        else:
+            np.save(entry / "post_doc.npy", np.zeros(3, dtype=np.float32))
+        got = BM25Index.load(raw, 1.2, 0.75, "bm25.idx", cache, "docs")
+        assert all(np.array_equal(got.to_arrays()[k], v) for k, v in reference.to_arrays().items()), damage
+        shutil.rmtree(entry)
+
+
+def test_entries_are_evicted_like_the_other_cache_entries(published):
+    folder, link, cache = published
+    for i in range(4):
+        make_docs(folder, 9, f"round{i}")
+        run(folder, link.parent.parent)
+    entries = sorted(p.name for p in cache.iterdir() if p.name.startswith("verified-docs-"))
+    assert len(entries) == 2 and entry_dir(link, cache).name in entries
+
+
+def test_a_retriever_reloads_through_the_entry(published, monkeypatch):
+    from ragtui.core.search.retriever import Retriever
+
+    folder, link, cache = published
+    reader = Retriever.open(link, cache_dir=cache)
+    (folder / "d2.md").write_text("fresh words about otters " * 4, encoding="utf-8")
+    run(folder, link.parent.parent)
+    counts = Counts(monkeypatch)
+    assert reader.reload()
+    assert reader.data.stats["verified_entry"] is True and counts.total() == (0, 0, 0)
+    assert reader.search("otters", mode="bm25", k=1)[0].doc_id.endswith("d2.md")
+
+
+def test_removing_an_index_removes_its_entries_and_no_other_index_s(tmp_path):
+    from ragtui.core.ingest.remove import remove_index
+
+    art = tmp_path / "art"
+    for name in ("docs", "docs-2"):
+        make_docs(tmp_path / name)
+        run(tmp_path / name, art)
+    cache = art / "rag" / ".cache"
+    assert entry_dir(art / "rag" / "docs", cache).is_dir()
+    kept = entry_dir(art / "rag" / "docs-2", cache)
+    remove_index(art, "docs")
+    assert not any(p.name.startswith("verified-docs-") and p != kept for p in cache.iterdir())
+    assert kept.is_dir()
