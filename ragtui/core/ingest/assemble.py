@@ -38,6 +38,8 @@ EMBED_BATCH = 256
 JOURNAL_SECONDS = 2.0
 """Vectors the embedder answered are in the journal within about this long (plus one batch)."""
 CHUNK_BATCH = 64
+CHUNK_BATCH_CHARS = 1 << 21
+"""Characters of documents tokenized in one batch by chunk_all, at most (plus one document)."""
 
 Vectors = npt.NDArray[np.float32]
 Rows = npt.NDArray[np.int64]
@@ -248,10 +250,19 @@ def chunk_all(
     # chunker takes a window's ids from them where they are provably the window's own.
     found = getattr(tokenizer, "encode_docs", None) if keep_ids else None
     encode_docs: Callable[[list[str]], list[Any]] | None = found if callable(found) else None
-    # A small first batch: the chunker waits for it alone, later ones are tokenized while it works.
-    first = min(len(items), CHUNK_BATCH // 8)
-    batches = [items[:first]] if first else []
-    batches += [items[lo : lo + CHUNK_BATCH] for lo in range(first, len(items), CHUNK_BATCH)]
+    # Batches of at most CHUNK_BATCH documents and about CHUNK_BATCH_CHARS characters (two batches'
+    # tokens are held at once); a small first one: the chunker waits for it alone, later ones are
+    # tokenized while it works.
+    batches: list[list[tuple[str, str]]] = []
+    size, limit = 0, CHUNK_BATCH // 8
+    for item in items:
+        if not batches or len(batches[-1]) >= limit or size >= CHUNK_BATCH_CHARS:
+            if batches:
+                limit = CHUNK_BATCH
+            batches.append([])
+            size = 0
+        batches[-1].append(item)
+        size += min(len(item[1]), LONG_DOCUMENT_CHARS)
 
     def tokenize(batch: list[tuple[str, str]]) -> tuple[list[Any], list[Any]]:
         # One parallel tokenizer call for a batch of documents, when the tokenizer offers it;
