@@ -408,13 +408,22 @@ def remember_index(settings: Settings, index_id: str) -> None:
 # -- opening it -----------------------------------------------------------------------------------
 
 
-def open_embedder(settings: Settings):
-    """The configured embedder (``[embedder] kind`` and its options); ``UsageError`` for a bad option."""
+def open_embedder(settings: Settings, *, warm: bool = True):
+    """The configured embedder (``[embedder] kind`` and its options); ``UsageError`` for a bad option.
+
+    ``warm``: have its model files read now (the embedded embedder reads them
+    on first use otherwise), so that the first search does not wait for them;
+    ``ragtui ingest`` passes False, since a sync that finds nothing to do
+    never needs them.
+    """
     from ragtui.core.embedders import make_embedder
 
     options = dict(settings.embedder)
     kind = options.pop("kind", "wordllama")
-    return make_embedder(kind, **options)
+    embedder = make_embedder(kind, **options)
+    if warm and getattr(embedder, "tokenizer_name", None) is not None:
+        embedder.tokenizer  # noqa: B018  (reads the model files of an embedder that waits for first use)
+    return embedder
 
 
 def ivf_params(settings: Settings) -> IVFParams | None:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ragtui.core.embedders.base import Embedder, known_dim
+from ragtui.core.embedders.base import Embedder, known_dim, tokenizer_name
 from ragtui.core.errors import IndexFormatError, IndexMissingError, UsageError
 from ragtui.core.index import verified
 from ragtui.core.index.analyzer import analyze
@@ -128,7 +128,7 @@ class IndexWriter:
         if dim is None:
             same_model = recorded is not None and recorded.embedding_model == e.model
             dim = recorded.dim if recorded is not None and same_model else e.dim
-        return Settings(e.model, dim, e.tokenizer.name, self.max_tokens, self.overlap, self.k1, self.b)
+        return Settings(e.model, dim, tokenizer_name(e), self.max_tokens, self.overlap, self.k1, self.b)
 
     def prepare(self, *, warm_up: bool = False, should_stop: Callable[[], bool] | None = None) -> bool:
         """Open the current generation for the next sync, so that it does not pay for reading it.
