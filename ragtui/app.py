@@ -14,6 +14,11 @@ prints as it is: ``UsageError`` (exit 2) for a bad flag or no usable index,
 with ``NoIndex`` and ``SeveralIndexes`` carrying what a UI needs to say more.
 Importing this module loads no UI library and neither numpy nor watchdog;
 what a function needs it imports when called.
+
+Over 500 lines on purpose (issue #16): it is the one place where front ends
+decide settings, index, embedder and agent; split into several modules, the
+forks this layer removed (each front end choosing the index its own way)
+would have room to come back.
 """
 
 from __future__ import annotations
@@ -403,13 +408,22 @@ def remember_index(settings: Settings, index_id: str) -> None:
 # -- opening it -----------------------------------------------------------------------------------
 
 
-def open_embedder(settings: Settings):
-    """The configured embedder (``[embedder] kind`` and its options); ``UsageError`` for a bad option."""
+def open_embedder(settings: Settings, *, warm: bool = True):
+    """The configured embedder (``[embedder] kind`` and its options); ``UsageError`` for a bad option.
+
+    ``warm``: have its model files read now (the embedded embedder reads them
+    on first use otherwise), so that the first search does not wait for them;
+    ``ragtui ingest`` passes False, since a sync that finds nothing to do
+    never needs them.
+    """
     from ragtui.core.embedders import make_embedder
 
     options = dict(settings.embedder)
     kind = options.pop("kind", "wordllama")
-    return make_embedder(kind, **options)
+    embedder = make_embedder(kind, **options)
+    if warm and getattr(embedder, "tokenizer_name", None) is not None:
+        embedder.tokenizer  # noqa: B018  (reads the model files of an embedder that waits for first use)
+    return embedder
 
 
 def ivf_params(settings: Settings) -> IVFParams | None:

@@ -33,7 +33,7 @@ def run(args) -> int:
     from ragtui.core.ingest.sync import sync
 
     settings, folder, index_id, rules = app.folder_settings(args, "index")
-    embedder = app.open_embedder(settings)
+    embedder = app.open_embedder(settings, warm=False)  # its model files are read only if something changed
     app.prepare_root(settings)  # a root that cannot be written fails now, not after the walk and embedding
     warn_truncation(embedder, settings.max_tokens)
     show = not args.quiet and not args.json and sys.stderr.isatty()

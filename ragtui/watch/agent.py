@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ragtui.core.errors import EmbeddingError, StorageError, UsageError
+from ragtui.core.ingest.keeper import KeeperLock
 from ragtui.core.ingest.publish import check_index_id, index_dir
 from ragtui.core.ingest.report import SyncReport
 from ragtui.core.ingest.walk import WalkRules
@@ -186,6 +187,7 @@ class WatchAgent:
         self._last_sync: float | None = None
         self._thread: threading.Thread | None = None
         self._finished = threading.Event()
+        self._keeper: KeeperLock | None = None
 
     def _ignored_roots(self) -> list[str]:
         """The artifacts root, also as seen from inside the folder when a link leads there."""
@@ -203,6 +205,9 @@ class WatchAgent:
             raise RuntimeError("the agent was already started")
         if not os.path.isdir(self.folder):
             raise UsageError(f"{self.folder} is not a folder: give the folder of documents to watch")
+        # Held until the worker ends: `ragtui rm` of this index is refused meanwhile (core.ingest.keeper),
+        # and a removal under way refuses this start (LockedError) rather than racing it.
+        self._keeper = KeeperLock(self.artifacts, self.index_id).keep()
         self._buffer.request_full("start")
         self._thread = threading.Thread(target=self._run, name=f"ragtui-watch-{self.index_id}", daemon=True)
         self._thread.start()
@@ -331,6 +336,8 @@ class WatchAgent:
             try:
                 self._emit("stopped", f"stopped{why}", error=str(self.error) if self.error else None)
             finally:
+                if self._keeper is not None:
+                    self._keeper.release()
                 self._finished.set()
 
     def _tick(self) -> float:

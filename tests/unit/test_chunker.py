@@ -567,6 +567,28 @@ def test_kept_ids_are_the_chunks_own_tokens_and_embed_the_same(wordllama_embedde
         by_ids = wordllama_embedder.embed_ids([c.ids for c in with_ids])
         by_text = wordllama_embedder.embed([c.text for c in with_ids])
         assert by_ids.tobytes() == by_text.tobytes()
+    # Ingest's path: the document tokenized once, windows' ids sliced from it where proven.
+    sliced = chunk_text(doc, tok, *p, keep_ids=True, tokens=tok.encode_docs([doc])[0])
+    assert sliced == plain
+    for c in sliced:
+        assert c.ids is None or c.ids.tolist() == tok.ids_many([c.text])[0]
+
+
+def test_document_ids_sliced_on_python_docs(wordllama_embedder):
+    corpus = _python_docs()
+    if corpus is None:
+        pytest.skip("shared/data/corpora/python-docs is not present beside the repository")
+    tok = wordllama_embedder.tokenizer
+    texts = [p.read_text(encoding="utf-8") for p in sorted(corpus.rglob("*.txt"))[3::30]]
+    n = 0
+    for doc, tokens in zip(texts, tok.encode_docs(texts)):
+        for p in ((256, 32), (64, 16)):
+            chunks = chunk_text(doc, tok, *p, keep_ids=True, tokens=tokens)
+            assert chunks == chunk_text(doc, tok, *p)
+            own = tok.ids_many([c.text for c in chunks])
+            assert all(c.ids is not None and c.ids.tolist() == ids for c, ids in zip(chunks, own))
+            n += len(chunks)
+    assert n > 500
 
 
 def test_keep_ids_without_ids_many_counts_as_before():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -384,3 +385,120 @@ def test_splitter_declines_unsafe_tokenizers():
     other = spm({"a": 0})
     other.normalizer = normalizers.NFKC()
     assert SpmSplitter.build(other) is None
+
+
+# --- a document tokenized once (ingest): encode_docs and the windows that are slices of it ---------
+
+
+def _windows(text):
+    """Every (start, end) a chunk could have: from a non-blank character to just after one."""
+    marks = [i for i, ch in enumerate(text) if not ch.isspace()]
+    return [(s, e + 1) for s in marks for e in marks if e >= s]
+
+
+def _check_doc_tokens(tok, plain, text, dt):
+    assert dt.spans == plain.spans(text)
+    assert dt.ids.dtype == np.int32
+    if len(text) < 8192:
+        assert dt.ids.tolist() == plain.ids_many([text])[0]
+
+
+def _check_windows(tok, plain, text, dt, pairs):
+    for start, end in pairs:
+        got = dt.window(start, end)
+        if got is None:
+            continue
+        head_end, tail = got
+        assert start <= head_end < end
+        ids = plain.ids_many([text[start:head_end]])[0] if head_end > start else []
+        own = plain.ids_many([text[start:end]])[0]
+        assert ids + tail.tolist() == own, (text, start, end)
+        assert dt.window_ids(start, end).tolist() == own  # the head tokenized in this thread
+        assert tok.ids_one(text[start:end]) == own
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab ▁\t\n.😀é<s>\u0301")) | st.characters(codec="utf-8"),
+               max_size=40))
+def test_encode_docs_gives_the_spans_ids_and_window_ids_of_plain_tokenizing(embedder, plain, text):
+    # The word-splitting tokenizer on text normalised in Python, spans from the tokens' lengths, and every
+    # window the proof answers for: each must equal what the plain tokenizer says of the text alone.
+    tok = embedder.tokenizer
+    dt, by_offsets = tok.encode_docs([text])[0], tok._encode_docs_offsets([text], tok.long_text_splitter())[0]
+    _check_doc_tokens(tok, plain, text, dt)
+    _check_doc_tokens(tok, plain, text, by_offsets)
+    assert by_offsets.ids.tolist() == dt.ids.tolist()
+    _check_windows(tok, plain, text, dt, _windows(text)[:200])
+
+
+def test_encode_docs_on_real_and_long_documents(embedder, plain):
+    from tests.conftest import shared_data
+
+    tok = embedder.tokenizer
+    paths = sorted(shared_data("corpora", "python-docs").rglob("*.txt"))
+    texts = [p.read_text(encoding="utf-8") for p in paths[::40]]
+    texts += ["", "   ", "x" * 20000, ("Ünïcödé  😀 words ▁marker  \r\n\tindent " * 400) + " end  "]
+    docs = tok.encode_docs(texts)
+    assert len(docs) == len(texts)
+    answered = 0
+    for text, dt in zip(texts, docs):
+        _check_doc_tokens(tok, plain, text, dt)
+        marks = [m.start() for m in re.finditer(r"(?<!\S)\S", text)][:60]  # word starts, as chunks begin
+        ends = [m.end() for m in re.finditer(r"\S(?!\S)", text)][:60]
+        pairs = [(s, e) for s in marks for e in ends if s < e and e - s < 3000][:400]
+        _check_windows(tok, plain, text, dt, pairs)
+        answered += sum(dt.window(s, e) is not None for s, e in pairs)
+    assert answered > 1000  # the proof holds for most windows of prose
+
+
+def test_window_refuses_what_it_cannot_prove(embedder):
+    from ragtui.core.embedders.doc_tokens import DocTokens
+
+    tok = embedder.tokenizer
+    text = "alpha beta gamma"
+    dt = tok.encode_docs([text])[0]
+    assert dt.window(6, 10) is not None and dt.window(6, 10)[0] == 6  # after a space: a plain slice
+    assert dt.window(0, 3) is None  # ends mid-word: a merge may cross the cut
+    assert dt.window(1, 5) is None  # starts mid-word, no safe cut before the end
+    forced = DocTokens(text, dt.spans, dt.ids, tok.long_text_splitter(), forced=[8])
+    assert forced.window(6, 10) is None  # the document's tokens were cut without proof there
+    assert DocTokens(text, dt.spans, dt.ids, None).window(6, 10) is None  # no proof for this tokenizer
+    with pytest.raises(ValueError):
+        DocTokens(text, dt.spans, dt.ids[:1], None)
+
+
+def test_encode_docs_without_the_split_path_proves_nothing(plain):
+    texts = ["", "alpha beta gamma", "x" * 9000 + " y"]
+    docs = plain.encode_docs(texts)
+    for text, dt in zip(texts, docs):
+        assert dt.spans == plain.spans(text)
+        assert dt.ids.tolist() == (plain.ids_many([text])[0] if text else [])
+    assert docs[1].window(6, 10) is None
+
+
+def test_a_sync_that_finds_nothing_to_do_reads_no_model_file(tmp_path):
+    """The table and the tokenizer are read on first use: a no-op `ragtui ingest` never pays for them
+    (0.4 s of a 100k-file re-sync), and the first sync that has something to cut does."""
+    from ragtui.core.ingest.sync import sync
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("Cats sit on mats.\n")
+    sync(docs, artifacts=tmp_path / "art", embedder=WordLlamaEmbedder())
+    fresh = WordLlamaEmbedder()
+    report = sync(docs, artifacts=tmp_path / "art", embedder=fresh)
+    assert not report.published and fresh._loaded is None
+    assert fresh.tokenizer_name == MODEL_NAME and fresh.model == MODEL_NAME and fresh.dim == 256
+    (docs / "b.md").write_text("Dogs chase cats.\n")
+    report = sync(docs, artifacts=tmp_path / "art", embedder=fresh)
+    assert report.published and fresh._loaded is not None
+    assert fresh.tokenizer.name == fresh.tokenizer_name
+
+
+def test_the_application_layer_warms_the_embedder_unless_told_not_to(tmp_path):
+    from ragtui import app
+    from ragtui.config import Settings
+
+    settings = Settings(artifacts=tmp_path)
+    assert app.open_embedder(settings)._loaded is not None  # the TUI and search: the first query does not wait
+    assert app.open_embedder(settings, warm=False)._loaded is None  # ingest: only if something changed

@@ -264,3 +264,85 @@ def test_a_partial_sync_with_other_rules_is_not_a_no_op(tmp_path):
     report = run(f, art, rules=WalkRules(exclude=("drafts",), max_bytes=1), paths=[f / "a.md"])
     assert report.published and report.removed == ["docs/a.md"]
     assert report.skipped == [(str(f / "a.md"), "larger than the 1-byte limit")]
+
+
+def test_the_one_regex_for_file_names_agrees_with_the_two_name_rules():
+    """Where no pattern applies to paths the walk decides a file by one regex: the same answer as the two rules."""
+    from tests.conftest import shared_data
+
+    names = {
+        "a.md", "README", "README.md", "LICENSE", "Makefile", "Makefilex", "Dockerfile", "x.rst.txt", "A.MD",
+        ".hidden.md", ".#a.md", "#a.md#", "a.md~", "a~.md", "x.swp", "x.swp.md", "a.md.swp", "4913", "4913.md",
+        ".goutputstream-XY", "x.goutputstream-1", "a.tmp", "a.tmp.md", "a.temp", "node_modules", "venv.md",
+        "a.md\n", "\n.md", "a\r.md", "été.md", "\udcff.md", "ΩMEGA.md", "no_extension", "a.", ".", "~", "a.MD.md",
+    }
+    for _dirpath, dirnames, filenames in os.walk(shared_data("corpora", "tldr-pages")):
+        names.update(dirnames)
+        names.update(filenames)
+    test = WalkRules.doc_name_test()
+    for name in names:
+        assert bool(test(name)) == (not WalkRules.skips_name(name) and WalkRules.wants_name(name)), name
+
+
+def test_a_folder_swapped_for_a_link_is_not_listed(tmp_path):
+    """The walk lists each folder below the top through a descriptor opened without following a link."""
+    from ragtui.core.ingest.walk import _list_folder
+
+    write(tmp_path / "outside" / "secret.md", "not to be read")
+    (tmp_path / "docs").mkdir()
+    os.symlink(tmp_path / "outside", tmp_path / "docs" / "sub")
+    with pytest.raises(OSError):
+        _list_folder(str(tmp_path / "docs" / "sub"), False)
+    entries = _list_folder(str(tmp_path / "docs" / "sub"), True)  # the folder given may be reached through a link
+    try:
+        assert [e.name for e in entries] == ["secret.md"]
+        assert entries[0].stat(follow_symlinks=False).st_size == len("not to be read")
+    finally:
+        entries.close()
+    assert walked(tmp_path / "docs") == set()  # and the walk itself never follows one
+    os.mkfifo(tmp_path / "fifo")  # a folder swapped for a FIFO: refused at once, never waited on
+    with pytest.raises(NotADirectoryError):
+        _list_folder(str(tmp_path / "fifo"), False)
+
+
+def test_the_per_folder_name_test_agrees_with_admits(tree):
+    """The walk asks a per-folder test of the name where no --include/--exclude applies; in every folder
+    of a tree with nested ignore files (negations, anchored and folder patterns) it answers as ``admits``."""
+    write(tree / "docs" / "drafts" / ".ignore", "!wip.md\nkeep.md\n")
+    filt = WalkRules().path_filter(tree, [])
+    names = ["a.md", "notes.txt", "app.log.txt", "keep.log.txt", "other.log.txt", "wip.md", "keep.md", "ok.md",
+             "s.md", "t.md", "top.md", "gen.md", "main.py", "x.bin", ".hidden.md", "tmp", "build", "été.log.txt",
+             "a\nb.md", "odd\udcff.md", "README", "a.md~"]
+    folders = ["", "sub", "sub/inner", "docs", "docs/drafts", "src", "src/build", "deep/x", "secret", "deep/x/tmp"]
+    asked = 0
+    for rel in folders:
+        chain = filt.chain(rel)
+        if chain is None:
+            continue
+        test = filt.name_test(chain, rel)
+        assert test is not None
+        for name in names:
+            assert bool(test(name)) == filt.admits(rel, chain, name, False), (rel, name)
+            asked += 1
+    assert asked >= 8 * len(names)
+    assert WalkRules(exclude=("*.txt",)).path_filter(tree, []).name_test((), "") is None  # patterns: ask admits
+
+
+def test_a_folder_with_one_odd_file_is_walked_entry_by_entry_with_the_reason(tmp_path):
+    """The walk takes a folder's plain files in bulk; one file that is not plain (too large, a FIFO, a name
+    with a line break, a link) sends the folder through the per-entry checks, which say why it is left out."""
+    folder = tmp_path / "docs"
+    for i in range(5):
+        write(folder / "plain" / f"f{i}.md", f"plain {i}\n")
+        write(folder / "odd" / f"f{i}.md", f"odd {i}\n")
+    write(folder / "odd" / "big.md", "x" * 200)
+    write(folder / "odd" / "line\nbreak.md", "a name with a newline\n")
+    os.mkfifo(folder / "odd" / "pipe.md")
+    os.symlink(folder / "plain" / "f0.md", folder / "odd" / "link.md")
+    skipped: list = []
+    got = walked(folder, WalkRules(max_bytes=100), skipped)
+    assert got == {f"plain/f{i}.md" for i in range(5)} | {f"odd/f{i}.md" for i in range(5)} | {"odd/link.md"}
+    reasons = {os.path.basename(p): why for p, why in skipped}
+    assert "100-byte limit" in reasons["big.md"]
+    assert "line break" in reasons["line\nbreak.md"]
+    assert "not a regular file" in reasons["pipe.md"]

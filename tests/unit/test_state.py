@@ -12,7 +12,7 @@ import pytest
 from ragtui.core.index.index_format import FILES
 from ragtui.core.ingest import scan as scan_module
 from ragtui.core.ingest import state_store as state_module
-from ragtui.core.ingest.state import FileEntry, IndexStamp, Settings, Stamp, WriterState
+from ragtui.core.ingest.state import FileEntry, FileTable, IndexStamp, Settings, Stamp, WriterState, chunk_total
 from ragtui.core.ingest.state_store import MAGIC, StateStore, load_state, read_state, recorded_folder
 from ragtui.core.ingest.sync import sync
 from tests.files import write
@@ -171,3 +171,112 @@ def test_a_publish_appends_one_small_record(tmp_path):
     assert sync(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3,
                 paths=[folder / "f150.md"]).incremental
     assert 0 < path.stat().st_size - size < 1024 < size
+
+
+def test_a_snapshot_is_read_as_columns_and_behaves_as_the_dict_it_was(tmp_path):
+    """state.bin's snapshot stays numpy columns (a no-op sync of 100k files builds nothing per document)."""
+    store = StateStore(tmp_path, "docs")
+    state = a_state(300)
+    store.save(state)
+    got = read_state(tmp_path, "docs")
+    assert got is not None and isinstance(got.files, FileTable)
+    table = got.files
+    assert dict(table.items()) == state.files and table.as_dict() == state.files and len(table) == len(state.files)
+    assert "docs/Ωmega é.md" in table and "docs/absent.md" not in table and table.get("docs/absent.md") is None
+    assert table["docs/Ωmega é.md"].stamp == Stamp(1, -1, 2, (1 << 64) - 1)  # unsigned inode, time before 1970
+    assert table["docs/unread.md"] == FileEntry(None, None, None)
+    assert chunk_total(table) == chunk_total(state.files) == sum(i % 3 for i in range(300))
+
+
+def test_same_stamps_compares_in_any_order_and_misses_nothing(tmp_path):
+    store = StateStore(tmp_path, "docs")
+    files = {f"d/f{i}.md": FileEntry(Stamp(i, i, i, (1 << 64) - i - 1), "ab" * 32, 1) for i in range(50)}
+    store.save(WriterState("/d", SETTINGS, {}, None, None, files))
+    state = read_state(tmp_path, "docs")
+    assert state is not None and isinstance(state.files, FileTable)
+    table = state.files
+    names = list(reversed(files))
+    stamps = [tuple(files[n].stamp) for n in names]
+    assert table.same_stamps(names, stamps)
+    assert table.same_stamps(list(files), [tuple(e.stamp) for e in files.values()])
+    assert not table.same_stamps(names[:-1], stamps[:-1])  # one document fewer
+    assert not table.same_stamps([*names[:-1], "d/other.md"], stamps)  # one replaced by another
+    changed = [*stamps[:-1], (stamps[-1][0], stamps[-1][1] + 1, stamps[-1][2], stamps[-1][3])]
+    assert not table.same_stamps(names, changed)  # one touched
+
+
+def test_a_document_without_a_stamp_is_never_taken_as_unchanged(tmp_path):
+    store = StateStore(tmp_path, "docs")
+    store.save(a_state(3))
+    table = read_state(tmp_path, "docs").files
+    assert isinstance(table, FileTable)
+    names = list(table)
+    stamps = [tuple(table[n].stamp) if table[n].stamp is not None else (0, 0, 0, 0) for n in names]
+    assert not table.same_stamps(names, stamps)
+
+
+def test_a_name_written_twice_counts_once_and_is_no_no_op():
+    import numpy as np
+
+    nums = np.zeros((5, 2), dtype="<i8")
+    table = FileTable(["d/a.md", "d/a.md"], nums, np.full(2, 3, dtype=np.uint8), bytes(64))
+    assert len(table) == 1 and list(table) == ["d/a.md"]
+    assert not table.same_stamps(["d/a.md", "d/b.md"], [(0, 0, 0, 0)] * 2)
+
+
+@pytest.mark.parametrize("flag, count", [(4, 1), (3, -2)])
+def test_a_snapshot_row_with_an_unknown_flag_or_count_discards_the_state(tmp_path, flag, count):
+    name = b"docs/a.md"
+    nums = struct.pack("<5q", 1, 2, 3, 4, count)
+    body = struct.pack("<IIII", 2, 1, 0, len(name)) + b"{}" + name + nums + bytes([flag]) + bytes(32)
+    path = tmp_path / "rag" / ".state" / "docs" / "state.bin"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(MAGIC + _record(body))
+    assert read_state(tmp_path, "docs") is None
+
+
+def test_a_no_op_sync_after_deltas_is_still_recognised(tmp_path):
+    """With a delta record after the snapshot the no-op is recognised all the same."""
+    folder, art = tmp_path / "docs", tmp_path / "art"
+    for i in range(30):
+        write(folder / f"f{i:02d}.md", f"document {i} about cats")
+    sync(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3)
+    write(folder / "f07.md", "rewritten about dogs")
+    assert sync(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3).published
+    state = read_state(art, "docs")
+    assert state is not None and isinstance(state.files, FileTable)  # snapshot + one delta, folded as columns
+    path = art / "rag" / ".state" / "docs" / "state.bin"
+    before = path.stat()
+    emb = HashEmbedder()
+    report = sync(folder, artifacts=art, embedder=emb, max_tokens=12, overlap=3)
+    assert not report.published and report.unchanged == 30 and emb.embedded == []
+    assert report.chunks_total == sum(e.n_chunks for e in state.files.values())
+    after = path.stat()
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (before.st_ino, before.st_size, before.st_mtime_ns)
+
+
+def test_deltas_that_delete_replace_and_put_back_fold_into_the_right_columns(tmp_path):
+    """Many saves appended as deltas (puts, deletes, a name deleted then put back, one put then deleted)
+    read back as exactly the last state, still as columns."""
+    store = StateStore(tmp_path, "docs")
+    state = a_state(40)
+    assert store.save(state)
+    files = dict(state.files)
+    steps = [
+        lambda f: f.pop("docs/f001.md"),
+        lambda f: f.__setitem__("docs/f001.md", FileEntry(Stamp(9, 9, 9, 9), "09" * 32, 4)),  # put back
+        lambda f: f.__setitem__("docs/f002.md", f["docs/f002.md"]._replace(n_chunks=7)),  # replaced
+        lambda f: f.__setitem__("docs/new.md", FileEntry(Stamp(1, 2, 3, 4), "ef" * 32, 1)),
+        lambda f: f.pop("docs/new.md"),  # put by one delta, deleted by the next
+        lambda f: [f.pop(k) for k in [k for k in f if k.startswith("docs/f03")]],
+        lambda f: f.__setitem__("docs/unread.md", FileEntry(Stamp(5, 5, 5, 5), "55" * 32, 2)),
+    ]
+    inode = store.path.stat().st_ino
+    for i, step in enumerate(steps):
+        step(files)
+        state = WriterState(state.folder, state.settings, state.walk, f"/x/g{i}:1:1", state.index_files, dict(files))
+        assert store.save(state)
+        got = read_state(tmp_path, "docs")
+        assert got == state and isinstance(got.files, FileTable), i
+        assert chunk_total(got.files) == chunk_total(files)
+    assert store.path.stat().st_ino == inode  # every save appended

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 from pathlib import Path
@@ -15,7 +16,7 @@ from ragtui.core.ingest.sync import load_state, sync
 from ragtui.core.ingest.walk import WalkRules
 from tests.files import write
 
-from .fakes import HashEmbedder
+from .fakes import HashEmbedder, WordTokenizer
 
 
 def tree_snapshot(root: Path) -> dict[str, tuple]:
@@ -236,3 +237,88 @@ def test_reader_in_another_process_never_sees_a_mix(tmp_path):
         reads, errors = q.get(timeout=120)
         proc.join(timeout=60)
     assert errors == [] and reads >= 5
+
+
+class _TextOnly:
+    """The wordllama embedder seen without embed_ids (nor its tokenizer's encode_docs): every chunk
+    is counted and embedded from its text, the plain path ingest took before ids were shared."""
+
+    def __init__(self, inner):
+        self._inner = inner
+        self.model, self.dim = inner.model, inner.dim
+
+        class Tok:
+            name = inner.tokenizer.name
+            count = staticmethod(inner.tokenizer.count)
+            spans = staticmethod(inner.tokenizer.spans)
+            count_many = staticmethod(inner.tokenizer.count_many)
+
+        self.tokenizer = Tok()
+
+    def embed(self, texts):
+        return self._inner.embed(texts)
+
+    def close(self):
+        pass
+
+
+def test_shared_token_ids_leave_the_index_bytes_unchanged(tmp_path):
+    # Ingest tokenizes each document once and slices the chunks' ids from it: the four files must be
+    # the bytes of counting and embedding every chunk from its own text (created_at aside).
+    pytest.importorskip("tokenizers")
+    from ragtui.core.embedders import make_embedder
+    from ragtui.core.errors import EmbeddingError
+    from tests.conftest import shared_data
+
+    try:
+        emb = make_embedder("wordllama")
+    except EmbeddingError as exc:
+        pytest.skip(f"wordllama is not installed: {exc}")
+    folder = tmp_path / "docs"
+    for path in sorted(shared_data("corpora", "python-docs").rglob("*.txt"))[5::60]:
+        write(folder / path.name, path.read_text(encoding="utf-8"))
+    write(folder / "odd.txt", "  indented  start\n\tx😀y  naïve 漢字 <s> ▁marker\r\n" * 300 + "z" * 9000)
+    write(folder / "long.txt", ("word " * 60 + "\n") * 5000)  # past LONG_DOCUMENT_CHARS: tokenized part by part
+    reports = {}
+    for name, e in (("shared", emb), ("plain", _TextOnly(emb))):
+        reports[name] = sync(folder, artifacts=tmp_path / name, embedder=e, max_tokens=64, overlap=8)
+    assert reports["shared"].chunks_total == reports["plain"].chunks_total > 300
+    for f in ("docs.jsonl", "vectors.f32", "bm25.idx"):
+        assert (tmp_path / "shared" / "rag" / "docs" / f).read_bytes() == (tmp_path / "plain" / "rag" / "docs" / f).read_bytes(), f
+    metas = [json.loads((tmp_path / n / "rag" / "docs" / "meta.json").read_text()) for n in ("shared", "plain")]
+    for m in metas:
+        m.pop("created_at")
+    assert metas[0] == metas[1] and metas[0]["tokenizer"] == emb.tokenizer.name
+
+
+def test_a_tokenizer_failing_on_a_later_batch_fails_the_sync_cleanly(tmp_path):
+    # Ingest tokenizes the next batch of documents in a background thread: its error must reach the
+    # caller as the same EmbeddingError, with nothing published and no thread left behind.
+    import threading
+
+    from ragtui.core.errors import EmbeddingError
+    from ragtui.core.ingest.assemble import CHUNK_BATCH
+
+    class Failing(WordTokenizer):
+        def __init__(self):
+            self.calls = 0
+
+        def spans_many(self, texts):
+            self.calls += 1
+            if self.calls == 3:
+                raise EmbeddingError("tokenizer gave up on batch 3")
+            return [self.spans(t) for t in texts]
+
+    emb = HashEmbedder()
+    emb.tokenizer = Failing()
+    folder = tmp_path / "docs"
+    for i in range(3 * CHUNK_BATCH):
+        write(folder / f"d{i:03}.txt", f"document {i} about things\n")
+    before = set(threading.enumerate())
+    with pytest.raises(EmbeddingError, match="batch 3"):
+        run(folder, tmp_path / "art", emb)
+    assert not (tmp_path / "art" / "rag" / "docs").exists()
+    assert set(threading.enumerate()) <= before
+    emb.tokenizer.calls = -100  # and with the tokenizer well again, the next run builds it
+    report = run(folder, tmp_path / "art", emb)
+    assert report.published and report.chunks_total == 3 * CHUNK_BATCH

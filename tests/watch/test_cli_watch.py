@@ -103,3 +103,47 @@ def test_follows_changes_and_stops_cleanly_on_a_signal(docs, tmp_path, signum):
     assert [o["event"] for o in p.seen][-2:] == ["stopping", "stopped"]
     assert p.proc.stderr.read() == ""
     p.close()
+
+
+def test_rm_is_refused_while_a_watch_keeps_the_index_and_works_once_it_stops(docs, tmp_path):
+    """Between two saves the agent holds no writer lock, so a removal used to go through and the agent's
+    next sync rebuilt the index: `ragtui rm` is refused, naming the agent, until the watch stops."""
+    art = tmp_path / "art"
+    p = Process(["watch", str(docs), "--artifacts", str(art), "--json"])
+    p.wait_line(lambda o: o["event"] == "publish", "the start publish")
+    p.wait_line(lambda o: o["event"] == "ready", "ready")
+    rm = subprocess.run(ragtui_command() + ["rm", "docs", "--yes", "--artifacts", str(art)],
+                        capture_output=True, text=True, timeout=120)
+    assert rm.returncode == 3, rm.stderr
+    assert f"kept up to date by `ragtui watch` (pid {p.proc.pid})" in rm.stderr
+    assert "stop the watch first" in rm.stderr and len(rm.stderr.strip().splitlines()) == 1
+    assert (art / "rag" / "docs" / "meta.json").is_file()
+    os.kill(p.proc.pid, signal.SIGTERM)
+    assert p.proc.wait(WAIT) == 0
+    p.close()
+    rm = subprocess.run(ragtui_command() + ["rm", "docs", "--yes", "--artifacts", str(art)],
+                        capture_output=True, text=True, timeout=120)
+    assert rm.returncode == 0, rm.stderr
+    assert not os.path.lexists(art / "rag" / "docs")
+
+
+def test_a_watch_does_not_start_while_the_index_is_being_removed(docs, tmp_path):
+    from ragtui.core.errors import LockedError
+    from ragtui.core.ingest.keeper import KeeperLock
+    from ragtui.watch import WatchAgent
+    from tests.unit.fakes import HashEmbedder
+
+    art = tmp_path / "art"
+    with KeeperLock(art, "docs").remove():
+        agent = WatchAgent(docs, artifacts=art, embedder=HashEmbedder())
+        with pytest.raises(LockedError, match="being removed by another process"):
+            agent.start()
+        assert not agent.running and not (art / "rag" / "docs").exists()
+    agent = WatchAgent(docs, artifacts=art, embedder=HashEmbedder()).start()
+    try:
+        assert agent.wait_idle(WAIT) and (art / "rag" / "docs" / "meta.json").is_file()
+        with pytest.raises(LockedError, match="kept up to date"):
+            KeeperLock(art, "docs").remove()
+    finally:
+        assert agent.stop()
+    KeeperLock(art, "docs").remove().release()  # free again once the agent has stopped

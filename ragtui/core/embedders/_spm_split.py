@@ -51,6 +51,8 @@ __all__ = ["SpmSplitter"]
 _PREPEND = {"type": "Prepend", "prepend": "▁"}
 _REPLACE = {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}
 _UNSAFE_TOKEN = re.compile("[^▁]▁")
+# Cut before each ▁ that follows another character (the ▁ opens the next word): no merge crosses there.
+_WORDS = {"type": "Split", "pattern": {"Regex": "(?<!▁)▁"}, "behavior": "MergedWithNext", "invert": False}
 _BYTE_TOKEN = re.compile(r"<0x[0-9A-F]{2}>")
 
 SEGMENT = 4096
@@ -72,10 +74,13 @@ class SpmSplitter:
         *,
         max_gap: int = MAX_GAP,
         group: int = GROUP,
+        normalized: _HFTokenizer | None = None,
     ) -> None:
         """``joined``: the two-character strings a merge may join (a space written
-        both as ``" "`` and ``"▁"``); ``None`` allows cuts before spaces only."""
+        both as ``" "`` and ``"▁"``); ``None`` allows cuts before spaces only.
+        ``normalized``: see ``normalized_tokenizer``."""
         self._tk = piece_tokenizer
+        self._normalized = normalized
         self.segment = segment
         self.max_gap = max_gap
         self.group = group
@@ -108,12 +113,27 @@ class SpmSplitter:
         spec["padding"] = None
         piece = _HFTokenizer.from_str(json.dumps(spec))
         piece.encode_special_tokens = True
-        return cls(piece, segment, _joined_pairs(model, vocab, added), max_gap=max_gap, group=group)
+        normalized = None
+        if all(t.get("special") for t in spec.get("added_tokens") or []):
+            # Special tokens are plain text here (encode_special_tokens), so nothing is
+            # matched before the normaliser: normalising in Python gives the same string.
+            spec["normalizer"] = None
+            spec["pre_tokenizer"] = _WORDS
+            normalized = _HFTokenizer.from_str(json.dumps(spec))
+            normalized.encode_special_tokens = True
+        return cls(piece, segment, _joined_pairs(model, vocab, added), max_gap=max_gap, group=group,
+                   normalized=normalized)
 
     def cuts(self, text: str) -> list[int]:
         """Start offsets of the pieces: 0, then safe cut points about ``segment`` apart
         (a cut after ``max_gap`` characters without one; see the module docstring)."""
+        return self.plan(text)[0]
+
+    def plan(self, text: str) -> tuple[list[int], list[int]]:
+        """``(cuts, forced)``: ``cuts(text)``, and those of them that are not safe
+        (made after ``max_gap`` characters without a safe boundary; usually none)."""
         out = [0]
+        forced: list[int] = []
         n = len(text)
         pos = self.segment
         while pos < n:
@@ -123,9 +143,35 @@ class SpmSplitter:
                 if limit >= n:
                     break
                 cut = limit
+                forced.append(cut)
             out.append(cut)
             pos = cut + self.segment
-        return out
+        return out, forced
+
+    def safe(self, left: str, right: str) -> bool:
+        """Whether no merge can join the character ``left`` to the character ``right``
+        after it (either may be ``"▁"``, the normaliser's space): BPE of a text cut
+        between them is BPE of the two sides."""
+        joined = self._joined
+        if joined is None:
+            return right == " " and left not in " ▁"  # the rule of _safe_cut
+        return left + right not in joined
+
+    def normalized_tokenizer(self) -> _HFTokenizer | None:
+        """A tokenizer for text already normalised (``"▁" + text.replace(" ", "▁")``,
+        or a piece of that cut at a safe place), with no normaliser and a
+        pre-tokenizer that cuts before every ``▁`` that follows another character:
+        always a safe cut, so its ids are those of the full tokenizer on ``text``,
+        and BPE sees words, not a whole document (its word cache then works, and
+        nothing has to track how a normaliser moved the characters). Its offsets
+        are in the normalised string. ``None`` when a non-special added token
+        would have to be matched before normalising."""
+        return self._normalized
+
+    def piece_tokenizer(self) -> _HFTokenizer:
+        """The tokenizer of the pieces (the normaliser without its ``Prepend``):
+        ``encode(" " + text)`` gives the tokens of the full tokenizer's ``encode(text)``."""
+        return self._tk
 
     def _safe_cut(self, text: str, pos: int, limit: int) -> int:
         """The first safe boundary in ``pos .. limit - 1``, or -1."""

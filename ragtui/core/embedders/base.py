@@ -47,6 +47,7 @@ __all__ = [
     "known_dim",
     "normalize_rows",
     "tile_spans",
+    "tokenizer_name",
 ]
 
 
@@ -114,6 +115,17 @@ def known_dim(embedder: Embedder) -> int | None:
     if known is _ABSENT:
         return embedder.dim
     return known if type(known) is int else None
+
+
+def tokenizer_name(embedder: Embedder) -> str:
+    """``embedder.tokenizer.name``, without loading the tokenizer when the embedder can say it.
+
+    An embedder whose tokenizer is read on first use (``WordLlamaEmbedder``)
+    has a ``tokenizer_name`` member, so that a sync finding nothing to do
+    (which compares the name with the last sync's) reads no model file.
+    """
+    name = getattr(embedder, "tokenizer_name", None)
+    return name if isinstance(name, str) else embedder.tokenizer.name
 
 
 _ABSENT = object()

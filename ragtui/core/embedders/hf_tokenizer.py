@@ -8,21 +8,49 @@ fetched.
 
 from __future__ import annotations
 
+import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from itertools import accumulate
 from pathlib import Path
 
+import numpy as np
 from tokenizers import Encoding
 from tokenizers import Tokenizer as _HFTokenizer
 
 from ragtui.core.embedders._spm_split import SpmSplitter
 from ragtui.core.embedders.base import tile_spans
+from ragtui.core.embedders.doc_tokens import DocTokens
 from ragtui.core.errors import UsageError
 
 __all__ = ["HFTokenizer"]
 
 # Below this many characters one plain encode is as fast as splitting.
 _LONG = 8192
+# Characters of pieces handed to one encode_batch by encode_docs (bounds its memory).
+_DOCS_GROUP = 1 << 20
+_BYTE_PIECE = re.compile(r"<0x([0-9A-F]{2})>")
+
+
+def _grouped(encode: Callable[..., list[Encoding]], pieces: list[str]) -> Iterator[tuple[int, list[Encoding]]]:
+    """``(first index, encodings)`` of consecutive groups of about ``_DOCS_GROUP`` characters."""
+    lo = 0
+    while lo < len(pieces):
+        hi, size = lo, 0
+        while hi < len(pieces) and (hi == lo or size + len(pieces[hi]) <= _DOCS_GROUP):
+            size += len(pieces[hi])
+            hi += 1
+        yield lo, encode(pieces[lo:hi], add_special_tokens=False)
+        lo = hi
+
+
+def _encode_grouped(tk: _HFTokenizer, pieces: list[str]) -> list[list[int]]:
+    """The ids of each piece (no offsets), in parallel groups."""
+    encode = getattr(tk, "encode_batch_fast", tk.encode_batch)
+    out: list[list[int]] = []
+    for _, encs in _grouped(encode, pieces):
+        out.extend(e.ids for e in encs)
+    return out
 
 
 class HFTokenizer:
@@ -55,6 +83,8 @@ class HFTokenizer:
         self._splitter: SpmSplitter | None = None
         self._splitter_ready = not split_long_texts
         self._splitter_lock = threading.Lock()
+        self._lengths: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._lengths_ready = False
 
     @classmethod
     def from_file(cls, path: str | Path, name: str, *, split_long_texts: bool = True) -> HFTokenizer:
@@ -144,6 +174,156 @@ class HFTokenizer:
                 out[i] = tile_spans(enc.offsets, len(texts[i]))
         return [s if s is not None else self.spans(t) for s, t in zip(out, texts)]
 
+    def encode_docs(self, texts: Sequence[str]) -> list[DocTokens]:
+        """Each text tokenized once: its spans (``spans(t)``) and ids, and with a
+        SentencePiece-style tokenizer the proof of which windows' ids are a slice
+        (``DocTokens.window_ids``). Parallel in the Rust library.
+
+        Optional: not part of the ``Tokenizer`` protocol (ingest looks it up with
+        ``getattr``). Memory grows with the texts: ingest hands it documents shorter
+        than the chunker's ``LONG_DOCUMENT_CHARS``.
+        """
+        splitter = self.long_text_splitter()
+        if splitter is None:
+            out: list[DocTokens] = []
+            short = [t for t in texts if t and len(t) < _LONG]
+            encs = iter(self._tk.encode_batch(short, add_special_tokens=False) if short else [])
+            for t in texts:
+                if not t:
+                    out.append(DocTokens(t, [], np.zeros(0, dtype=np.int32), None))
+                    continue
+                if len(t) < _LONG:
+                    enc = next(encs)
+                    spans, ids = tile_spans(enc.offsets, len(t)), enc.ids
+                else:  # the plain path splits nothing: one encode, as spans() does
+                    enc = self._tk.encode(t, add_special_tokens=False)
+                    spans, ids = tile_spans(enc.offsets, len(t)), enc.ids
+                out.append(DocTokens(t, spans, np.array(ids, dtype=np.int32), None))
+            return out
+        normalized = splitter.normalized_tokenizer()
+        lengths = self._token_lengths() if normalized is not None else None
+        if normalized is None or lengths is None:
+            return self._encode_docs_offsets(texts, splitter)
+        # Every text is normalised here ("▁" + spaces as "▁", what the normaliser does),
+        # cut where the splitter may cut (a short one is one piece), and all pieces go
+        # through the word-splitting tokenizer in large parallel batches. The spans come
+        # from the ids: each token covers as many characters as its text has (a byte
+        # piece: none, but the last of a character's one), the rule tile_spans applies
+        # to the library's offsets (tests compare the two).
+        pieces: list[str] = []
+        plans: list[tuple[int, int, list[int]]] = []  # per text: its pieces, forced cuts
+        for t in texts:
+            first = len(pieces)
+            forced: list[int] = []
+            if t:
+                cuts, forced = splitter.plan(t)
+                norm = "▁" + t.replace(" ", "▁")
+                cuts = [c + 1 for c in cuts]
+                cuts[0] = 0
+                cuts.append(len(norm))
+                pieces.extend(norm[lo:hi] for lo, hi in zip(cuts, cuts[1:]))
+            plans.append((first, len(pieces), forced))
+        ids_of = _encode_grouped(normalized, pieces)
+        chars, is_byte, is_cont = lengths
+        result: list[DocTokens] = []
+        for t, (first, last, forced) in zip(texts, plans):
+            flat: list[int] = []
+            for k in range(first, last):
+                flat.extend(ids_of[k])
+                ids_of[k] = []
+            doc_ids = np.array(flat, dtype=np.int32)
+            if not len(doc_ids):
+                result.append(DocTokens(t, [], doc_ids, splitter, forced, self.ids_one))
+                continue
+            width = chars[doc_ids]
+            if (width < 0).any():  # a token whose text is not known (none, in practice)
+                result.extend(self._encode_docs_offsets([t], splitter))
+                continue
+            byte = is_byte[doc_ids]
+            if byte.any():
+                cont_next = np.zeros(len(doc_ids), dtype=bool)
+                cont_next[:-1] = is_cont[doc_ids[1:]]
+                width[byte] = ~cont_next[byte]
+            ends = np.cumsum(width)
+            if ends[-1] != len(t) + 1:  # the tokens' texts do not spell this text: ask for offsets
+                result.extend(self._encode_docs_offsets([t], splitter))
+                continue
+            starts = ends - width - 1  # the prepended ▁ is no character of the text
+            starts[0] = 0
+            starts_list = starts.tolist()
+            ends_list = starts_list[1:]
+            ends_list.append(len(t))
+            result.append(DocTokens(t, list(zip(starts_list, ends_list)), doc_ids, splitter, forced, self.ids_one,
+                                    ends_list))
+        return result
+
+    def _encode_docs_offsets(self, texts: Sequence[str], splitter: SpmSplitter) -> list[DocTokens]:
+        """``encode_docs`` from the library's offsets (the pieces tokenizer, with its normaliser)."""
+        piece_tk = splitter.piece_tokenizer()
+        pieces: list[str] = []
+        bases: list[int] = []
+        plans: list[tuple[int, int, list[int]]] = []  # per text: first piece, end, forced cuts
+        for t in texts:
+            first = len(pieces)
+            forced: list[int] = []
+            if t:
+                cuts, forced = splitter.plan(t)
+                cuts.append(len(t))
+                for k, (a, b) in enumerate(zip(cuts, cuts[1:])):
+                    pieces.append(" " + t[a:b] if k == 0 else t[a:b])
+                    bases.append(a - 1 if k == 0 else a)
+            plans.append((first, len(pieces), forced))
+        starts_of: list[list[int]] = [[] for _ in pieces]
+        ids_of: list[list[int]] = [[] for _ in pieces]
+        for lo, encs in _grouped(piece_tk.encode_batch, pieces):
+            for k, enc in enumerate(encs, lo):
+                base = bases[k]
+                starts_of[k] = [s + base for s, _ in enc.offsets]
+                ids_of[k] = enc.ids
+        result: list[DocTokens] = []
+        for t, (first, last, forced) in zip(texts, plans):
+            starts = [s for k in range(first, last) for s in starts_of[k]]
+            ids = np.array([i for k in range(first, last) for i in ids_of[k]], dtype=np.int32)
+            spans: list[tuple[int, int]] = []
+            if starts:
+                # tile_spans' rule (as SpmSplitter.iter_spans computes it): a token starts
+                # where its raw offset does, never before the previous one nor past the end.
+                starts[0] = 0
+                starts = list(accumulate(starts, max))
+                if starts[-1] > len(t):
+                    starts = [min(s, len(t)) for s in starts]
+                ends = starts[1:]
+                ends.append(len(t))
+                spans = list(zip(starts, ends))
+            result.append(DocTokens(t, spans, ids, splitter, forced, self.ids_one))
+        return result
+
+    def _token_lengths(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """Per token id: characters of its text (-1: not known), whether it is a byte
+        piece, and whether a UTF-8 continuation byte; ``None`` when not every id has a text."""
+        if self._lengths_ready:
+            return self._lengths
+        with self._splitter_lock:
+            if not self._lengths_ready:
+                vocab = self._tk.get_vocab(with_added_tokens=True)
+                size = max(vocab.values(), default=-1) + 1
+                chars = np.full(size, -1, dtype=np.int64)
+                is_byte = np.zeros(size, dtype=bool)
+                is_cont = np.zeros(size, dtype=bool)
+                special = {t.content for t in self._tk.get_added_tokens_decoder().values()}
+                for token, i in vocab.items():
+                    if token in special:
+                        continue
+                    if m := _BYTE_PIECE.fullmatch(token):
+                        is_byte[i] = True
+                        is_cont[i] = 0x80 <= int(m.group(1), 16) < 0xC0
+                        chars[i] = 0
+                    else:
+                        chars[i] = len(token)
+                self._lengths = (chars, is_byte, is_cont)
+                self._lengths_ready = True
+        return self._lengths
+
     def encode(self, text: str) -> Encoding:
         """The library's ``Encoding`` of ``text`` (ids, token strings, raw offsets).
 
@@ -165,6 +345,15 @@ class HFTokenizer:
             return out
         encs = self._encode_batch(list(texts), add_special_tokens=False)
         return [e.ids for e in encs]
+
+    def ids_one(self, text: str) -> list[int]:
+        """``ids_many([text])[0]`` for a short text, computed in the calling thread (a batch call
+        waits for the library's thread pool, which another thread's batch may be holding)."""
+        if not text:
+            return []
+        if len(text) >= _LONG:
+            return self.ids_many([text])[0]
+        return self._tk.encode(text, add_special_tokens=False).ids
 
     def iter_ids(self, text: str) -> Iterator[list[int]]:
         """The ids of ``ids_many([text])[0]`` in consecutive parts (one part unless

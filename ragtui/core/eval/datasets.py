@@ -39,6 +39,9 @@ read in their own layout or in TREC's 4-column ``query iteration doc gain``
 file is TREC when every line has 4 columns, the second is always ``0`` or
 ``Q0`` and the third is not always ``0`` (CISI's ``query doc 0 0.0`` is not).
 In TREC form the fourth column is the gain (0 = not relevant).
+
+About 500 lines on purpose: three loaders that share their checks (ids,
+gains, bounded reads), each trap handled beside the format it belongs to.
 """
 
 from __future__ import annotations

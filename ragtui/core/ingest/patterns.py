@@ -68,6 +68,7 @@ class Rules(Protocol):
     def default_include(self) -> bool: ...
     def skips_name(self, name: str, /) -> bool: ...
     def wants_name(self, name: str, /) -> bool: ...
+    def doc_name_test(self) -> Callable[[str], object]: ...
 
 
 IGNORE_FILES = (".gitignore", ".ignore")
@@ -355,6 +356,7 @@ class PathFilter:
         self._exclude = check_patterns(tuple(rules.exclude), "--exclude")
         self._include = None if rules.default_include else check_patterns(tuple(rules.include), "--include")
         self._wants_name = rules.wants_name
+        self._doc_name_test = rules.doc_name_test()
         self._ignore_files = rules.ignore_files
         self._lock = threading.Lock()
         self._chains: dict[str, Chain | None] = {}
@@ -396,6 +398,35 @@ class PathFilter:
         if self._include is None:
             return self._wants_name(name)
         return bool(self._include.decide(key))
+
+    def name_test(self, chain: Chain, rel_dir: str) -> Callable[[str], object] | None:
+        """For the files of the folder ``rel_dir`` whose ignore levels are ``chain``: a test of a file's name,
+        true exactly when ``admits`` would admit it; None when ``admits`` must be asked (``--include`` or
+        ``--exclude`` patterns, or tracking which of them match).
+
+        Without ignore files on the way the name alone decides (one regex match). With them, a name
+        the defaults refuse is out whatever they say (they can only leave files out), so they are asked
+        only about the others, each level with this folder's part of the path worked out once.
+        """
+        if self._unmatched or self._exclude is not None or self._include is not None:
+            return None
+        doc_name = self._doc_name_test
+        if not chain:
+            return doc_name
+        here = _key(f"{rel_dir}/") if rel_dir else ""
+        levels = [(here[len(level.base):], level.patterns.decide) for level in reversed(chain)]
+
+        def test(name: str) -> bool:
+            if not doc_name(name):
+                return False
+            key = name if name.isascii() and "\n" not in name else _key(name)
+            for tail, decide in levels:
+                ignored = decide(tail + key)
+                if ignored is not None:
+                    return not ignored
+            return True
+
+        return test
 
     def enter(self, rel_dir: str, parent_chain: Chain, present: Sequence[str] | None = None) -> Chain:
         """The chain inside ``rel_dir`` (a folder ``admits`` let in): its parent's plus its own ignore files.

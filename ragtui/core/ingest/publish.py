@@ -50,7 +50,8 @@ from ragtui.core.index.index_format import BM25, DOCS, FILES, META, VECTORS
 from ragtui.core.index.records import ChunkRecord, IndexMeta, encode_docs, encode_meta, encode_vectors
 
 __all__ = [
-    "OS_OPS", "FileRange", "FsOps", "IndexLock", "NewGeneration", "check_index_id", "encode_index", "file_size", "index_dir", "publish",
+    "OS_OPS", "FileRange", "FsOps", "IndexLock", "NewGeneration", "check_index_id", "encode_index", "file_size",
+    "flock_holder", "index_dir", "publish",
     "rag_root", "remove_leftovers", "remove_stale_generations", "state_dir", "utc_now",
 ]
 
@@ -211,7 +212,7 @@ class IndexLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
-            holder = _flock_holder(fd)
+            holder = flock_holder(fd)
             os.close(fd)
             if e.errno in (errno.EWOULDBLOCK, errno.EACCES):
                 who = f" (pid {holder})" if holder else ""
@@ -238,7 +239,7 @@ class IndexLock:
         self.release()
 
 
-def _flock_holder(fd: int) -> str:
+def flock_holder(fd: int) -> str:
     """The pid holding a flock on ``fd``'s file, from /proc/locks ("" when unknown)."""
     try:
         st = os.fstat(fd)

@@ -5,6 +5,9 @@ What a caller may rely on (``remove_index``):
 * It takes the index's writer lock (the one ``sync`` and the watch agent
   take), so it never deletes an index while a writer is publishing it: a
   held lock is ``LockedError`` and nothing is removed.
+* It takes the index's watch lock too (``keeper``): while a ``ragtui watch``
+  keeps the index, even between two saves, it is ``LockedError`` naming the
+  agent, since the agent would rebuild the index at its next sync.
 * ``rag/<index_id>`` must be an index: the link a publish made (to a
   generation, or to nothing when the generation is gone), or a plain
   directory holding ``meta.json`` (an index written by another tool). Any
@@ -13,8 +16,8 @@ What a caller may rely on (``remove_index``):
   link, never followed: the generations removed are those under
   ``rag/.gen/<index_id>/``, found by name, whatever the link points at.
 * The link goes first, so readers see "no index" from then on; a reader
-  that already opened a generation keeps its open files. The lock file
-  stays (a writer waiting on it must not end up locking a different file).
+  that already opened a generation keeps its open files. The lock files
+  stay (a writer waiting on one must not end up locking a different file).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from pathlib import Path
 
 from ragtui.core.errors import StorageError, UsageError
 from ragtui.core.index.index_format import META
+from ragtui.core.ingest.keeper import KeeperLock
 from ragtui.core.ingest.publish import IndexLock, check_index_id, rag_root, state_dir
 
 __all__ = ["RemoveReport", "cache_entries", "index_kind", "remove_index"]
@@ -107,7 +111,7 @@ def remove_index(artifacts: str | os.PathLike[str], index_id: str) -> RemoveRepo
     root = rag_root(artifacts)
     link = root / index_id
     index_kind(link)  # refuse before taking a lock (which would create rag/.locks)
-    with IndexLock(artifacts, index_id):
+    with KeeperLock(artifacts, index_id).remove(), IndexLock(artifacts, index_id):
         report = RemoveReport(index_id, index_kind(link))  # again: it may have changed while we waited
         step = f"removing {link}"
         try:

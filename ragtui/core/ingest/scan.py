@@ -13,15 +13,17 @@ from pathlib import Path
 from ragtui.core.ingest.patterns import PathFilter
 from ragtui.core.ingest.reader import decode_document, read_file
 from ragtui.core.ingest.report import Progress, SyncReport
-from ragtui.core.ingest.state import FileEntry, Stamp
+from ragtui.core.ingest.state import FileEntry, FileTable, Stamp
 from ragtui.core.ingest.walk import (
     Candidate,
+    Listing,
     WalkRules,
     candidate,
     doc_id_for,
     filter_paths,
     unreadable_now,
     walk_folder,
+    walk_listing,
 )
 
 __all__ = ["Scan", "by_bytes", "classify", "keep_unreadable", "scan"]
@@ -36,12 +38,23 @@ def by_bytes(doc_ids: Iterable[str]) -> list[str]:
 
 @dataclass
 class Scan:
-    seen: dict[str, FileEntry] = field(default_factory=dict)
-    """Every document now, with its state entry."""
+    found: dict[str, FileEntry] = field(default_factory=dict)
+    """What ``seen`` holds, unless ``same``."""
     new_texts: dict[str, str] = field(default_factory=dict)
     """The text of each new or changed document."""
     unreadable: list[str] = field(default_factory=list)
     """doc_ids (files or folders) that exist but could not be read now."""
+    same: Mapping[str, FileEntry] | None = None
+    """The previous documents when the walk found exactly them, each with its stamp unchanged (a no-op):
+    ``seen`` is then these, made into a dict only if asked for."""
+
+    @property
+    def seen(self) -> dict[str, FileEntry]:
+        """Every document now, with its state entry."""
+        if self.same is not None:
+            same, self.same = self.same, None
+            self.found = dict(same.as_dict() if isinstance(same, FileTable) else same)
+        return self.found
 
 
 def scan(
@@ -57,13 +70,21 @@ def scan(
     out = Scan()
     missed: list[Path] = []
     if paths is None:
-        found = walk_folder(folder, rules, report.skipped, unreadable=missed, warnings=report.warnings)
+        listing = walk_listing(folder, rules, report.skipped, unreadable=missed, warnings=report.warnings)
+        if not missed and _unchanged(listing, old_files):
+            # Nothing to read, nothing to build: the state's documents stand as they are.
+            tick("scan", len(listing), len(listing))
+            out.same = old_files
+            report.seconds["scan"] = time.perf_counter() - t0
+            return out
+        found = listing.candidates()
     else:
-        out.seen, found = _rescan(folder, rules, paths, old_files, report.skipped, missed)
-    seen = out.seen
+        out.found, found = _rescan(folder, rules, paths, old_files, report.skipped, missed)
+    seen = out.found
     tick("scan", len(seen) + len(found), len(seen) + len(found))
     to_read: list[tuple[Candidate, FileEntry | None, Stamp]] = []
-    get = old_files.get
+    # Document by document from here: the state's columns made into entries once, in bulk.
+    get = (old_files.as_dict() if isinstance(old_files, FileTable) else old_files).get
     for cand in found:
         doc_id = cand.doc_id
         prev = get(doc_id)
@@ -105,6 +126,21 @@ def scan(
     return out
 
 
+def _unchanged(listing: Listing, old: Mapping[str, FileEntry]) -> bool:
+    """Whether ``listing`` holds exactly the documents of ``old``, each with the stamp it had.
+
+    Compared as two lists of tuples (one C-level comparison), not document by document.
+    """
+    if isinstance(old, FileTable):
+        return old.same_stamps(listing.doc_ids, listing.stamps)
+    if len(listing) != len(old):
+        return False
+    entries = list(map(old.get, listing.doc_ids))
+    if None in entries:
+        return False
+    return [e.stamp for e in entries if e is not None] == listing.stamps
+
+
 def _under(doc_id: str, prefixes: Sequence[str]) -> bool:
     """Whether ``doc_id`` is one of ``prefixes`` or lies in a folder one of them names."""
     return any(doc_id == p or doc_id.startswith(p + "/") for p in prefixes)
@@ -125,6 +161,9 @@ def keep_unreadable(seen: dict[str, FileEntry], unreadable: Sequence[str], old: 
 
 def classify(report: SyncReport, s: Scan, old: Iterable[str]) -> None:
     """Fill the report's added, changed, removed and unchanged, against the documents ``old``."""
+    if s.same is not None:  # nothing added, changed, removed or unreadable
+        report.added, report.changed, report.removed, report.unchanged = [], [], [], len(s.same)
+        return
     old_set = old if isinstance(old, (set, dict)) else set(old)
     report.added = by_bytes(d for d in s.new_texts if d not in old_set)
     report.changed = by_bytes(d for d in s.new_texts if d in old_set)
@@ -145,7 +184,7 @@ def _rescan(
     """
     named = filter_paths((Path(p) for p in paths), folder)
     prefixes = sorted({d for d in (doc_id_for(folder, p) for p in named) if d is not None})
-    carried = dict(old_files)
+    carried = dict(old_files.as_dict() if isinstance(old_files, FileTable) else old_files)
     if 0 < len(prefixes) <= 8:
         # A few named paths against many documents: drop each named one and
         # everything under a named folder, by prefix, without splitting every doc_id.

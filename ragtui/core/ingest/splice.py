@@ -14,7 +14,7 @@ import mmap
 import os
 import stat
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +33,7 @@ from ragtui.core.index.records import IndexMeta, encode_docs, encode_meta
 from ragtui.core.ingest.assemble import Assembly, Previous
 from ragtui.core.ingest.publish import FileRange, NewGeneration, file_size
 from ragtui.core.ingest.report import Progress, SyncReport
-from ragtui.core.ingest.state import FileEntry, IndexStamp, index_stamp, stat_stamp
+from ragtui.core.ingest.state import FileEntry, FileTable, IndexStamp, index_stamp, stat_stamp
 
 __all__ = ["Generation", "Piece", "Spliced", "following", "open_generation", "publish_splice", "rows_of", "warm"]
 
@@ -66,10 +66,12 @@ class Generation:
         return index_stamp(target) == self.stamp
 
 
-def rows_of(files: dict[str, FileEntry]) -> dict[str, tuple[int, int]] | None:
+def rows_of(files: Mapping[str, FileEntry]) -> dict[str, tuple[int, int]] | None:
     """Each document's rows from the state's chunk counts (None if a count is missing or negative)."""
     rows: dict[str, tuple[int, int]] = {}
     at = 0
+    if isinstance(files, FileTable):
+        files = files.as_dict()  # one lookup per document follows: the entries made at once
     for doc_id in sorted(files):
         n = files[doc_id].n_chunks
         if n is None or n < 0:
@@ -81,7 +83,7 @@ def rows_of(files: dict[str, FileEntry]) -> dict[str, tuple[int, int]] | None:
 
 
 def open_generation(target: Path, stamp: IndexStamp | None, generation: str | None,
-                    files: dict[str, FileEntry], cache_dir: Path) -> Generation | None:
+                    files: Mapping[str, FileEntry], cache_dir: Path) -> Generation | None:
     """The published generation, when it is exactly the one the writer's state describes.
 
     That is: ``stamp`` is the generation's stamp now (every one of its four

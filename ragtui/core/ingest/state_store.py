@@ -17,7 +17,7 @@ import shutil
 import stat
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,8 +26,11 @@ import numpy as np
 
 from ragtui.core.ingest.publish import state_dir
 from ragtui.core.ingest.state import (
+    HAS_SHA,
+    HAS_STAMP,
     HEAD_KEYS,
     FileEntry,
+    FileTable,
     Stamp,
     StateError,
     WriterState,
@@ -56,10 +59,9 @@ COMPACT_RECORDS = 4096
 """Deltas after which the file is rewritten as one snapshot (bounds the work of reading it)."""
 COMPACT_MIN_BYTES = 1 << 20
 """Deltas are appended until they take more than the snapshot and at least this many bytes."""
-_HAS_STAMP, _HAS_SHA = 1, 2
 
 
-def _encode_record(head: dict[str, Any], puts: dict[str, FileEntry], deletes: list[str]) -> bytes:
+def _encode_record(head: dict[str, Any], puts: Mapping[str, FileEntry], deletes: list[str]) -> bytes:
     head_bytes = json.dumps(head, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     names = "\0".join([*puts, *deletes]).encode("utf-8")
     entries = list(puts.values())
@@ -71,9 +73,9 @@ def _encode_record(head: dict[str, Any], puts: dict[str, FileEntry], deletes: li
             size, mtime, ctime, ino = e.stamp
             # Inode numbers are unsigned 64-bit: the upper half is stored as its two's complement.
             nums[0:4, i] = (size, mtime, ctime, ino - (1 << 64) if ino >= 1 << 63 else ino)
-            flags[i] |= _HAS_STAMP
+            flags[i] |= HAS_STAMP
         if e.sha256 is not None:
-            flags[i] |= _HAS_SHA
+            flags[i] |= HAS_SHA
         nums[4, i] = -1 if e.n_chunks is None else e.n_chunks
     shas = bytes.fromhex("".join(e.sha256 if e.sha256 is not None else "00" * 32 for e in entries))
     body = b"".join((COUNTS.pack(len(head_bytes), n, len(deletes), len(names)), head_bytes, names,
@@ -81,7 +83,7 @@ def _encode_record(head: dict[str, Any], puts: dict[str, FileEntry], deletes: li
     return RECORD_HEAD.pack(len(body), zlib.crc32(body)) + body
 
 
-def _records(data: bytes) -> Iterator[tuple[int, dict[str, Any], dict[str, FileEntry], list[str]]]:
+def _records(data: bytes) -> Iterator[tuple[int, dict[str, Any], FileTable, list[str]]]:
     """(end offset, head, puts, deletes) of each intact record after the magic, up to the first bad one."""
     pos = len(MAGIC)
     while pos + RECORD_HEAD.size <= len(data):
@@ -97,7 +99,7 @@ def _records(data: bytes) -> Iterator[tuple[int, dict[str, Any], dict[str, FileE
         pos = end
 
 
-def _decode_body(body: memoryview) -> tuple[dict[str, Any], dict[str, FileEntry], list[str]]:
+def _decode_body(body: memoryview) -> tuple[dict[str, Any], FileTable, list[str]]:
     if len(body) < COUNTS.size:
         raise StateError
     head_len, n_put, n_del, names_len = COUNTS.unpack_from(body, 0)
@@ -110,35 +112,14 @@ def _decode_body(body: memoryview) -> tuple[dict[str, Any], dict[str, FileEntry]
         raise StateError
     names = str(body[at : at + names_len], "utf-8").split("\0") if names_len else []
     at += names_len
-    if len(names) != n_put + n_del or any(not name for name in names):
+    if len(names) != n_put + n_del or any(not name for name in names[n_put:]):
         raise StateError
+    # The columns are taken as they lie (no object per document): a no-op sync of 100k files reads this first.
     nums = np.frombuffer(body, dtype="<i8", count=5 * n_put, offset=at).reshape(5, n_put)
     at += 40 * n_put
-    flag_array = np.frombuffer(body, dtype=np.uint8, count=n_put, offset=at)
+    flags = np.frombuffer(body, dtype=np.uint8, count=n_put, offset=at)
     at += n_put
-    shas = bytes(body[at:]).hex()
-    if n_put and np.all(flag_array == _HAS_STAMP | _HAS_SHA) and int(nums[4].min()) >= 0:
-        # The usual state: every entry with a stamp, a SHA-256 and a chunk count. Built with C-level maps
-        # (a no-op sync of 100k files reads this first); the loop below handles every other shape.
-        # An inode is unsigned: its int64 bits read as uint64 are the value the loop computes.
-        stamps = map(Stamp, nums[0].tolist(), nums[1].tolist(), nums[2].tolist(), nums[3].view(np.uint64).tolist())
-        digests = [shas[j : j + 64] for j in range(0, 64 * n_put, 64)]
-        entries = map(FileEntry, stamps, digests, nums[4].tolist())
-        return head, dict(zip(names[:n_put], entries)), names[n_put:]
-    flags = flag_array.tolist()
-    sizes, mtimes, ctimes, inos, counts = (row.tolist() for row in nums)
-    puts: dict[str, FileEntry] = {}
-    for i, name in enumerate(names[:n_put]):
-        f, count = flags[i], counts[i]
-        if count < -1 or f & ~(_HAS_STAMP | _HAS_SHA):
-            raise StateError
-        ino = inos[i]
-        puts[name] = FileEntry(
-            Stamp(sizes[i], mtimes[i], ctimes[i], ino + (1 << 64) if ino < 0 else ino) if f & _HAS_STAMP else None,
-            shas[64 * i : 64 * i + 64] if f & _HAS_SHA else None,
-            None if count < 0 else count,
-        )
-    return head, puts, names[n_put:]
+    return head, FileTable(names[:n_put], nums, flags, bytes(body[at:])), names[n_put:]
 
 
 def state_path(artifacts: str | os.PathLike[str], index_id: str) -> Path:
@@ -187,23 +168,27 @@ def _read(artifacts: str | os.PathLike[str], index_id: str) -> _Read:
     if not data.startswith(MAGIC):
         return _Read()
     out = _Read(stamp=stamp)
-    files: dict[str, FileEntry] = {}
+    snapshot: FileTable | None = None
+    deltas: list[tuple[FileTable, list[str]]] = []
     head: dict[str, Any] = {}
     end = len(MAGIC)
-    try:
-        for end, rec_head, puts, deletes in _records(data):
-            if out.snapshot_bytes == 0:
-                out.snapshot_bytes = end
-            else:
-                out.deltas += 1
-            for name in deletes:
-                del files[name]
-            files.update(puts)
-            head.update(rec_head)
-    except KeyError:
-        return _Read()  # a delta deletes what is not there: not a file this module wrote
-    if out.snapshot_bytes == 0:
+    for end, rec_head, puts, deletes in _records(data):
+        if snapshot is None:
+            if deletes:
+                return _Read()  # a snapshot deletes nothing: not a file this module wrote
+            out.snapshot_bytes = end
+            snapshot = puts
+        else:
+            deltas.append((puts, deletes))
+        head.update(rec_head)
+    if snapshot is None:
         return _Read()
+    try:
+        # Kept as columns, the deltas folded in at once: nothing is built per document.
+        files = snapshot.with_deltas(deltas) if deltas else snapshot
+    except (KeyError, StateError):
+        return _Read()  # a delta deletes what is not there: not a file this module wrote
+    out.deltas = len(deltas)
     out.state = state_from_head(head, files)
     out.clean = out.state is not None and end == len(data)
     out.delta_bytes = end - out.snapshot_bytes

@@ -13,9 +13,8 @@ import fnmatch
 import os
 import re
 import stat
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from operator import attrgetter
 from pathlib import Path
 from typing import NamedTuple
 
@@ -26,10 +25,12 @@ __all__ = [
     "DEFAULT_INCLUDE",
     "DEFAULT_MAX_BYTES",
     "Candidate",
+    "Listing",
     "WalkRules",
     "doc_id_for",
     "unreadable_now",
     "walk_folder",
+    "walk_listing",
 ]
 
 DEFAULT_INCLUDE = tuple(
@@ -85,6 +86,10 @@ def _names_regex(globs: Sequence[str]) -> re.Pattern[str]:
 
 _DEFAULT_INCLUDE_RE = _names_regex(DEFAULT_INCLUDE)
 _ALWAYS_SKIPPED_RE = _names_regex(DEFAULT_EXCLUDE)
+# Both at once for a file: not hidden, not always skipped, a text-like name (one match per file of a walk).
+_DEFAULT_DOC_NAME_RE = re.compile(
+    rf"(?!\.)(?!{_ALWAYS_SKIPPED_RE.pattern})(?:{_DEFAULT_INCLUDE_RE.pattern})"
+)
 
 
 @dataclass(frozen=True)
@@ -118,6 +123,12 @@ class WalkRules:
     def wants_name(name: str) -> bool:
         """Whether the default include set takes a file of this name."""
         return _DEFAULT_INCLUDE_RE.match(name) is not None
+
+    @staticmethod
+    def doc_name_test() -> Callable[[str], object]:
+        """A test that is true for the name of a file the default include set takes and nothing skips
+        (``wants_name`` and not ``skips_name``, as one regular expression)."""
+        return _DEFAULT_DOC_NAME_RE.match
 
     def describe(self) -> dict[str, object]:
         """The rules as the writer's state records them (a change makes the next sync walk everything)."""
@@ -174,6 +185,40 @@ def _utf8(text: str) -> bool:
     return True
 
 
+class Listing:
+    """What a walk found, as columns in walk order (not sorted): no object per file.
+
+    ``stamps[i]`` is the plain tuple (size, mtime_ns, ctime_ns, ino) of
+    ``doc_ids[i]``, which compares equal to its ``Stamp``: a no-op sync
+    compares them with the state's without building anything per file. A
+    file's path is the walked folder joined with its doc_id less the
+    folder's own name (made on use).
+    """
+
+    __slots__ = ("_cut", "_root", "doc_ids", "stamps")
+
+    def __init__(self, root: str, prefix: str) -> None:
+        self._root, self._cut = os.path.join(root, ""), len(prefix)
+        self.doc_ids: list[str] = []
+        self.stamps: list[tuple[int, int, int, int]] = []
+
+    def __len__(self) -> int:
+        return len(self.doc_ids)
+
+    def add(self, cand: Candidate) -> None:
+        self.doc_ids.append(cand.doc_id)
+        self.stamps.append((cand.size, cand.mtime_ns, cand.ctime_ns, cand.ino))
+
+    def candidate(self, i: int) -> Candidate:
+        doc_id = self.doc_ids[i]
+        return Candidate(self._root + doc_id[self._cut :], doc_id, *self.stamps[i])
+
+    def candidates(self) -> list[Candidate]:
+        """Every candidate, sorted by doc_id bytes (doc_ids are valid UTF-8, whose byte order is code point order)."""
+        order = sorted(range(len(self.doc_ids)), key=self.doc_ids.__getitem__)
+        return [self.candidate(i) for i in order]
+
+
 def walk_folder(
     folder: Path, rules: WalkRules, skipped: list[tuple[str, str]], start: Path | None = None,
     warnings: list[str] | None = None, path_filter: PathFilter | None = None,
@@ -190,7 +235,15 @@ def walk_folder(
     line per ``--include``/``--exclude`` pattern that matched nothing. Raises
     ``UsageError`` for a pattern that is not one.
     """
-    out: list[Candidate] = []
+    return walk_listing(folder, rules, skipped, start, warnings, path_filter, unreadable).candidates()
+
+
+def walk_listing(
+    folder: Path, rules: WalkRules, skipped: list[tuple[str, str]], start: Path | None = None,
+    warnings: list[str] | None = None, path_filter: PathFilter | None = None,
+    unreadable: list[Path] | None = None,
+) -> Listing:
+    """``walk_folder``'s candidates as columns, in walk order (a no-op sync of 100k files needs no more)."""
     skip_under = {os.path.realpath(p) for p in rules.skip_under}
     real_folder = os.path.realpath(folder)
     track = warnings is not None and start is None
@@ -198,69 +251,152 @@ def walk_folder(
     start_rel = "" if start is None else os.path.relpath(start, folder).replace(os.sep, "/")
     if start_rel == ".":
         start_rel = ""
-    start_chain = filt.chain(start_rel)
-    if start_chain is None:
-        return out
     # doc_ids are relative to the folder's parent: the folder's own name, then the path below it.
     top = doc_id_for(folder, folder)
     prefix = "" if top in (None, ".") else f"{top}/"
+    out = Listing(str(folder), prefix)
+    start_chain = filt.chain(start_rel)
+    if start_chain is None:
+        return out
     max_bytes = rules.max_bytes
+    doc_ids, stamps = out.doc_ids, out.stamps
+    is_reg = stat.S_ISREG
+    join = os.path.join
     stack: list[tuple[str, str, Chain, bool]] = [(str(start or folder), start_rel, start_chain, False)]
     while stack:
         current, rel_dir, chain, load = stack.pop()
         if os.path.realpath(current) in skip_under:
             continue
         try:
-            entries = list(os.scandir(current))
+            entries = _list_folder(current, not load)
         except OSError as e:
             skipped.append((current, f"cannot list folder: {e.strerror}"))
             if unreadable is not None and unreadable_now(e):
                 unreadable.append(Path(current))
             continue
-        if load:  # this folder's own ignore files, as its listing shows them
-            chain = filt.enter(rel_dir, chain, [e.name for e in entries if e.name in IGNORE_FILES])
-        for entry in entries:
-            try:
-                is_link = entry.is_symlink()
-                if entry.is_dir(follow_symlinks=False):
-                    if filt.admits(rel_dir, chain, entry.name, True):
-                        if line_break_in(entry.name):
-                            skipped.append((entry.path, LINE_BREAK_REASON.replace("file name", "folder name")))
-                        else:
-                            child = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
-                            stack.append((entry.path, child, chain, True))
-                    continue
-            except OSError as e:
-                skipped.append((entry.path, f"cannot stat: {e.strerror}"))
-                if unreadable is not None and unreadable_now(e):
-                    unreadable.append(Path(entry.path))
-                continue
-            if not filt.admits(rel_dir, chain, entry.name, False):
-                continue
-            if not is_link:
-                # The common case, without a Path or a relpath per file: a regular file within the size
-                # limit whose name is UTF-8 without a line break. Anything else takes `candidate`, which
-                # stats the path again and says why it is passed over.
+        try:
+            if load:  # this folder's own ignore files, as its listing shows them
+                chain = filt.enter(rel_dir, chain, [e.name for e in entries if e.name in IGNORE_FILES])
+            # Where no --include/--exclude pattern applies, a test of the name (and this folder's ignore
+            # levels) does, without a path string per file.
+            name_test = filt.name_test(chain, rel_dir)
+            # The doc_id of a file here is this plus its name; when it is UTF-8 without a line break, so is
+            # the doc_id of every file here whose name is.
+            dir_id = f"{prefix}{rel_dir}/" if rel_dir else prefix
+            if os.sep != "/":
+                dir_id = dir_id.replace(os.sep, "/")
+            plain_dir = _utf8(dir_id) and not line_break_in(dir_id)
+            todo: list[os.DirEntry[str]] = entries
+            if name_test is not None and plain_dir:
+                todo = _take_plain_files(entries, name_test, max_bytes, dir_id, doc_ids, stamps)
+            for entry in todo:
+                name = entry.name
                 try:
-                    st = entry.stat(follow_symlinks=False)
-                except OSError:
-                    st = None
-                if st is not None and stat.S_ISREG(st.st_mode) and st.st_size <= max_bytes:
-                    name = entry.name
-                    doc_id = f"{prefix}{rel_dir}/{name}" if rel_dir else f"{prefix}{name}"
-                    if os.sep != "/":
-                        doc_id = doc_id.replace(os.sep, "/")
-                    if (doc_id.isascii() or _utf8(doc_id)) and not line_break_in(doc_id):
-                        out.append(Candidate(entry.path, doc_id, st.st_size, st.st_mtime_ns, st.st_ctime_ns,
-                                             st.st_ino))
+                    if entry.is_dir(follow_symlinks=False):
+                        if filt.admits(rel_dir, chain, name, True):
+                            if line_break_in(name):
+                                skipped.append((join(current, name),
+                                                LINE_BREAK_REASON.replace("file name", "folder name")))
+                            else:
+                                child = f"{rel_dir}/{name}" if rel_dir else name
+                                stack.append((join(current, name), child, chain, True))
                         continue
-            cand = candidate(folder, Path(entry.path), rules, skipped, real_folder, is_link, unreadable=unreadable)
-            if cand is not None:
-                out.append(cand)
-    # doc_ids are valid UTF-8 (checked above), whose byte order is the code point order of str.
-    out.sort(key=attrgetter("doc_id"))
+                    is_link = entry.is_symlink()
+                except OSError as e:
+                    skipped.append((join(current, name), f"cannot stat: {e.strerror}"))
+                    if unreadable is not None and unreadable_now(e):
+                        unreadable.append(Path(join(current, name)))
+                    continue
+                if name_test is not None:
+                    if not name_test(name):
+                        continue
+                elif not filt.admits(rel_dir, chain, name, False):
+                    continue
+                if not is_link and plain_dir:
+                    # The common case, without a path, a Path or an object per file: a regular file within
+                    # the size limit whose name is UTF-8 without a line break. Anything else takes
+                    # `candidate`, which stats the path again and says why it is passed over.
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        st = None
+                    if (st is not None and is_reg(st.st_mode) and st.st_size <= max_bytes
+                            and "\n" not in name and "\r" not in name and (name.isascii() or _utf8(name))):
+                        doc_ids.append(dir_id + name)
+                        stamps.append((st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+                        continue
+                cand = candidate(folder, Path(join(current, name)), rules, skipped, real_folder, is_link,
+                                 unreadable=unreadable)
+                if cand is not None:
+                    out.add(cand)
+        finally:
+            entries.close()
     if track and warnings is not None:  # (track implies warnings)
         warnings.extend(filt.unmatched())
+    return out
+
+
+def _take_plain_files(
+    entries: list[os.DirEntry[str]], name_test: Callable[[str], object], max_bytes: int, dir_id: str,
+    doc_ids: list[str], stamps: list[tuple[int, int, int, int]],
+) -> list[os.DirEntry[str]]:
+    """The usual folder in bulk: append every regular file whose name passes ``name_test`` to the columns
+    and return the entries left for the per-entry loop (folders, links and the like).
+
+    Bulk means a few list comprehensions, which cost less per file than one loop doing it all. Only
+    when every one of those files is plain (a regular file within the size limit, its name UTF-8
+    without a line break) and none vanished: otherwise nothing is appended and every entry is left
+    to the loop, which says why a file is passed over (the stats already made are cached).
+    """
+    try:
+        regular = [e.is_file(follow_symlinks=False) for e in entries]
+        chosen = [e for e, r in zip(entries, regular) if r and name_test(e.name)]
+        sts = [e.stat(follow_symlinks=False) for e in chosen]
+    except OSError:
+        return entries
+    is_reg = stat.S_ISREG
+    names = [e.name for e in chosen]
+    if not (all([is_reg(st.st_mode) and st.st_size <= max_bytes for st in sts])
+            and all([(n.isascii() or _utf8(n)) and "\n" not in n and "\r" not in n for n in names])):
+        return entries
+    doc_ids += [dir_id + n for n in names]
+    stamps += [(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) for st in sts]
+    return [e for e, r in zip(entries, regular) if not r]
+
+
+class _Entries(list[os.DirEntry[str]]):
+    """A folder's entries, with the descriptor they were listed (and are stat-ed) through, if any."""
+
+    fd = -1
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+_SCANDIR_FD = os.scandir in os.supports_fd
+# O_NONBLOCK: a folder swapped for a FIFO is refused (O_DIRECTORY) rather than waited on.
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+
+
+def _list_folder(path: str, top: bool) -> _Entries:
+    """The entries of the folder ``path``, listed through a descriptor of it where the system can.
+
+    Each entry is then stat-ed by its name within that descriptor (no path to resolve again per file),
+    and a folder swapped for a symbolic link since its parent was listed is refused (``O_NOFOLLOW``;
+    ``top``, the folder the walk starts at, may be reached through a link).
+    """
+    if not _SCANDIR_FD:
+        return _Entries(os.scandir(path))
+    fd = os.open(path, _DIR_FLAGS | (0 if top else getattr(os, "O_NOFOLLOW", 0)))
+    try:
+        with os.scandir(fd) as it:
+            out = _Entries(it)
+    except BaseException:
+        os.close(fd)
+        raise
+    out.fd = fd
     return out
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ragtui.core.embedders.base import Embedder, known_dim
+from ragtui.core.embedders.base import Embedder, known_dim, tokenizer_name
 from ragtui.core.errors import IndexFormatError, IndexMissingError, UsageError
 from ragtui.core.index import verified
 from ragtui.core.index.analyzer import analyze
@@ -51,7 +51,7 @@ from ragtui.core.ingest.publish import (
 from ragtui.core.ingest.report import Progress, SyncReport
 from ragtui.core.ingest.scan import Scan, by_bytes, classify, keep_unreadable, scan
 from ragtui.core.ingest.splice import Generation, following, open_generation, publish_splice, warm
-from ragtui.core.ingest.state import FileEntry, Settings, WriterState, index_stamp
+from ragtui.core.ingest.state import FileEntry, FileTable, Settings, WriterState, chunk_total, index_stamp
 from ragtui.core.ingest.state_store import StateStore
 from ragtui.core.ingest.walk import WalkRules
 
@@ -128,7 +128,7 @@ class IndexWriter:
         if dim is None:
             same_model = recorded is not None and recorded.embedding_model == e.model
             dim = recorded.dim if recorded is not None and same_model else e.dim
-        return Settings(e.model, dim, e.tokenizer.name, self.max_tokens, self.overlap, self.k1, self.b)
+        return Settings(e.model, dim, tokenizer_name(e), self.max_tokens, self.overlap, self.k1, self.b)
 
     def prepare(self, *, warm_up: bool = False, should_stop: Callable[[], bool] | None = None) -> bool:
         """Open the current generation for the next sync, so that it does not pay for reading it.
@@ -196,19 +196,28 @@ class IndexWriter:
             and state.index_files is not None
             and state.index_files == index_stamp(self.target)
         )
-        old_files: dict[str, FileEntry] = state.files if state is not None and trusted else {}
+        old_files: Mapping[str, FileEntry] = state.files if state is not None and trusted else {}
         # Other patterns or limits than the last sync's choose other documents: only a whole walk
         # finds them (the files it already knows keep their stamps and vectors).
         same_walk = state is not None and state.walk == self.walk
 
         # 1-2. Which documents exist now, and the text of those that changed.
         found = scan(self.folder, self.rules, paths if trusted and same_walk else None, old_files, report, tick)
-        if trusted:
+        if found.same is None and isinstance(old_files, FileTable):
+            old_files = old_files.as_dict()  # (made once by the scan already)
+        if trusted and found.unreadable:
             keep_unreadable(found.seen, found.unreadable, old_files)
         classify(report, found, old_files)
 
+        if state is not None and trusted and found.same is not None:
+            # The walk found every document as the state has it: nothing to read, build or write
+            # (unless the walk rules changed without changing any document: they are remembered).
+            report.chunks_total = chunk_total(found.same)
+            if not same_walk:
+                self._save(dataclasses.replace(state, walk=self.walk))
+            return
         if state is not None and trusted and not found.new_texts and not report.removed:
-            report.chunks_total = sum(e.n_chunks or 0 for e in found.seen.values())
+            report.chunks_total = chunk_total(found.seen)
             if found.seen != old_files or not same_walk:
                 # Only times changed (a touch, a save of the same bytes): remember
                 # the new stamps so the next sync need not read these files again.

@@ -17,6 +17,9 @@ step by step; what callers may rely on:
 
 Memory: the index keeps one float32 copy of the vectors in list order (so a
 query reads each probed list contiguously) plus the float64 centroids.
+
+About 500 lines on purpose: the build is spec/ivf.md's steps in their order,
+so that it can be read against the contract from top to bottom.
 """
 
 from __future__ import annotations

@@ -15,6 +15,10 @@ What callers may rely on:
   exactly as before the syntax existed.
 - ``ParsedQuery.canonical()`` is query text that parses back to the same
   clauses, so ``describe()`` of the re-parsed query equals ``describe()``.
+
+Over 500 lines on purpose: the scanner, the clause types and ``canonical()``
+are one grammar, and ``canonical()`` must invert ``parse_query``; that stays
+true most easily when both are read on the same page.
 """
 
 from __future__ import annotations

@@ -10,6 +10,10 @@ reload gets the lists of its own generation.
 
 Search parameters are checked before anything runs: an unknown name, or one
 that belongs to another mode, is a ``UsageError`` naming the nearest valid one.
+
+Over 500 lines on purpose: the one-snapshot rule above is a property of every
+mode's path through ``Retriever``; with all of them in one class, a reviewer
+can check that each step takes the snapshot and never ``self._data``.
 """
 
 from __future__ import annotations
