@@ -205,3 +205,18 @@ def test_prepare_skips_the_warm_up_when_work_is_waiting(tmp_path):
     idle = IndexWriter(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3)
     assert idle.prepare(warm_up=True, should_stop=lambda: False)
     assert idle._generation is not None and idle._generation.posting_bytes is not None
+
+
+def test_the_warm_up_builds_the_tokenizers_document_tables(tmp_path):
+    """The first save after start used to build them (0.4 s with wordllama's tokenizer) inside its chunk step."""
+    from ragtui.core.embedders.wordllama import WordLlamaEmbedder
+
+    folder, art = tmp_path / "docs", tmp_path / "art"
+    write(folder / "a.md", "alpha cat")
+    embedder = WordLlamaEmbedder()
+    embedder.tokenizer._splitter_ready = False  # as in a new process (the loaded tokenizer is shared)
+    embedder.tokenizer._splitter = None
+    run(folder, art)
+    writer = IndexWriter(folder, artifacts=art, embedder=embedder)
+    assert writer.prepare(warm_up=True)
+    assert embedder.tokenizer._splitter_ready and embedder.tokenizer._splitter is not None

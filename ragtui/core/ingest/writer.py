@@ -148,6 +148,11 @@ class IndexWriter:
             self._generation = gen
             if warm_up and not (should_stop is not None and should_stop()):
                 warm(gen)
+                # The tokenizer builds its document path's tables on first use (0.4 s with wordllama's):
+                # here, not in the first save.
+                encode_docs = getattr(self.embedder.tokenizer, "encode_docs", None)
+                if encode_docs is not None:
+                    encode_docs(["Warm up: the first save after start must not build the tokenizer's tables.\n"])
             return True
 
     # -- the sync ---------------------------------------------------------------------------------
