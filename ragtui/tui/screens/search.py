@@ -173,10 +173,6 @@ class SearchScreen(Screen):
     def action_focus_query(self) -> None:
         self.query_box.focus()
 
-    def on_input_changed(self, event: Input.Changed) -> None:
-        event.stop()
-        self.app.query_changed(event.value)
-
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
         self.app.query_submitted(event.value)

@@ -164,6 +164,7 @@ class ResultsTable(ScrollView, can_focus=True):
         self._header: Text | None = None
         self._width = 0
         self._strips: dict[tuple[int, bool, bool], Strip] = {}
+        self._styles: dict[str, Style] = {}
 
     # -- what the app reads -------------------------------------------------------------------
 
@@ -238,7 +239,10 @@ class ResultsTable(ScrollView, can_focus=True):
         size = Size(self._width, len(self.hits) + 1)
         if self.virtual_size != size:
             self.virtual_size = size  # a layout only when the number of rows (or the width) changed
-        self.refresh()
+            self.refresh()
+        else:
+            # The same number of rows: only their lines are drawn again, not the blank ones below.
+            self.refresh(Region(0, 0, self.size.width, size.height - self.scroll_offset.y))
 
     def _lay_out(self, cells: list[Text]) -> Text:
         """One line: each cell cut (with an ellipsis) or padded to its column, justified as it asks."""
@@ -263,10 +267,21 @@ class ResultsTable(ScrollView, can_focus=True):
     def notify_style_update(self) -> None:
         # Focus, theme or CSS changed: the component styles may have, so every strip is re-made.
         self._strips.clear()
+        self._styles.clear()
         super().notify_style_update()
 
-    def _row_style(self, i: int) -> Style:
-        return self.get_component_styles("results--odd-row" if i % 2 else "results--even-row").rich_style
+    def _style(self, name: str) -> Style:
+        """The Rich style of component ``name`` ("base": the widget's own), looked up once per look."""
+        style = self._styles.get(name)
+        if style is None:
+            if name == "base":
+                style = self.rich_style
+            elif name in ("results--cursor", "results--hover"):
+                style = self.get_component_rich_style(name)
+            else:  # the row's own (DataTable takes these without its parents' background)
+                style = self.get_component_styles(name).rich_style
+            self._styles[name] = style
+        return style
 
     def _strip(self, i: int, cursor: bool, hover: bool) -> Strip:
         """Row ``i`` (-1: the header) as a strip of the table's width, from the cache when made before."""
@@ -275,15 +290,15 @@ class ResultsTable(ScrollView, can_focus=True):
         if strip is not None:
             return strip
         if i < 0:
-            row_style, text = self.get_component_styles("results--header").rich_style, self._header
+            row_style, text = self._style("results--header"), self._header
             component, post = Style(), Style()
         else:
-            row_style, text = self._row_style(i), self._rows[i]
+            row_style, text = self._style("results--odd-row" if i % 2 else "results--even-row"), self._rows[i]
             component = Style()
             if hover:
-                component += self.get_component_rich_style("results--hover")
+                component += self._style("results--hover")
             if cursor:
-                component += self.get_component_rich_style("results--cursor")
+                component += self._style("results--cursor")
             # As DataTable does: the cursor's colour wins over the text's (lit terms stay bold), its
             # background does not need to (the text sets none).
             post = Style.from_color(color=component.color)
@@ -293,19 +308,18 @@ class ResultsTable(ScrollView, can_focus=True):
         extend = max(0, width - self._width)
         if extend:
             segments.append(Segment(" " * extend, row_style + component))
-        strip = Strip(segments).adjust_cell_length(width, self.rich_style).simplify()
+        strip = Strip(segments).adjust_cell_length(width, self._style("base")).simplify()
         self._strips[key] = strip
         return strip
 
     def render_line(self, y: int) -> Strip:
-        width = self.size.width
         if self._header is None:
-            return Strip.blank(width, self.rich_style)
+            return Strip.blank(self.size.width, self._style("base"))
         if y == 0:
             return self._strip(-1, False, False)
         row = y - 1 + self.scroll_offset.y
         if not 0 <= row < len(self._rows):
-            return Strip.blank(width, self.rich_style)
+            return Strip.blank(self.size.width, self._style("base"))
         return self._strip(row, row == self.cursor_row, row == self.hover_row)
 
     def _refresh_row(self, row: int | None) -> None:
