@@ -89,7 +89,8 @@ class RagtuiApp(Actions, Workers, App[int]):
     ``rerank_n`` (candidates the cross-encoder reranks, 0: off), ``reranker``
     (None until loaded), ``rerank_text`` (the mode bar's marker),
     ``reranked`` (the ``RerankOutcome`` on screen, None while the first-stage
-    order is shown); ``packed`` (the last ``backend.PackOutcome``, ``p``).
+    order is shown); ``packed`` (the last ``backend.PackOutcome``, ``p``);
+    ``frames_held`` (a typed key's echo waits for its results, ``FRAME_HOLD``).
     """
 
     CSS_PATH = "app.tcss"
@@ -160,6 +161,11 @@ class RagtuiApp(Actions, Workers, App[int]):
     def requested_seq(self) -> int:
         """The number of the newest search asked for (``rendered_seq`` catches up with it)."""
         return self._seq
+
+    @property
+    def frames_held(self) -> bool:
+        """Painting waits for a typed key's results (``FRAME_HOLD``)."""
+        return self._held is not None
 
     def get_default_screen(self) -> SearchScreen:
         return self._main
