@@ -430,7 +430,8 @@ class RagtuiApp(Actions, Workers, App[int]):
             self._hold_timer.stop()
             self._hold_timer = None
         held.__exit__(None, None, None)
-        self.screen.check_idle()  # what changed meanwhile is painted in the next frame
+        if self.screen_stack:
+            self.screen.check_idle()  # what changed meanwhile is painted in the next frame
 
     def ranking_shown(self) -> str:
         """Hybrid's fusion as the mode bar shows it ("weighted 0.6 · bm25doc")."""
