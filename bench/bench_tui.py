@@ -1,6 +1,6 @@
 """The terminal UI at a 100k-chunk index: start-up, keystroke to rendered results, reload after a publish.
 
-    python bench/bench_tui.py [--n 100000] [--queries 40] [--artifacts DIR] [--rebuild]
+    python bench/bench_tui.py [--n 100000] [--queries 40] [--artifacts DIR] [--rebuild] [--profile FILE]
     python bench/bench_tui.py --screenshots assets     # the README's SVG screenshots
 
 The index holds real text (../shared/data, as bench_bm25.py uses; a
@@ -15,7 +15,9 @@ embedder (wordllama), written once under ``--artifacts`` (default
   one key at a time with no debounce; from the key's ``Input.Changed`` to
   the results painted. The named peer is ``Retriever.search`` alone on the
   same request (measured inside the same searches): the ratio is the UI's
-  overhead on top of the core;
+  overhead on top of the core. Split in two: from the key to the results in
+  the widgets, then to their frame. ``--profile FILE`` adds a cProfile of
+  the BM25 typing (the app's thread);
 * reload: a new generation is published, then from the publish to the
   query re-run and painted (the app polls every second; the agent of
   ``--watch`` triggers the reload at once, as here).
@@ -25,7 +27,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import os
+import pstats
 import shutil
 import statistics
 import subprocess
@@ -102,8 +106,9 @@ def summary(values: list[float]) -> str:
     return f"median {statistics.median(ms):7.2f} ms   p95 {p95:7.2f} ms   (n={len(ms)})"
 
 
-async def measure(artifacts: Path, queries: list[str], embedder) -> dict:
-    """One app run: start-up, typing in BM25 and IVF, a reload. ``embedder`` is used for publishing."""
+async def measure(artifacts: Path, queries: list[str], embedder, profile: cProfile.Profile | None = None) -> dict:
+    """One app run: start-up, typing in BM25 and IVF, a reload. ``embedder`` is used for publishing;
+    ``profile``, when given, runs over the BM25 typing (the app's thread; the search workers' are not in it)."""
     from ragtui.tui.app import create_app
     from ragtui.tui.history import QueryHistory
 
@@ -137,6 +142,8 @@ async def measure(artifacts: Path, queries: list[str], embedder) -> dict:
         for mode in ("bm25", "ivf"):
             app.action_set_mode(mode)
             app.latencies.clear()
+            if profile is not None and mode == "bm25":
+                profile.enable()
             for query in queries:
                 box = app.main.query_box
                 box.value = ""
@@ -144,7 +151,10 @@ async def measure(artifacts: Path, queries: list[str], embedder) -> dict:
                 for ch in query:
                     await pilot.press(ch if ch != " " else "space")
                     await until(lambda: app.rendered_seq == app.requested_seq)
+            if profile is not None:
+                profile.disable()
             out[mode] = [(lat.core, next(f for f in frames if f >= lat.shown) - lat.typed) for lat in app.latencies]
+            out[f"{mode}_shown"] = [lat.shown - lat.typed for lat in app.latencies]
 
         # Reload: publish a new generation (one chunk changed), then let the app re-read it and re-run
         # the query in BM25 (the default mode; an IVF query would wait for the new generation's lists).
@@ -234,6 +244,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--artifacts", type=Path, default=HERE / "out" / "tui", help="where the index is kept")
     p.add_argument("--rebuild", action="store_true", help="build the index even if it is there")
     p.add_argument("--screenshots", type=Path, metavar="DIR", help="only write the README's screenshots to DIR")
+    p.add_argument("--profile", type=Path, metavar="FILE",
+                   help="cProfile the BM25 typing of the warm run into FILE (pstats) and print its top functions "
+                        "(the BM25 latencies then include the profiler's own cost; IVF's do not)")
     args = p.parse_args(argv)
     if args.screenshots:
         return screenshots(args.screenshots)
@@ -250,7 +263,8 @@ def main(argv: list[str] | None = None) -> None:
 
     queries = queries_for()[: args.queries]
     cold = asyncio.run(measure(args.artifacts, queries[:2], embedder))
-    warm = asyncio.run(measure(args.artifacts, queries, embedder))
+    profile = cProfile.Profile() if args.profile else None
+    warm = asyncio.run(measure(args.artifacts, queries, embedder, profile))
     spawn = tmux_start(args.artifacts)
 
     n = warm["ivf_info"]
@@ -268,6 +282,12 @@ def main(argv: list[str] | None = None) -> None:
         ratio = statistics.median(total) / statistics.median(core)
         print(f"keystroke → rendered  {mode:4}  {summary(total)}")
         print(f"  peer: Retriever.search alone    {summary(core)}   UI/core {ratio:.1f}x")
+        print(f"  of which key → results in the widgets (search, worker hand-off, filling)  "
+              f"{summary(warm[f'{mode}_shown'])}")
+    if profile is not None:
+        profile.dump_stats(args.profile)
+        print(f"\nprofile of the BM25 typing (app thread) in {args.profile}; top functions by cumulative time:")
+        pstats.Stats(str(args.profile)).sort_stats("cumulative").print_stats(25)
     print(f"reload after a publish → BM25 query re-run and painted  {warm['reload'] * 1000:7.0f} ms "
           f"(+ up to 1 s until the poll sees it); IVF lists of the new generation ready after "
           f"{warm['ivf_rebuild']:.1f} s")

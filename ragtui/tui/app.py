@@ -7,6 +7,7 @@ it tells them. Public attributes below are what tests and the benchmark read.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import ClassVar, NamedTuple
@@ -44,7 +45,18 @@ from ragtui.tui.screens.source import SourceScreen
 from ragtui.tui.widgets.mode_bar import LEXICAL_MODES, MODE_LABELS
 from ragtui.tui.workers import Workers
 
-__all__ = ["Latency", "RagtuiApp", "create_app"]
+__all__ = ["FRAME_HOLD", "Latency", "RagtuiApp", "create_app"]
+
+FRAME_HOLD = 0.025
+"""Seconds a typed key's echo may wait for its results, so that both are painted in one frame.
+
+Searching as you type (no debounce), a key's echo and its results would be
+two frames, each drawing and laying out the screen again; holding the echo
+until the results are in the widgets (about a millisecond's search at 100k
+chunks) paints them together. A slower search (a vector mode loading, a
+large flat scan) lets the echo through after this long and its results
+follow in a frame of their own.
+"""
 
 
 class Latency(NamedTuple):
@@ -77,7 +89,8 @@ class RagtuiApp(Actions, Workers, App[int]):
     ``rerank_n`` (candidates the cross-encoder reranks, 0: off), ``reranker``
     (None until loaded), ``rerank_text`` (the mode bar's marker),
     ``reranked`` (the ``RerankOutcome`` on screen, None while the first-stage
-    order is shown); ``packed`` (the last ``backend.PackOutcome``, ``p``).
+    order is shown); ``packed`` (the last ``backend.PackOutcome``, ``p``);
+    ``frames_held`` (a typed key's echo waits for its results, ``FRAME_HOLD``).
     """
 
     CSS_PATH = "app.tcss"
@@ -137,6 +150,8 @@ class RagtuiApp(Actions, Workers, App[int]):
         self._seq = 0
         self._typed_at: float | None = None
         self._debounce_timer = None
+        self._held: contextlib.AbstractContextManager | None = None  # frames held for a search (_hold_frames)
+        self._hold_timer = None
         self._bad_generation: str | None = None
         self._citing: str | None = None  # the chunk a detail citation worker is resolving
         self._main = SearchScreen()
@@ -146,6 +161,11 @@ class RagtuiApp(Actions, Workers, App[int]):
     def requested_seq(self) -> int:
         """The number of the newest search asked for (``rendered_seq`` catches up with it)."""
         return self._seq
+
+    @property
+    def frames_held(self) -> bool:
+        """Painting waits for a typed key's results (``FRAME_HOLD``)."""
+        return self._held is not None
 
     def get_default_screen(self) -> SearchScreen:
         return self._main
@@ -341,6 +361,8 @@ class RagtuiApp(Actions, Workers, App[int]):
             self._debounce_timer.stop()
             self._debounce_timer = None
         if self.debounce <= 0:
+            # The key's echo waits for its results (at most FRAME_HOLD): one frame per keystroke, not two.
+            self._hold_frames()
             self.search_now()
         else:
             self._debounce_timer = self.set_timer(self.debounce, self.search_now, name="debounce")
@@ -362,9 +384,14 @@ class RagtuiApp(Actions, Workers, App[int]):
             self._debounce_timer.stop()
             self._debounce_timer = None
         self._seq += 1
+        if not self._start_search():
+            self._release_frames()  # no search under way: nothing to wait for
+
+    def _start_search(self) -> bool:
+        """Start the worker for request ``_seq``; False when none was started (and say why)."""
         r = self.retriever
         if r is None or self.index_state != "ready":
-            return
+            return False
         query = self.query_text.strip()
         if not query:
             self.results, self.query_time = None, ""
@@ -372,19 +399,39 @@ class RagtuiApp(Actions, Workers, App[int]):
             self.main.detail.clear("type a query: results appear as you type")
             self.rendered_seq = self._seq
             self._refresh()
-            return
+            return False
         if self.mode not in LEXICAL_MODES and self.vectors != "ready":
             self._refresh()  # the bar says why; EmbedderReady searches again
-            return
+            return False
         rerank = self.rerank_n if self.reranker is not None and not self.several else 0
         try:
             params = backend.search_params(self.settings, self.mode, self.fusion)
         except RagtuiError as e:  # [search] is checked when loaded: a combination this mode refuses
             self.notify(f"cannot search: {e}", severity="error", timeout=8)
-            return
+            return False
         nprobe = None if self.several else self.nprobe
         self.search_worker(self.several or r,
                            backend.SearchRequest(self._seq, query, self.mode, self.k, nprobe, rerank, params))
+        return True
+
+    def _hold_frames(self) -> None:
+        """Paint nothing until the search under way has its results in the widgets, or ``FRAME_HOLD``
+        seconds have passed, whichever comes first (``_release_frames``)."""
+        if self._held is None:
+            self._held = self.batch_update()
+            self._held.__enter__()
+            self._hold_timer = self.set_timer(FRAME_HOLD, self._release_frames, name="frame-hold")
+
+    def _release_frames(self) -> None:
+        held, self._held = self._held, None
+        if held is None:
+            return
+        if self._hold_timer is not None:
+            self._hold_timer.stop()
+            self._hold_timer = None
+        held.__exit__(None, None, None)
+        if self.screen_stack:
+            self.screen.check_idle()  # what changed meanwhile is painted in the next frame
 
     def ranking_shown(self) -> str:
         """Hybrid's fusion as the mode bar shows it ("weighted 0.6 · bm25doc")."""
@@ -417,6 +464,7 @@ class RagtuiApp(Actions, Workers, App[int]):
             self.main.detail.clear(f"no results for this query in {MODE_LABELS[outcome.request.mode]}")
         self._refresh()
         self.call_after_refresh(self._painted, outcome, time.perf_counter())
+        self._release_frames()
 
     # -- reranking ------------------------------------------------------------------------------
 

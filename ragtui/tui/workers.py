@@ -185,6 +185,8 @@ class Workers:
             message = "out of memory (the index may be too large for the memory available)"
         elif not isinstance(error, RagtuiError | backend.SeveralIndexes):
             message = f"internal error: {type(error).__name__}: {message}"
+        if group == "search":
+            self._release_frames()  # the frames held for its results (``RagtuiApp._hold_frames``)
         if group == "open":
             self._open_failed(error, message)
         elif group == "embedder":

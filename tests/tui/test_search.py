@@ -63,6 +63,8 @@ async def test_a_slow_search_never_overwrites_a_newer_one_and_the_ui_stays_live(
         await ready(pilot)
         await pilot.press(*"index")
         await wait_for(pilot, lambda: any(w.group == "search" and w.is_running for w in app.workers), "the slow search")
+        # Its key's echo was held for its results (one frame for both), but only for FRAME_HOLD.
+        await wait_for(pilot, lambda: not app.frames_held, "the echo to be let through")
         # The UI keeps taking keys while the slow search blocks its worker thread.
         await pilot.press(*"ing")
         assert app.main.query_box.value == "indexing"

@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Horizontal
 from textual.screen import Screen
-from textual.widgets import ContentSwitcher, DataTable, Footer, Input, Static
+from textual.widgets import ContentSwitcher, Footer, Input, Static
 
 from ragtui.tui import backend
 from ragtui.tui.keys import k_nprobe_bindings
@@ -173,23 +173,19 @@ class SearchScreen(Screen):
     def action_focus_query(self) -> None:
         self.query_box.focus()
 
-    def on_input_changed(self, event: Input.Changed) -> None:
-        event.stop()
-        self.app.query_changed(event.value)
-
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
         self.app.query_submitted(event.value)
         if self.results.hits:
             self.results.focus()
 
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+    def on_results_table_highlighted(self, event: ResultsTable.Highlighted) -> None:
         event.stop()
         hit = self.results.selected_hit
         if hit is not None:
             self.app.hit_highlighted(hit)
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+    def on_results_table_selected(self, event: ResultsTable.Selected) -> None:
         event.stop()
         self.app.action_jump()
 

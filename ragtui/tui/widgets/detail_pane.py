@@ -48,6 +48,7 @@ class DetailPane(VerticalScroll):
         self._hit: Hit | None = None
         self._record = None
         self._problem: str | None = None
+        self._head_lines = 0
 
     def compose(self) -> ComposeResult:
         yield Static(id="detail-head")
@@ -56,6 +57,7 @@ class DetailPane(VerticalScroll):
     def clear(self, message: str = "") -> None:
         self.chunk_id, self.citation, self._hit, self._record, self._problem = None, None, None, None, None
         self.query_one("#detail-head", Static).update(Text(message, style="dim italic"))
+        self._head_lines = 0  # a message may wrap: the next head is laid out
         self.query_one("#detail-body", Static).update("")
 
     def show_hit(self, hit: Hit, terms: Weights, record=None) -> None:
@@ -104,4 +106,8 @@ class DetailPane(VerticalScroll):
         record = c.record if c is not None else self._record
         if record is not None:
             head.append(f"\nn_tokens {record.n_tokens}  fingerprint {record.fingerprint[:16]}…")
-        self.query_one("#detail-head", Static).update(head)
+        # The same number of lines (the usual case: the citation arriving for the chunk shown) keeps the
+        # head's size, so it is repainted without laying the screen out again.
+        lines = head.plain.count("\n") + 1
+        self.query_one("#detail-head", Static).update(head, layout=lines != self._head_lines)
+        self._head_lines = lines

@@ -18,7 +18,8 @@ __all__ = ["QueryInput"]
 
 
 class QueryInput(Input):
-    """Where the query is typed. ``history`` is shared with the app (the app records queries into it)."""
+    """Where the query is typed. ``history`` is shared with the app (the app records queries into it).
+    Each change goes straight to the app's ``query_changed``."""
 
     DEFAULT_CSS = """
     QueryInput {
@@ -46,6 +47,12 @@ class QueryInput(Input):
         self.history = history
         """The history the arrows walk."""
         self._told_full: str | None = None
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        # Here, where the change is first seen, not on the screen: the message would climb to it
+        # through the query row's queue, and the screen may paint a frame meanwhile.
+        event.stop()
+        self.app.query_changed(event.value)
 
     def restricted(self) -> None:
         """A key would make the query longer than the cap: say so (once per full query, not per key held)."""
