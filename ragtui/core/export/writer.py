@@ -358,71 +358,107 @@ def _lexical(data: IndexData, columns: tuple[tuple[np.ndarray, list[str]], ...],
                 rows.append((field, np.full(len(members), tid, np.int64), members, np.full(len(members), c, np.int64)))
         field_lengths[field] = lengths[ids]
     vocab = sorted(set(body_terms) | set(extra_terms))
+    n_terms = len(vocab)
     gid = {t: i for i, t in enumerate(vocab)}
     body_gid = np.array([gid[t] for t in body_terms], dtype=np.int64)
     extra_gid = np.empty(len(extra_terms), dtype=np.int64)
     for word_bytes, i in extra_terms.items():
         extra_gid[i] = gid[word_bytes]
-    df_body = np.diff(bm.offsets)
-    parts_term = [np.repeat(body_gid, df_body)]
-    parts_chunk = [np.asarray(bm.post_doc, dtype=np.int64)]
-    parts_tf = [np.asarray(bm.post_tf, dtype=np.int64)]
-    parts_field = [np.full(len(parts_chunk[0]), 2, np.int64)]
-    for field_no, tids, members, tfs in rows:
-        parts_term.append(extra_gid[tids])
-        parts_chunk.append(members)
-        parts_tf.append(tfs)
-        parts_field.append(np.full(len(members), field_no, np.int64))
-    all_term = np.concatenate(parts_term)
-    all_chunk = np.concatenate(parts_chunk)
-    tf = np.concatenate(parts_tf)
-    all_field = np.concatenate(parts_field)
-    keys = all_term * max(n, 1) + all_chunk
-    uniq, inverse = np.unique(keys, return_inverse=True)
-    freqs = np.zeros((3, len(uniq)), dtype=np.int64)
-    for f in range(3):
-        sel = all_field == f
-        freqs[f] = np.bincount(inverse[sel], weights=tf[sel], minlength=len(uniq)).astype(np.int64)
-    p_term = uniq // max(n, 1)
-    p_chunk = uniq % max(n, 1)
-    n_terms = len(vocab)
-    counts = np.bincount(p_term, minlength=n_terms).astype(np.int64)
-    offsets = np.zeros(n_terms + 1, dtype=np.int64)
-    np.cumsum(counts, out=offsets[1:])
-    delta = p_chunk.copy()
-    same = np.ones(len(p_chunk), dtype=bool)
-    same[offsets[:-1][counts > 0]] = False
-    delta[1:][same[1:]] = p_chunk[1:][same[1:]] - p_chunk[:-1][same[1:]]
-    # Every term's entry: postingCount, then (delta, title, heading, body) per posting, as one varint stream.
-    total = n_terms + 4 * len(p_chunk)
-    values = np.empty(total, dtype=np.uint32)  # every value is below 2**32: half of int64's memory
-    entry_at = np.arange(n_terms, dtype=np.int64) + 4 * offsets[:-1]
-    values[entry_at] = counts
-    post_at = 1 + 4 * np.arange(len(p_chunk), dtype=np.int64) + np.repeat(np.arange(n_terms, dtype=np.int64), counts)
-    values[post_at] = delta
-    values[post_at + 1] = freqs[0]
-    values[post_at + 2] = freqs[1]
-    values[post_at + 3] = freqs[2]
-    stream = leb128.encode(values)
-    byte_at = np.zeros(total + 1, dtype=np.int64)
-    np.cumsum(leb128.sizes(values), out=byte_at[1:])
-    entry_start = byte_at[entry_at].tolist()
-    entry_end = byte_at[np.append(entry_at[1:], total)].tolist()
-    shard_of = [0] * n_terms
-    offset_in = [0] * n_terms
+    del gid, body_terms, extra_terms
+    # The title and heading postings, ordered by term (a few per chunk; the body's are bm25.idx's arrays).
+    if rows:
+        x_term = np.concatenate([extra_gid[tids] for _, tids, _, _ in rows])
+        x_chunk = np.concatenate([members for _, _, members, _ in rows])
+        x_tf = np.concatenate([tfs for _, _, _, tfs in rows])
+        x_field = np.concatenate([np.full(len(members), f, np.int64) for f, _, members, _ in rows])
+        order = np.argsort(x_term, kind="stable")
+        x_term, x_chunk, x_tf, x_field = x_term[order], x_chunk[order], x_tf[order], x_field[order]
+        del order
+    else:
+        x_term = x_chunk = x_tf = x_field = np.zeros(0, dtype=np.int64)
+    del rows
+    body_offsets = np.asarray(bm.offsets, dtype=np.int64)
+    # Terms are encoded a block at a time (about _POSTINGS_BLOCK postings each, in vocabulary order):
+    # the whole varint stream, as the shards cut it, is never held at once.
+    weight = np.bincount(x_term, minlength=n_terms).astype(np.int64)
+    weight[body_gid] += np.diff(body_offsets)
+    cum = np.cumsum(weight)
+    del weight
+    df_list: list[int] = []
+    shard_of: list[int] = []
+    offset_in: list[int] = []
     shard_sizes: list[int] = []
-    lo = entry_start[0] if n_terms else 0
-    for t in range(n_terms):
-        if entry_end[t] - lo > sk.POSTINGS_SHARD_TARGET and entry_start[t] > lo:
-            put(base + sk.postings_name(len(shard_sizes)), [stream[lo : entry_start[t]]])
-            shard_sizes.append(entry_start[t] - lo)
-            lo = entry_start[t]
-        shard_of[t] = len(shard_sizes)
-        offset_in[t] = entry_start[t] - lo
+    pending = b""  # the stream's bytes from ``lo`` (the current shard's start) to the end of the last block
+    lo = 0
+    g0 = 0
+    m = max(n, 1)
+    while g0 < n_terms:
+        before = int(cum[g0 - 1]) if g0 else 0
+        g1 = max(g0 + 1, int(np.searchsorted(cum, before + _POSTINGS_BLOCK, side="right")))
+        b0, b1 = np.searchsorted(body_gid, [g0, g1])
+        e0, e1 = np.searchsorted(x_term, [g0, g1])
+        p0, p1 = int(body_offsets[b0]), int(body_offsets[b1])
+        all_term = np.concatenate((np.repeat(body_gid[b0:b1] - g0, np.diff(body_offsets[b0 : b1 + 1])),
+                                   x_term[e0:e1] - g0))
+        all_chunk = np.concatenate((np.asarray(bm.post_doc[p0:p1], dtype=np.int64), x_chunk[e0:e1]))
+        tf = np.concatenate((np.asarray(bm.post_tf[p0:p1], dtype=np.int64), x_tf[e0:e1]))
+        all_field = np.concatenate((np.full(p1 - p0, 2, np.int64), x_field[e0:e1]))
+        keys = all_term * m + all_chunk
+        del all_term, all_chunk
+        uniq, inverse = np.unique(keys, return_inverse=True)
+        del keys
+        freqs = np.zeros((3, len(uniq)), dtype=np.int64)
+        for f in range(3):
+            sel = all_field == f
+            freqs[f] = np.bincount(inverse[sel], weights=tf[sel], minlength=len(uniq)).astype(np.int64)
+        del inverse, tf, all_field
+        p_term = uniq // m
+        p_chunk = uniq % m
+        del uniq
+        k = g1 - g0
+        counts = np.bincount(p_term, minlength=k).astype(np.int64)
+        offsets = np.zeros(k + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        delta = p_chunk.copy()
+        same = np.ones(len(p_chunk), dtype=bool)
+        same[offsets[:-1][counts > 0]] = False
+        delta[1:][same[1:]] = p_chunk[1:][same[1:]] - p_chunk[:-1][same[1:]]
+        # Every term's entry: postingCount, then (delta, title, heading, body) per posting, as one varint stream.
+        total = k + 4 * len(p_chunk)
+        values = np.empty(total, dtype=np.uint32)  # every value is below 2**32: half of int64's memory
+        entry_at = np.arange(k, dtype=np.int64) + 4 * offsets[:-1]
+        values[entry_at] = counts
+        post_at = 1 + 4 * np.arange(len(p_chunk), dtype=np.int64) + np.repeat(np.arange(k, dtype=np.int64), counts)
+        values[post_at] = delta
+        values[post_at + 1] = freqs[0]
+        values[post_at + 2] = freqs[1]
+        values[post_at + 3] = freqs[2]
+        del post_at, delta, freqs, p_term, p_chunk, same
+        block = pending + leb128.encode(values)
+        byte_at = np.zeros(total + 1, dtype=np.int64)
+        np.cumsum(leb128.sizes(values), out=byte_at[1:])
+        del values
+        at = lo + len(pending)  # where this block starts in the whole stream
+        entry_start = (byte_at[entry_at] + at).tolist()
+        entry_end = (byte_at[np.append(entry_at[1:], total)] + at).tolist()
+        del byte_at, entry_at
+        cut = lo  # the block's bytes before ``cut`` are written
+        for t in range(k):
+            if entry_end[t] - cut > sk.POSTINGS_SHARD_TARGET and entry_start[t] > cut:
+                put(base + sk.postings_name(len(shard_sizes)), [block[cut - lo : entry_start[t] - lo]])
+                shard_sizes.append(entry_start[t] - cut)
+                cut = entry_start[t]
+            shard_of.append(len(shard_sizes))
+            offset_in.append(entry_start[t] - cut)
+        pending = block[cut - lo :]
+        lo = cut
+        df_list += counts.tolist()
+        del block
+        g0 = g1
     if n_terms:
-        put(base + sk.postings_name(len(shard_sizes)), [stream[lo:]])
-        shard_sizes.append(len(stream) - lo)
-    del stream
+        put(base + sk.postings_name(len(shard_sizes)), [pending])
+        shard_sizes.append(len(pending))
+    del pending, x_term, x_chunk, x_tf, x_field
     averages = [float(np.float32(field_lengths[f].mean(dtype=np.float64))) if n else 0.0 for f in range(3)]
     out = bytearray(sk.MAGIC_DICTIONARY + struct.pack("<HHB", sk.VERSION, 0, 3))
     out += leb128.encode_one(n)
@@ -432,7 +468,6 @@ def _lexical(data: IndexData, columns: tuple[tuple[np.ndarray, list[str]], ...],
     small = _SMALL_VARINTS
     records = []
     previous = b""
-    df_list = counts.tolist()
     for t, term_bytes in enumerate(vocab):
         shared = 0
         limit = min(len(previous), len(term_bytes))
@@ -450,6 +485,10 @@ def _lexical(data: IndexData, columns: tuple[tuple[np.ndarray, list[str]], ...],
     put(base + "lexical/dictionary.bin", [bytes(out), b"".join(records), tail])
     return len(shard_sizes)
 
+
+_POSTINGS_BLOCK = 1 << 20
+"""Postings (title, heading and body) encoded together: the lexical files' working memory is about
+100 bytes each."""
 
 _SMALL_VARINTS = [leb128.encode_one(v) for v in range(16384)]
 """The encodings of the values below 2**14 (one or two bytes), looked up instead of computed."""
