@@ -126,7 +126,7 @@ def write_export(data: IndexData, sink: Sink, *, generated_at: str | None = None
     doc_of = np.empty(n, dtype=np.int64)
     line_of = np.empty(n, dtype=np.int64)
     heading_of = np.empty(n, dtype=np.int64)
-    content = _ContentShards(put, base)
+    content = _ContentShards(put, base, n)
     i = 0
     texts: list[str] = []
     doc_id: str | None = None
@@ -167,7 +167,7 @@ def write_export(data: IndexData, sink: Sink, *, generated_at: str | None = None
         if e:
             facets[e] = facets.get(e, 0) + doc_start[d + 1] - doc_start[d]
     put(base + "corpus.json", _corpus_parts(meta.index_id, doc_ids, doc_start, doc_title, doc_ext, list(titles),
-                                            list(headings), line_of, heading_of, content.at, facets))
+                                            list(headings), line_of, heading_of, (content.shard_at, content.index_at), facets))
     title_of = np.asarray(doc_title, dtype=np.int64)[doc_of] if n else np.zeros(0, dtype=np.int64)
     entry: dict[str, object] = {
         "name": meta.index_id,
@@ -197,18 +197,19 @@ def write_export(data: IndexData, sink: Sink, *, generated_at: str | None = None
 
 class _ContentShards:
     """The content shards, each written as soon as the next chunk would take it past CONTENT_SHARD_TARGET
-    bytes (a shard holds at least one chunk); ``at`` is each chunk's (shard, index) as two int arrays."""
+    bytes (a shard holds at least one chunk); ``shard_at`` and ``index_at`` are each chunk's place."""
 
     HEAD, TAIL = b'{"version":2,"chunks":[', b"]}"
 
-    def __init__(self, put: Sink, base: str) -> None:
+    def __init__(self, put: Sink, base: str, n: int) -> None:
         self.put = put
         self.base = base
         self.shards = 0
         self.current: list[bytes] = []
         self.size = 0
-        self.shard_at: list[int] = []
-        self.index_at: list[int] = []
+        self.chunks = 0
+        self.shard_at = np.zeros(n, dtype=np.int64)
+        self.index_at = np.zeros(n, dtype=np.int64)
 
     def add(self, text: str) -> None:
         item = _json({"content": text, "metadata": {}})
@@ -216,8 +217,9 @@ class _ContentShards:
         if self.current and len(self.HEAD) + grown + len(self.TAIL) > sk.CONTENT_SHARD_TARGET:
             self._flush()
             grown = len(item)
-        self.shard_at.append(self.shards)
-        self.index_at.append(len(self.current))
+        self.shard_at[self.chunks] = self.shards
+        self.index_at[self.chunks] = len(self.current)
+        self.chunks += 1
         self.current.append(item)
         self.size = grown
 
@@ -231,9 +233,6 @@ class _ContentShards:
         if self.current or not self.shards:
             self._flush()
 
-    @property
-    def at(self) -> tuple[list[int], list[int]]:
-        return self.shard_at, self.index_at
 
 
 _BATCH = 4096
@@ -257,7 +256,7 @@ def _json_array(items: Iterable[bytes]) -> Iterator[bytes]:
 
 def _corpus_parts(name: str, doc_ids: list[str], doc_start: list[int], doc_title: list[int], doc_ext: list[str],
                   titles: list[str], headings: list[str], line_of: np.ndarray, heading_of: np.ndarray,
-                  content_at: tuple[list[int], list[int]], facets: dict[str, int]) -> Iterator[bytes]:
+                  content_at: tuple[np.ndarray, np.ndarray], facets: dict[str, int]) -> Iterator[bytes]:
     """corpus.json in parts (the same bytes as ``_json`` of the whole object)."""
 
     def per_chunk(encoded: list[bytes]) -> Iterator[bytes]:  # one value per document, repeated for its chunks
@@ -291,10 +290,13 @@ def _corpus_parts(name: str, doc_ids: list[str], doc_start: list[int], doc_title
     del encoded_titles
     yield b',"heading":'
     encoded_headings = [_json(h) for h in headings]
-    yield from _json_array(encoded_headings[h] for h in heading_of.tolist())
+    yield from _json_array(encoded_headings[h] for lo in range(0, len(heading_of), _BATCH)
+                           for h in heading_of[lo : lo + _BATCH].tolist())
     del encoded_headings
     yield b',"content":'
-    yield from _json_array(b"[%d,%d]" % pair for pair in zip(*content_at))
+    shard_at, index_at = content_at
+    yield from _json_array(b"[%d,%d]" % pair for lo in range(0, len(shard_at), _BATCH)
+                           for pair in zip(shard_at[lo : lo + _BATCH].tolist(), index_at[lo : lo + _BATCH].tolist()))
     yield b',"filters":{"ext":'
     yield from _json_array(per_chunk([_json([e]) if e else b"[]" for e in doc_ext]))
     yield b'}},"facets":{"ext":' + _json(dict(sorted(facets.items()))) + b"}}"
