@@ -488,7 +488,7 @@ def _lexical(data: IndexData, columns: tuple[tuple[np.ndarray, list[str]], ...],
     return len(shard_sizes)
 
 
-_POSTINGS_BLOCK = 1 << 20
+_POSTINGS_BLOCK = 1 << 18
 """Postings (title, heading and body) encoded together: the lexical files' working memory is about
 100 bytes each."""
 
