@@ -556,7 +556,7 @@ def export_to(out: str | os.PathLike[str], files: Mapping[str, bytes] | Callable
 
     try:
         shutil.rmtree(temp, ignore_errors=True)
-        temp.mkdir()
+        temp.mkdir(parents=True)
         if callable(files):
             files(write)
         else:
