@@ -1,9 +1,13 @@
-"""Write an index as a Seekite v2 export: the bytes of every file, as a mapping of relative paths.
+"""Write an index as a Seekite v2 export, one file at a time.
 
-``export_files(data, generated_at=..., vectors="i8")`` returns ``{path: bytes}``
-for ``index.html`` and the ``search/`` tree (spec/seekite-export.md). It is a
+``write_export(data, sink, generated_at=..., vectors="i8")`` hands every file
+of the export (``index.html`` and the ``search/`` tree, spec/seekite-export.md)
+to ``sink(relative path, parts)`` as soon as it is made, holding a few
+integers per chunk across the export rather than the files. The bytes are a
 function of the index's four files and ``generated_at`` only: the same index
-gives the same bytes. Writing them to a folder safely is ``export_to``.
+gives the same bytes. ``export_to(out, lambda sink: write_export(...))``
+writes them to a folder safely; ``export_files`` collects them in memory
+(for tests and small indexes).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from ragtui.core.export.structure import HEADING_SEPARATOR, document_places
 from ragtui.core.index import leb128
 from ragtui.core.index.analyzer import analyze
 from ragtui.core.index.index_format import IndexData
-from ragtui.core.search.quant import quantize_rows
+from ragtui.core.search.quant import quantize_rows, release_pages
 
 __all__ = ["PAGE", "Sink", "Written", "check_generated_at", "export_files", "export_to", "is_previous_export",
            "write_export"]
@@ -160,6 +164,7 @@ def write_export(data: IndexData, sink: Sink, *, generated_at: str | None = None
         finish_document()
     texts = []
     content.close()
+    data.records.release_pages()  # read through once: its pages need not stay resident
     doc_start.append(n)
 
     facets: dict[str, int] = {}
@@ -178,6 +183,7 @@ def write_export(data: IndexData, sink: Sink, *, generated_at: str | None = None
     }
     if vectors != "none":
         put(base + "vectors.bin", _vector_parts(data.vectors, vectors))
+        release_pages(data.vectors)
     n_shards = _lexical(data, ((title_of, list(titles)), (heading_of, list(headings))), put, base)
     if progress is not None:
         progress("lexical", 1, 1)

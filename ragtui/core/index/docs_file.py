@@ -182,6 +182,15 @@ class DocsFile(Sequence[ChunkRecord]):
             yield rec
         self._verified = True
 
+    def release_pages(self) -> None:
+        """Tell the kernel this process no longer needs the pages of the file map read so far (after a
+        pass such as ``stream``): the map is read-only, so a later read faults them back in."""
+        if isinstance(self._raw, mmap.mmap):
+            try:
+                self._raw.madvise(mmap.MADV_DONTNEED)
+            except (AttributeError, OSError, ValueError):  # no madvise here, or a closed map
+                pass
+
     def byte_range(self, lo: int, hi: int) -> tuple[int, int]:
         """Where lines ``lo`` to ``hi - 1`` (newlines included) lie in the file: [start, end)."""
         if lo >= hi:
