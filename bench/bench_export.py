@@ -2,25 +2,33 @@
 
     python bench/bench_export.py [--chunks 10000,100000] [--browser]
     python bench/bench_export.py --index ART/rag/ID          # an existing index (sizes and times only)
+    python bench/bench_export.py --rss                       # also `ragtui export` in a child: peak RSS, time
 
 Data: chunks of real text — the paragraphs of ../shared/data/corpora
 (python-docs, tldr-pages), cycled under new document names until there are
 enough — with random unit 256-d vectors (vectors.f32 is incompressible noise
 either way), written as an index by ragtui's own writer. For each size:
-export time (``export_files`` + writing the folder), strict verify time
+export time (``write_export`` streaming each file into ``export_to``'s folder,
+as ``ragtui export`` does), strict verify time
 (``read_export`` + ``verify_text``), bytes per file type raw and gzipped
 (level 6, what a web server sends) beside the index's four files, and with
 --browser the time headless Chromium takes from opening index.html?q=...
 to showing the results (a cold page: manifest, corpus.json, dictionary,
-postings and content shards fetched from a loopback http.server).
+postings and content shards fetched from a loopback http.server). With --rss,
+``ragtui export`` itself runs in a child process (twice: a first run on a new index
+also decodes bm25.idx and stores the decoded arrays in the index's cache, as
+the first search of an index does; the second finds them there) and its peak
+resident memory (wait4's ru_maxrss) and wall time are printed.
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -33,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ragtui.core.export.reader import read_export  # noqa: E402
-from ragtui.core.export.writer import export_files, export_to  # noqa: E402
+from ragtui.core.export.writer import export_to, write_export  # noqa: E402
 from ragtui.core.index.index_format import read_index  # noqa: E402
 from ragtui.core.index.records import ChunkRecord, IndexMeta, fingerprint  # noqa: E402
 from ragtui.core.ingest.publish import IndexLock, encode_index, publish  # noqa: E402
@@ -138,24 +146,22 @@ def browser_first_result(site: Path, repeats: int) -> tuple[list[float], list[fl
 
 
 def report(index_path: Path, browser: bool, repeats: int) -> None:
-    data = read_index(index_path, full=True)
+    data = read_index(index_path, full=False)  # as `ragtui export`: its pass over docs.jsonl checks every line
     n = data.meta.n_chunks
     print(f"\n== {n:,} chunks, dim {data.meta.dim} ==")
-    started = time.perf_counter()
-    files = export_files(data, generated_at="2026-01-01T00:00:00Z")
-    build = time.perf_counter() - started
     with tempfile.TemporaryDirectory() as tmp:
         site = Path(tmp) / "site"
         started = time.perf_counter()
-        export_to(site, files)
-        write = time.perf_counter() - started
+        export_to(site, lambda sink: write_export(data, sink, generated_at="2026-01-01T00:00:00Z"))
+        seconds = time.perf_counter() - started
+        files = {str(p.relative_to(site)): p.read_bytes() for p in sorted(site.rglob("*")) if p.is_file()}
         started = time.perf_counter()
         export = read_export(site)
         read = time.perf_counter() - started
         started = time.perf_counter()
         export.verify_text()
         text = time.perf_counter() - started
-        print(f"export {build + write:.2f} s (build {build:.2f} + write {write:.2f}); strict read {read:.2f} s; "
+        print(f"export {seconds:.2f} s (build and write); strict read {read:.2f} s; "
               f"text check {text:.2f} s")
         widths = [18, 6, 10, 10]
         print("  ".join(h.rjust(w) if i else h.ljust(w) for i, (h, w) in enumerate(
@@ -181,21 +187,57 @@ def report(index_path: Path, browser: bool, repeats: int) -> None:
                   f"{statistics.median(warm):.0f} ms, max {max(warm):.0f} ms over {len(warm)} queries")
 
 
+_CHILD = """
+import runpy, sys
+sys.argv = sys.argv[1:]
+try:
+    runpy.run_module("ragtui", run_name="__main__")
+finally:
+    print(*(l for l in open("/proc/self/status") if l.startswith("VmHWM:")), file=sys.stderr, end="")
+"""
+
+
+def child_rss(index_path: Path) -> None:
+    """``ragtui export`` of the index in a child process, twice: peak RSS and wall time of each run."""
+    index_path = Path(index_path).absolute()  # not resolved: ID is the link, not its generation
+    with tempfile.TemporaryDirectory() as tmp:
+        for run in ("first", "second"):
+            site = Path(tmp) / run
+            started = time.perf_counter()
+            # The child reports its own VmHWM (reset by exec; wait4's ru_maxrss would count this process's
+            # pages, shared with the child between fork and exec).
+            argv = ["ragtui", "export", str(site), "--artifacts", str(index_path.parent.parent), "--index",
+                    index_path.name, "--generated-at", "2026-01-01T00:00:00Z"]
+            child = subprocess.run([sys.executable, "-c", _CHILD, *argv], stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+            hwm = [line.split()[1] for line in child.stderr.splitlines() if line.startswith("VmHWM:")]
+            seconds = time.perf_counter() - started
+            if child.returncode:
+                raise SystemExit(f"ragtui export failed (exit {child.returncode})")
+            print(f"ragtui export, {run} run{' (decodes bm25.idx unless cached)' if run == 'first' else ''}:"
+                  f" peak RSS {int(hwm[-1]) / 1024:.0f} MiB, {seconds:.2f} s wall")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--chunks", default="10000,100000")
     ap.add_argument("--index", help="measure this existing index instead")
     ap.add_argument("--browser", action="store_true", help="also time the page in headless Chromium")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--rss", action="store_true", help="also run `ragtui export` in a child: peak RSS and time")
     args = ap.parse_args()
     if args.index:
         report(Path(args.index), args.browser, args.repeats)
+        if args.rss:
+            child_rss(Path(args.index))
         return
     for n in (int(x) for x in args.chunks.split(",")):
         tmp = Path(tempfile.mkdtemp())
         try:
             path = make_index(tmp / "art", n)
             report(path, args.browser, args.repeats)
+            if args.rss:
+                child_rss(path)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 

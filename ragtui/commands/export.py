@@ -48,7 +48,7 @@ def run(args) -> int:
         return _verify(args)
     if args.query is not None:
         raise UsageError("--query goes with --verify (it searches an export)")
-    from ragtui.core.export.writer import check_generated_at, export_files, export_to, is_previous_export
+    from ragtui.core.export.writer import Written, check_generated_at, export_to, is_previous_export, write_export
     from ragtui.core.index.index_format import read_index
     from ragtui.core.ingest.publish import rag_root
 
@@ -59,13 +59,17 @@ def run(args) -> int:
     settings = app.settings_from(args)
     path = app.resolve_index(settings)
     started = time.perf_counter()
-    data = read_index(path, full=True, cache_dir=rag_root(settings.artifacts) / ".cache")
+    # Opened lazily: the export's one pass over docs.jsonl checks every line and the order rules as
+    # full=True would, without holding every record (a bad line stops it; nothing is written to OUT).
+    data = read_index(path, full=False, cache_dir=rag_root(settings.artifacts) / ".cache")
     replacing = is_previous_export(Path(args.out))
-    files = export_files(data, generated_at=args.generated_at, vectors=args.vectors)
-    out = export_to(args.out, files)
+    written: list[Written] = []
+    out = export_to(args.out, lambda sink: written.append(
+        write_export(data, sink, generated_at=args.generated_at, vectors=args.vectors)))
     seconds = time.perf_counter() - started
+    files = written[0]
     summary = {"out": str(out), "index_id": data.meta.index_id, "chunks": data.meta.n_chunks,
-               "files": len(files), "bytes": sum(len(b) for b in files.values()), "replaced": replacing,
+               "files": files.files, "bytes": files.bytes, "replaced": replacing,
                "seconds": round(seconds, 3)}
     if args.json:
         print(json_text(summary, indent=1))
@@ -73,7 +77,7 @@ def run(args) -> int:
         from ragtui.core.textsafe import one_line
 
         print(f"exported {data.meta.n_chunks} chunks of {one_line(data.meta.index_id, 80)} to "
-              f"{one_line(str(out), 200)}: {len(files)} files, {summary['bytes']:,} bytes in {seconds:.2f} s"
+              f"{one_line(str(out), 200)}: {files.files} files, {summary['bytes']:,} bytes in {seconds:.2f} s"
               f"{' (replaced the previous export)' if replacing else ''}")
         print(f"serve it with: python3 -m http.server -d {one_line(str(out), 200)} 8000, then open "
               "http://localhost:8000/", file=sys.stderr)

@@ -1,9 +1,13 @@
-"""Write an index as a Seekite v2 export: the bytes of every file, as a mapping of relative paths.
+"""Write an index as a Seekite v2 export, one file at a time.
 
-``export_files(data, generated_at=..., vectors="i8")`` returns ``{path: bytes}``
-for ``index.html`` and the ``search/`` tree (spec/seekite-export.md). It is a
+``write_export(data, sink, generated_at=..., vectors="i8")`` hands every file
+of the export (``index.html`` and the ``search/`` tree, spec/seekite-export.md)
+to ``sink(relative path, parts)`` as soon as it is made, holding a few
+integers per chunk across the export rather than the files. The bytes are a
 function of the index's four files and ``generated_at`` only: the same index
-gives the same bytes. Writing them to a folder safely is ``export_to``.
+gives the same bytes. ``export_to(out, lambda sink: write_export(...))``
+writes them to a folder safely; ``export_files`` collects them in memory
+(for tests and small indexes).
 """
 
 from __future__ import annotations
@@ -13,24 +17,26 @@ import os
 import re
 import shutil
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
+from urllib.parse import quote
 
 import numpy as np
 import numpy.typing as npt
 
 from ragtui.core.errors import StorageError, UsageError
 from ragtui.core.export import seekite as sk
-from ragtui.core.export.structure import HEADING_SEPARATOR, chunk_url, document_places
+from ragtui.core.export.structure import HEADING_SEPARATOR, document_places
 from ragtui.core.index import leb128
 from ragtui.core.index.analyzer import analyze
 from ragtui.core.index.index_format import IndexData
-from ragtui.core.index.records import ChunkRecord
-from ragtui.core.search.quant import quantize_rows
+from ragtui.core.search.quant import quantize_rows, release_pages
 
-__all__ = ["PAGE", "check_generated_at", "export_files", "export_to", "is_previous_export"]
+__all__ = ["PAGE", "Sink", "Written", "check_generated_at", "export_files", "export_to", "is_previous_export",
+           "write_export"]
 
 PAGE = "index.html"
 SEARCH = "search"
@@ -63,115 +69,262 @@ def _extension(doc_id: str) -> str:
     return name.rsplit(".", 1)[1].lower() if "." in name.strip(".") else ""
 
 
+Sink = Callable[[str, Iterable[bytes]], None]
+"""Where the writer puts each file: ``sink(relative path, its bytes in parts)``, called once a file."""
+
+
+@dataclass(frozen=True)
+class Written:
+    """What ``write_export`` wrote: how many files, how many bytes in all."""
+
+    files: int
+    bytes: int
+
+
 def export_files(data: IndexData, *, generated_at: str | None = None, vectors: str = "i8",
                  progress: Progress | None = None) -> dict[str, bytes]:
-    """Every file of the export of ``data``: ``index.html`` and ``search/...``, by relative path."""
+    """Every file of the export of ``data`` in memory, by relative path (for tests and small indexes:
+    ``write_export`` into ``export_to`` writes them one at a time instead)."""
+    files: dict[str, bytes] = {}
+
+    def keep(rel: str, parts: Iterable[bytes]) -> None:
+        files[rel] = b"".join(parts)
+
+    write_export(data, keep, generated_at=generated_at, vectors=vectors, progress=progress)
+    return files
+
+
+def write_export(data: IndexData, sink: Sink, *, generated_at: str | None = None, vectors: str = "i8",
+                 progress: Progress | None = None) -> Written:
+    """Write every file of the export of ``data`` (``index.html`` and ``search/...``) into ``sink``.
+
+    Files go out as they are made: content shards during the one pass over
+    docs.jsonl (a document at a time, no record kept), then corpus.json,
+    vectors.bin and the lexical files, each streamed in parts. What is held
+    across the pass is a few integers per chunk and each distinct title and
+    heading once (spec/seekite-export.md, "Memory").
+    """
     if vectors not in ("i8", "f32", "none"):
         raise UsageError(f"--vectors must be i8, f32 or none (got {vectors!r})")
     generated_at = check_generated_at(generated_at) if generated_at is not None else _now()
     meta = data.meta
     n = meta.n_chunks
-    records = [data.records[i] for i in range(n)]
-    # Documents in the index's order (by doc_id bytes), each with its chunks' rows.
-    doc_ids: list[str] = []
-    doc_of = np.empty(n, dtype=np.int64)
-    for i, rec in enumerate(records):
-        if not doc_ids or doc_ids[-1] != rec.doc_id:
-            doc_ids.append(rec.doc_id)
-        doc_of[i] = len(doc_ids) - 1
-    titles: list[str] = [""] * n
-    headings: list[str] = [""] * n
-    urls: list[str] = [""] * n
-    start = 0
-    for d, doc_id in enumerate(doc_ids):
-        end = start
-        while end < n and doc_of[end] == d:
-            end += 1
-        title, places = document_places(doc_id, [r.text for r in records[start:end]])
-        for i, place in zip(range(start, end), places):
-            titles[i] = title
-            headings[i] = HEADING_SEPARATOR.join(place.headings)
-            urls[i] = chunk_url(doc_id, place.line)
-        start = end
-        if progress is not None:
-            progress("structure", d + 1, len(doc_ids))
-
-    content_files, content_at = _content_shards(records)
     corpus_path = sk.corpus_path_for(meta.index_id)
-    exts = [_extension(r.doc_id) for r in records]
+    base = f"{SEARCH}/{corpus_path}/"
+    count = [0, 0]
+
+    def put(rel: str, parts: Iterable[bytes]) -> None:
+        def counted() -> Iterator[bytes]:
+            for part in parts:
+                count[1] += len(part)
+                yield part
+        sink(rel, counted())
+        count[0] += 1
+
+    doc_ids: list[str] = []
+    doc_title: list[int] = []  # per document: its title's number in ``titles``
+    doc_ext: list[str] = []
+    doc_start: list[int] = []
+    titles: dict[str, int] = {}  # distinct strings, numbered in order of first use
+    headings: dict[str, int] = {}
+    doc_of = np.empty(n, dtype=np.int64)
+    line_of = np.empty(n, dtype=np.int64)
+    heading_of = np.empty(n, dtype=np.int64)
+    content = _ContentShards(put, base, n)
+    i = 0
+    texts: list[str] = []
+    doc_id: str | None = None
+
+    def finish_document() -> None:
+        assert doc_id is not None
+        d = len(doc_ids)
+        start = i - len(texts)
+        title, places = document_places(doc_id, texts)
+        doc_ids.append(doc_id)
+        doc_title.append(titles.setdefault(title, len(titles)))
+        doc_ext.append(_extension(doc_id))
+        doc_start.append(start)
+        doc_of[start:i] = d
+        for j, place in enumerate(places, start):
+            line_of[j] = place.line
+            heading_of[j] = headings.setdefault(HEADING_SEPARATOR.join(place.headings), len(headings))
+        for text in texts:
+            content.add(text)
+        if progress is not None:
+            progress("structure", i, n)
+
+    for rec in data.records.stream():
+        if rec.doc_id != doc_id:
+            if doc_id is not None:
+                finish_document()
+            doc_id, texts = rec.doc_id, []
+        texts.append(rec.text)
+        i += 1
+    if doc_id is not None:
+        finish_document()
+    texts = []
+    content.close()
+    data.records.release_pages()  # read through once: its pages need not stay resident
+    doc_start.append(n)
+
     facets: dict[str, int] = {}
-    for e in exts:
+    for d, e in enumerate(doc_ext):
         if e:
-            facets[e] = facets.get(e, 0) + 1
-    corpus = {
-        "version": sk.VERSION,
-        "name": meta.index_id,
-        "documents": doc_ids,
-        "chunks": {
-            "id": [r.chunk_id for r in records],
-            "document": doc_of.tolist(),
-            "url": urls,
-            "title": titles,
-            "heading": headings,
-            "content": content_at,
-            "filters": {"ext": [[e] if e else [] for e in exts]},
-        },
-        "facets": {"ext": dict(sorted(facets.items()))},
-    }
-    dictionary, shards = _lexical(data, titles, headings)
-    if progress is not None:
-        progress("lexical", 1, 1)
+            facets[e] = facets.get(e, 0) + doc_start[d + 1] - doc_start[d]
+    put(base + "corpus.json", _corpus_parts(meta.index_id, doc_ids, doc_start, doc_title, doc_ext, list(titles),
+                                            list(headings), line_of, heading_of, (content.shard_at, content.index_at), facets))
+    title_of = np.asarray(doc_title, dtype=np.int64)[doc_of] if n else np.zeros(0, dtype=np.int64)
     entry: dict[str, object] = {
         "name": meta.index_id,
         "path": corpus_path,
         "chunks": n,
         "format": sk.VERSION,
         "corpus": "corpus.json",
-        "lexical": {"dictionary": "lexical/dictionary.bin", "shards": len(shards)},
-        "content": {"prefix": "content/content-", "shards": len(content_files)},
     }
-    files: dict[str, bytes] = {}
-    base = f"{SEARCH}/{corpus_path}/"
+    if vectors != "none":
+        put(base + "vectors.bin", _vector_parts(data.vectors, vectors))
+        release_pages(data.vectors)
+    n_shards = _lexical(data, ((title_of, list(titles)), (heading_of, list(headings))), put, base)
+    if progress is not None:
+        progress("lexical", 1, 1)
+    entry["lexical"] = {"dictionary": "lexical/dictionary.bin", "shards": n_shards}
+    entry["content"] = {"prefix": "content/content-", "shards": content.shards}
     if vectors != "none":
         entry["vectors"] = {"file": "vectors.bin", "dtype": vectors}
-        files[base + "vectors.bin"] = encode_vectors(np.asarray(data.vectors, dtype=np.float32), vectors)
     entry["embedding"] = {"provider": meta.embedding_model, "dimensions": meta.dim,
                           "mode": "static" if meta.embedding_model.startswith("wordllama") else "model"}
     entry["analyzer"] = {"folding": True, "stemmer": None}
     manifest = {"format": "seekite", "version": sk.VERSION, "generatedAt": generated_at,
                 "corpora": {meta.index_id: entry}}
-    files[f"{SEARCH}/manifest.json"] = (json.dumps(manifest, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
-    files[base + "corpus.json"] = _json(corpus)
-    files[base + "lexical/dictionary.bin"] = dictionary
-    for s, shard in enumerate(shards):
-        files[base + sk.postings_name(s)] = shard
-    for s, shard in enumerate(content_files):
-        files[base + sk.content_name("content/content-", s)] = shard
-    files[PAGE] = resources.files("ragtui.core.export").joinpath("index.html").read_bytes()
-    return files
+    put(f"{SEARCH}/manifest.json", [(json.dumps(manifest, ensure_ascii=False, indent=2) + "\n").encode("utf-8")])
+    put(PAGE, [resources.files("ragtui.core.export").joinpath("index.html").read_bytes()])
+    return Written(count[0], count[1])
 
 
-def _content_shards(records: list[ChunkRecord]) -> tuple[list[bytes], list[list[int]]]:
-    """The content shards (each at most CONTENT_SHARD_TARGET bytes unless one chunk is larger) and each
-    chunk's [shard, index]."""
-    shards: list[bytes] = []
-    at: list[list[int]] = []
-    current: list[bytes] = []
-    size = 0
-    head, tail = b'{"version":2,"chunks":[', b"]}"
-    for rec in records:
-        item = _json({"content": rec.text, "metadata": {}})
-        grown = size + len(item) + (1 if current else 0)
-        if current and len(head) + grown + len(tail) > sk.CONTENT_SHARD_TARGET:
-            shards.append(head + b",".join(current) + tail)
-            current, size = [], 0
+class _ContentShards:
+    """The content shards, each written as soon as the next chunk would take it past CONTENT_SHARD_TARGET
+    bytes (a shard holds at least one chunk); ``shard_at`` and ``index_at`` are each chunk's place."""
+
+    HEAD, TAIL = b'{"version":2,"chunks":[', b"]}"
+
+    def __init__(self, put: Sink, base: str, n: int) -> None:
+        self.put = put
+        self.base = base
+        self.shards = 0
+        self.current: list[bytes] = []
+        self.size = 0
+        self.chunks = 0
+        self.shard_at = np.zeros(n, dtype=np.int64)
+        self.index_at = np.zeros(n, dtype=np.int64)
+
+    def add(self, text: str) -> None:
+        item = _json({"content": text, "metadata": {}})
+        grown = self.size + len(item) + (1 if self.current else 0)
+        if self.current and len(self.HEAD) + grown + len(self.TAIL) > sk.CONTENT_SHARD_TARGET:
+            self._flush()
             grown = len(item)
-        at.append([len(shards), len(current)])
-        current.append(item)
-        size = grown
-    if current or not shards:
-        shards.append(head + b",".join(current) + tail)
-    return shards, at
+        self.shard_at[self.chunks] = self.shards
+        self.index_at[self.chunks] = len(self.current)
+        self.chunks += 1
+        self.current.append(item)
+        self.size = grown
+
+    def _flush(self) -> None:
+        self.put(self.base + sk.content_name("content/content-", self.shards),
+                 [self.HEAD, b",".join(self.current), self.TAIL])
+        self.shards += 1
+        self.current, self.size = [], 0
+
+    def close(self) -> None:
+        if self.current or not self.shards:
+            self._flush()
+
+
+
+_BATCH = 4096
+"""Array items encoded and handed to the sink together."""
+
+
+def _json_array(items: Iterable[bytes]) -> Iterator[bytes]:
+    """A JSON array of already encoded items, in parts: what ``_json(list)`` gives, byte for byte."""
+    yield b"["
+    batch: list[bytes] = []
+    sep = b""
+    for item in items:
+        batch.append(item)
+        if len(batch) == _BATCH:
+            yield sep + b",".join(batch)
+            batch, sep = [], b","
+    if batch:
+        yield sep + b",".join(batch)
+    yield b"]"
+
+
+def _corpus_parts(name: str, doc_ids: list[str], doc_start: list[int], doc_title: list[int], doc_ext: list[str],
+                  titles: list[str], headings: list[str], line_of: np.ndarray, heading_of: np.ndarray,
+                  content_at: tuple[np.ndarray, np.ndarray], facets: dict[str, int]) -> Iterator[bytes]:
+    """corpus.json in parts (the same bytes as ``_json`` of the whole object)."""
+
+    def per_chunk(encoded: list[bytes]) -> Iterator[bytes]:  # one value per document, repeated for its chunks
+        for d, value in enumerate(encoded):
+            yield from (value,) * (doc_start[d + 1] - doc_start[d])
+
+    def per_document(make: Callable[[int, str], Iterator[bytes]]) -> Iterator[bytes]:
+        for d, doc_id in enumerate(doc_ids):
+            yield from make(d, doc_id)
+
+    def ids(d: int, doc_id: str) -> Iterator[bytes]:
+        for k in range(doc_start[d + 1] - doc_start[d]):
+            yield _json(f"{doc_id}#{k}")
+
+    def urls(d: int, doc_id: str) -> Iterator[bytes]:
+        path = quote(doc_id, safe="/")
+        for line in line_of[doc_start[d] : doc_start[d + 1]].tolist():
+            yield _json(f"{path}#L{line}")
+
+    yield b'{"version":' + _json(sk.VERSION) + b',"name":' + _json(name) + b',"documents":'
+    yield from _json_array(_json(d) for d in doc_ids)
+    yield b',"chunks":{"id":'
+    yield from _json_array(per_document(ids))
+    yield b',"document":'
+    yield from _json_array(per_chunk([str(d).encode() for d in range(len(doc_ids))]))
+    yield b',"url":'
+    yield from _json_array(per_document(urls))
+    yield b',"title":'
+    encoded_titles = [_json(t) for t in titles]
+    yield from _json_array(per_chunk([encoded_titles[t] for t in doc_title]))
+    del encoded_titles
+    yield b',"heading":'
+    encoded_headings = [_json(h) for h in headings]
+    yield from _json_array(encoded_headings[h] for lo in range(0, len(heading_of), _BATCH)
+                           for h in heading_of[lo : lo + _BATCH].tolist())
+    del encoded_headings
+    yield b',"content":'
+    shard_at, index_at = content_at
+    yield from _json_array(b"[%d,%d]" % pair for lo in range(0, len(shard_at), _BATCH)
+                           for pair in zip(shard_at[lo : lo + _BATCH].tolist(), index_at[lo : lo + _BATCH].tolist()))
+    yield b',"filters":{"ext":'
+    yield from _json_array(per_chunk([_json([e]) if e else b"[]" for e in doc_ext]))
+    yield b'}},"facets":{"ext":' + _json(dict(sorted(facets.items()))) + b"}}"
+
+
+def _vector_parts(vectors: np.ndarray, dtype: str) -> Iterator[bytes]:
+    """vectors.bin as ``encode_vectors`` writes it, a block of rows at a time."""
+    n, dim = vectors.shape
+    yield sk.MAGIC_VECTORS + struct.pack("<HBBII", sk.VERSION, sk.DTYPES[dtype], 0, dim, n)
+    if dtype == "f32":
+        for lo in range(0, n, _VECTOR_BLOCK):
+            yield np.ascontiguousarray(vectors[lo : lo + _VECTOR_BLOCK], dtype="<f4").tobytes()
+        return
+    scales = np.empty(n, dtype=np.float32)
+    for lo in range(0, n, _VECTOR_BLOCK):  # the scales come first: quantize twice rather than hold the codes
+        scales[lo : lo + _VECTOR_BLOCK] = quantize_rows(np.asarray(vectors[lo : lo + _VECTOR_BLOCK], np.float32))[0]
+    yield scales.astype("<f4").tobytes()
+    for lo in range(0, n, _VECTOR_BLOCK):
+        yield quantize_rows(np.asarray(vectors[lo : lo + _VECTOR_BLOCK], np.float32))[1].tobytes()
+
+
+_VECTOR_BLOCK = 8192
 
 
 def encode_vectors(vectors: np.ndarray, dtype: str) -> bytes:
@@ -184,9 +337,10 @@ def encode_vectors(vectors: np.ndarray, dtype: str) -> bytes:
     return head + scales.astype("<f4").tobytes() + codes.tobytes()
 
 
-def _lexical(data: IndexData, titles: list[str], headings: list[str]) -> tuple[bytes, list[bytes]]:
-    """(dictionary.bin, postings shards) with per-field frequencies: titles, headings, and the body's
-    postings taken from bm25.idx (the same analyzer over the same text)."""
+def _lexical(data: IndexData, columns: tuple[tuple[np.ndarray, list[str]], ...], put: Sink, base: str) -> int:
+    """Write dictionary.bin and the postings shards, with per-field frequencies: titles, headings (each
+    column: every chunk's number in its list of distinct strings), and the body's postings taken from
+    bm25.idx (the same analyzer over the same text). Returns the number of postings shards."""
     bm = data.bm25
     n = bm.n_docs
     body_terms = [bytes(bm.term_blob[bm.term_starts[t] : bm.term_starts[t + 1]]) for t in range(bm.n_terms)]
@@ -195,83 +349,124 @@ def _lexical(data: IndexData, titles: list[str], headings: list[str]) -> tuple[b
     # Titles and headings repeat across a document's chunks: analyze each distinct string once.
     extra_terms: dict[bytes, int] = {}
     rows: list[tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]] = []
-    for field, column in ((0, titles), (1, headings)):
-        groups: dict[str, list[int]] = {}
-        for i, s in enumerate(column):
-            groups.setdefault(s, []).append(i)
-        for s, chunks in groups.items():
+    for field, (ids, strings) in enumerate(columns):
+        order = np.argsort(ids, kind="stable")
+        bounds = np.zeros(len(strings) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(ids, minlength=len(strings)), out=bounds[1:])
+        lengths = np.zeros(len(strings), dtype=np.int64)
+        for sid, s in enumerate(strings):
             terms = analyze(s)
-            field_lengths[field, chunks] = len(terms)
+            lengths[sid] = len(terms)
             tally: dict[str, int] = {}
             for word in terms:
                 tally[word] = tally.get(word, 0) + 1
-            members = np.asarray(chunks, dtype=np.int64)
+            members = order[bounds[sid] : bounds[sid + 1]]
             for word, c in tally.items():
                 tid = extra_terms.setdefault(word.encode("utf-8"), len(extra_terms))
                 rows.append((field, np.full(len(members), tid, np.int64), members, np.full(len(members), c, np.int64)))
+        field_lengths[field] = lengths[ids]
     vocab = sorted(set(body_terms) | set(extra_terms))
+    n_terms = len(vocab)
     gid = {t: i for i, t in enumerate(vocab)}
     body_gid = np.array([gid[t] for t in body_terms], dtype=np.int64)
     extra_gid = np.empty(len(extra_terms), dtype=np.int64)
     for word_bytes, i in extra_terms.items():
         extra_gid[i] = gid[word_bytes]
-    df_body = np.diff(bm.offsets)
-    parts_term = [np.repeat(body_gid, df_body)]
-    parts_chunk = [np.asarray(bm.post_doc, dtype=np.int64)]
-    parts_tf = [np.asarray(bm.post_tf, dtype=np.int64)]
-    parts_field = [np.full(len(parts_chunk[0]), 2, np.int64)]
-    for field_no, tids, members, tfs in rows:
-        parts_term.append(extra_gid[tids])
-        parts_chunk.append(members)
-        parts_tf.append(tfs)
-        parts_field.append(np.full(len(members), field_no, np.int64))
-    all_term = np.concatenate(parts_term)
-    all_chunk = np.concatenate(parts_chunk)
-    tf = np.concatenate(parts_tf)
-    all_field = np.concatenate(parts_field)
-    keys = all_term * max(n, 1) + all_chunk
-    uniq, inverse = np.unique(keys, return_inverse=True)
-    freqs = np.zeros((3, len(uniq)), dtype=np.int64)
-    for f in range(3):
-        sel = all_field == f
-        freqs[f] = np.bincount(inverse[sel], weights=tf[sel], minlength=len(uniq)).astype(np.int64)
-    p_term = uniq // max(n, 1)
-    p_chunk = uniq % max(n, 1)
-    n_terms = len(vocab)
-    counts = np.bincount(p_term, minlength=n_terms).astype(np.int64)
-    offsets = np.zeros(n_terms + 1, dtype=np.int64)
-    np.cumsum(counts, out=offsets[1:])
-    delta = p_chunk.copy()
-    same = np.ones(len(p_chunk), dtype=bool)
-    same[offsets[:-1][counts > 0]] = False
-    delta[1:][same[1:]] = p_chunk[1:][same[1:]] - p_chunk[:-1][same[1:]]
-    # Every term's entry: postingCount, then (delta, title, heading, body) per posting, as one varint stream.
-    total = n_terms + 4 * len(p_chunk)
-    values = np.empty(total, dtype=np.uint32)  # every value is below 2**32: half of int64's memory
-    entry_at = np.arange(n_terms, dtype=np.int64) + 4 * offsets[:-1]
-    values[entry_at] = counts
-    post_at = 1 + 4 * np.arange(len(p_chunk), dtype=np.int64) + np.repeat(np.arange(n_terms, dtype=np.int64), counts)
-    values[post_at] = delta
-    values[post_at + 1] = freqs[0]
-    values[post_at + 2] = freqs[1]
-    values[post_at + 3] = freqs[2]
-    stream = leb128.encode(values)
-    byte_at = np.zeros(total + 1, dtype=np.int64)
-    np.cumsum(leb128.sizes(values), out=byte_at[1:])
-    entry_start = byte_at[entry_at].tolist()
-    entry_end = byte_at[np.append(entry_at[1:], total)].tolist()
-    shards: list[bytes] = []
-    shard_of = [0] * n_terms
-    offset_in = [0] * n_terms
-    lo = entry_start[0] if n_terms else 0
-    for t in range(n_terms):
-        if entry_end[t] - lo > sk.POSTINGS_SHARD_TARGET and entry_start[t] > lo:
-            shards.append(stream[lo : entry_start[t]])
-            lo = entry_start[t]
-        shard_of[t] = len(shards)
-        offset_in[t] = entry_start[t] - lo
+    del gid, body_terms, extra_terms
+    # The title and heading postings, ordered by term (a few per chunk; the body's are bm25.idx's arrays).
+    if rows:
+        x_term = np.concatenate([extra_gid[tids] for _, tids, _, _ in rows])
+        x_chunk = np.concatenate([members for _, _, members, _ in rows])
+        x_tf = np.concatenate([tfs for _, _, _, tfs in rows])
+        x_field = np.concatenate([np.full(len(members), f, np.int64) for f, _, members, _ in rows])
+        order = np.argsort(x_term, kind="stable")
+        x_term, x_chunk, x_tf, x_field = x_term[order], x_chunk[order], x_tf[order], x_field[order]
+        del order
+    else:
+        x_term = x_chunk = x_tf = x_field = np.zeros(0, dtype=np.int64)
+    del rows
+    body_offsets = np.asarray(bm.offsets, dtype=np.int64)
+    # Terms are encoded a block at a time (about _POSTINGS_BLOCK postings each, in vocabulary order):
+    # the whole varint stream, as the shards cut it, is never held at once.
+    weight = np.bincount(x_term, minlength=n_terms).astype(np.int64)
+    weight[body_gid] += np.diff(body_offsets)
+    cum = np.cumsum(weight)
+    del weight
+    df_list: list[int] = []
+    shard_of: list[int] = []
+    offset_in: list[int] = []
+    shard_sizes: list[int] = []
+    pending = b""  # the stream's bytes from ``lo`` (the current shard's start) to the end of the last block
+    lo = 0
+    g0 = 0
+    m = max(n, 1)
+    while g0 < n_terms:
+        before = int(cum[g0 - 1]) if g0 else 0
+        g1 = max(g0 + 1, int(np.searchsorted(cum, before + _POSTINGS_BLOCK, side="right")))
+        b0, b1 = np.searchsorted(body_gid, [g0, g1])
+        e0, e1 = np.searchsorted(x_term, [g0, g1])
+        p0, p1 = int(body_offsets[b0]), int(body_offsets[b1])
+        all_term = np.concatenate((np.repeat(body_gid[b0:b1] - g0, np.diff(body_offsets[b0 : b1 + 1])),
+                                   x_term[e0:e1] - g0))
+        all_chunk = np.concatenate((np.asarray(bm.post_doc[p0:p1], dtype=np.int64), x_chunk[e0:e1]))
+        tf = np.concatenate((np.asarray(bm.post_tf[p0:p1], dtype=np.int64), x_tf[e0:e1]))
+        all_field = np.concatenate((np.full(p1 - p0, 2, np.int64), x_field[e0:e1]))
+        keys = all_term * m + all_chunk
+        del all_term, all_chunk
+        uniq, inverse = np.unique(keys, return_inverse=True)
+        del keys
+        freqs = np.zeros((3, len(uniq)), dtype=np.int64)
+        for f in range(3):
+            sel = all_field == f
+            freqs[f] = np.bincount(inverse[sel], weights=tf[sel], minlength=len(uniq)).astype(np.int64)
+        del inverse, tf, all_field
+        p_term = uniq // m
+        p_chunk = uniq % m
+        del uniq
+        k = g1 - g0
+        counts = np.bincount(p_term, minlength=k).astype(np.int64)
+        offsets = np.zeros(k + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        delta = p_chunk.copy()
+        same = np.ones(len(p_chunk), dtype=bool)
+        same[offsets[:-1][counts > 0]] = False
+        delta[1:][same[1:]] = p_chunk[1:][same[1:]] - p_chunk[:-1][same[1:]]
+        # Every term's entry: postingCount, then (delta, title, heading, body) per posting, as one varint stream.
+        total = k + 4 * len(p_chunk)
+        values = np.empty(total, dtype=np.uint32)  # every value is below 2**32: half of int64's memory
+        entry_at = np.arange(k, dtype=np.int64) + 4 * offsets[:-1]
+        values[entry_at] = counts
+        post_at = 1 + 4 * np.arange(len(p_chunk), dtype=np.int64) + np.repeat(np.arange(k, dtype=np.int64), counts)
+        values[post_at] = delta
+        values[post_at + 1] = freqs[0]
+        values[post_at + 2] = freqs[1]
+        values[post_at + 3] = freqs[2]
+        del post_at, delta, freqs, p_term, p_chunk, same
+        block = pending + leb128.encode(values)
+        byte_at = np.zeros(total + 1, dtype=np.int64)
+        np.cumsum(leb128.sizes(values), out=byte_at[1:])
+        del values
+        at = lo + len(pending)  # where this block starts in the whole stream
+        entry_start = (byte_at[entry_at] + at).tolist()
+        entry_end = (byte_at[np.append(entry_at[1:], total)] + at).tolist()
+        del byte_at, entry_at
+        cut = lo  # the block's bytes before ``cut`` are written
+        for t in range(k):
+            if entry_end[t] - cut > sk.POSTINGS_SHARD_TARGET and entry_start[t] > cut:
+                put(base + sk.postings_name(len(shard_sizes)), [block[cut - lo : entry_start[t] - lo]])
+                shard_sizes.append(entry_start[t] - cut)
+                cut = entry_start[t]
+            shard_of.append(len(shard_sizes))
+            offset_in.append(entry_start[t] - cut)
+        pending = block[cut - lo :]
+        lo = cut
+        df_list += counts.tolist()
+        del block
+        g0 = g1
     if n_terms:
-        shards.append(stream[lo:])
+        put(base + sk.postings_name(len(shard_sizes)), [pending])
+        shard_sizes.append(len(pending))
+    del pending, x_term, x_chunk, x_tf, x_field
     averages = [float(np.float32(field_lengths[f].mean(dtype=np.float64))) if n else 0.0 for f in range(3)]
     out = bytearray(sk.MAGIC_DICTIONARY + struct.pack("<HHB", sk.VERSION, 0, 3))
     out += leb128.encode_one(n)
@@ -281,7 +476,6 @@ def _lexical(data: IndexData, titles: list[str], headings: list[str]) -> tuple[b
     small = _SMALL_VARINTS
     records = []
     previous = b""
-    df_list = counts.tolist()
     for t, term_bytes in enumerate(vocab):
         shared = 0
         limit = min(len(previous), len(term_bytes))
@@ -295,12 +489,14 @@ def _lexical(data: IndexData, titles: list[str], headings: list[str]) -> tuple[b
                                  small[shard] if shard < 16384 else leb128.encode_one(shard),
                                  small[offset] if offset < 16384 else leb128.encode_one(offset))))
         previous = term_bytes
-    out += b"".join(records)
-    out += leb128.encode_one(len(shards))
-    for shard_bytes in shards:
-        out += leb128.encode_one(len(shard_bytes))
-    return bytes(out), shards
+    tail = leb128.encode_one(len(shard_sizes)) + b"".join(leb128.encode_one(size) for size in shard_sizes)
+    put(base + "lexical/dictionary.bin", [bytes(out), b"".join(records), tail])
+    return len(shard_sizes)
 
+
+_POSTINGS_BLOCK = 1 << 18
+"""Postings (title, heading and body) encoded together: the lexical files' working memory is about
+100 bytes each."""
 
 _SMALL_VARINTS = [leb128.encode_one(v) for v in range(16384)]
 """The encodings of the values below 2**14 (one or two bytes), looked up instead of computed."""
@@ -327,13 +523,17 @@ def is_previous_export(out: Path) -> bool:
     return isinstance(obj, dict) and obj.get("format") == "seekite"
 
 
-def export_to(out: str | os.PathLike[str], files: dict[str, bytes]) -> Path:
+def export_to(out: str | os.PathLike[str], files: Mapping[str, bytes] | Callable[[Sink], object]) -> Path:
     """Write ``files`` as the folder ``out``, replacing a previous export there, never anything else.
 
-    ``out`` must not exist, be an empty folder, or hold a previous export
-    (``is_previous_export``); otherwise ``UsageError``. The files are written
-    under a temporary folder beside ``out`` and renamed into place: a reader
-    sees the old export or the new one, and a failure leaves ``out`` as it was.
+    ``files`` is either every file by relative path, or a function that writes
+    them into the sink it is given, one at a time (``write_export``: nothing
+    is held in memory past the file being written). ``out`` must not exist, be
+    an empty folder, or hold a previous export (``is_previous_export``);
+    otherwise ``UsageError``. The files are written under a temporary folder
+    beside ``out`` and renamed into place: a reader sees the old export or the
+    new one, and a failure (of writing, or an error the function raises) leaves
+    ``out`` as it was and removes the temporary folder.
     """
     target = Path(out)
     if target.is_symlink() or (target.exists() and not target.is_dir()):
@@ -352,12 +552,22 @@ def export_to(out: str | os.PathLike[str], files: dict[str, bytes]) -> Path:
     parent = target.absolute().parent
     temp = parent / f".{target.name}.export-{os.getpid()}"
     old = parent / f".{target.name}.old-{os.getpid()}"
+
+    def write(rel: str, parts: Iterable[bytes]) -> None:
+        path = temp / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as f:
+            for part in parts:
+                f.write(part)
+
     try:
         shutil.rmtree(temp, ignore_errors=True)
-        for rel, content in sorted(files.items()):
-            path = temp / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(content)
+        temp.mkdir(parents=True)
+        if callable(files):
+            files(write)
+        else:
+            for rel, content in sorted(files.items()):
+                write(rel, (content,))
         if replacing:
             os.rename(target, old)
             try:
@@ -373,4 +583,7 @@ def export_to(out: str | os.PathLike[str], files: dict[str, bytes]) -> Path:
     except OSError as e:
         shutil.rmtree(temp, ignore_errors=True)
         raise StorageError(f"cannot write the export to {target}: {e.strerror or e}") from None
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
     return target

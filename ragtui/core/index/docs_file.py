@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import mmap
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from hashlib import sha256
 from typing import overload
 
@@ -145,6 +145,51 @@ class DocsFile(Sequence[ChunkRecord]):
                 raise IndexFormatError(where, f"line {i + 1}: chunk_id {rec.chunk_id!r} should be {doc_id + '#' + str(next_k)!r}")
             next_k += 1
         self._verified = True
+
+    def stream(self) -> Iterator[ChunkRecord]:
+        """Every record in order, each line checked as ``self[i]`` checks it and the order rules as
+        ``verify`` checks them, keeping none: memory stays that of one record however large the file.
+
+        Raises ``IndexFormatError`` at the first breach (after yielding the records before it); after
+        a complete pass the file counts as verified.
+        """
+        where = self._where
+        prev_doc: str | None = None
+        prev_bytes = b""
+        next_k = 0
+        for i in range(len(self)):
+            rec = self._cache.get(i)
+            if rec is None:
+                line = self._raw[int(self._starts[i]) : int(self._ends[i])]
+                try:
+                    obj = json.loads(line)
+                except (ValueError, RecursionError) as e:
+                    raise IndexFormatError(
+                        where, f"line {i + 1} is not valid JSON ({type(e).__name__}: {str(e)[:200]})"
+                    ) from None
+                rec = self._record(obj, i + 1)
+            doc_id = rec.doc_id
+            if doc_id != prev_doc:
+                doc_bytes = doc_id.encode("utf-8")
+                if prev_doc is not None and doc_bytes <= prev_bytes:
+                    raise IndexFormatError(
+                        where, f"line {i + 1}: documents are out of order or not contiguous ({doc_id!r} after {prev_doc!r})"
+                    )
+                prev_doc, prev_bytes, next_k = doc_id, doc_bytes, 0
+            if rec.k != next_k:
+                raise IndexFormatError(where, f"line {i + 1}: chunk_id {rec.chunk_id!r} should be {doc_id + '#' + str(next_k)!r}")
+            next_k += 1
+            yield rec
+        self._verified = True
+
+    def release_pages(self) -> None:
+        """Tell the kernel this process no longer needs the pages of the file map read so far (after a
+        pass such as ``stream``): the map is read-only, so a later read faults them back in."""
+        if isinstance(self._raw, mmap.mmap):
+            try:
+                self._raw.madvise(mmap.MADV_DONTNEED)
+            except (AttributeError, OSError, ValueError):  # no madvise here, or a closed map
+                pass
 
     def byte_range(self, lo: int, hi: int) -> tuple[int, int]:
         """Where lines ``lo`` to ``hi - 1`` (newlines included) lie in the file: [start, end)."""

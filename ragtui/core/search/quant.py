@@ -38,7 +38,7 @@ from ragtui.core.topk import top_k
 if TYPE_CHECKING:
     from ragtui.core.search.ivf import IVFIndex
 
-__all__ = ["QuantizedVectors", "dequantize", "ivf_search_i8", "quantize_rows"]
+__all__ = ["QuantizedVectors", "dequantize", "ivf_search_i8", "quantize_rows", "release_pages"]
 
 _BLOCK = 8192
 """Rows converted to float32 at a time during the scan (a few MiB, stays in cache)."""
@@ -65,10 +65,10 @@ def dequantize(scales: np.ndarray, codes: np.ndarray) -> npt.NDArray[np.float32]
     return (codes.astype(np.float32) * np.asarray(scales, dtype=np.float32)[:, None]).astype(np.float32)
 
 
-def _release_pages(vectors: np.ndarray) -> None:
+def release_pages(vectors: np.ndarray) -> None:
     """Tell the kernel this process no longer needs the pages of the file map behind ``vectors``.
 
-    Building the copy reads every float32 row once; without this, all of vectors.f32 would stay in
+    Building the copy (or an export's vectors.bin) reads every float32 row once; without this, all of vectors.f32 would stay in
     the process's resident memory although searches only re-read the few rows they re-score. The map
     is read-only and shared, so dropping its pages loses nothing: a later read faults them back in
     from the page cache or the file. Arrays not backed by a map are left alone.
@@ -107,7 +107,7 @@ class QuantizedVectors:
             diff = np.asarray(v[lo : lo + _BLOCK], dtype=np.float64) - dequantize(scales[lo : lo + _BLOCK],
                                                                                  codes[lo : lo + _BLOCK])
             residual[lo : lo + len(diff)] = np.sqrt(np.einsum("ij,ij->i", diff, diff)) * (1 + 1e-6)
-        _release_pages(v)
+        release_pages(v)
         return cls(v, scales, codes, residual)
 
     @property
