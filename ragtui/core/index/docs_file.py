@@ -126,24 +126,12 @@ class DocsFile(Sequence[ChunkRecord]):
                 self._cache.pop(i, None)
                 self[i]  # raises with the line number
             raise IndexFormatError(where, "a line holds more than one JSON value") from None
-        prev_doc = None
-        prev_bytes = b""
-        next_k = 0
+        order = _Order(where)
         cache = self._cache
         for i, obj in enumerate(objs):
             rec = cache.get(i) or self._record(obj, i + 1)
             cache[i] = rec
-            doc_id = rec.doc_id
-            if doc_id != prev_doc:
-                doc_bytes = doc_id.encode("utf-8")
-                if prev_doc is not None and doc_bytes <= prev_bytes:
-                    raise IndexFormatError(
-                        where, f"line {i + 1}: documents are out of order or not contiguous ({doc_id!r} after {prev_doc!r})"
-                    )
-                prev_doc, prev_bytes, next_k = doc_id, doc_bytes, 0
-            if rec.k != next_k:
-                raise IndexFormatError(where, f"line {i + 1}: chunk_id {rec.chunk_id!r} should be {doc_id + '#' + str(next_k)!r}")
-            next_k += 1
+            order.check(rec, i + 1)
         self._verified = True
 
     def stream(self) -> Iterator[ChunkRecord]:
@@ -154,9 +142,7 @@ class DocsFile(Sequence[ChunkRecord]):
         a complete pass the file counts as verified.
         """
         where = self._where
-        prev_doc: str | None = None
-        prev_bytes = b""
-        next_k = 0
+        order = _Order(where)
         for i in range(len(self)):
             rec = self._cache.get(i)
             if rec is None:
@@ -168,17 +154,7 @@ class DocsFile(Sequence[ChunkRecord]):
                         where, f"line {i + 1} is not valid JSON ({type(e).__name__}: {str(e)[:200]})"
                     ) from None
                 rec = self._record(obj, i + 1)
-            doc_id = rec.doc_id
-            if doc_id != prev_doc:
-                doc_bytes = doc_id.encode("utf-8")
-                if prev_doc is not None and doc_bytes <= prev_bytes:
-                    raise IndexFormatError(
-                        where, f"line {i + 1}: documents are out of order or not contiguous ({doc_id!r} after {prev_doc!r})"
-                    )
-                prev_doc, prev_bytes, next_k = doc_id, doc_bytes, 0
-            if rec.k != next_k:
-                raise IndexFormatError(where, f"line {i + 1}: chunk_id {rec.chunk_id!r} should be {doc_id + '#' + str(next_k)!r}")
-            next_k += 1
+            order.check(rec, i + 1)
             yield rec
         self._verified = True
 
@@ -313,3 +289,29 @@ def ends_fit(raw: bytes | mmap.mmap, ends: np.ndarray, n_chunks: int) -> bool:
         and whole[0] == 0x7B  # "{"
         and (whole[ends[:-1] + 1] == 0x7B).all()
     )
+
+
+class _Order:
+    """The order rules of docs.jsonl, checked one record at a time: documents by the bytes of their
+    doc_id, each contiguous, its chunks numbered 0, 1, 2, ... (spec/index-format.md)."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.prev_doc: str | None = None
+        self.prev_bytes = b""
+        self.next_k = 0
+
+    def check(self, rec: ChunkRecord, line: int) -> None:
+        doc_id = rec.doc_id
+        if doc_id != self.prev_doc:
+            doc_bytes = doc_id.encode("utf-8")
+            if self.prev_doc is not None and doc_bytes <= self.prev_bytes:
+                raise IndexFormatError(
+                    self.where,
+                    f"line {line}: documents are out of order or not contiguous ({doc_id!r} after {self.prev_doc!r})",
+                )
+            self.prev_doc, self.prev_bytes, self.next_k = doc_id, doc_bytes, 0
+        if rec.k != self.next_k:
+            raise IndexFormatError(self.where, f"line {line}: chunk_id {rec.chunk_id!r} should be "
+                                               f"{doc_id + '#' + str(self.next_k)!r}")
+        self.next_k += 1

@@ -19,14 +19,11 @@ nothing must not touch the artifacts root beyond creating it once).
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import os
-import stat
 from collections.abc import Callable
 
-from ragtui.core.errors import LockedError, StorageError
-from ragtui.core.ingest.publish import flock_holder, rag_root
+from ragtui.core.ingest.publish import rag_root, release_flock, take_flock
 
 __all__ = ["KeeperLock"]
 
@@ -51,30 +48,13 @@ class KeeperLock:
             "stop the watch first, then remove the index"))
 
     def _take(self, mode: int, refusal: Callable[[str], str]) -> KeeperLock:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
-        except OSError as e:
-            raise StorageError(f"cannot open the watch lock {self.path}: {e.strerror}") from None
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            raise StorageError(f"the watch lock {self.path} is not a regular file: remove it (with no watch running)")
-        try:
-            fcntl.flock(fd, mode | fcntl.LOCK_NB)
-        except OSError as e:
-            holder = flock_holder(fd)
-            os.close(fd)
-            if e.errno in (errno.EWOULDBLOCK, errno.EACCES):
-                raise LockedError(refusal(f" (pid {holder})" if holder else "")) from None
-            raise StorageError(f"cannot lock {self.path}: {e.strerror}") from None
-        self._fd = fd
+        self._fd = take_flock(self.path, mode, "the watch lock", "with no watch running", refusal)
         return self
 
     def release(self) -> None:
         if self._fd is not None:
             fd, self._fd = self._fd, None
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+            release_flock(fd)
 
     def __enter__(self) -> KeeperLock:
         return self

@@ -51,8 +51,8 @@ from ragtui.core.index.records import ChunkRecord, IndexMeta, encode_docs, encod
 
 __all__ = [
     "OS_OPS", "FileRange", "FsOps", "IndexLock", "NewGeneration", "check_index_id", "encode_index", "file_size",
-    "flock_holder", "index_dir", "publish",
-    "rag_root", "remove_leftovers", "remove_stale_generations", "state_dir", "utc_now",
+    "flock_holder", "index_dir", "publish", "release_flock",
+    "rag_root", "remove_leftovers", "remove_stale_generations", "state_dir", "take_flock", "utc_now",
 ]
 
 
@@ -200,43 +200,54 @@ class IndexLock:
         self._fd: int | None = None
 
     def acquire(self) -> IndexLock:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
-        except OSError as e:
-            raise StorageError(f"cannot open the writer lock {self.path}: {e.strerror}") from None
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            # Not replaced here: a writer may hold the lock on the file this one displaced.
-            raise StorageError(f"the writer lock {self.path} is not a regular file: remove it (with no writer running)")
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
-            holder = flock_holder(fd)
-            os.close(fd)
-            if e.errno in (errno.EWOULDBLOCK, errno.EACCES):
-                who = f" (pid {holder})" if holder else ""
-                raise LockedError(
-                    f"index {self.index_id!r} is being written by another process{who}; "
-                    "wait for it to finish or stop it"
-                ) from None
-            raise StorageError(f"cannot lock {self.path}: {e.strerror}") from None
         # Nothing is written into the lock file: a sync that changes nothing
         # must not even touch it.
-        self._fd = fd
+        self._fd = take_flock(self.path, fcntl.LOCK_EX, "the writer lock", "with no writer running", lambda who: (
+            f"index {self.index_id!r} is being written by another process{who}; wait for it to finish or stop it"))
         return self
 
     def release(self) -> None:
         if self._fd is not None:
             fd, self._fd = self._fd, None
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+            release_flock(fd)
 
     def __enter__(self) -> IndexLock:
         return self.acquire()
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def take_flock(path: Path, mode: int, what: str, when_free: str, refusal: Callable[[str], str]) -> int:
+    """Open the lock file ``path`` (made if missing) and ``flock`` it in ``mode`` without waiting; its descriptor.
+
+    ``what`` names the lock in errors and ``when_free`` says when it may be
+    removed; ``refusal(" (pid N)")`` is the ``LockedError`` message when
+    another process holds it. A lock file that is not a regular file is a
+    ``StorageError`` and is left alone: a holder may have the file it displaced.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        raise StorageError(f"cannot open {what} {path}: {e.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise StorageError(f"{what} {path} is not a regular file: remove it ({when_free})")
+    try:
+        fcntl.flock(fd, mode | fcntl.LOCK_NB)
+    except OSError as e:
+        holder = flock_holder(fd)
+        os.close(fd)
+        if e.errno in (errno.EWOULDBLOCK, errno.EACCES):
+            raise LockedError(refusal(f" (pid {holder})" if holder else "")) from None
+        raise StorageError(f"cannot lock {path}: {e.strerror}") from None
+    return fd
+
+
+def release_flock(fd: int) -> None:
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)
 
 
 def flock_holder(fd: int) -> str:

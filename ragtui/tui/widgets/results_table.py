@@ -121,29 +121,23 @@ class ResultsTable(ScrollView, can_focus=True):
     }
     """
 
-    class Highlighted(Message):
+    class _RowMessage(Message):
+        """A message about one row of ``table``."""
+
+        def __init__(self, table: ResultsTable, row: int) -> None:
+            super().__init__()
+            self.table = table
+            self.row = row
+
+        @property
+        def control(self) -> ResultsTable:
+            return self.table
+
+    class Highlighted(_RowMessage):
         """The cursor moved to ``row`` (by the person)."""
 
-        def __init__(self, table: ResultsTable, row: int) -> None:
-            super().__init__()
-            self.table = table
-            self.row = row
-
-        @property
-        def control(self) -> ResultsTable:
-            return self.table
-
-    class Selected(Message):
+    class Selected(_RowMessage):
         """Enter, or a click on the row under the cursor: open ``row``."""
-
-        def __init__(self, table: ResultsTable, row: int) -> None:
-            super().__init__()
-            self.table = table
-            self.row = row
-
-        @property
-        def control(self) -> ResultsTable:
-            return self.table
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
