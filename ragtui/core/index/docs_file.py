@@ -74,15 +74,19 @@ class DocsFile(Sequence[ChunkRecord]):
             raise IndexError(i)
         rec = self._cache.get(i)
         if rec is None:
-            line = self._raw[int(self._starts[i]) : int(self._ends[i])]
-            try:
-                obj = json.loads(line)
-            except (ValueError, RecursionError) as e:
-                raise IndexFormatError(
-                    self._where, f"line {i + 1} is not valid JSON ({type(e).__name__}: {str(e)[:200]})"
-                ) from None
-            rec = self._cache[i] = self._record(obj, i + 1)
+            rec = self._cache[i] = self._parse(i)
         return rec
+
+    def _parse(self, i: int) -> ChunkRecord:
+        """Line ``i`` read and checked (not cached)."""
+        line = self._raw[int(self._starts[i]) : int(self._ends[i])]
+        try:
+            obj = json.loads(line)
+        except (ValueError, RecursionError) as e:
+            raise IndexFormatError(
+                self._where, f"line {i + 1} is not valid JSON ({type(e).__name__}: {str(e)[:200]})"
+            ) from None
+        return self._record(obj, i + 1)
 
     def _record(self, obj: object, line: int) -> ChunkRecord:
         where = self._where
@@ -141,19 +145,9 @@ class DocsFile(Sequence[ChunkRecord]):
         Raises ``IndexFormatError`` at the first breach (after yielding the records before it); after
         a complete pass the file counts as verified.
         """
-        where = self._where
-        order = _Order(where)
+        order = _Order(self._where)
         for i in range(len(self)):
-            rec = self._cache.get(i)
-            if rec is None:
-                line = self._raw[int(self._starts[i]) : int(self._ends[i])]
-                try:
-                    obj = json.loads(line)
-                except (ValueError, RecursionError) as e:
-                    raise IndexFormatError(
-                        where, f"line {i + 1} is not valid JSON ({type(e).__name__}: {str(e)[:200]})"
-                    ) from None
-                rec = self._record(obj, i + 1)
+            rec = self._cache.get(i) or self._parse(i)
             order.check(rec, i + 1)
             yield rec
         self._verified = True
