@@ -3,6 +3,11 @@
 The app owns the search session (index, embedder, mode, k, nprobe, query,
 results) and every worker (``workers.Workers``); its screens only show what
 it tells them. Public attributes below are what tests and the benchmark read.
+
+Over 500 lines on purpose: the session state (index, mode, query, results,
+the frame a keystroke is painted in) is one object; its actions and workers
+already live in ``actions`` and ``workers``, typed by ``session.Session``,
+and what is left here is the state and the transitions between its phases.
 """
 
 from __future__ import annotations

@@ -6,6 +6,11 @@ Building and encoding a bm25.idx (whole or spliced) is ``bm25_write``.
 
 ``BM25Index`` is immutable after construction and safe to share between
 threads.
+
+Over 500 lines on purpose: decoding, the per-posting weights, the cached
+arrays and their soundness check, and scoring all read the same arrays of
+one class; every reader relies on their invariants (sizes, order, dtypes),
+which are easiest to keep when they are written down in one place.
 """
 
 from __future__ import annotations
