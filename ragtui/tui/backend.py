@@ -469,7 +469,24 @@ def editor_command(path: Path, line: int | None, environ: dict | None = None) ->
 
 
 def generation(path: Path) -> str | None:
-    """The identity of the generation at ``path`` now (None when there is none); a stat, cheap."""
-    from ragtui.core.index.index_format import generation_of
+    """The identity of what is at ``path`` now, to skip a generation known to be broken until it changes
+    (None when there is none); four stats, cheap.
 
-    return generation_of(path)
+    Beyond ``generation_of`` (meta.json's), it covers the other three files: an index that another tool
+    rewrites in place, file by file, may be caught half-written, and must be tried again once any of its
+    files changes, not only meta.json.
+    """
+    from ragtui.core.index.index_format import FILES, generation_of
+
+    first = generation_of(path)
+    if first is None:
+        return None
+    parts = [first]
+    for name in FILES:
+        try:
+            st = os.stat(os.path.join(path, name))
+        except OSError:
+            parts.append("-")
+            continue
+        parts.append(f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}")
+    return "|".join(parts)

@@ -91,3 +91,37 @@ def test_the_app_shows_its_error_state(tmp_path, monkeypatch, name, kind, data):
 
     asyncio.run(scenario())
     assert app.return_code in (None, 0)
+
+
+def test_an_index_caught_half_rewritten_is_tried_again_when_any_file_changes(tmp_path, monkeypatch):
+    """A broken generation is skipped until it changes; an index rewritten in place file by file, seen
+    with only meta.json new, used to stay skipped forever (its identity was meta.json's alone)."""
+    from ragtui.config import Settings
+    from ragtui.tui.history import QueryHistory
+
+    monkeypatch.setattr(app_module.RagtuiApp, "CURSOR_BLINK", False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    art = tmp_path / "art"
+    index = art / "rag" / INDEX_ID
+    _write(index, "bm25.idx", b"")
+    app = app_module.create_app(Settings(artifacts=art, index=INDEX_ID), embedder_factory=lambda s: HashEmbedder(4),
+                                debounce=0.0, poll_seconds=3600.0, history=QueryHistory(None))
+    good = base_files()
+
+    async def scenario():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await _wait(pilot, lambda: app.index_state == "invalid", "the invalid state")
+            # meta.json rewritten first, bm25.idx still the broken one: a poll sees it and fails again.
+            (index / "meta.json").unlink()
+            (index / "meta.json").write_bytes(good["meta.json"])
+            skipped = app._bad_generation
+            app.poll_index()
+            await _wait(pilot, lambda: app._bad_generation not in (None, skipped), "the half-written index tried")
+            assert app.index_state == "invalid"
+            (index / "bm25.idx").unlink()
+            (index / "bm25.idx").write_bytes(good["bm25.idx"])
+            app.poll_index()
+            await _wait(pilot, lambda: app.index_state == "ready", "the rewritten index to open")
+
+    asyncio.run(scenario())
+    assert app.return_code in (None, 0)
