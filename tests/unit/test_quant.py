@@ -118,3 +118,25 @@ def test_the_vectors_scan_setting_reaches_the_retriever(tmp_path, monkeypatch):
     with pytest.raises(UsageError, match=r"\[vectors\] scan"):
         app.open_index(path, load_settings(config=config))
     assert load_settings().vector_scan == "f32"
+
+
+def test_without_an_nprobe_every_ivf_path_probes_the_calibrated_default():
+    """The int8 scan and the filtered (query syntax) IVF path took params.nprobe, the plain path the
+    calibrated default_nprobe: without an explicit nprobe they probed other lists than plain IVF."""
+    from ragtui.core.search.query_plan import QueryPlan
+
+    rng = np.random.default_rng(6)
+    v = clustered(rng, 4000, 32, centres=40)
+    ivf = build_ivf(v, "t", IVFParams(nlist=16, nprobe=1))
+    ivf.calibrate(v, "t")  # as an index whose lists were calibrated: its default is not params.nprobe
+    assert ivf.default_nprobe != ivf.params.nprobe  # the case that was wrong
+    quant = QuantizedVectors.build(v)
+    plan = QueryPlan.__new__(QueryPlan)
+    plan.mask, plan.checks = np.ones(len(v), dtype=bool), []
+    plan.mask[::7] = False  # a filter: the planned path, not lists.search
+    for q in clustered(rng, 20, 32, centres=40):
+        want = ivf.search(q, 10)
+        assert same(ivf_search_i8(ivf, quant, q, 10), want)
+        rows, _ = plan.ivf(ivf, v, q, 10, None)
+        explicit, _ = plan.ivf(ivf, v, q, 10, ivf.default_nprobe)
+        assert np.array_equal(rows, explicit)

@@ -346,6 +346,21 @@ class IVFIndex:
         scores = vecdot(self.centroids, np.asarray(query, dtype=np.float64))
         return top_k(scores, None, nprobe)[0]
 
+    def resolve_nprobe(self, nprobe: int | None) -> int:
+        """The lists a search probes: ``nprobe``, or ``default_nprobe`` when None (UsageError below 1).
+
+        Every IVF search path (plain, filtered, int8) asks here, so none probes another number of lists.
+        """
+        if nprobe is None:
+            return self.default_nprobe
+        if nprobe < 1:
+            raise UsageError(f"nprobe must be >= 1, got {nprobe}")
+        return nprobe
+
+    def probed_rows(self, query: np.ndarray, nprobe: int) -> np.ndarray:
+        """The rows of the ``nprobe`` lists ``probe`` picks, list by list."""
+        return np.concatenate([self.rows[self.offsets[c] : self.offsets[c + 1]] for c in self.probe(query, nprobe)])
+
     def search(self, query: np.ndarray, k: int, nprobe: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Return the best ``k`` rows of the ``nprobe`` probed lists as (rows int64, scores float32).
 
@@ -357,10 +372,7 @@ class IVFIndex:
         q = as_query(query, self.dim)
         if k < 0:
             raise UsageError(f"k must be >= 0, got {k}")
-        if nprobe is None:
-            nprobe = self.default_nprobe
-        elif nprobe < 1:
-            raise UsageError(f"nprobe must be >= 1, got {nprobe}")
+        nprobe = self.resolve_nprobe(nprobe)
         if self.nlist == 0 or k == 0:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
         spans = [(self.offsets[c], self.offsets[c + 1]) for c in self.probe(q, nprobe)]

@@ -183,11 +183,7 @@ def ivf_search_i8(ivf: IVFIndex, quant: QuantizedVectors, query: np.ndarray, k: 
     q = as_query(query, ivf.dim)
     if k < 0:
         raise UsageError(f"k must be >= 0, got {k}")
-    if nprobe is None:
-        nprobe = ivf.params.nprobe
-    elif nprobe < 1:
-        raise UsageError(f"nprobe must be >= 1, got {nprobe}")
+    nprobe = ivf.resolve_nprobe(nprobe)
     if ivf.nlist == 0 or k == 0:
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
-    rows = np.concatenate([ivf.rows[ivf.offsets[c] : ivf.offsets[c + 1]] for c in ivf.probe(q, nprobe)])
-    return quant.search(q, k, rows=rows)
+    return quant.search(q, k, rows=ivf.probed_rows(q, nprobe))

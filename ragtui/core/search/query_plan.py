@@ -359,17 +359,13 @@ class QueryPlan:
     def ivf(self, lists: IVFIndex, vectors: np.ndarray, query: np.ndarray, k: int,
             nprobe: int | None) -> tuple[np.ndarray, np.ndarray]:
         """IVF under the plan: the passing rows of the probed lists, or every passing row when they are few."""
-        from ragtui.core.errors import UsageError
         from ragtui.core.search.flat import as_query, as_vectors
 
         if self.mask is None and not self.checks:
             return lists.search(query, k, nprobe=nprobe)
         v = as_vectors(vectors)
         q = as_query(query, v.shape[1])
-        if nprobe is None:
-            nprobe = lists.params.nprobe
-        elif nprobe < 1:
-            raise UsageError(f"nprobe must be >= 1, got {nprobe}")
+        nprobe = lists.resolve_nprobe(nprobe)
         if lists.nlist == 0 or k == 0:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
         passing = np.arange(v.shape[0]) if self.mask is None else np.flatnonzero(self.mask)
@@ -377,8 +373,7 @@ class QueryPlan:
         if passing.size <= probed_rows:
             rows = passing
         else:
-            probed = lists.probe(q, nprobe)
-            rows = np.concatenate([lists.rows[lists.offsets[c] : lists.offsets[c + 1]] for c in probed])
+            rows = lists.probed_rows(q, nprobe)
             if self.mask is not None:
                 rows = rows[self.mask[rows]]
         return self._rank(_scores_of(v, q, rows), rows, k)
