@@ -20,10 +20,10 @@ import json
 import re
 import socket
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from tests.helpers.loopback import LoopbackHandler, LoopbackServer
+from tests.helpers.loopback import LoopbackHandler, LoopbackServer, Seen
 
 FAULT_KINDS = (
     "status",      # answer `status` with an OpenAI-style error body and optional Retry-After
@@ -54,12 +54,6 @@ class Fault:
         if self.kind not in FAULT_KINDS:
             raise ValueError(f"unknown fault kind {self.kind!r}")
 
-
-@dataclass
-class Seen:
-    path: str
-    body: Any
-    headers: dict[str, str] = field(default_factory=dict)
 
 
 class ChatServer(LoopbackServer):

@@ -33,10 +33,10 @@ import socket
 import sys
 import threading
 from collections import deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from tests.helpers.loopback import LoopbackHandler, LoopbackServer
+from tests.helpers.loopback import LoopbackHandler, LoopbackServer, Seen
 
 FAULT_KINDS = (
     "status",     # answer `status` with an OpenAI-style error body and optional Retry-After
@@ -69,14 +69,6 @@ class Fault:
         if self.kind not in FAULT_KINDS:
             raise ValueError(f"unknown fault kind {self.kind!r}")
 
-
-@dataclass
-class Seen:
-    """One request as the server received it."""
-
-    path: str
-    body: Any
-    headers: dict[str, str] = field(default_factory=dict)
 
 
 class EmbedServer(LoopbackServer):

@@ -14,10 +14,20 @@ from __future__ import annotations
 import socket
 import sys
 import threading
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["LoopbackHandler", "LoopbackServer"]
+__all__ = ["LoopbackHandler", "LoopbackServer", "Seen"]
+
+
+@dataclass
+class Seen:
+    """One request as a test server received it."""
+
+    path: str
+    body: Any
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 class _HTTPServer(ThreadingHTTPServer):
