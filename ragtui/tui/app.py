@@ -158,6 +158,7 @@ class RagtuiApp(Actions, Workers, App[int]):
         self._held: contextlib.AbstractContextManager | None = None  # frames held for a search (_hold_frames)
         self._hold_timer = None
         self._bad_generation: str | None = None
+        self._attempted_generation: str | None = None  # what the last open or reload worker began to read
         self._citing: str | None = None  # the chunk a detail citation worker is resolving
         self._main = SearchScreen()
         super().__init__()

@@ -57,6 +57,7 @@ class Session(Protocol):
     editor_runs: list[list[str]]
     debug_errors: bool
     _bad_generation: str | None
+    _attempted_generation: str | None
     _citing: str | None
 
     # -- Textual's App -------------------------------------------------------------------

@@ -50,9 +50,12 @@ class Workers:
     def open_index_worker(self: Session, index_id: str | None, unless_generation: str | None = None) -> None:
         """Open ``index_id`` (or the only index); with ``unless_generation``, only if it changed since."""
         path = backend.locate_index(self.settings, index_id)
-        if unless_generation is not None and backend.generation(path) == unless_generation:
+        # Taken before the files are read: a failure handler records it as broken, to skip until it changes.
+        # Taken after the failure, it could already be the identity of files repaired meanwhile.
+        self._attempted_generation = backend.generation(path)
+        if unless_generation is not None and self._attempted_generation == unless_generation:
             return
-        self.index_path = path  # a failure handler records the broken generation, to skip it until it changes
+        self.index_path = path
         retriever = backend.open_index(path, self.settings)
         if _live():
             self.post_message(IndexOpened(retriever, path))
@@ -125,7 +128,8 @@ class Workers:
     @work(thread=True, exit_on_error=False, group="reload")
     def reload_worker(self: Session, retriever, skip_generation: str | None = None) -> None:
         """Move to a newly published generation; ``skip_generation`` is one known to be broken."""
-        if skip_generation is not None and backend.generation(retriever.data.path) == skip_generation:
+        self._attempted_generation = backend.generation(retriever.data.path)  # before reading (open_index_worker)
+        if skip_generation is not None and self._attempted_generation == skip_generation:
             return
         old_n = retriever.meta.n_chunks
         if retriever.reload():
@@ -204,7 +208,7 @@ class Workers:
                 self.main.detail.show_problem(self.main.detail.chunk_id, message)
         elif group == "reload":
             if self.index_path is not None:
-                self._bad_generation = backend.generation(self.index_path)
+                self._bad_generation = self._attempted_generation
             self.live_text, self.live_error = f"reload failed: {message} (showing the previous index)", True
         elif group == "compare":
             for screen in self.screen_stack:
@@ -237,5 +241,5 @@ class Workers:
         else:
             self.index_state, self.index_problem = "invalid", message
             if self.index_path is not None:
-                self._bad_generation = backend.generation(self.index_path)
+                self._bad_generation = self._attempted_generation
             self.main.show_notice("invalid", *states.invalid(self.index_id, message), error=True)

@@ -125,3 +125,40 @@ def test_an_index_caught_half_rewritten_is_tried_again_when_any_file_changes(tmp
 
     asyncio.run(scenario())
     assert app.return_code in (None, 0)
+
+
+def test_files_repaired_while_a_failed_open_is_reported_are_tried_again(tmp_path, monkeypatch):
+    """The broken generation is the one the worker read, not what is on disk when its failure is handled:
+    taken then, it was the repaired files' identity, and they were skipped forever (a CI timeout)."""
+    from ragtui.config import Settings
+    from ragtui.tui import backend
+    from ragtui.tui.history import QueryHistory
+
+    monkeypatch.setattr(app_module.RagtuiApp, "CURSOR_BLINK", False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    art = tmp_path / "art"
+    index = art / "rag" / INDEX_ID
+    _write(index, "bm25.idx", b"")
+    real_open = backend.open_index
+    calls = []
+
+    def open_then_repair(path, settings):
+        calls.append(path)
+        try:
+            return real_open(path, settings)
+        finally:
+            if len(calls) == 1:  # the first open fails; the files are repaired before its failure is handled
+                _write(index, "bm25.idx", base_files()["bm25.idx"])
+
+    monkeypatch.setattr(backend, "open_index", open_then_repair)
+    app = app_module.create_app(Settings(artifacts=art, index=INDEX_ID), embedder_factory=lambda s: HashEmbedder(4),
+                                debounce=0.0, poll_seconds=3600.0, history=QueryHistory(None))
+
+    async def scenario():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await _wait(pilot, lambda: app.index_state == "invalid", "the invalid state")
+            app.poll_index()
+            await _wait(pilot, lambda: app.index_state == "ready", "the repaired index to open")
+
+    asyncio.run(scenario())
+    assert len(calls) == 2
