@@ -9,7 +9,14 @@ redirects, and the API key only in the request's header, scrubbed from every
 message. With ``on_delta`` the answer is streamed (server-sent events) and
 each piece of text is passed on as it arrives; once a piece was passed on,
 nothing is retried (the words are already on the screen), so a stream that
-breaks off is an ``LLMError``.
+breaks off is an ``LLMError`` (an ``AnswerCut`` holding the text that came).
+
+Bounds: ``timeout`` is the deadline of the whole call (its retries and waits
+included): a server that keeps the stream open with comments, empty deltas
+or a trickle of text is cut off then. An answer runs to at most
+``max_tokens`` tokens, which the client holds the server to by counting:
+more than ``answer_limits(max_tokens)`` pieces of text or bytes of it cut
+the answer off too (the server ignored ``max_tokens``).
 
 Failures are ``ragtui.core.errors``: ``UsageError`` (exit 2) for the settings
 (no ``[llm]``, a missing key variable, a bad value), ``LLMError`` (exit 3) for
@@ -31,11 +38,27 @@ from ragtui.core.embedders._httpx import httpx
 from ragtui.core.embedders._transport import JSONPoster, RetryPolicy
 from ragtui.core.errors import LLMError, UsageError
 
-__all__ = ["CHAT_PATH", "ChatAnswer", "ChatClient", "Message"]
+__all__ = ["CHAT_PATH", "AnswerCut", "ChatAnswer", "ChatClient", "Message", "answer_limits"]
 
 CHAT_PATH = "/v1/chat/completions"
 MAX_ANSWER_BYTES = 8 << 20
 """The largest answer read (streamed or not): a server cannot make the client hold more."""
+PIECES_PER_TOKEN = 2
+BYTES_PER_TOKEN = 128
+"""A token's text is rarely over 16 bytes, and a server sends a piece per token or fewer: both bounds are generous."""
+
+
+def answer_limits(max_tokens: int) -> tuple[int, int]:
+    """``(pieces, bytes)``: the most pieces of text and UTF-8 bytes of it an answer of ``max_tokens`` can hold."""
+    return PIECES_PER_TOKEN * max_tokens + 16, BYTES_PER_TOKEN * max_tokens + 4096
+
+
+class AnswerCut(LLMError):
+    """An answer that did not end (a deadline, a bound, a broken stream); ``text`` is what arrived of it."""
+
+    def __init__(self, message: str, text: str) -> None:
+        super().__init__(message)
+        self.text = text
 
 Message = Mapping[str, str]
 """``{"role": "system" | "user" | "assistant", "content": text}``."""
@@ -160,10 +183,11 @@ class ChatClient:
     def chat(self, messages: Sequence[Message], *, on_delta: Callable[[str], None] | None = None,
              max_tokens: int | None = None) -> ChatAnswer:
         """Ask; stream when ``on_delta`` is given (each new piece of text is passed to it)."""
+        tokens = max_tokens or self.max_tokens
         body: dict[str, Any] = {
             "model": self.model,
             "messages": [dict(m) for m in messages],
-            "max_tokens": max_tokens or self.max_tokens,
+            "max_tokens": tokens,
             "temperature": self.temperature,
             "stream": on_delta is not None,
         }
@@ -171,10 +195,20 @@ class ChatClient:
         started = time.perf_counter()
         self.calls += 1
         # Both ways go through the transport's stream(), which bounds what it reads (MAX_ANSWER_BYTES).
-        state = _Stream(where, on_delta or (lambda _text: None), started)
-        whole = self._poster.stream(CHAT_PATH, body, state.event, max_bytes=MAX_ANSWER_BYTES)
+        state = _Stream(where, on_delta or (lambda _text: None), started, tokens)
+        try:
+            whole = self._poster.stream(CHAT_PATH, body, state.event, max_bytes=MAX_ANSWER_BYTES)
+        except LLMError as exc:
+            if state.parts:
+                raise AnswerCut(str(exc), "".join(state.parts)) from None
+            raise
         if whole is not None:  # a plain JSON answer (asked for, or a server that ignored "stream")
             answer = _whole_answer(whole, where, time.perf_counter() - started, streamed=False)
+            _, most = answer_limits(tokens)
+            if len(answer.text.encode("utf-8")) > most:
+                raise AnswerCut(f"{where}: the answer is longer than max_tokens = {tokens} tokens can be "
+                                f"(over {most:,} bytes): the server ignored max_tokens; cut there",
+                                answer.text.encode("utf-8")[:most].decode("utf-8", "ignore"))
             if on_delta is not None:
                 on_delta(answer.text)
             return answer
@@ -230,8 +264,11 @@ def _whole_answer(body: Any, where: str, seconds: float, *, streamed: bool) -> C
 class _Stream:
     """Collects the events of one streamed answer."""
 
-    def __init__(self, where: str, on_delta: Callable[[str], None], started: float) -> None:
+    def __init__(self, where: str, on_delta: Callable[[str], None], started: float, max_tokens: int) -> None:
         self.where, self.on_delta, self.started = where, on_delta, started
+        self.max_tokens = max_tokens
+        self.most_pieces, self.most_bytes = answer_limits(max_tokens)
+        self.bytes = 0
         self.parts: list[str] = []
         self.model: str | None = None
         self.finish_reason: str | None = None
@@ -257,6 +294,12 @@ class _Stream:
                 text = _text(text)
                 if self.first is None:
                     self.first = time.perf_counter() - self.started
+                self.bytes += len(text.encode("utf-8"))
+                if len(self.parts) >= self.most_pieces or self.bytes > self.most_bytes:
+                    raise LLMError(f"{self.where}: the answer ran past max_tokens = {self.max_tokens}: "
+                                   f"{len(self.parts) + 1:,} pieces and {self.bytes:,} bytes of text arrived, more "
+                                   f"than {self.max_tokens} tokens can hold (the server ignored max_tokens); "
+                                   "stopped reading")
                 self.parts.append(text)
                 self.on_delta(text)
             if isinstance(choice.get("finish_reason"), str):

@@ -237,3 +237,53 @@ def test_the_question_and_the_hyde_passage_are_prose_not_query_syntax(indexed, c
     assert r.returncode == 0, r.stderr
     r = ragtui("pack", 'what are "cats', "--artifacts", str(art), "--mode", "bm25")
     assert r.returncode == 2 and "query column" in r.stderr  # pack takes a search query, syntax included
+
+
+def _timeout_config(tmp_path, server, seconds: float) -> str:
+    config = tmp_path / "llm.toml"
+    config.write_text(f'[llm]\nbase_url = "{server.url}"\nmodel = "m"\ntimeout = {seconds}\nretries = 2\n',
+                      encoding="utf-8")
+    return str(config)
+
+
+@pytest.mark.parametrize("flag", ["--stream", "--no-stream", "--json"])
+def test_an_answer_that_never_ends_exits_3_with_what_arrived_marked_as_cut(indexed, tmp_path, flag):
+    from ragtui.commands.ask import CUT_MARK
+
+    _, art = indexed
+    with ChatServer(model="m", hang_limit=120.0) as server:
+        server.queue(Fault("trickle"))  # one character every 0.2 s, never an end
+        r = ragtui("ask", "what are cats", "--artifacts", str(art), "--mode", "bm25", flag,
+                   "--config", _timeout_config(tmp_path, server, 1.5))
+    assert r.returncode == 3, r.stderr
+    lines = r.stderr.strip("\n").split("\n")
+    assert len(lines) == 1 and lines[0].startswith("ragtui: error: ") and "within 1.5s" in lines[0], r.stderr
+    if flag == "--json":
+        out = json.loads(r.stdout)
+        assert out["complete"] is False and out["answer"] and "The sources say so".startswith(out["answer"][:18])
+    else:
+        text, mark = r.stdout.rstrip("\n").rsplit("\n", 1)
+        assert mark == CUT_MARK and text and "The sources say so [docs/cats.md:L1-4].".startswith(text)
+
+
+def test_a_stream_of_pings_alone_exits_3_in_time(indexed, tmp_path):
+    _, art = indexed
+    with ChatServer(model="m", hang_limit=120.0) as server:
+        server.queue(Fault("pings"))
+        r = ragtui("ask", "what are cats", "--artifacts", str(art), "--mode", "bm25", "--stream",
+                   "--config", _timeout_config(tmp_path, server, 1.5))
+    assert r.returncode == 3 and "did not finish within 1.5s" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert r.stdout == ""
+
+
+def test_the_closing_warning_starts_on_its_own_line(indexed, chat):
+    import subprocess
+    import sys
+
+    _, art = indexed
+    chat.reply = "Cats are mammals."  # cites nothing: a warning follows the streamed answer
+    r = subprocess.run([sys.executable, "-m", "ragtui", "ask", "cats", "--artifacts", str(art), "--mode", "bm25",
+                        "--stream", "--fast"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       env={**os.environ, **llm_env(chat)}, timeout=300)
+    assert r.returncode == 1
+    assert "Cats are mammals.\nragtui: warning: the answer cites no source" in r.stdout, r.stdout

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -36,7 +37,16 @@ FAULT_KINDS = (
     "bad_event",   # streamed: one piece, then a data line that is not JSON
     "no_usage",    # a valid answer without a usage object
     "plain",       # a non-streamed JSON answer even when streaming was asked for
+    "pings",       # streamed: a ": ping" comment every `interval` (0.5 s), never any text nor an end
+    "empty_deltas",  # streamed: an empty delta every `interval` (0.05 s), never an end
+    "trickle",     # streamed: one character every `interval` (0.2 s), never an end
+    "endless",     # streamed: text as fast as the client reads it, never an end (max_tokens ignored)
+    "slow_body",   # not streamed: the JSON answer one byte every `interval` (0.2 s)
+    "slow_head",   # the status line and headers one byte every `interval` (0.2 s), never finished
 )
+ENDLESS = ("pings", "empty_deltas", "trickle", "endless", "slow_body", "slow_head")
+"""Faults that go on until the client closes the connection, ``release()`` or ``hang_limit``."""
+INTERVALS = {"pings": 0.5, "empty_deltas": 0.05, "trickle": 0.2, "endless": 0.0, "slow_body": 0.2, "slow_head": 0.2}
 
 _SOURCE = re.compile(r"^Source \d+: \[([^\[\]\n]+)\]$", re.MULTILINE)
 _LABEL = re.compile(r"\[([^\[\]\n]+?(?::L\d+-\d+|#\d+))\]")
@@ -49,6 +59,8 @@ class Fault:
     retry_after: str | None = None
     message: str = "injected fault"
     echo_auth: bool = False
+    interval: float | None = None
+    """Seconds between the pieces of an ``ENDLESS`` fault (None: its ``INTERVALS`` entry)."""
 
     def __post_init__(self) -> None:
         if self.kind not in FAULT_KINDS:
@@ -140,6 +152,14 @@ class _Handler(LoopbackHandler):
         if kind == "garbage":
             self._raw(200, b"<html>502 Bad Gateway</html> {not json", "application/json")
             return
+        if kind in ENDLESS:
+            assert fault is not None
+            try:
+                self._endless(fault, body)
+            except OSError:
+                pass  # the client closed the connection: what a client with a deadline does
+            self.close_connection = True
+            return
         if kind == "no_choices":
             self._json(200, {"id": "x", "object": "chat.completion", "choices": [], "model": owner.model})
             return
@@ -206,6 +226,74 @@ class _Handler(LoopbackHandler):
         chunk(b"data: [DONE]\n\n")
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
+
+    def _endless(self, fault: Fault, body: dict[str, Any]) -> None:
+        """Act out an ``ENDLESS`` fault until the client goes, ``release()`` or ``hang_limit``."""
+        owner = self.server.owner
+        interval = INTERVALS[fault.kind] if fault.interval is None else fault.interval
+        until = time.monotonic() + owner.hang_limit
+
+        def more() -> bool:  # wait one interval; False when it is time to stop
+            if interval:
+                return not owner._release.wait(interval) and time.monotonic() < until
+            return not owner._release.is_set() and time.monotonic() < until
+
+        out = self.wfile
+        if fault.kind == "slow_head":
+            for byte in b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Slow: " + b"a" * 100_000:
+                out.write(bytes([byte]))
+                out.flush()
+                if not more():
+                    return
+            return
+        if fault.kind == "slow_body":
+            text = owner.answer_text(body)
+            data = json.dumps({"id": "chatcmpl-1", "object": "chat.completion", "model": owner.model,
+                               "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                                            "finish_reason": "stop"}]}).encode("utf-8")
+            data = b" " * 100_000 + data  # leading whitespace: the body stays valid, it only never ends in time
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            for byte in data:
+                out.write(bytes([byte]))
+                out.flush()
+                if not more():
+                    return
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+        def chunk(payload: bytes) -> None:
+            out.write(b"%x\r\n%s\r\n" % (len(payload), payload))
+            out.flush()
+
+        def delta(content: str) -> None:
+            chunk(b"data: " + json.dumps({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": owner.model,
+                                          "choices": [{"index": 0, "delta": {"content": content},
+                                                       "finish_reason": None}]}).encode("utf-8") + b"\n\n")
+
+        text = owner.answer_text(body)
+        if fault.kind == "pings":
+            while True:
+                chunk(b": ping\n\n")
+                if not more():
+                    return
+        if fault.kind == "empty_deltas":
+            delta(text[:4])  # some text first: what arrived is shown, marked as cut
+            while True:
+                delta("")
+                if not more():
+                    return
+        i = 0
+        while True:  # trickle, endless: the answer's characters, then more of them, never a finish_reason
+            delta(text[i % len(text)] if fault.kind == "trickle" else text)
+            i += 1
+            if not more():
+                return
 
     def _raw(self, status: int, data: bytes, ctype: str, headers: dict[str, str] | None = None) -> None:
         self.send_response(status)

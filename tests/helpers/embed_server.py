@@ -51,7 +51,12 @@ FAULT_KINDS = (
     "reorder",    # valid, but data listed in reverse order
     "no_pieces",  # tokenize answers ids only (no offsets / pieces / token_strs)
     "per_token",  # a server without pooling: each embedding is a list of vectors, one per token
+    "slow_head",  # the status line and headers, one byte every `interval` seconds, never finished
+    "trickle",    # headers at once, then a 1 MB body one byte every `interval` seconds
+    "endless",    # a chunked body that never ends, as fast as the client reads it
+    "oversized",  # a body declared (Content-Length) and sent at 64 MiB
 )
+"""The last four never end on their own: until the client closes, ``release()``, or ``hang_limit``."""
 
 
 @dataclass
@@ -64,6 +69,7 @@ class Fault:
     message: str = "injected fault"
     echo_auth: bool = False  # put the received Authorization header in the error message
     path: str | None = None
+    interval: float = 0.2  # slow_head, trickle: seconds between bytes
 
     def __post_init__(self) -> None:
         if self.kind not in FAULT_KINDS:
@@ -314,6 +320,10 @@ class _Handler(LoopbackHandler):
             self.connection.shutdown(socket.SHUT_RDWR)
             self.close_connection = True
             return True
+        if fault.kind in ("slow_head", "trickle", "endless", "oversized"):
+            self._endless(fault)
+            self.close_connection = True
+            return True
         if fault.kind == "garbage":
             payload = b"<html>502 Bad Gateway</html> {not json"
             self.send_response(200)
@@ -323,6 +333,52 @@ class _Handler(LoopbackHandler):
             self.wfile.write(payload)
             return True
         return False
+
+    def _endless(self, fault: Fault) -> None:
+        """An answer that does not end (see FAULT_KINDS); returns when the client is gone or time is up."""
+        owner = self.server.owner
+        out = self.wfile
+        try:
+            if fault.kind == "slow_head":
+                head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Slow: " + b"a" * 100_000
+                for byte in head:
+                    out.write(bytes([byte]))
+                    out.flush()
+                    if owner._release.wait(fault.interval):
+                        return
+                return
+            if fault.kind == "trickle":
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(1 << 20))
+                self.end_headers()
+                out.flush()
+                for _ in range(1 << 20):
+                    out.write(b" ")  # JSON allows leading whitespace: the body is never wrong, only unfinished
+                    out.flush()
+                    if owner._release.wait(fault.interval):
+                        return
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            block = b"x" * (64 << 10)
+            if fault.kind == "oversized":
+                size = 64 << 20
+                self.send_header("Content-Length", str(size + 12))
+                self.end_headers()
+                out.write(b'{"pad": "')
+                for _ in range(size // len(block)):
+                    out.write(block)
+                out.write(b'"}\n')
+                return
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            out.write(b'9\r\n{"pad": "\r\n')
+            chunk = b"%x\r\n%s\r\n" % (len(block), block)
+            while not owner._release.is_set():
+                out.write(chunk)
+        except OSError:
+            return  # the client closed the connection: what a bounded client does
 
     def _hang(self) -> None:
         """Wait for release (or hang_limit), watching whether the client closes the connection."""

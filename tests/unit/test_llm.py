@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ragtui.core.errors import LLMError, UsageError
-from ragtui.core.llm import ChatClient
+from ragtui.core.llm import AnswerCut, ChatClient, answer_limits
 from tests.helpers.chat_server import ChatServer, Fault
 
 MESSAGES = [{"role": "system", "content": "Cite sources."},
@@ -167,3 +167,50 @@ def test_an_answer_larger_than_the_bound_is_refused(server):
     server.reply = "x" * (MAX_ANSWER_BYTES + 10)
     with pytest.raises(LLMError, match="larger than"):
         client(server).chat(MESSAGES)
+
+
+# -- the deadline of the whole request and the bounds of an answer ------------------------------------------------
+
+STALLS = ["pings", "empty_deltas", "trickle", "slow_body", "slow_head"]
+"""Servers that keep the answer open without ever ending it (tests/helpers/chat_server.py)."""
+
+
+@pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize("kind", STALLS)
+def test_an_answer_that_never_ends_is_cut_at_the_deadline(kind, stream):
+    with ChatServer(model="m", hang_limit=120.0) as s:
+        s.queue(Fault(kind))
+        pieces: list[str] = []
+        with pytest.raises(LLMError) as info:
+            client(s, timeout=1.5, retries=2).chat(MESSAGES, on_delta=pieces.append if stream else None)
+        message = str(info.value)
+        assert "within 1.5s" in message and "\n" not in message, message
+        assert len(s.chat_bodies()) == 1  # no retry starts past the deadline
+        if kind in ("empty_deltas", "trickle"):  # text came: it is kept, as what arrived before the cut
+            assert isinstance(info.value, AnswerCut) and info.value.text
+            assert ("The sources say so [docs/a.md:L1-3]." * 3).startswith(info.value.text)
+            assert "".join(pieces) == (info.value.text if stream else "")
+        else:
+            assert not isinstance(info.value, AnswerCut)
+
+
+def test_the_deadline_covers_the_retries_and_their_waits():
+    with ChatServer(model="m", hang_limit=120.0) as s:
+        s.queue(Fault("status", status=503, retry_after="30"))
+        c = ChatClient(s.url, "m", timeout=2.0, retries=3)  # the real sleep: a 30 s wait would pass the deadline
+        with pytest.raises(LLMError, match=r"failed after 1 attempt\(s\): HTTP 503.*no time was left for a retry"):
+            c.chat(MESSAGES)
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_an_answer_past_max_tokens_is_cut(stream):
+    with ChatServer(model="m", hang_limit=120.0) as s:
+        s.queue(Fault("endless"))  # text as fast as it can be read, never an end
+        with pytest.raises(AnswerCut, match="ran past max_tokens = 20") as info:
+            client(s, timeout=60.0).chat(MESSAGES, on_delta=(lambda _t: None) if stream else None, max_tokens=20)
+        pieces, most = answer_limits(20)
+        assert 0 < len(info.value.text.encode("utf-8")) <= most
+        s.reply = "many words " * 2000  # one plain body, far longer than 20 tokens
+        with pytest.raises(AnswerCut, match="longer than max_tokens = 20") as info:
+            client(s).chat(MESSAGES, max_tokens=20)
+        assert s.reply.startswith(info.value.text) and len(info.value.text.encode("utf-8")) <= most
