@@ -52,7 +52,7 @@ FAULT_KINDS = (
     "no_pieces",  # tokenize answers ids only (no offsets / pieces / token_strs)
     "per_token",  # a server without pooling: each embedding is a list of vectors, one per token
     "slow_head",  # the status line and headers, one byte every `interval` seconds, never finished
-    "trickle",    # headers at once, then a 1 MB body one byte every `interval` seconds
+    "trickle",    # headers at once, then a 30,000-byte body one byte every `interval` seconds
     "endless",    # a chunked body that never ends, as fast as the client reads it
     "oversized",  # a body declared (Content-Length) and sent at 64 MiB
 )
@@ -350,10 +350,10 @@ class _Handler(LoopbackHandler):
             if fault.kind == "trickle":
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(1 << 20))
+                self.send_header("Content-Length", "30000")
                 self.end_headers()
                 out.flush()
-                for _ in range(1 << 20):
+                for _ in range(30000):
                     out.write(b" ")  # JSON allows leading whitespace: the body is never wrong, only unfinished
                     out.flush()
                     if owner._release.wait(fault.interval):

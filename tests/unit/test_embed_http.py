@@ -767,3 +767,55 @@ def test_a_missing_tokenize_endpoint_names_each_servers_style(make, server):
         tok.count("hello")
     msg = str(info.value)
     assert "HTTP 404" in msg and "/extras/tokenize ('llama-cpp-python')" in msg and "tokenizer_file" in msg
+
+
+# -- every request's deadline and every answer's size bound ------------------------------------------------------
+
+ENDPOINTS = {
+    "embeddings": (EMB, "native"),
+    "tokenize": ("/tokenize", "llama.cpp"),
+    "detokenize": ("/extras/detokenize", "llama-cpp-python"),
+}
+
+
+def _ask(emb, endpoint: str):
+    if endpoint == "embeddings":
+        return emb.embed(["some text to embed"])
+    if endpoint == "tokenize":
+        return emb.tokenizer.count("some text to count")
+    return emb.tokenizer.spans("some text to align")
+
+
+@pytest.mark.parametrize("kind", ["trickle", "slow_head", "endless", "oversized"])
+@pytest.mark.parametrize("endpoint", list(ENDPOINTS))
+def test_an_answer_that_never_ends_or_is_too_large_fails_in_time(local, endpoint, kind):
+    path, style = ENDPOINTS[endpoint]
+    with EmbedServer(local, hang_limit=120.0) as srv:
+        url = srv.url
+        # The fault meets every attempt; adaptive=False retries a timeout like any failure.
+        srv.queue(*[Fault(kind, path=path)] * 2)
+        emb = HTTPEmbedder(srv.url, local.model, dim=local.dim, tokenize_style=style, timeout=1.0, retries=1,
+                           backoff=0.0, adaptive=False)
+        with pytest.raises(EmbeddingError) as info:
+            _ask(emb, endpoint)
+        emb.close()
+    message = str(info.value)
+    assert url in message and "\n" not in message, message
+    if kind in ("endless", "oversized"):
+        assert "larger than" in message and "bytes" in message, message
+        bodies = [json.dumps(s.body, sort_keys=True) for s in srv.seen if s.path == path]
+        assert len(bodies) == len(set(bodies)), "a too-large answer was asked for again"
+    else:
+        assert "within 1s" in message, message
+
+
+def test_the_answer_bound_follows_the_batch(local):
+    from ragtui.core.embedders.http import answer_bound
+
+    with EmbedServer(local) as srv:
+        emb = HTTPEmbedder(srv.url, local.model, dim=local.dim, tokenizer=local.tokenizer, batch_size=64)
+        vectors = emb.embed(TEXTS)  # real answers are well inside the bound
+        assert vectors.shape == (len(TEXTS), local.dim)
+        one = len(json.dumps({"data": [{"index": 0, "embedding": [-0.123456789] * local.dim}]}))
+        assert one < answer_bound(1, local.dim) and 64 * one < answer_bound(64, local.dim) < 8 * 64 * one
+        emb.close()

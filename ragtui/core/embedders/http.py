@@ -19,6 +19,11 @@ Works with Ollama, llama.cpp's server, vLLM, TEI and hosted APIs
   tokenizer when one is configured, else estimated as UTF-8 bytes + 1 (an
   upper bound for byte-level BPE, byte-fallback SentencePiece and WordPiece),
   so no second round trip per text is needed.
+* Every request has ``timeout`` seconds in all, from connecting to the last
+  byte of the answer (a server that trickles its answer is cut off then),
+  and an answer may be at most ``answer_bound(n, dim)`` bytes: ``n`` vectors
+  of ``dim`` floats at ``BYTES_PER_FLOAT`` each, plus slack (``UNKNOWN_DIM``
+  dimensions until the first answer fixes ``dim``).
 * The empty string is never sent (hosted APIs reject it); it gets
   ``empty_text_vector(dim)`` like every embedder.
 * The API key is read from the environment variable *named* by
@@ -54,12 +59,22 @@ from ragtui.core.embedders.http_tokenizer import (
 )
 from ragtui.core.errors import EmbeddingError, UsageError
 
-__all__ = ["EMBEDDINGS_PATH", "HTTPEmbedder", "Pace", "plan_batches"]
+__all__ = ["BYTES_PER_FLOAT", "EMBEDDINGS_PATH", "UNKNOWN_DIM", "HTTPEmbedder", "Pace", "answer_bound",
+           "plan_batches"]
 
 log = logging.getLogger("ragtui.core.embedders.http")
 
 EMBEDDINGS_PATH = "/v1/embeddings"
 _PROBE_TEXT = "dimension probe"
+BYTES_PER_FLOAT = 40
+"""JSON spells a float32 in at most about 16 characters and a float64 in about 24: 40 with its separator is generous."""
+UNKNOWN_DIM = 16384
+"""The dimensions an answer is allowed before the first one fixes ``dim`` (the largest models have 4,096-8,192)."""
+
+
+def answer_bound(n: int, dim: int | None) -> int:
+    """The most bytes an embeddings answer for ``n`` texts of ``dim`` dimensions is read to."""
+    return n * ((dim or UNKNOWN_DIM) * BYTES_PER_FLOAT + 512) + (256 << 10)
 
 
 class HTTPEmbedder:
@@ -279,7 +294,7 @@ class HTTPEmbedder:
     def _embed_batch(self, texts: list[str], abort: threading.Event | None, *,
                      retry_timeouts: bool = True) -> np.ndarray:
         answer = self._poster.post(EMBEDDINGS_PATH, {"model": self.model, "input": texts}, abort=abort,
-                                   retry_timeouts=retry_timeouts)
+                                   retry_timeouts=retry_timeouts, max_bytes=answer_bound(len(texts), self._dim))
         source = f"POST {self._poster.display_url(EMBEDDINGS_PATH)}"
         matrix = _read_embeddings(answer, len(texts), source)
         with self._lock:

@@ -12,6 +12,10 @@ tei         ``/tokenize``       ``{"inputs", "add_special_tokens": false}``
                                 -> ``[[{"id", "text", "special", "start", "stop"}]]``
 ==========  ==================  ===========================================================
 
+Answers are read to a bound from the request: ``tokenize_bound(text)`` (a
+token per byte of the text at most, each with its id, offsets or piece) and
+``detokenize_bound(ids)``; each request has ``timeout`` seconds in all.
+
 ``count`` needs only token ids. ``spans`` needs positions: native and tei give
 offsets; llama.cpp and vllm give token pieces, which ``align_pieces`` lays over
 the text's UTF-8 bytes. When a server gives neither, or its pieces do not fit
@@ -33,7 +37,7 @@ from ragtui.core.embedders.base import tile_spans
 from ragtui.core.errors import EmbeddingError
 
 __all__ = ["DEFAULT_TOKENIZE_PATHS", "DETOKENIZE_PATHS", "TOKENIZE_STYLES", "HTTPTokenizer", "align_by_decoding",
-           "align_pieces"]
+           "align_pieces", "detokenize_bound", "tokenize_bound"]
 
 DEFAULT_TOKENIZE_PATHS = {
     "native": "/v1/tokenize",
@@ -52,6 +56,20 @@ MAX_GROUP = 8
 PIECE_CACHE = 1 << 18
 """Decoded single tokens remembered per tokenizer (a vocabulary is at most a few hundred thousand)."""
 TOKENIZE_STYLES = (*DEFAULT_TOKENIZE_PATHS, "none")
+
+
+def tokenize_bound(text: str) -> int:
+    """The most bytes a tokenize answer for ``text`` is read to.
+
+    At most a token per UTF-8 byte (plus a few special ones), and at most 160 bytes of JSON per token: TEI's
+    ``{"id", "text", "special", "start", "stop"}`` object with an escaped character is under 100.
+    """
+    return (len(text.encode("utf-8")) + 16) * 160 + (64 << 10)
+
+
+def detokenize_bound(ids: Sequence[int]) -> int:
+    """The most bytes a detokenize answer for ``ids`` is read to (a token's text, escaped, is far under 2 KiB)."""
+    return len(ids) * 2048 + (64 << 10)
 
 _UNAVAILABLE = (
     "token spans are unavailable from this server; configure a local tokenizer "
@@ -114,7 +132,7 @@ class HTTPTokenizer:
         body: dict[str, Any] = {"tokens": ids}
         if self._style == "llama-cpp-python":
             body["model"] = self._model
-        status, answer = self._poster.post_once(self._detokenize_path, body)
+        status, answer = self._poster.post_once(self._detokenize_path, body, max_bytes=detokenize_bound(ids))
         if status >= 500:  # llama-cpp-python answers 500 for bytes that are not UTF-8
             return None
         if status >= 300:
@@ -150,7 +168,7 @@ class HTTPTokenizer:
     def _ask(self, text: str, *, positions: bool) -> tuple[list[int], list[tuple[int, int]] | None]:
         build, parse = _DIALECTS[self._style]
         try:
-            answer = self._poster.post(self._path, build(self._model, text, positions))
+            answer = self._poster.post(self._path, build(self._model, text, positions), max_bytes=tokenize_bound(text))
         except EmbeddingError as exc:
             if "HTTP 404" not in str(exc):
                 raise
