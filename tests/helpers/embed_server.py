@@ -97,6 +97,11 @@ class EmbedServer(LoopbackServer):
         """Embedding requests whose inputs hold more UTF-8 bytes than this hang (a server too slow for them)."""
         self.work_per_byte = 0.0
         """Seconds of ``virtual_clock`` each embedded input byte costs (a one-slot server's work)."""
+        self.work_exponent = 1.0
+        """A request of n input bytes costs ``work_per_byte * n ** work_exponent``: above 1, work grows faster than
+        the batch (as attention's does, or a batch past the server's own batch size)."""
+        self.hang_above_work: float | None = None
+        """Embedding requests that would cost more virtual seconds than this hang (a server too slow for them)."""
         self._virtual = 0.0
         self.abandoned = threading.Semaphore(0)
         """Released once for each hanging request whose client closed the connection."""
@@ -146,7 +151,7 @@ class EmbedServer(LoopbackServer):
         if isinstance(inputs, str):
             inputs = [inputs]
         with self._lock:
-            self._virtual += self.work_per_byte * sum(len(t.encode("utf-8")) for t in inputs)
+            self._virtual += self.work(inputs)
         vectors = self.embedder.embed(inputs).tolist()
         kind = fault.kind if fault else None
         if kind == "wrong_dim":
@@ -168,6 +173,10 @@ class EmbedServer(LoopbackServer):
         n_tokens = sum(self.embedder.tokenizer.count_many(inputs))
         return {"object": "list", "data": data, "model": self.model,
                 "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens}}
+
+    def work(self, inputs: list[Any]) -> float:
+        """The virtual seconds embedding ``inputs`` costs (see ``work_per_byte``)."""
+        return self.work_per_byte * sum(len(str(t).encode("utf-8")) for t in inputs) ** self.work_exponent
 
     def detokenize(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
         """What llama.cpp's detokenize gives for a SentencePiece vocab: the pieces' bytes, one leading space dropped."""
@@ -266,6 +275,10 @@ class _Handler(LoopbackHandler):
         if (fault is None and self.path == "/v1/embeddings" and owner.hang_above_bytes is not None
                 and isinstance(body, dict) and isinstance(body.get("input"), list)
                 and sum(len(str(t).encode("utf-8")) for t in body["input"]) > owner.hang_above_bytes):
+            fault = Fault("hang")
+        if (fault is None and self.path == "/v1/embeddings" and owner.hang_above_work is not None
+                and isinstance(body, dict) and isinstance(body.get("input"), list)
+                and owner.work(body["input"]) > owner.hang_above_work):
             fault = Fault("hang")
         if fault is not None and self._transport_fault(fault):
             return

@@ -605,7 +605,7 @@ def test_pace_shrinks_on_timeouts_and_succeeds(local):
     """A server that never answers requests over 1,500 bytes: each text still gets its vector, after few timeouts."""
     with EmbedServer(local) as srv:
         srv.hang_above_bytes = 1500
-        with HTTPEmbedder(srv.url, local.model, timeout=0.3, monotonic=srv.virtual_clock) as e:
+        with HTTPEmbedder(srv.url, local.model, timeout=1.0, monotonic=srv.virtual_clock) as e:
             np.testing.assert_allclose(e.embed(WORDS), local.embed(WORDS), atol=1e-6)
             first_timeouts = e.pace.timeouts
             assert 1 <= first_timeouts <= 2
@@ -749,7 +749,7 @@ def test_a_passing_stall_does_not_lower_the_pace_for_good(local):
     """One request hangs (a stall), then the server is fast again: the pace climbs back to the maxima."""
     texts = [f"text {i} " + "lorem ipsum " * 40 for i in range(400)]
     with EmbedServer(local) as srv:
-        with HTTPEmbedder(srv.url, local.model, timeout=0.3, batch_size=64, max_batch_tokens=8192,
+        with HTTPEmbedder(srv.url, local.model, timeout=1.0, batch_size=64, max_batch_tokens=8192,
                           concurrency=1, monotonic=srv.virtual_clock) as e:
             e.embed(texts[:8])  # the pace has grown past its start
             srv.queue(Fault("hang", path=EMB))
@@ -819,3 +819,30 @@ def test_the_answer_bound_follows_the_batch(local):
         one = len(json.dumps({"data": [{"index": 0, "embedding": [-0.123456789] * local.dim}]}))
         assert one < answer_bound(1, local.dim) and 64 * one < answer_bound(64, local.dim) < 8 * 64 * one
         emb.close()
+
+
+def test_pace_grows_by_measured_speed_so_a_superlinear_server_never_times_out(local):
+    """Work that grows as the batch to the power 2.5; 512 bytes cost a fifth of the timeout.
+
+    Doubling on any answer within a quarter of the timeout would send 1,024 bytes next: 5.7 times the work,
+    past the timeout. Growing by the measured speed, to what it does in a quarter of the timeout, stays inside.
+    """
+    with EmbedServer(local) as srv:
+        srv.work_exponent = 2.5
+        srv.work_per_byte = 0.2 * 2.0 / 512 ** 2.5
+        srv.hang_above_work = 2.0  # what would take longer than the timeout never comes
+        with HTTPEmbedder(srv.url, local.model, timeout=2.0, concurrency=1, monotonic=srv.virtual_clock) as e:
+            np.testing.assert_allclose(e.embed(WORDS), local.embed(WORDS), atol=1e-6)
+            assert e.pace.timeouts == 0, e.pace
+            assert 512 <= e.pace.batch_tokens < 1024
+        assert max(srv.work(b["input"]) for b in srv.seen_bodies(EMB)) < 2.0 * 0.9
+
+
+def test_timeouts_are_counted_with_the_work_they_cost(local):
+    with EmbedServer(local) as srv:
+        srv.hang_above_bytes = 1500
+        with HTTPEmbedder(srv.url, local.model, timeout=1.0, monotonic=srv.virtual_clock) as e:
+            e.embed(WORDS)
+            counts = e.pace.counters()
+        assert counts["timeouts"] >= 1 and counts["resent_texts"] >= 1 and counts["resent_tokens"] > 1500
+        assert counts["requests"] == len(srv.seen_bodies(EMB))

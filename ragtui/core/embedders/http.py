@@ -239,13 +239,18 @@ class HTTPEmbedder:
         """The adaptive batch budget and concurrency, as they stand after the last answer."""
         return self._pace
 
+    @property
+    def retried(self) -> int:
+        """Requests (embeddings, tokenize) repeated after a failure: HTTP 429/5xx, a broken connection."""
+        return self._poster.retried
+
     def _stream(self, texts: list[str], counts: list[int]) -> Iterator[tuple[list[int], np.ndarray]]:
         """Send ``texts`` in batches sized by ``self._pace``; yield ``(indices, rows)`` as answers arrive."""
         pace = self._pace
         todo: deque[int] = deque(range(len(texts)))
         timeouts = [0] * len(texts)
         abort = threading.Event()
-        inflight: dict[Future[tuple[np.ndarray, float]], tuple[list[int], int]] = {}
+        inflight: dict[Future[tuple[np.ndarray, float]], tuple[list[int], int, float]] = {}
         pool = ThreadPoolExecutor(max_workers=self._concurrency, thread_name_prefix="ragtui-embed")
         finished = False
         try:
@@ -254,14 +259,14 @@ class HTTPEmbedder:
                     batch = _take(todo, counts, pace.batch_texts, pace.batch_tokens)
                     tokens = sum(counts[i] for i in batch)
                     future = pool.submit(self._timed_batch, [texts[i] for i in batch], abort)
-                    inflight[future] = (batch, tokens)
+                    inflight[future] = (batch, tokens, self._monotonic())
                 done, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
                 for future in sorted(done, key=lambda f: inflight[f][0][0]):
-                    batch, tokens = inflight.pop(future)
+                    batch, tokens, sent_at = inflight.pop(future)
                     try:
                         rows, seconds = future.result()
                     except RequestTimeout as exc:
-                        pace.timed_out(tokens)
+                        pace.timed_out(tokens, len(batch), self._monotonic() - sent_at)
                         for i in batch:
                             timeouts[i] += 1
                         if len(batch) == 1 and timeouts[batch[0]] > self._retries:
@@ -326,9 +331,12 @@ class Pace:
     Starts small (``START_TOKENS`` per request, one request at a time), since
     a slow server (one slot, hundreds of tokens a second) must succeed with the
     defaults. An answer that came within ``GROW`` of the timeout for a batch
-    that used at least half the budget grows the budget (doubling it, up to
-    ``max_batch_tokens``), then, with the budget at its maximum, the
-    concurrency (by one, up to ``concurrency``). An answer slower than
+    that used at least half the budget grows the budget, by the speed it
+    measured: to what that answer's tokens per second would do in ``TARGET``
+    of the timeout, at most double, up to ``max_batch_tokens`` (so a server
+    whose work grows faster than its batch, as attention's does, still
+    answers the next batch well inside the timeout); then, with the budget at
+    its maximum, the concurrency (by one, up to ``concurrency``). An answer slower than
     ``SHRINK`` of the timeout takes one request away, or halves the budget at
     one request. A timeout halves both and sets a ceiling that growth stays
     under: with one request in flight, the largest batch answered so far (or
@@ -342,6 +350,7 @@ class Pace:
 
     START_TOKENS = 512
     GROW = 0.25
+    TARGET = 0.25
     SHRINK = 0.5
     RELAX_AFTER = 16
 
@@ -363,7 +372,18 @@ class Pace:
         self._streak = 0
         self.requests = 0
         self.timeouts = 0
+        self.resent_texts = 0
+        """Texts sent again because the request that held them timed out."""
+        self.resent_tokens = 0
+        self.lost_seconds = 0.0
+        """Seconds spent waiting for answers that did not come in time."""
         self._lock = threading.Lock()
+
+    def counters(self) -> dict[str, float]:
+        """What an ingest reports: requests, timeouts and the work they cost (differences of two give one run's)."""
+        with self._lock:
+            return {"requests": self.requests, "timeouts": self.timeouts, "resent_texts": self.resent_texts,
+                    "resent_tokens": self.resent_tokens, "lost_seconds": self.lost_seconds}
 
     def __repr__(self) -> str:
         return (f"Pace(batch_tokens={self.batch_tokens}, concurrency={self.concurrency}, "
@@ -377,8 +397,12 @@ class Pace:
                 return
             full = tokens * 2 >= self.batch_tokens or texts >= self.batch_texts
             if seconds <= self.GROW * self.timeout and full:
+                # What this answer's speed does in TARGET of the timeout (a fixed cost per request makes small
+                # batches look slower than they are, which errs on the safe side).
                 if self.batch_tokens < self.token_ceiling and texts < self.batch_texts:
-                    self.batch_tokens = min(self.token_ceiling, self.batch_tokens * 2)
+                    reach = int(tokens * self.TARGET * self.timeout / seconds) if seconds > 0 else self.token_ceiling
+                    # Below the budget: not fast enough to grow by its speed, so it holds.
+                    self.batch_tokens = max(self.batch_tokens, min(self.token_ceiling, self.batch_tokens * 2, reach))
                 elif self.concurrency < self.concurrency_ceiling:
                     self.concurrency += 1
                 else:
@@ -405,17 +429,20 @@ class Pace:
             self.concurrency_ceiling += 1
         log.debug("lifting the ceiling after %d fast answers: %r", self._relax_after, self)
 
-    def timed_out(self, tokens: int) -> None:
+    def timed_out(self, tokens: int, texts: int = 0, seconds: float = 0.0) -> None:
         with self._lock:
             self.requests += 1
             self.timeouts += 1
+            self.resent_texts += texts
+            self.resent_tokens += tokens
+            self.lost_seconds += seconds
             self._streak = 0
             self._relax_after *= 2
             if self.concurrency > 1:  # answers waited behind each other: fewer at a time
                 self.concurrency_ceiling = self.concurrency - 1
                 self.concurrency = max(1, self.concurrency // 2)
             else:  # this batch alone was too much: stay at what worked (or half of this)
-                known = self.largest_ok if self.largest_ok < tokens else tokens // 2
+                known = self.largest_ok if 0 < self.largest_ok < tokens else tokens // 2
                 self.token_ceiling = max(1, min(self.token_ceiling, known))
             self.batch_tokens = max(1, min(self.batch_tokens, tokens) // 2)
             log.info("no embedding answer within %gs for %d tokens; now %r", self.timeout, tokens, self)

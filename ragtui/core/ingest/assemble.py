@@ -375,6 +375,9 @@ def embed_pending(asm: Assembly, embedder: Embedder, journal: EmbedJournal, repo
         n_unsaved, saved_at = 0, clock()
 
     parts = getattr(embedder, "embed_parts", None)
+    pace = getattr(embedder, "pace", None)
+    paced = pace.counters() if pace is not None and callable(getattr(pace, "counters", None)) else None
+    retried = getattr(embedder, "retried", 0)
     try:
         if parts is not None and fps:
             answers = parts([texts_for[f] for f in fps])
@@ -399,5 +402,26 @@ def embed_pending(asm: Assembly, embedder: Embedder, journal: EmbedJournal, repo
         raise EmbeddingError(f"embedder {embedder.model}: answered {done} of {len(fps)} texts")
     pending.clear()
     asm.ids.clear()
+    if paced is not None and fps:
+        _report_pace(report, embedder, paced, retried)
     report.chunks_embedded = len(fps)
     report.seconds["embed"] = time.perf_counter() - t0
+
+
+def _report_pace(report: SyncReport, embedder: Any, before: dict[str, float], retried_before: int) -> None:
+    """This run's embedding requests in ``report.embedding``, and a warning for each kind of work done twice."""
+    pace: Any = embedder.pace
+    now = pace.counters()
+    run = {k: now[k] - before.get(k, 0) for k in now}
+    retried = int(getattr(embedder, "retried", 0)) - int(retried_before)
+    report.embedding = {**run, "lost_seconds": round(run["lost_seconds"], 3), "retried": retried,
+                        "batch_tokens": pace.batch_tokens, "concurrency": pace.concurrency}
+    if run["timeouts"]:
+        report.warnings.append(
+            f"the embedding server did not answer {run['timeouts']:.0f} request(s) within {pace.timeout:g}s: "
+            f"{run['resent_texts']:.0f} text(s) (about {run['resent_tokens']:,.0f} tokens) were sent again in smaller "
+            f"batches, {run['lost_seconds']:.1f} s lost; the batch is now {pace.batch_tokens:,} tokens (raise "
+            "[embedder] timeout or lower max_batch_tokens if this recurs)")
+    if retried:
+        report.warnings.append(f"{retried} request(s) to the embedding server were repeated after a failure "
+                               "(HTTP 429/5xx or a broken connection)")
