@@ -157,6 +157,7 @@ def run(args) -> list[_Row]:
         timed(lambda: helpers_dataloss.run_same_name_refused(base / "same-folder-name"),
               "installed command: refused, --json, same folder, via a link, --index, --replace")
         timed(lambda: helpers_config.run_hostile_config(base / "hostile-config"))
+        timed(lambda: helpers_config.run_url_audit(base / "url-audit"))
         timed(lambda: helpers_config.run_out_of_root(base / "out-of-root"))
         timed(lambda: helpers_escapes.run_cli(base / "escapes-cli"))
         timed(lambda: helpers_escapes.run_tui(base / "escapes-tui"))

@@ -77,6 +77,11 @@ nothing is read or sent first. ``trusted_configs`` is read only from the
 user's config (a file cannot vouch for itself). The environment and flags
 are the user's own and always count.
 
+A key that shapes a request URL without naming its host (``tokenize_path``)
+may come from any file, and is checked by the embedder as a plain path on
+``base_url``'s server (no scheme, host, port, userinfo, ``..``; see
+spec/embedders.md, "The API key").
+
 Checking. Unknown keys and values of the wrong type are errors
 (``UsageError``) that name the file, the key and the nearest valid key; a
 typo is never silently ignored. The ranges of the embedder's options are

@@ -846,3 +846,44 @@ def test_timeouts_are_counted_with_the_work_they_cost(local):
             counts = e.pace.counters()
         assert counts["timeouts"] >= 1 and counts["resent_texts"] >= 1 and counts["resent_tokens"] > 1500
         assert counts["requests"] == len(srv.seen_bodies(EMB))
+
+
+# --- where requests may go: base_url's scheme, host and port only ---------------------
+
+@pytest.mark.parametrize("path", [":22011/steal", "@127.0.0.1:22011/steal", "//127.0.0.1:22011/x",
+                                  "http://127.0.0.1:22011/x", "/a/../b", "/%2e%2e/b", "/t?u=x", "/t#x",
+                                  "/t\\x", "/t x", "/t\r\nHost: x", "tokenize", "", 7])
+def test_tokenize_path_must_be_a_plain_path(server, local, path):
+    with pytest.raises(UsageError, match="tokenize_path"):
+        HTTPEmbedder(base_url="http://127.0.0.1", model=local.model, dim=local.dim, tokenize_path=path,
+                     api_key_env=None)
+    assert server.seen == []
+
+
+def test_plain_tokenize_paths_are_appended_to_the_base_path(local):
+    from ragtui.core.embedders._transport import check_url_path
+
+    for path in ("/tokenize", "/v1/tokenize", "/extras/tok-en_ize.json", "/a/b/", "/"):
+        assert check_url_path(path, "k") == path
+    with EmbedServer(local) as other:
+        e = HTTPEmbedder(base_url=other.url + "/prefix/", model=local.model, dim=local.dim, retries=0)
+        try:
+            assert str(e._poster.url("/v1/tokenize")) == other.url + "/prefix/v1/tokenize"
+        finally:
+            e.close()
+
+
+def test_no_request_leaves_for_another_port_even_past_the_url_builder(local, monkeypatch):
+    # Whatever builds a URL, the client that carries the key checks every request's origin on the wire.
+    monkeypatch.setenv("RAGTUI_TEST_KEY", "sk-leak-check")
+    with EmbedServer(local) as mine, EmbedServer(local) as other:
+        e = HTTPEmbedder(base_url=mine.url, model=local.model, dim=local.dim, retries=0,
+                         api_key_env="RAGTUI_TEST_KEY")
+        try:
+            with pytest.raises(UsageError, match="only http://127.0.0.1"):
+                e._poster._client.post(other.url + "/v1/embeddings", json={"input": ["x"], "model": "m"})
+            with pytest.raises(UsageError):
+                e._poster._client.post(mine.url.replace("127.0.0.1", "localhost") + "/v1/embeddings", json={})
+        finally:
+            e.close()
+        assert other.seen == [] and mine.seen == []

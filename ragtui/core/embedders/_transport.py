@@ -32,6 +32,7 @@ import contextlib
 import email.utils
 import json
 import logging
+import re
 import socket
 import threading
 import time
@@ -46,7 +47,7 @@ from ragtui.core.embedders._httpx import httpx
 from ragtui.core.errors import EmbeddingError, UsageError
 
 __all__ = ["DEFAULT_MAX_BYTES", "MAX_ERROR_BODY", "RETRY_STATUSES", "AnswerTooLarge", "JSONPoster",
-           "RequestTimeout", "RetryPolicy", "parse_retry_after"]
+           "RequestTimeout", "RetryPolicy", "check_url_path", "parse_retry_after"]
 
 log = logging.getLogger("ragtui.core.embedders.http")
 
@@ -58,6 +59,38 @@ DEFAULT_MAX_BYTES = 16 << 20
 """The largest answer ``post`` and ``post_once`` read when the caller names no bound."""
 MAX_ERROR_BODY = 64 << 10
 """What is read of a non-2xx answer's body (for its message)."""
+
+
+_PATH_SEGMENT = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=-]*")
+"""What one segment of a configured request path may hold: RFC 3986's unreserved and sub-delims
+characters, so no ``:`` (a port), ``@`` (userinfo), ``%`` (an escape that could spell ``..``), ``?``,
+``#``, ``\\``, white space or controls."""
+
+
+def check_url_path(path: object, key: str) -> str:
+    """``path`` when it is a plain absolute path on the server (``/tokenize``), else ``UsageError``.
+
+    A configured path is only ever appended to the trusted ``base_url``'s own path:
+    it may not name a scheme, host, port or user (``:22011/steal``, ``@evil/x``,
+    ``//evil/x``), climb out of ``base_url``'s prefix (``..``), or carry a query or
+    fragment.
+    """
+    ok = False
+    if isinstance(path, str) and path.startswith("/") and not path.startswith("//"):
+        ok = all(_PATH_SEGMENT.fullmatch(seg) and seg not in (".", "..") for seg in path[1:].split("/"))
+    if not ok:
+        raise UsageError(
+            f"{key} {path!r} must be a path on the server, such as /tokenize: it is appended to base_url, so "
+            "it may not hold a scheme, host, port, user, '..', '%', '?', '#' or white space"
+        )
+    return str(path)
+
+
+def _origin(url: httpx.URL) -> tuple[str, str, int]:
+    """(scheme, host, port) with the scheme's default port filled in."""
+    scheme = url.scheme.lower()
+    port = url.port if url.port is not None else (443 if scheme == "https" else 80)
+    return scheme, url.host.lower(), port
 
 
 @dataclass(frozen=True)
@@ -180,6 +213,8 @@ class JSONPoster:
                 f"invalid {what} base_url {base_url!r}: expected http://host[:port][/prefix]"
             )
         self.base_url = base_url
+        self._base = url
+        self._origin = _origin(url)
         # Userinfo never appears in messages: it may hold a password.
         self.display_base = str(url.copy_with(username=None, password=None))
         self._secret = secret or None
@@ -211,7 +246,18 @@ class JSONPoster:
             limits=httpx.Limits(max_connections=self._max_connections),
             transport=transport,
             follow_redirects=False,
+            # The client's default headers carry the API key: every request it sends is checked to go to
+            # base_url's scheme, host and port, whatever built its URL.
+            event_hooks={"request": [self._check_origin]},
         )
+
+    def _check_origin(self, request: httpx.Request) -> None:
+        if _origin(request.url) != self._origin:
+            raise UsageError(
+                f"refusing to send a {self._what} request to {request.url.scheme}://{request.url.host}"
+                f"{'' if request.url.port is None else f':{request.url.port}'}: only {self.display_base} "
+                "(base_url) is ever contacted"
+            )
 
     def __repr__(self) -> str:
         return f"JSONPoster({self.display_base!r})"
@@ -281,11 +327,17 @@ class JSONPoster:
             message = message.replace(self._secret, "***")
         return message
 
-    def url(self, path: str) -> str:
-        return self.base_url + path
+    def url(self, path: str) -> httpx.URL:
+        """``base_url`` with ``path`` appended to its own path (never a string concatenation: a path can
+        not move the request to another host or port, which ``_check_origin`` checks again on the wire)."""
+        check_url_path(path, "request path")
+        joined = self._base.copy_with(path=self._base.path.rstrip("/") + path)
+        if _origin(joined) != self._origin:  # unreachable for a checked path; kept because a key rides along
+            raise UsageError(f"request path {path!r} would leave {self.display_base}")
+        return joined
 
     def display_url(self, path: str) -> str:
-        return self.display_base + path
+        return self.display_base.rstrip("/") + path
 
     def post(self, path: str, body: Any, *, abort: threading.Event | None = None,
              retry_timeouts: bool = True, max_bytes: int = DEFAULT_MAX_BYTES) -> Any:

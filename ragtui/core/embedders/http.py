@@ -49,7 +49,7 @@ import numpy as np
 
 from ragtui import __version__
 from ragtui.core.embedders._httpx import httpx
-from ragtui.core.embedders._transport import JSONPoster, RequestTimeout, RetryPolicy
+from ragtui.core.embedders._transport import JSONPoster, RequestTimeout, RetryPolicy, check_url_path
 from ragtui.core.embedders.base import Tokenizer, check_texts, empty_text_vector, normalize_rows
 from ragtui.core.embedders.hf_tokenizer import HFTokenizer
 from ragtui.core.embedders.http_tokenizer import (
@@ -128,6 +128,8 @@ class HTTPEmbedder:
         _check(type(retries) is int and retries >= 0, "retries must be >= 0")
         _check(backoff >= 0 and backoff_max >= 0 and retry_after_max >= 0 and jitter >= 0,
                "backoff, backoff_max, retry_after_max and jitter must be >= 0")
+        if tokenize_path is not None:  # checked before anything is built or sent (it may come from a folder's config)
+            check_url_path(tokenize_path, "[embedder] tokenize_path")
         local = tokenizer
         if local is None and tokenizer_file is not None:
             local = HFTokenizer.from_file(tokenizer_file, model)
@@ -165,7 +167,7 @@ class HTTPEmbedder:
         if local is not None:
             self.tokenizer: Tokenizer = local
         else:
-            path = tokenize_path or DEFAULT_TOKENIZE_PATHS[tokenize_style]
+            path = DEFAULT_TOKENIZE_PATHS[tokenize_style] if tokenize_path is None else tokenize_path
             self.tokenizer = HTTPTokenizer(self._poster, model=model, style=tokenize_style,
                                            path=path, concurrency=concurrency)
 
