@@ -10,6 +10,7 @@ It serves REAL embeddings and tokens from the in-process wordllama embedder:
     POST /extras/tokenize llama-cpp-python: {"input"} -> {"tokens": [ids]} (no offsets)
     POST /extras/detokenize  {"tokens"} -> {"text"}; HTTP 500 when the bytes are not
                           UTF-8, as llama-cpp-python does (/detokenize: llama.cpp's, {"content"})
+    GET  /v1/models       {"data": [{"id": model, "owned_by", "created": now, "meta": model_meta}]}
 
 and a fault script: ``queue(Fault(...), ...)`` makes the next matching requests
 misbehave, one fault per request, in order. Every request is recorded in
@@ -32,6 +33,7 @@ import select
 import socket
 import sys
 import threading
+import time
 from collections import deque
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -93,6 +95,8 @@ class EmbedServer(LoopbackServer):
         self.model = model or embedder.model
         self.hang_limit = hang_limit
         self.tei_byte_offsets = False  # report TEI offsets in UTF-8 bytes instead of characters
+        self.model_meta: dict[str, Any] = {"n_vocab": 32000}
+        """What ``GET /v1/models`` says of the model (llama.cpp's ``meta``): its identity for caches."""
         self.hang_above_bytes: int | None = None
         """Embedding requests whose inputs hold more UTF-8 bytes than this hang (a server too slow for them)."""
         self.work_per_byte = 0.0
@@ -252,6 +256,10 @@ class _Handler(LoopbackHandler):
         owner = self.server.owner
         if self.path == "/_admin/seen":
             self._json(200, [asdict(s) for s in owner.seen])
+        elif self.path == "/v1/models":
+            owner._record(Seen(self.path, None, dict(self.headers.items())))
+            self._json(200, {"object": "list", "data": [{"id": owner.model, "object": "model", "owned_by": "test",
+                                                         "created": int(time.time()), "meta": owner.model_meta}]})
         else:
             self._json(404, {"error": {"message": f"no route {self.path}"}})
 

@@ -389,11 +389,19 @@ class JSONPoster:
         whole answer within ``timeout``, connection broken) and
         ``AnswerTooLarge`` for a 2xx answer of more than ``max_bytes``.
         """
-        where = f"POST {self.display_url(path)}"
+        return self._once("POST", path, body, max_bytes)
+
+    def get_once(self, path: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[int, Any]:
+        """One GET, no retries, as ``post_once``."""
+        return self._once("GET", path, None, max_bytes)
+
+    def _once(self, method: str, path: str, body: Any, max_bytes: int) -> tuple[int, Any]:
+        where = f"{method} {self.display_url(path)}"
         got = _Received()
         deadline = time.monotonic() + self._timeout
+        options: dict[str, Any] = {} if body is None else {"json": body}
         try:
-            with self._until(deadline), self._client.stream("POST", self.url(path), json=body) as response:
+            with self._until(deadline), self._client.stream(method, self.url(path), **options) as response:
                 got.head = True
                 status = response.status_code
                 failed = status >= 300
