@@ -38,6 +38,7 @@ another). Every key is optional:
     timeout = 120                     # seconds per request
     retries = 2                       # on 429/5xx and broken connections
     context_tokens = 2000             # the pack budget of `ragtui pack` and `ragtui ask`
+    context_window = 4096             # the model's context length (default: what the server says, if it does)
     [chunker]
     max_tokens = 256
     overlap = 32
@@ -143,7 +144,7 @@ SCHEMA: dict[str, object] = {
     # After [chunker]: a top-level max_tokens is taken for chunker.max_tokens, as before [llm] had one.
     "llm": {
         "base_url": _STR, "model": _STR, "api_key_env": _STR, "max_tokens": _INT, "temperature": _NUM,
-        "timeout": _NUM, "retries": _INT, "context_tokens": _INT,
+        "timeout": _NUM, "retries": _INT, "context_tokens": _INT, "context_window": _INT,
     },
 }
 """Every key a ragtui.toml may hold: a table's keys, or what a value must be."""

@@ -18,6 +18,12 @@ or a trickle of text is cut off then. An answer runs to at most
 more than ``answer_limits(max_tokens)`` pieces of text or bytes of it cut
 the answer off too (the server ignored ``max_tokens``).
 
+The model's context length (``context_window()``) is ``[llm] context_window``
+when set, else what the server says: llama.cpp's ``GET /props`` (``n_ctx``),
+or the model's ``GET /v1/models`` entry (``max_model_len`` as vLLM gives it,
+``context_length``, ``n_ctx``); None when neither says (llama-cpp-python,
+Ollama, most hosted APIs). An HTTP 400 about the context names the fix.
+
 Failures are ``ragtui.core.errors``: ``UsageError`` (exit 2) for the settings
 (no ``[llm]``, a missing key variable, a bad value), ``LLMError`` (exit 3) for
 a server that failed or answered nothing usable: no choices, an empty answer,
@@ -109,6 +115,7 @@ class ChatClient:
         timeout: float = 120.0,
         retries: int = 2,
         backoff: float = 0.5,
+        context_window: int | None = None,
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.time,
@@ -137,6 +144,10 @@ class ChatClient:
         )
         self.calls = 0
         """Chat calls made (each counted once, however many attempts it took)."""
+        self._window = context_window
+        self._window_asked = context_window is not None
+        self.window_source = "[llm] context_window" if context_window is not None else None
+        """Where ``context_window()`` came from: the setting, the server's path, or None (unknown)."""
 
     @classmethod
     def from_settings(cls, table: Mapping[str, object], environ: Mapping[str, str] | None = None,
@@ -163,6 +174,8 @@ class ChatClient:
             temperature=_number(table, "temperature", 0.0, 0.0, 2.0),
             timeout=_number(table, "timeout", 120.0, 0.001, 3600.0),
             retries=_whole(table, "retries", 2, 0, 10),
+            context_window=(_whole(table, "context_window", 0, 1, 100_000_000)
+                            if table.get("context_window") is not None else None),
             **options,
         )
 
@@ -170,6 +183,21 @@ class ChatClient:
     def display_url(self) -> str:
         """The endpoint, without any password of the URL."""
         return self._poster.display_url(CHAT_PATH)
+
+    def context_window(self) -> int | None:
+        """The model's context length in tokens (see the module docstring); asked of the server once."""
+        if not self._window_asked:
+            self._window_asked = True
+            for path, read in (("/props", _props_window), ("/v1/models", lambda body: _models_window(body, self.model))):
+                try:
+                    status, body = self._poster.get_once(path, max_bytes=1 << 20, seconds=10.0, error=LLMError)
+                except LLMError:
+                    continue  # not offered (or not answered): the next source, else unknown
+                found = read(body) if status == 200 else None
+                if found is not None:
+                    self._window, self.window_source = found, f"GET {path}"
+                    break
+        return self._window
 
     def close(self) -> None:
         self._poster.close()
@@ -201,6 +229,11 @@ class ChatClient:
         except LLMError as exc:
             if state.parts:
                 raise AnswerCut(str(exc), "".join(state.parts)) from None
+            if "HTTP 400" in str(exc) and "context" in str(exc).lower():
+                raise LLMError(f"{exc} — the prompt and the answer do not fit the model's context: set [llm] "
+                               "context_window to the server's context length (llama.cpp -c, llama-cpp-python "
+                               "--n_ctx) so the context is packed to fit, or lower -b/context_tokens or "
+                               "max_tokens") from None
             raise
         if whole is not None:  # a plain JSON answer (asked for, or a server that ignored "stream")
             answer = _whole_answer(whole, where, time.perf_counter() - started, streamed=False)
@@ -315,3 +348,33 @@ class _Stream:
             raise LLMError(f"{self.where} answered with empty text (finish_reason {self.finish_reason!r})")
         return ChatAnswer(text, self.model, self.finish_reason, self.usage[0], self.usage[1], seconds, self.first,
                           True)
+
+
+def _positive(value: Any) -> int | None:
+    return value if type(value) is int and 0 < value <= 100_000_000 else None
+
+
+def _props_window(body: Any) -> int | None:
+    """llama.cpp's ``/props``: ``default_generation_settings.n_ctx`` (per slot), else a top-level ``n_ctx``."""
+    if not isinstance(body, dict):
+        return None
+    settings = body.get("default_generation_settings")
+    found = _positive(settings.get("n_ctx")) if isinstance(settings, dict) else None
+    return found or _positive(body.get("n_ctx"))
+
+
+def _models_window(body: Any, model: str) -> int | None:
+    """The context length in the model's ``/v1/models`` entry (or the only entry's), when it gives one."""
+    entries = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(entries, list):
+        return None
+    mine = [e for e in entries if isinstance(e, dict) and e.get("id") == model]
+    if not mine and len(entries) == 1 and isinstance(entries[0], dict):
+        mine = entries
+    for entry in mine:
+        meta: dict[str, Any] = entry["meta"] if isinstance(entry.get("meta"), dict) else {}
+        for value in (entry.get("max_model_len"), entry.get("context_length"), entry.get("n_ctx"), meta.get("n_ctx")):
+            found = _positive(value)
+            if found is not None:
+                return found
+    return None

@@ -287,3 +287,40 @@ def test_the_closing_warning_starts_on_its_own_line(indexed, chat):
                        env={**os.environ, **llm_env(chat)}, timeout=300)
     assert r.returncode == 1
     assert "Cats are mammals.\nragtui: warning: the answer cites no source" in r.stdout, r.stdout
+
+
+@pytest.fixture(scope="module")
+def large(tmp_path_factory):
+    """An index whose hits fill any budget: 60 notes of about 40 words that all mention cats."""
+    base = tmp_path_factory.mktemp("large")
+    docs = base / "notes"
+    docs.mkdir()
+    for i in range(60):
+        (docs / f"n{i:02d}.md").write_text(f"# Note {i}\n\n" + f"Cats and their habits, part {i}. " * 6 + "\n",
+                                            encoding="utf-8")
+    art = base / "art"
+    assert ragtui("ingest", str(docs), "--artifacts", str(art)).returncode == 0
+    return art
+
+
+def test_the_context_is_fitted_to_the_servers_context_length(large, chat):
+    chat.n_ctx = 1024  # as llama.cpp's server started with -c 1024 says in /props; max_tokens stays 512
+    r = ragtui("ask", "cats habits", "--artifacts", str(large), "--mode", "bm25", "-b", "2000", "--json",
+               env=llm_env(chat))
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["stats"]["context_window"] == 1024 and out["stats"]["budget"] < 2000
+    assert "the pack budget is" in r.stderr and "1,024-token context (GET /props)" in r.stderr
+    # The same server when it does not say: [llm] context_window says it.
+    chat.props = False
+    r = ragtui("ask", "cats habits", "--artifacts", str(large), "--mode", "bm25", "-b", "2000", env=llm_env(chat))
+    assert r.returncode == 3 and "exceeds the available context size" in r.stderr and "context_window" in r.stderr
+    home = Path(os.environ["XDG_CONFIG_HOME"]) / "ragtui"
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "ragtui.toml").write_text("[llm]\ncontext_window = 1024\n", encoding="utf-8")
+    try:
+        r = ragtui("ask", "cats habits", "--artifacts", str(large), "--mode", "bm25", "-b", "2000",
+                   env=llm_env(chat))
+        assert r.returncode == 0 and "([llm] context_window)" in r.stderr, r.stderr
+    finally:
+        (home / "ragtui.toml").unlink()

@@ -6,6 +6,12 @@ something to verify), as one JSON body or, when the request says
 ``"stream": true``, as server-sent events in chunked encoding, with a
 ``usage`` object unless told not to. ``GET /v1/models`` lists ``model``.
 
+With ``n_ctx`` set it acts as llama.cpp's server with that context: ``GET /props``
+reports it (``default_generation_settings.n_ctx``) unless ``props = False``, and a
+request whose prompt words plus ``max_tokens`` exceed it answers HTTP 400 with
+llama.cpp's message (a word counts as one token: fewer than any real tokenizer
+counts, so a client that fits its own count fits here too).
+
 Faults are scripted with ``queue(Fault(...), ...)``: the next requests
 misbehave, one fault each, in order. Every request is recorded in ``seen``.
 
@@ -78,6 +84,8 @@ class ChatServer(LoopbackServer):
         self.model = model
         self.reply = reply
         self.hang_limit = hang_limit
+        self.n_ctx: int | None = None
+        self.props = True
         self._faults: deque[Fault] = deque()
         self._seen: list[Seen] = []
 
@@ -113,7 +121,10 @@ class _Handler(LoopbackHandler):
     server: Any
 
     def do_GET(self) -> None:
-        if self.path == "/v1/models":
+        owner = self.server.owner
+        if self.path == "/props" and owner.n_ctx is not None and owner.props:
+            self._json(200, {"default_generation_settings": {"n_ctx": owner.n_ctx}, "total_slots": 1})
+        elif self.path == "/v1/models":
             self._json(200, {"object": "list", "data": [{"id": self.server.owner.model, "object": "model"}]})
         else:
             self._json(404, {"error": {"message": f"no route {self.path}"}})
@@ -134,6 +145,13 @@ class _Handler(LoopbackHandler):
         if body.get("model") != owner.model:
             self._json(404, {"error": {"message": f"The model `{body.get('model')}` does not exist",
                                        "type": "invalid_request_error", "code": "model_not_found"}})
+            return
+        words = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []) if isinstance(m, dict))
+        if owner.n_ctx is not None and words + int(body.get("max_tokens") or 0) > owner.n_ctx:
+            self._json(400, {"error": {"code": 400, "type": "exceed_context_size_error", "message":
+                                       f"the request exceeds the available context size ({words} prompt tokens "
+                                       f"and {body.get('max_tokens')} to predict, n_ctx {owner.n_ctx}), try "
+                                       "increasing it"}})
             return
         fault = owner._take()
         kind = fault.kind if fault else None

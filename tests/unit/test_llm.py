@@ -214,3 +214,34 @@ def test_an_answer_past_max_tokens_is_cut(stream):
         with pytest.raises(AnswerCut, match="longer than max_tokens = 20") as info:
             client(s).chat(MESSAGES, max_tokens=20)
         assert s.reply.startswith(info.value.text) and len(info.value.text.encode("utf-8")) <= most
+
+
+# -- the model's context length ------------------------------------------------------------------------------------
+
+
+def test_the_context_window_is_read_from_the_server_or_the_settings(server):
+    assert client(server).context_window() is None  # /props absent, /v1/models without a length
+    server.n_ctx = 3072
+    c = client(server)
+    assert c.context_window() == 3072 and c.window_source == "GET /props"
+    server.props = False  # a server that gives it in /v1/models only is read below
+    c = ChatClient.from_settings({"base_url": server.url, "model": "m", "context_window": 1500}, {})
+    assert c.context_window() == 1500 and c.window_source == "[llm] context_window"
+    with pytest.raises(UsageError, match="context_window"):
+        ChatClient.from_settings({"base_url": server.url, "model": "m", "context_window": 0}, {})
+
+
+def test_a_context_length_in_v1_models_is_read():
+    from ragtui.core.llm import _models_window
+
+    assert _models_window({"data": [{"id": "m", "max_model_len": 8192}]}, "m") == 8192  # vLLM
+    assert _models_window({"data": [{"id": "x", "context_length": 4096}]}, "m") == 4096  # the only model
+    assert _models_window({"data": [{"id": "a", "n_ctx": 5}, {"id": "b"}]}, "m") is None
+    assert _models_window({"data": [{"id": "m", "meta": {"n_ctx_train": 8192}}]}, "m") is None  # training length
+    assert _models_window({"data": [{"id": "m", "max_model_len": True}]}, "m") is None
+
+
+def test_an_http_400_about_the_context_names_the_fix(server):
+    server.n_ctx = 20
+    with pytest.raises(LLMError, match=r"exceeds the available context size.*set \[llm\] context_window"):
+        client(server).chat(MESSAGES)

@@ -391,14 +391,20 @@ class JSONPoster:
         """
         return self._once("POST", path, body, max_bytes)
 
-    def get_once(self, path: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[int, Any]:
-        """One GET, no retries, as ``post_once``."""
-        return self._once("GET", path, None, max_bytes)
+    def get_once(self, path: str, *, max_bytes: int = DEFAULT_MAX_BYTES, seconds: float | None = None,
+                 error: Callable[[str], Exception] = EmbeddingError) -> tuple[int, Any]:
+        """One GET, no retries, as ``post_once``, within ``seconds`` (at most ``timeout``); failures raise ``error``."""
+        try:
+            return self._once("GET", path, None, max_bytes, seconds)
+        except EmbeddingError as exc:
+            if error is EmbeddingError:
+                raise
+            raise error(str(exc)) from None
 
-    def _once(self, method: str, path: str, body: Any, max_bytes: int) -> tuple[int, Any]:
+    def _once(self, method: str, path: str, body: Any, max_bytes: int, seconds: float | None = None) -> tuple[int, Any]:
         where = f"{method} {self.display_url(path)}"
         got = _Received()
-        deadline = time.monotonic() + self._timeout
+        deadline = time.monotonic() + min(self._timeout, seconds or self._timeout)
         options: dict[str, Any] = {} if body is None else {"json": body}
         try:
             with self._until(deadline), self._client.stream(method, self.url(path), **options) as response:
