@@ -66,6 +66,7 @@ def run(args) -> list[_Row]:
         helpers_concurrency,
         helpers_config,
         helpers_dataloss,
+        helpers_deadlines,
         helpers_embed,
         helpers_escapes,
         helpers_export,
@@ -148,6 +149,15 @@ def run(args) -> list[_Row]:
             timed(lambda: _pytest_tally("Terminal escapes in documents: TUI", "tests/reliability/test_tui_terminal.py"),
                   "15 hostile documents in results and detail, one session")
             timed(lambda: helpers_cli_http.run_secrets(base / "secrets", embed_server))
+            timed(lambda: helpers_deadlines.run_chat_deadlines(base / "deadlines-chat"),
+                  "installed command, [llm] timeout = 1.5: comment pings, empty deltas, a trickle of text, a trickled "
+                  "JSON body, trickled headers, each streamed and not; what arrived is shown, marked as cut")
+            timed(lambda: helpers_deadlines.run_embed_deadlines(base / "deadlines-embed", embed_server),
+                  "timeout = 1: a trickled body and trickled headers on embeddings, tokenize, detokenize; "
+                  "+ ingest (exit 3, index untouched)")
+            timed(lambda: helpers_deadlines.run_answer_bounds(base / "answer-bounds", embed_server),
+                  "chat text past max_tokens (streamed, not), a 9 MiB body; endless and 64 MiB bodies on each "
+                  "embedder endpoint (not asked for again); + ingest")
         # Issue #18: trust.
         timed(lambda: helpers_dataloss.run_damaged_resync(base / "damaged"),
               "12 kinds of damage x (ingest unchanged, ingest after an edit, watch partial sync); result = clean build")
