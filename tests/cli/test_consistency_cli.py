@@ -1,4 +1,4 @@
-"""One rule for every command (issue 15): exit codes and messages for no index, an empty query or index, nprobe
+"""One rule for every command: exit codes and messages for no index, an empty query or index, nprobe
 out of range, help texts, the TUI without a terminal, and positional short references in `inspect`."""
 
 from __future__ import annotations
