@@ -1,4 +1,4 @@
-"""The reliability harness of issue #8 at full size: every class of fault, how many cases, how many passed.
+"""The reliability harness at full size: every class of fault, how many cases, how many passed.
 
     python bench/reliability.py              # everything (a few minutes), prints the README table
     python bench/reliability.py --fuzz 1000  # fewer generated corruptions per file
@@ -148,7 +148,7 @@ def run(args) -> list[_Row]:
             timed(lambda: _pytest_tally("Terminal escapes in documents: TUI", "tests/reliability/test_tui_terminal.py"),
                   "15 hostile documents in results and detail, one session")
             timed(lambda: helpers_cli_http.run_secrets(base / "secrets", embed_server))
-        # Issue #18: trust.
+        # Trust: data loss, hostile configs, escapes, bombs.
         timed(lambda: helpers_dataloss.run_damaged_resync(base / "damaged"),
               "12 kinds of damage x (ingest unchanged, ingest after an edit, watch partial sync); result = clean build")
         timed(lambda: helpers_dataloss.run_bad_vector_rows(base / "rows"),
@@ -171,7 +171,7 @@ def run(args) -> list[_Row]:
               "results whose hits pass the filters, or one-line QueryError with its column; CLI exit 0/1/2")
         timed(lambda: helpers_longlines.run_long_lines(base / "long-lines"))
         timed(lambda: helpers_longlines.run_ingest_long_lines(base / "long-lines-ingest"))
-        # Issue #16 item 6: which files are documents.
+        # Which files are documents.
         timed(lambda: helpers_patterns.run_gitignore_vs_git(base / "git", cases=1000), "counts 0 without git")
         timed(lambda: helpers_patterns.run_watch_agrees_with_walk(base / "agree", cases=1000))
         timed(lambda: helpers_patterns.run_hostile_ignore_files(base / "ignore-files"), "one case per kind")
