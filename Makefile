@@ -2,7 +2,7 @@
 PYTHON ?= python3
 .DEFAULT_GOAL := help
 
-.PHONY: help install test e2e-llm bench figures lint typecheck ci clean
+.PHONY: help install test e2e-llm bench figures lint format typecheck ci clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -29,6 +29,9 @@ figures: ## run the retrieval-quality evaluations and draw assets/eval-*.png (ne
 lint: ## static checks: ruff, then the type check
 	$(PYTHON) -m ruff check ragtui tests bench
 	$(PYTHON) -m mypy
+
+format: ## ruff format, for the files you name: make format FILES='ragtui/x.py' (default: ragtui tests bench)
+	$(PYTHON) -m ruff format $(or $(FILES),ragtui tests bench)
 
 typecheck: ## mypy as pyproject.toml configures it (ragtui/core strict, ragtui/watch)
 	$(PYTHON) -m mypy

@@ -1,4 +1,4 @@
-"""Choose the ranking defaults leave-one-collection-out (issue 12): bm25doc's chunk_weight, hybrid's fusion.
+"""Choose the ranking defaults leave-one-collection-out: bm25doc's chunk_weight, hybrid's fusion.
 
     python bench/loco.py [--artifacts DIR]     # about 5 minutes on 2 shared cores
 

@@ -30,7 +30,7 @@ REPORTS = ROOT / "bench" / "out" / "eval"
 ASSETS = ROOT / "assets"
 COLLECTIONS = ("scifact", "cranfield", "cisi", "adi")
 MODES = ("bm25", "bm25doc", "flat", "ivf", "hybrid", "hybrid-bm25")
-"""hybrid-bm25 is hybrid over plain chunk BM25 (``--lexical bm25``: the default before issue 12), run apart."""
+"""hybrid-bm25 is hybrid over plain chunk BM25 (``--lexical bm25``: the default before bm25doc), run apart."""
 RUN_MODES = "flat,ivf,bm25,bm25doc,hybrid"
 SWEEP = "1,2,3,4,6,8,12,16,20,32,48,64,128"
 PUBLISHED_SCIFACT_BM25 = {"BEIR multifield": 0.665, "Anserini flat": 0.679}

@@ -1,4 +1,4 @@
-"""The reliability harness of issue #8 at full size: every class of fault, how many cases, how many passed.
+"""The reliability harness at full size: every class of fault, how many cases, how many passed.
 
     python bench/reliability.py              # everything (a few minutes), prints the README table
     python bench/reliability.py --fuzz 1000  # fewer generated corruptions per file
@@ -158,7 +158,7 @@ def run(args) -> list[_Row]:
             timed(lambda: helpers_deadlines.run_answer_bounds(base / "answer-bounds", embed_server),
                   "chat text past max_tokens (streamed, not), a 9 MiB body; endless and 64 MiB bodies on each "
                   "embedder endpoint (not asked for again); + ingest")
-        # Issue #18: trust.
+        # Trust: data loss, hostile configs, escapes, bombs.
         timed(lambda: helpers_dataloss.run_damaged_resync(base / "damaged"),
               "12 kinds of damage x (ingest unchanged, ingest after an edit, watch partial sync); result = clean build")
         timed(lambda: helpers_dataloss.run_bad_vector_rows(base / "rows"),
@@ -181,7 +181,7 @@ def run(args) -> list[_Row]:
               "results whose hits pass the filters, or one-line QueryError with its column; CLI exit 0/1/2")
         timed(lambda: helpers_longlines.run_long_lines(base / "long-lines"))
         timed(lambda: helpers_longlines.run_ingest_long_lines(base / "long-lines-ingest"))
-        # Issue #16 item 6: which files are documents.
+        # Which files are documents.
         timed(lambda: helpers_patterns.run_gitignore_vs_git(base / "git", cases=1000), "counts 0 without git")
         timed(lambda: helpers_patterns.run_watch_agrees_with_walk(base / "agree", cases=1000))
         timed(lambda: helpers_patterns.run_hostile_ignore_files(base / "ignore-files"), "one case per kind")

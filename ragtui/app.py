@@ -15,7 +15,7 @@ with ``NoIndex`` and ``SeveralIndexes`` carrying what a UI needs to say more.
 Importing this module loads no UI library and neither numpy nor watchdog;
 what a function needs it imports when called.
 
-Over 500 lines on purpose (issue #16): it is the one place where front ends
+Over 500 lines on purpose: it is the one place where front ends
 decide settings, index, embedder and agent; split into several modules, the
 forks this layer removed (each front end choosing the index its own way)
 would have room to come back.

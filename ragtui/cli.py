@@ -29,6 +29,42 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"ragtui: error: {message} (see `{self.prog} --help`)\n")
 
 
+class _Commands(argparse._SubParsersAction):
+    """The subcommands, listed from ``ragtui.commands.COMMANDS``; each module is imported when its command is parsed.
+
+    So ``ragtui --version`` and ``ragtui --help`` import no command module (nor
+    what they import: the application layer, numpy). ``load`` builds one
+    command's parser; ``build_parser(lazy=False)`` builds them all.
+    """
+
+    common: object = None
+    helps: dict[str, str | None]
+
+    def add_listed(self, name: str, help: str) -> None:  # noqa: A002 - argparse's own word
+        self._choices_actions.append(self._ChoicesPseudoAction(name, (), help))
+        self._name_parser_map[name] = None  # a known choice whose parser is not built yet
+
+    def load(self, name: str) -> argparse.ArgumentParser:
+        if self._name_parser_map.get(name) is None:
+            import importlib
+
+            # Our own modules are never optional: one that fails to import is a bug, reported by
+            # main() as an internal error, not a command that quietly vanishes.
+            importlib.import_module(f"ragtui.commands.{name}").register(self, self.common)
+        return self._name_parser_map[name]
+
+    def add_parser(self, name, **kwargs):  # called by a command module's register()
+        self.helps[name] = kwargs.pop("help", None)  # listed already, from COMMANDS
+        kwargs.setdefault("prog", f"{self._prog_prefix} {name}")
+        parser = self._parser_class(**kwargs)
+        self._name_parser_map[name] = parser
+        return parser
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        self.load(values[0])
+        super().__call__(parser, namespace, values, option_string)
+
+
 _CONFIG_HELP = ("a ragtui.toml to use instead of ./ragtui.toml, trusted to set base_url and api_key_env "
                 "(default: ~/.config/ragtui/ragtui.toml, then ./ragtui.toml)")
 
@@ -47,7 +83,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS, help=_CONFIG_HELP)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(lazy: bool = False) -> argparse.ArgumentParser:
+    """The ``ragtui`` parser; ``lazy``: build a command's own parser only when it is parsed (``main``)."""
     parser = _Parser(
         prog="ragtui",
         description="Local retrieval you can watch and look into. "
@@ -62,16 +99,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_rerank_options(parser)  # the UI's; `x` turns reranking on and off there
     parser.add_argument("--version", action="version", version=f"ragtui {_version()}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-
-    import importlib
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser, action=_Commands)
+    sub.common, sub.helps = _common, {}
 
     from ragtui.commands import COMMANDS
 
-    # Our own modules are never optional: one that fails to import is a bug,
-    # reported by main() as an internal error, not a command that quietly vanishes.
-    for name in COMMANDS:
-        importlib.import_module(f"ragtui.commands.{name}").register(sub, _common)
+    for name, help_line in COMMANDS.items():
+        sub.add_listed(name, help_line)
+    if not lazy:
+        for name in COMMANDS:
+            sub.load(name)
     return parser
 
 
@@ -109,10 +146,10 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
-        parser = build_parser()  # imports every subcommand's module
+        parser = build_parser(lazy=True)
+        args = parser.parse_args(argv)  # imports the module of the command it names, and only that one
     except Exception as e:  # noqa: BLE001 - one of our modules failed to import
         return _internal_error(e, "--debug" in argv)
-    args = parser.parse_args(argv)
     debug = getattr(args, "debug", False) or "--debug" in argv
     if args.command is None:
         args.func = _launch_tui

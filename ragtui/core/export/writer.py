@@ -511,12 +511,19 @@ _SMALL_VARINTS = [leb128.encode_one(v) for v in range(16384)]
 
 
 def is_previous_export(out: Path) -> bool:
-    """Whether ``out`` holds only what an export writes: index.html and search/ with a Seekite manifest."""
+    """Whether ``out`` holds only what an export writes: index.html and search/ with a Seekite manifest,
+    and the documents an export ``--with-sources`` copied (the one folder its sources.json names)."""
+    from ragtui.core.export.sources import SOURCES, sources_folder_of
+
     try:
         names = set(os.listdir(out))
     except OSError:
         return False
-    if not names <= {PAGE, SEARCH} or SEARCH not in names:
+    allowed = {PAGE, SEARCH}
+    folder = sources_folder_of(out) if SOURCES in names else None
+    if folder is not None:
+        allowed |= {SOURCES, folder}
+    if not names <= allowed or SEARCH not in names:
         return False
     manifest = out / SEARCH / "manifest.json"
     try:

@@ -20,7 +20,7 @@ Every filesystem call the writer makes goes through an ``FsOps`` object
 (``OS_OPS`` unless one is passed), so tests can record the calls or make
 any one of them fail.
 
-Over 500 lines on purpose (issue #16): the paths, the lock and the publish steps are one protocol,
+Over 500 lines on purpose: the paths, the lock and the publish steps are one protocol,
 each step's failure spelled out beside it; split, each part would only make sense read with the others.
 """
 
