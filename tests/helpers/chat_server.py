@@ -4,8 +4,7 @@
 the first ``Source n: [label]`` of the last user message, so a citation check has
 something to verify), as one JSON body or, when the request says
 ``"stream": true``, as server-sent events in chunked encoding, with a
-``usage`` object unless told not to. ``GET /v1/models`` lists ``model``; ``GET /props``
-answers ``n_ctx`` as llama.cpp's server does, when one is given.
+``usage`` object unless told not to. ``GET /v1/models`` lists ``model``.
 
 With ``n_ctx`` set it acts as llama.cpp's server with that context: ``GET /props``
 reports it (``default_generation_settings.n_ctx``) unless ``props = False``, and a
@@ -87,7 +86,6 @@ class ChatServer(LoopbackServer):
         self.n_ctx = n_ctx
         self.reply = reply
         self.hang_limit = hang_limit
-        self.n_ctx: int | None = None
         self.props = True
         self._faults: deque[Fault] = deque()
         self._seen: list[Seen] = []
@@ -129,8 +127,6 @@ class _Handler(LoopbackHandler):
             self._json(200, {"default_generation_settings": {"n_ctx": owner.n_ctx}, "total_slots": 1})
         elif self.path == "/v1/models":
             self._json(200, {"object": "list", "data": [{"id": self.server.owner.model, "object": "model"}]})
-        elif self.path == "/props" and self.server.owner.n_ctx is not None:
-            self._json(200, {"default_generation_settings": {"n_ctx": self.server.owner.n_ctx}, "total_slots": 1})
         else:
             self._json(404, {"error": {"message": f"no route {self.path}"}})
 
