@@ -825,7 +825,8 @@ def test_pace_grows_by_measured_speed_so_a_superlinear_server_never_times_out(lo
     """Work that grows as the batch to the power 2.5; 512 bytes cost a fifth of the timeout.
 
     Doubling on any answer within a quarter of the timeout would send 1,024 bytes next: 5.7 times the work,
-    past the timeout. Growing by the measured speed, to what it does in a quarter of the timeout, stays inside.
+    past the timeout. Growing by the measured speed (as if work grew as the square of the batch) stays
+    well inside it.
     """
     with EmbedServer(local) as srv:
         srv.work_exponent = 2.5
@@ -834,8 +835,8 @@ def test_pace_grows_by_measured_speed_so_a_superlinear_server_never_times_out(lo
         with HTTPEmbedder(srv.url, local.model, timeout=2.0, concurrency=1, monotonic=srv.virtual_clock) as e:
             np.testing.assert_allclose(e.embed(WORDS), local.embed(WORDS), atol=1e-6)
             assert e.pace.timeouts == 0, e.pace
-            assert 512 <= e.pace.batch_tokens < 1024
-        assert max(srv.work(b["input"]) for b in srv.seen_bodies(EMB)) < 2.0 * 0.9
+            assert 512 <= e.pace.batch_tokens <= 700
+        assert max(srv.work(b["input"]) for b in srv.seen_bodies(EMB)) < 2.0 * 0.5  # well inside the timeout
 
 
 def test_timeouts_are_counted_with_the_work_they_cost(local):

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import math
 import os
 import random as _random
 import threading
@@ -334,11 +335,13 @@ class Pace:
     a slow server (one slot, hundreds of tokens a second) must succeed with the
     defaults. An answer that came within ``GROW`` of the timeout for a batch
     that used at least half the budget grows the budget, by the speed it
-    measured: to what that answer's tokens per second would do in ``TARGET``
-    of the timeout, at most double, up to ``max_batch_tokens`` (so a server
-    whose work grows faster than its batch, as attention's does, still
-    answers the next batch well inside the timeout); then, with the budget at
-    its maximum, the concurrency (by one, up to ``concurrency``). An answer slower than
+    measured: to the batch that speed answers in ``TARGET`` of the timeout
+    when work grows as the square of the batch (``tokens * sqrt(TARGET *
+    timeout / seconds)``), at most double, up to ``max_batch_tokens``, so a
+    server whose work grows faster than its batch (attention, a batch past
+    its own batch size) still answers the next one well inside the timeout;
+    then, with the budget at its maximum, the concurrency (by one, up to
+    ``concurrency``). An answer slower than
     ``SHRINK`` of the timeout takes one request away, or halves the budget at
     one request. A timeout halves both and sets a ceiling that growth stays
     under: with one request in flight, the largest batch answered so far (or
@@ -399,10 +402,12 @@ class Pace:
                 return
             full = tokens * 2 >= self.batch_tokens or texts >= self.batch_texts
             if seconds <= self.GROW * self.timeout and full:
-                # What this answer's speed does in TARGET of the timeout (a fixed cost per request makes small
-                # batches look slower than they are, which errs on the safe side).
+                # The batch this answer's speed should answer in TARGET of the timeout, if the work grew as the
+                # square of the batch (as attention's does): exact then, on the safe side for linear work. A
+                # fixed cost per request makes small batches look slower than they are: safe too.
                 if self.batch_tokens < self.token_ceiling and texts < self.batch_texts:
-                    reach = int(tokens * self.TARGET * self.timeout / seconds) if seconds > 0 else self.token_ceiling
+                    reach = (int(tokens * math.sqrt(self.TARGET * self.timeout / seconds)) if seconds > 0
+                             else self.token_ceiling)
                     # Below the budget: not fast enough to grow by its speed, so it holds.
                     self.batch_tokens = max(self.batch_tokens, min(self.token_ceiling, self.batch_tokens * 2, reach))
                 elif self.concurrency < self.concurrency_ceiling:
