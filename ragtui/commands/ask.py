@@ -14,7 +14,7 @@ import sys
 
 from ragtui import app
 from ragtui.commands.pack import add_pack_options, budget_of
-from ragtui.core.textsafe import json_text
+from ragtui.core.textsafe import json_text, neutralize
 
 __all__ = ["register", "run"]
 
@@ -70,7 +70,7 @@ def run(args) -> int:
 
     def on_delta(piece: str) -> None:
         line.append(piece)
-        sys.stdout.write(piece)
+        sys.stdout.write(neutralize(piece))  # the model's text: no terminal escape reaches the screen
         sys.stdout.flush()
 
     def end_line() -> None:
@@ -96,7 +96,7 @@ def run(args) -> int:
         else:
             if "".join(line) != cut.text:  # not on the screen yet (not streamed, or another call's)
                 end_line()
-                sys.stdout.write(cut.text)
+                sys.stdout.write(neutralize(cut.text))
             sys.stdout.write(f"\n{CUT_MARK}\n")
         sys.stdout.flush()
         raise
@@ -109,8 +109,8 @@ def run(args) -> int:
         sys.stdout.write(json_text(result.to_json(), indent=1) + "\n")
     else:
         if not stream:
-            sys.stdout.write(result.text + "\n")
-        sys.stdout.write("\n" + citations_block(result) + "\n")
+            sys.stdout.write(neutralize(result.text) + "\n")
+        sys.stdout.write("\n" + neutralize(citations_block(result)) + "\n")
         print(stats_block(result), file=sys.stderr)
     failed = [c for c in result.checks if not c.ok]
     if failed and not args.allow_unverified:

@@ -324,3 +324,14 @@ def test_the_context_is_fitted_to_the_servers_context_length(large, chat):
         assert r.returncode == 0 and "([llm] context_window)" in r.stderr, r.stderr
     finally:
         (home / "ragtui.toml").unlink()
+
+
+@pytest.mark.parametrize("flag", ["--stream", "--no-stream"])
+def test_terminal_escapes_in_the_answer_never_reach_the_screen(indexed, chat, flag):
+    _, art = indexed
+    chat.reply = "Cats \x1b[2J\x1b]0;pwned\x07 sleep [docs/cats.md:L1-4\x1b[31m]."
+    r = ragtui("ask", "what are cats", "--artifacts", str(art), "--mode", "bm25", flag, "--allow-unverified",
+               env=llm_env(chat))
+    assert r.returncode == 0, r.stderr
+    assert "\x1b" not in r.stdout and "\x07" not in r.stdout and "\x1b" not in r.stderr
+    assert "Cats ␛[2J␛]0;pwned␇ sleep" in r.stdout
