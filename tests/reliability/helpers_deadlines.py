@@ -25,6 +25,7 @@ import json
 import time
 from pathlib import Path
 
+from ragtui.commands.ask import CUT_MARK
 from ragtui.core.embedders.http import HTTPEmbedder
 from ragtui.core.errors import EmbeddingError
 from tests.helpers.chat_server import ChatServer
@@ -45,7 +46,6 @@ EMBED_ENDPOINTS = {
     "tokenize": ("/tokenize", "llama.cpp"),
     "detokenize": ("/extras/detokenize", "llama-cpp-python"),
 }
-CUT_MARK = "[answer cut off here: it did not end]"
 
 
 class _Ask:
