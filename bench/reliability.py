@@ -75,6 +75,7 @@ def run(args) -> list[_Row]:
         helpers_io_cli,
         helpers_kill,
         helpers_longlines,
+        helpers_mcp,
         helpers_patterns,
         helpers_query,
         helpers_terminal,
@@ -170,6 +171,8 @@ def run(args) -> list[_Row]:
               "results whose hits pass the filters, or one-line QueryError with its column; CLI exit 0/1/2")
         timed(lambda: helpers_longlines.run_long_lines(base / "long-lines"))
         timed(lambda: helpers_longlines.run_ingest_long_lines(base / "long-lines-ingest"))
+        timed(lambda: helpers_mcp.run_protocol_errors(helpers_mcp.make_index(base / "mcp")),
+              "one server for every case, then a search it must still answer; lines over 4 MiB included")
         # Issue #16 item 6: which files are documents.
         timed(lambda: helpers_patterns.run_gitignore_vs_git(base / "git", cases=1000), "counts 0 without git")
         timed(lambda: helpers_patterns.run_watch_agrees_with_walk(base / "agree", cases=1000))
