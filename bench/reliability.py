@@ -104,6 +104,17 @@ def run(args) -> list[_Row]:
             return total, "steps per publish: " + ", ".join(counts) + " (+1 each: killed after the last)"
 
         timed(kills)
+
+        def export_kills():
+            total, counts = Tally("Export killed (SIGKILL) before each of its steps"), []
+            for scenario in helpers_kill.EXPORT_SCENARIOS:
+                tally, steps = helpers_kill.run_export_kill_harness(base / f"export-kill-{scenario}", server, scenario)
+                total.merge(tally)
+                counts.append(f"{scenario} {len(steps)}")
+            return total, ("steps per export: " + ", ".join(counts) + " (+1 each); the target held the old or the "
+                           "new export, and the next export left nothing beside it")
+
+        timed(export_kills)
         timed(lambda: helpers_faults.run_durability(base / "durability"), "3 kinds of publish x 4 write sizes")
         errnos = (errno.ENOSPC, errno.EIO, errno.EACCES, errno.EROFS, errno.EDQUOT)
         timed(lambda: helpers_faults.run_io_matrix(base / "io", errnos=errnos),
