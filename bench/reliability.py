@@ -62,6 +62,7 @@ def run(args) -> list[_Row]:
     from tests.helpers.embed_server import EmbedServer
     from tests.reliability import (
         helpers_bombs,
+        helpers_bounded,
         helpers_cli_http,
         helpers_concurrency,
         helpers_config,
@@ -184,6 +185,9 @@ def run(args) -> list[_Row]:
         timed(lambda: helpers_longlines.run_ingest_long_lines(base / "long-lines-ingest"))
         timed(lambda: helpers_mcp.run_protocol_errors(helpers_mcp.make_index(base / "mcp")),
               "one server for every case, then a search it must still answer; lines over 4 MiB included")
+        timed(lambda: helpers_bounded.run_bounded_reads(base / "bounded"),
+              "12 files (3 ragtui.toml, last-index.json for search and ingest, the TUI history, 4 collection "
+              "files, a report, a previous export's manifest) x 4 kinds; each run as a process")
         # Issue #16 item 6: which files are documents.
         timed(lambda: helpers_patterns.run_gitignore_vs_git(base / "git", cases=1000), "counts 0 without git")
         timed(lambda: helpers_patterns.run_watch_agrees_with_walk(base / "agree", cases=1000))

@@ -33,7 +33,7 @@ import stat
 from pathlib import Path
 
 __all__ = ["NotRegularError", "TooLargeError", "kind_of", "open_regular", "owner_is_gone", "read_file",
-           "remove_dead_temporaries"]
+           "remove_dead_temporaries", "replace_file"]
 
 
 class NotRegularError(OSError):
@@ -72,7 +72,7 @@ def open_regular(path: str | os.PathLike[str], *, follow: bool = True) -> tuple[
     target = os.fspath(path)
     st = os.stat(target, follow_symlinks=follow)
     if not follow and stat.S_ISLNK(st.st_mode):
-        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), target)  # as O_NOFOLLOW would say
+        raise NotRegularError(errno.ELOOP, "is a symbolic link (not followed)", target)
     refusal = _not_regular(st.st_mode, target, "opened")
     if refusal is not None:
         raise refusal
@@ -133,6 +133,36 @@ def read_file(path: str | os.PathLike[str], max_bytes: int, inside: str | os.Pat
         return data
     finally:
         os.close(fd)
+
+
+def replace_file(path: str | os.PathLike[str], data: bytes) -> None:
+    """Put ``data`` at ``path`` whole: written to a new file beside it, then renamed over it.
+
+    The temporary file (``.<name>.<pid>.tmp``) is created anew (``O_EXCL``, ``O_NOFOLLOW``), so a FIFO or
+    a link left under its name is never written through; whatever is at ``path`` (a FIFO too) is replaced.
+    ``OSError`` as the calls raise it; the temporary file is removed on failure.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        os.unlink(tmp)
+    except FileNotFoundError:
+        pass
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 # -- what killed processes leave --------------------------------------------------------------------
