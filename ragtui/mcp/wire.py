@@ -276,7 +276,7 @@ def check_oversized(line: Oversized) -> Checked:
     """The answer to a line over ``MAX_LINE_BYTES``: -32600, with the id when it comes before the cut."""
     return _refuse(_leading_id(line.prefix), INVALID_REQUEST,
                    f"Invalid Request: the line is {line.size:,} bytes, over the {MAX_LINE_BYTES:,}-byte limit "
-                   "(not read); send smaller requests")
+                   "(read past, not kept); send smaller requests")
 
 
 def _leading_id(prefix: bytes) -> object:

@@ -62,6 +62,14 @@ def test_a_mount_point_is_refused(tmp_path, art):
         assert r.returncode == 0 and (mnt / "site" / "index.html").is_file()
     finally:
         subprocess.run(["umount", str(mnt)], check=True)
+    # A bind mount of a folder of the same filesystem: the same st_dev as its parent, still a mount point.
+    (tmp_path / "src").mkdir()
+    assert subprocess.run(["mount", "--bind", str(tmp_path / "src"), str(mnt)], capture_output=True).returncode == 0
+    try:
+        r = ragtui("export", str(mnt), "--artifacts", str(art))
+        assert r.returncode == 2 and "is a mount point" in r.stderr, r.stderr
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
 
 
 def test_a_link_even_with_a_trailing_slash_is_refused(tmp_path):

@@ -560,6 +560,20 @@ def _is_link(given: str) -> bool:
     return os.path.islink(given.rstrip(os.sep) or os.sep)
 
 
+def _mount_points() -> set[str]:
+    """Where something is mounted (/proc/self/mountinfo): a bind mount of the same filesystem has the same st_dev."""
+    try:
+        raw = read_file("/proc/self/mountinfo", 16 << 20)
+    except OSError:
+        return set()
+    points = set()
+    for line in raw.decode("utf-8", "surrogateescape").splitlines():
+        fields = line.split(" ")
+        if len(fields) > 4:
+            points.add(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), fields[4]))
+    return points
+
+
 def _inside(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
@@ -598,7 +612,7 @@ def check_target(out: str | os.PathLike[str], *, keep_clear: tuple[str | os.Path
             st, up = os.stat(target), os.stat(target.parent)
         except OSError as e:
             raise StorageError(f"cannot read {shown}: {e.strerror}") from None
-        if st.st_dev != up.st_dev or st.st_ino == up.st_ino:
+        if st.st_dev != up.st_dev or st.st_ino == up.st_ino or real in _mount_points():
             raise UsageError(f"{shown} is a mount point, which an export cannot replace (it replaces the whole folder "
                              f"with one rename): give a folder inside it, e.g. {os.path.join(shown, inside)}")
         try:
