@@ -118,9 +118,10 @@ def _bad_string(obj: object, where: str = "", depth: int = 0) -> tuple[str, str]
     ``where`` is the path to ``obj`` in the message ("params.arguments.query"; "" for the message).
     """
     if isinstance(obj, str):
-        for i, ch in enumerate(obj):
-            if "\ud800" <= ch <= "\udfff":
-                return where, f"holds a lone surrogate \\u{ord(ch):04x} at character {i}, which is not Unicode text"
+        try:
+            obj.encode("utf-8")  # fails exactly on a lone surrogate, at C speed
+        except UnicodeEncodeError as e:
+            return where, f"holds a lone surrogate \\u{ord(obj[e.start]):04x} at character {e.start}, which is not Unicode text"
         return None
     if isinstance(obj, (dict, list)):
         if depth >= MAX_DEPTH:
@@ -214,7 +215,7 @@ def _check_message(obj: object, text: str) -> Checked:
         return _refuse(request_id, INVALID_REQUEST,
                        f'Invalid Request: "method" must be a string, not {_kind(obj["method"])}')
     params = obj.get("params")
-    if "params" in obj and not isinstance(params, (dict, list)):
+    if params is not None and not isinstance(params, (dict, list)):  # null is taken as absent, as the SDK does
         return _refuse(request_id, INVALID_REQUEST,
                        f'Invalid Request: "params" must be an object (or absent), not {_kind(params)}')
     problem: tuple[int, str] | None = None

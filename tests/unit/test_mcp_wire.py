@@ -6,7 +6,7 @@ import json
 import os
 import threading
 
-from ragtui.mcp.wire import LineReader, Oversized, check_line, check_oversized
+from ragtui.mcp.wire import Checked, LineReader, Oversized, check_line, check_oversized
 
 
 def _lines(data: bytes, limit: int, block: int = 7) -> list:
@@ -53,6 +53,8 @@ def test_good_messages_are_handed_on_unchanged():
     checked = check_line(cancel.encode())
     assert checked is not None and checked.text == cancel and checked.cancels == "r1" and checked.request_id is None
     assert check_line(b"  \r") is None
+    null = '{"jsonrpc": "2.0", "id": 8, "method": "ping", "params": null}'  # taken as absent, as the SDK takes it
+    assert check_line(null.encode()) == Checked(text=null, request_id=8)
 
 
 def test_each_bad_line_gets_the_code_and_id_the_specification_names():
