@@ -594,7 +594,6 @@ def check_target(out: str | os.PathLike[str], *, keep_clear: tuple[str | os.Path
         raise UsageError(f"{shown} is not a folder: give a new or empty folder, or a previous export, to write to")
     here = os.path.realpath(os.getcwd())
     real = os.fspath(target)
-    inside = f"{target.name}/site" if target.name else "a new folder"
     if real == here:
         raise UsageError(f"{shown} is the current directory, which an export cannot replace (it replaces the whole "
                          f"folder, and this shell would be left in the removed one): run it from the folder above, "
@@ -614,7 +613,7 @@ def check_target(out: str | os.PathLike[str], *, keep_clear: tuple[str | os.Path
             raise StorageError(f"cannot read {shown}: {e.strerror}") from None
         if st.st_dev != up.st_dev or st.st_ino == up.st_ino or real in _mount_points():
             raise UsageError(f"{shown} is a mount point, which an export cannot replace (it replaces the whole folder "
-                             f"with one rename): give a folder inside it, e.g. {os.path.join(shown, inside)}")
+                             f"with one rename): give a folder inside it, e.g. {os.path.join(shown, 'site')}")
         try:
             empty = not os.listdir(target)
         except OSError as e:
