@@ -62,6 +62,7 @@ def run(args) -> list[_Row]:
     from tests.helpers.embed_server import EmbedServer
     from tests.reliability import (
         helpers_bombs,
+        helpers_bounded,
         helpers_cli_http,
         helpers_concurrency,
         helpers_config,
@@ -76,6 +77,7 @@ def run(args) -> list[_Row]:
         helpers_io_cli,
         helpers_kill,
         helpers_longlines,
+        helpers_mcp,
         helpers_patterns,
         helpers_query,
         helpers_terminal,
@@ -104,6 +106,17 @@ def run(args) -> list[_Row]:
             return total, "steps per publish: " + ", ".join(counts) + " (+1 each: killed after the last)"
 
         timed(kills)
+
+        def export_kills():
+            total, counts = Tally("Export killed (SIGKILL) before each of its steps"), []
+            for scenario in helpers_kill.EXPORT_SCENARIOS:
+                tally, steps = helpers_kill.run_export_kill_harness(base / f"export-kill-{scenario}", server, scenario)
+                total.merge(tally)
+                counts.append(f"{scenario} {len(steps)}")
+            return total, ("steps per export: " + ", ".join(counts) + " (+1 each); the target held the old or the "
+                           "new export, and the next export left nothing beside it")
+
+        timed(export_kills)
         timed(lambda: helpers_faults.run_durability(base / "durability"), "3 kinds of publish x 4 write sizes")
         errnos = (errno.ENOSPC, errno.EIO, errno.EACCES, errno.EROFS, errno.EDQUOT)
         timed(lambda: helpers_faults.run_io_matrix(base / "io", errnos=errnos),
@@ -181,6 +194,11 @@ def run(args) -> list[_Row]:
               "results whose hits pass the filters, or one-line QueryError with its column; CLI exit 0/1/2")
         timed(lambda: helpers_longlines.run_long_lines(base / "long-lines"))
         timed(lambda: helpers_longlines.run_ingest_long_lines(base / "long-lines-ingest"))
+        timed(lambda: helpers_mcp.run_protocol_errors(helpers_mcp.make_index(base / "mcp")),
+              "one server for every case, then a search it must still answer; lines over 4 MiB included")
+        timed(lambda: helpers_bounded.run_bounded_reads(base / "bounded"),
+              "12 files (3 ragtui.toml, last-index.json for search and ingest, the TUI history, 4 collection "
+              "files, a report, a previous export's manifest) x 4 kinds; each run as a process")
         # Which files are documents.
         timed(lambda: helpers_patterns.run_gitignore_vs_git(base / "git", cases=1000), "counts 0 without git")
         timed(lambda: helpers_patterns.run_watch_agrees_with_walk(base / "agree", cases=1000))

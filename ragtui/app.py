@@ -265,7 +265,7 @@ def resolve_index(settings: Settings, *, note: Callable[[str], None] | None = _n
             f"no index under {settings.artifacts}/rag: build one with `ragtui ingest FOLDER` "
             f"({root_hint(settings)}){also}", broken
         )
-    picked = _clear_choice(settings, names, cwd)
+    picked = _clear_choice(settings, names, cwd, note)
     if picked is not None:
         name, why = picked
         if note is not None:
@@ -317,7 +317,8 @@ def open_retrievers(settings: Settings, paths: list[Path], *, need_embedder: boo
     return {path.name: open_index(path, settings, embedder=embedder) for path in paths}
 
 
-def _clear_choice(settings: Settings, names: list[str], cwd: str | os.PathLike | None) -> tuple[str, str] | None:
+def _clear_choice(settings: Settings, names: list[str], cwd: str | os.PathLike | None,
+                  note: Callable[[str], None] | None = None) -> tuple[str, str] | None:
     """(index id, why) when one of several indexes is the clear choice, else None."""
     from ragtui.core.citations import source_folder
 
@@ -337,7 +338,7 @@ def _clear_choice(settings: Settings, names: list[str], cwd: str | os.PathLike |
         inside.sort(reverse=True)
         if len(inside) == 1 or inside[0][0] != inside[1][0]:  # two indexes of the same folder: not clear
             return inside[0][1], "its folder holds the current directory"
-    last = remembered_index(settings)
+    last = remembered_index(settings, note)
     if last in names:
         return last, "used last"
     return None
@@ -354,26 +355,37 @@ def _last_path() -> Path:
     return user_state_dir() / _LAST_NAME
 
 
-def _read_last() -> dict[str, str]:
-    """The remembered {artifacts root: index id}; {} for anything unreadable or malformed (it only saves a question)."""
+def _read_last(note: Callable[[str], None] | None = None) -> dict[str, str]:
+    """The remembered {artifacts root: index id}; {} for anything unreadable or malformed (it only saves a question).
+
+    A file that is not a regular file of at most 64 KiB (a FIFO, a link, a device, a folder) is ignored,
+    with a line to ``note``: the next command that picks an index writes a new one in its place.
+    """
     import json
 
+    from ragtui.core.files import read_file
+
+    path = _last_path()
     try:
-        with open(_last_path(), "rb") as f:
-            raw = f.read(_LAST_MAX_BYTES + 1)
-        if len(raw) > _LAST_MAX_BYTES:
-            return {}
+        raw = read_file(path, _LAST_MAX_BYTES, follow=False, what="the index used last")
         doc = json.loads(raw.decode("utf-8"))
-    except (OSError, ValueError):
+    except FileNotFoundError:
+        return {}
+    except OSError as e:
+        if note is not None:
+            note(f"ignored {path}: {e.strerror or e} (it only remembers the index used last: remove it, "
+                 "or let the next ingest or search replace it)")
+        return {}
+    except ValueError:
         return {}
     if not isinstance(doc, dict) or not isinstance(doc.get("last"), dict):
         return {}
     return {k: v for k, v in doc["last"].items() if isinstance(k, str) and isinstance(v, str)}
 
 
-def remembered_index(settings: Settings) -> str | None:
+def remembered_index(settings: Settings, note: Callable[[str], None] | None = None) -> str | None:
     """The index id used last under this artifacts root (None when none was remembered)."""
-    return _read_last().get(os.path.abspath(settings.artifacts))
+    return _read_last(note).get(os.path.abspath(settings.artifacts))
 
 
 def remember_index(settings: Settings, index_id: str) -> None:
@@ -385,6 +397,8 @@ def remember_index(settings: Settings, index_id: str) -> None:
     """
     import json
 
+    from ragtui.core.files import replace_file
+
     known = _read_last()
     root = os.path.abspath(settings.artifacts)
     if known.get(root) == index_id:
@@ -393,16 +407,11 @@ def remember_index(settings: Settings, index_id: str) -> None:
     known[root] = index_id
     known = dict(list(known.items())[-_LAST_MAX_ROOTS:])  # the roots used most recently
     path = _last_path()
-    tmp = path.with_name(f".{_LAST_NAME}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps({"last": known}, indent=1), encoding="utf-8")
-        os.replace(tmp, path)
+        replace_file(path, json.dumps({"last": known}, indent=1).encode("utf-8"))
     except OSError:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
+        pass
 
 
 # -- opening it -----------------------------------------------------------------------------------

@@ -100,6 +100,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ragtui.core.errors import UsageError
+from ragtui.core.files import read_file
 
 __all__ = [
     "ROOT_FLAGS", "SCHEMA", "TRUSTED_ONLY", "Settings", "default_artifacts", "load_settings", "user_cache_root",
@@ -240,10 +241,14 @@ def user_config_path(environ=None) -> Path:
 
 
 def _is_file(path: Path) -> bool:
+    """Whether something is at ``path`` (a FIFO, a folder or a device too: ``_read`` refuses those by name)."""
     try:
-        return path.is_file()
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
     except OSError as e:  # an unreadable config folder is the user's to fix, not a crash
         raise UsageError(f"cannot read {path}: {e.strerror}") from None
+    return True
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -253,10 +258,19 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
+MAX_CONFIG_BYTES = 1 << 20
+"""The largest ragtui.toml read: 1 MiB (a real one is a few hundred bytes)."""
+
+
 def _read(path: Path) -> dict:
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        data = read_file(path, MAX_CONFIG_BYTES, what="a ragtui.toml")
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror or e}: make it a regular file of at most 1 MiB, "
+                         "or remove it") from None
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise UsageError(f"cannot read {path}: {e}") from None
 
 

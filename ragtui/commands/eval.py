@@ -229,13 +229,21 @@ def _split_ref(ref: str) -> tuple[str, str | None]:
     return ref, None
 
 
+MAX_REPORT_BYTES = 256 << 20
+"""The largest report read: 256 MiB (one with every query's ranking is a few MB per thousand queries)."""
+
+
 def _read_report(path: str) -> dict:
+    from ragtui.core.files import read_file
+
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        return json.loads(read_file(path, MAX_REPORT_BYTES, what="a report").decode("utf-8"))
     except FileNotFoundError:
         raise UsageError(f"{path}: no such report (write one with `ragtui eval DATASET --json {path}`)") from None
-    except (OSError, ValueError) as e:
+    except OSError as e:
+        raise UsageError(f"{path}: cannot read the report: {e.strerror or e} (give a report "
+                         "`ragtui eval --json` wrote)") from None
+    except (ValueError, RecursionError) as e:
         raise UsageError(f"{path}: cannot read the report ({e})") from None
 
 

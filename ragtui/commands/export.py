@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
 from ragtui import app
 from ragtui.core.errors import UsageError
@@ -23,7 +22,8 @@ def register(sub, common) -> None:
         "export", help="write an index as a static Seekite search folder (index.html + search/)",
         description="Write the index as a Seekite v2 export: OUT/index.html, a page that searches in the "
         "browser, and OUT/search/, the files it reads. Serve OUT with any web server. OUT must be new, "
-        "empty, or a previous export (which is replaced).",
+        "empty, or a previous export (which is replaced as a whole, in one step); not the current directory, "
+        "a folder holding it, or a mount point.",
     )
     p.add_argument("out", metavar="OUT", help="the folder to write (or, with --verify, to check)")
     p.add_argument("--format", default="seekite", help="the export format (only seekite, version 2)")
@@ -53,7 +53,7 @@ def run(args) -> int:
         return _verify(args)
     if args.query is not None:
         raise UsageError("--query goes with --verify (it searches an export)")
-    from ragtui.core.export.writer import Written, check_generated_at, export_to, is_previous_export, write_export
+    from ragtui.core.export.writer import Written, check_generated_at, check_target, export_to, write_export
     from ragtui.core.index.index_format import read_index
     from ragtui.core.ingest.publish import rag_root
 
@@ -62,13 +62,14 @@ def run(args) -> int:
     if args.vectors not in ("i8", "f32", "none"):
         raise UsageError(f"--vectors must be i8, f32 or none (got {args.vectors!r})")
     settings = app.settings_from(args)
+    keep_clear = (rag_root(settings.artifacts),)
+    replacing = check_target(args.out, keep_clear=keep_clear).replacing  # refused before any work
     path = app.resolve_index(settings)
     started = time.perf_counter()
     # Opened lazily: the export's one pass over docs.jsonl checks every line and the order rules as
     # full=True would, without holding every record (a bad line stops it; nothing is written to OUT).
     data = read_index(path, full=False, cache_dir=rag_root(settings.artifacts) / ".cache")
     folder = _source_folder(settings, path) if args.with_sources else None
-    replacing = is_previous_export(Path(args.out))
     written: list[Written] = []
     copied: list = []
 
@@ -79,7 +80,7 @@ def run(args) -> int:
 
             copied.append(write_sources(data, folder, sink))
 
-    out = export_to(args.out, write)
+    out = export_to(args.out, write, keep_clear=keep_clear)
     seconds = time.perf_counter() - started
     files = written[0]
     summary = {"out": str(out), "index_id": data.meta.index_id, "chunks": data.meta.n_chunks,

@@ -14,6 +14,7 @@ from textual import work
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from ragtui.core.errors import EmbeddingError, IndexMissingError, ModelMismatchError, RagtuiError
+from ragtui.core.textsafe import one_line
 from ragtui.tui import backend, states
 from ragtui.tui.messages import (
     CitationReady,
@@ -160,6 +161,10 @@ class Workers:
     @work(thread=True, exclusive=True, exit_on_error=False, group="history")
     def history_worker(self: Session) -> None:
         self.history.load()
+        problem = self.history.problem
+        if problem and _live():
+            self.call_from_thread(self.notify, one_line(problem, 300), title="query history", severity="warning",
+                                  markup=False)
 
     # -- the one error handler -----------------------------------------------------------
 
