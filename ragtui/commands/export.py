@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
 from ragtui import app
 from ragtui.core.errors import UsageError
