@@ -35,6 +35,7 @@ from ragtui.core.index.bm25_write import build_postings
 from ragtui.core.index.index_format import BM25, DOCS, FILES, IndexData, generation_of, read_index
 from ragtui.core.index.records import IndexMeta
 from ragtui.core.ingest.assemble import Previous, assemble, chunk_all, embed_pending, expand
+from ragtui.core.ingest.code_chunks import chunker_identity
 from ragtui.core.ingest.journal import EmbedJournal
 from ragtui.core.ingest.patterns import IGNORE_FILES
 from ragtui.core.ingest.publish import (
@@ -128,7 +129,8 @@ class IndexWriter:
         if dim is None:
             same_model = recorded is not None and recorded.embedding_model == e.model
             dim = recorded.dim if recorded is not None and same_model else e.dim
-        return Settings(e.model, dim, tokenizer_name(e), self.max_tokens, self.overlap, self.k1, self.b)
+        return Settings(e.model, dim, tokenizer_name(e), self.max_tokens, self.overlap, self.k1, self.b,
+                        chunker_identity())
 
     def prepare(self, *, warm_up: bool = False, should_stop: Callable[[], bool] | None = None) -> bool:
         """Open the current generation for the next sync, so that it does not pay for reading it.
@@ -310,7 +312,8 @@ class IndexWriter:
             found = scan(self.folder, self.rules, None, {}, report, tick)
         prev = _previous_of(old, e) if old is not None else None
         if old is not None and not trusted:
-            old_settings = Settings.of_meta(old.meta)
+            # meta.json does not record the code chunker: that difference re-chunks, it is not reported.
+            old_settings = dataclasses.replace(Settings.of_meta(old.meta), code=settings.code)
             if old_settings != settings:
                 report.rebuilt = f"settings changed ({', '.join(settings.differing(old_settings))}); every document re-chunked"
         if not trusted:
