@@ -43,7 +43,7 @@ chunks alone (``code_symbols``).
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from typing import Any
 
@@ -94,7 +94,7 @@ def chunk_code(
         spans = tokenizer.spans(text)
     starts = [s for s, _ in spans]
     budget = max(1, max_tokens - 2)  # the count of a substring can pass the spans' by a word-start piece
-    atoms = code_atoms(parsed, text, starts, budget)
+    atoms = _on_token_boundaries(code_atoms(parsed, text, starts, budget), spans, text)
     return _chunks(text, atoms, starts, tokenizer, max_tokens, budget, keep_ids)
 
 
@@ -197,6 +197,32 @@ def code_atoms(parsed: Parsed, text: str, starts: Sequence[int], budget: int) ->
             continue  # a boundary that coincides with the one before it (leading whitespace)
         atoms.append((s, prio, leaf))
     return atoms
+
+
+def _on_token_boundaries(atoms: list[tuple[int, int, bool]], spans: Sequence[tuple[int, int]],
+                         text: str) -> list[tuple[int, int, bool]]:
+    """The atoms without the boundaries that fall inside a token's text (``},`` can be one token of a BPE
+    vocabulary): such an atom joins the one before it, so no token is cut in two."""
+    starts = [sp[0] for sp in spans]
+    out: list[tuple[int, int, bool]] = []
+    for atom in atoms:
+        p = atom[0]
+        i = bisect_right(starts, p) - 1
+        inside = False
+        for j in (i - 1, i):
+            if 0 <= j < len(spans):
+                s, e = spans[j]
+                while s < e and text[s].isspace():
+                    s += 1
+                while e > s and text[e - 1].isspace():
+                    e -= 1
+                inside = inside or s < p < e
+        if inside and out:
+            prev = out[-1]
+            out[-1] = (prev[0], prev[1], prev[2] or atom[2])
+            continue
+        out.append(atom)
+    return out
 
 
 def _is_body(child: Any, parent: Any) -> bool:

@@ -453,10 +453,19 @@ def _scores_of(v: np.ndarray, q: np.ndarray, rows: np.ndarray) -> np.ndarray:
 def _filter_rows(clause: Clause, data: IndexData) -> np.ndarray:
     table = doc_table(data.records)
     per_doc = np.zeros(len(table.doc_ids), dtype=bool)
+    per_row: np.ndarray | None = None
     for item in clause.items:
-        if isinstance(item, Filter):
+        if isinstance(item, Filter) and item.name == "sym":
+            from ragtui.core.search.symbols import symbol_table  # parses code only when a query asks
+
+            found = symbol_table(data.records).matches(item.value)
+            per_row = found if per_row is None else per_row | found
+        elif isinstance(item, Filter):
             per_doc |= table.matches(item)
-    return table.rows(~per_doc if clause.excluded else per_doc)
+    rows = table.rows(per_doc)
+    if per_row is not None:
+        rows = rows | per_row
+    return ~rows if clause.excluded else rows
 
 
 def _term_rows(bm25: BM25Index, t: int, n: int) -> np.ndarray:
