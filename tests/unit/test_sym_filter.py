@@ -1,0 +1,120 @@
+"""The sym: filter: parsing, matching whole names, and search through the Python API and `ragtui search` over an
+index of real source files; non-code documents index exactly as the plain chunker cuts them."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ragtui.core.errors import QueryError
+from ragtui.core.ingest.chunker import chunk_text
+from ragtui.core.ingest.code_languages import GRAMMARS, grammar
+from ragtui.core.ingest.sync import sync
+from ragtui.core.search.query import Filter, parse_query
+from ragtui.core.search.retriever import MODES, Retriever
+from ragtui.core.search.symbols import symbol_matches, symbol_table
+from tests.cli.test_cli import ragtui
+from tests.unit.fakes import HashEmbedder, WordTokenizer
+
+SAMPLES = Path(__file__).parent / "code_samples"
+
+needs_grammars = pytest.mark.skipif(any(grammar(lang) is None for lang in GRAMMARS),
+                                    reason="the code grammars (ragtui[code]) are not installed")
+
+
+def test_sym_is_a_filter_with_a_dotted_value():
+    parsed = parse_query("rank sym:Retriever.search")
+    assert parsed.clauses[1].items == (Filter("sym", "Retriever.search"),)
+    assert parsed.describe().splitlines()[-1] == "filter: sym:Retriever.search"
+    assert parse_query(parsed.canonical()).describe() == parsed.describe()
+    for bad in ("rank sym:.x", "rank sym:a..b", "rank sym:a."):
+        with pytest.raises(QueryError, match="sym: takes a symbol"):
+            parse_query(bad)
+    with pytest.raises(QueryError, match=r"the filters are path:, ext:, lang: and sym:"):
+        parse_query("rank sim:x")
+
+
+@pytest.mark.parametrize(("value", "path", "hit"), [
+    ("Retriever.search", "Retriever.search", True), ("search", "Retriever.search", True),
+    ("Retriever", "Retriever.search", True), ("rag.Retriever", "rag.Retriever.size", True),
+    ("Retr", "Retriever.search", False), ("earch", "Retriever.search", False),
+    ("retriever", "Retriever", False), ("Retriever.size", "Retriever.search", False),
+])
+def test_a_value_matches_a_run_of_whole_names(value, path, hit):
+    assert symbol_matches(value, path) is hit
+
+
+@pytest.fixture(scope="module")
+def code_index(tmp_path_factory):
+    base = tmp_path_factory.mktemp("sym")
+    docs = base / "src"
+    shutil.copytree(SAMPLES, docs)
+    (docs / "notes.md").write_text("# Notes\n\nThe search of the retriever ranks documents.\n", encoding="utf-8")
+    art = base / "art"
+    report = sync(docs, artifacts=art, embedder=HashEmbedder(dim=8, model="test-model"), max_tokens=40, overlap=4)
+    assert report.published
+    return docs, art, art / "rag" / "src"
+
+
+@needs_grammars
+@pytest.mark.parametrize("mode", MODES)
+def test_sym_finds_the_chunks_of_a_symbol_in_every_mode(code_index, mode):
+    _, _, path = code_index
+    retriever = Retriever.open(path, embedder=HashEmbedder(dim=8, model="test-model"))
+    hits = retriever.search("documents query sym:Retriever.search", mode=mode, k=50)
+    table = symbol_table(retriever.data.records)
+    assert hits, mode
+    for hit in hits:
+        assert any(symbol_matches("Retriever.search", p) for p in table.symbols[hit.row])
+    # Every language's search method is found (names are case-sensitive), and nothing else.
+    found = {hit.doc_id.rpartition("/")[2] for hit in hits}
+    if mode in ("flat", "ivf"):
+        assert found == {"Retriever.java", "retriever.hpp", "retriever.js", "retriever.py", "retriever.rs",
+                         "retriever.ts"}  # rag.Retriever.search too; Go's Retriever.Search is another name
+    excluded = retriever.search("documents -sym:search", mode="bm25", k=100)
+    assert excluded and not any(
+        any(symbol_matches("search", p) for p in table.symbols[h.row]) for h in excluded)
+    assert "src/notes.md" in {h.doc_id for h in excluded}
+
+
+@needs_grammars
+def test_go_and_cpp_methods_are_found_by_their_type(code_index):
+    _, _, path = code_index
+    retriever = Retriever.open(path, embedder=HashEmbedder(dim=8, model="test-model"))
+    assert {h.doc_id for h in retriever.search("return sym:Retriever.Search", mode="flat", k=50)} == {
+        "src/retriever.go"}
+    assert {h.doc_id for h in retriever.search("return sym:rag.Retriever.size", mode="flat", k=50)} == {
+        "src/retriever.hpp"}
+    assert {h.doc_id for h in retriever.search("echo sym:usage OR sym:index_folder", mode="flat", k=50)} == {
+        "src/index.sh"}
+
+
+@needs_grammars
+def test_sym_through_ragtui_search(code_index):
+    docs, art, _ = code_index
+    # The installed command with its own embedder: a fresh index of the same folder.
+    cli_art = art.parent / "cli-art"
+    done = ragtui("ingest", str(docs), "--artifacts", str(cli_art))
+    assert done.returncode == 0, done.stderr
+    result = ragtui("search", "documents sym:Retriever.search", "--mode", "bm25", "--artifacts", str(cli_art),
+                    "--json", "-k", "50")
+    assert result.returncode == 0, result.stderr
+    found = {hit["doc_id"] for hit in json.loads(result.stdout)}
+    assert found and found <= {f"src/{n}" for n in ("Retriever.java", "retriever.js", "retriever.py",
+                                                     "retriever.rs", "retriever.ts", "retriever.hpp")}
+    none = ragtui("search", "documents sym:NoSuchThing", "--mode", "bm25", "--artifacts", str(cli_art))
+    assert none.returncode == 1 and "Traceback" not in none.stderr
+    bad = ragtui("search", "documents sym:a..b", "--artifacts", str(cli_art))
+    assert bad.returncode == 2 and bad.stderr.startswith("ragtui: error: query column 11: sym: takes a symbol")
+
+
+def test_documents_that_are_not_code_are_cut_exactly_as_before(code_index):
+    docs, _, path = code_index
+    retriever = Retriever.open(path, embedder=HashEmbedder(dim=8, model="test-model"))
+    records = retriever.data.records
+    rows = [records[i] for i in range(len(records)) if records[i].doc_id == "src/notes.md"]
+    text = (docs / "notes.md").read_text(encoding="utf-8")
+    assert [r.text for r in rows] == [c.text for c in chunk_text(text, WordTokenizer(), 40, 4)]
