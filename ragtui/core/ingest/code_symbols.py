@@ -117,7 +117,8 @@ _PY_CLOSE = {'"""': re.compile(r'\\.|"""', re.S), "'''": re.compile(r"\\.|'''", 
              '"': re.compile(r'\\.|"|\n', re.S), "'": re.compile(r"\\.|'|\n", re.S)}
 
 
-_DEFINES = re.compile(r"(?:async\s+)?(?:def|class)\b")
+_CLOSING_LINE = re.compile(r"(?:async[ \t]+)?(?:def|class)\b[^\n]*[(\[][^\n]*\n(?:[^\n]*\S[^\n]*\n)*?([ \t]*)[)\]][^\n]*:[ \t]*(?:#[^\n]*)?(?:\n|$)")
+"""A definition header over several lines whose last line opens with the closing bracket (as formatters write it)."""
 
 
 class _PythonJoin:
@@ -141,7 +142,7 @@ class _PythonJoin:
             elif self.depth or self.quote:
                 indent = 0  # inside brackets or a string: indentation means nothing here
             else:
-                indent = self._guess(text)
+                indent = self._guess(text, texts[k + 1] if k + 1 < len(texts) else None)
             prefix = "" if k == 0 else "\n" + " " * indent
             at += len(prefix)
             ranges.append((at, at + len(text)))
@@ -150,7 +151,7 @@ class _PythonJoin:
             self._feed(text, indent, k == 0 or not (self.depth or self.quote))
         return "".join(parts), ranges
 
-    def _guess(self, text: str) -> int:
+    def _guess(self, text: str, following: str | None) -> int:
         lines = _logical_lines(text)
         if lines and lines[0][0] is not None:
             return lines[0][0]  # comment lines come first: the first statement's line is indented as it was
@@ -166,8 +167,17 @@ class _PythonJoin:
         if header and nxt is not None:
             below = [lv for lv in self.levels if lv < nxt]
             return below[-1] if below else 0
-        if header and _DEFINES.match(text) and len(self.levels) > 1:
-            return self.levels[-2]  # a definition whose body is in the next chunk: a sibling of the open block
+        closing = _CLOSING_LINE.match(text) if header else None
+        if closing is not None:
+            return len(closing.group(1).expandtabs(8))  # `) -> None:` stands where its `def` does
+        if header and nxt is None and following is not None:
+            # A header whose body is in the next chunk: that chunk's first line of known indentation is
+            # (at least) the body's, so the header stands at the deepest open level below it.
+            after = _logical_lines(following)
+            known = after[0][0] if after and after[0][0] is not None else (after[1][0] if len(after) > 1 else None)
+            if known is not None:
+                below = [lv for lv in self.levels if lv < known]
+                return below[-1] if below else 0
         return top
 
     def _feed(self, text: str, first_indent: int, starts_line: bool) -> None:
