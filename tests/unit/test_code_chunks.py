@@ -12,17 +12,21 @@ import pytest
 
 from ragtui.core.ingest.chunker import chunk_text
 from ragtui.core.ingest.code_chunks import chunk_code
-from ragtui.core.ingest.code_languages import CODE_EXTENSIONS, GRAMMARS, code_language, grammar
+from ragtui.core.ingest.code_languages import CODE_EXTENSIONS, GRAMMARS, code_language
 from ragtui.core.ingest.code_symbols import chunk_symbols, document_symbols
 from ragtui.core.ingest.code_syntax import MAX_CODE_CHARS, parse
+from tests.helpers.code_grammars import require_grammars
 from tests.unit.fakes import WordTokenizer
 from tests.unit.test_chunker import check_invariants
 
 SAMPLES = Path(__file__).parent / "code_samples"
 REPO = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.skipif(any(grammar(lang) is None for lang in GRAMMARS),
-                                reason="the code grammars (ragtui[code]) are not installed")
+
+
+@pytest.fixture(autouse=True)
+def _grammars() -> None:
+    require_grammars()
 
 # Each sample cut at 40 words (WordTokenizer) with an overlap of 4: every chunk's first line and its symbols.
 EXPECTED = {
@@ -228,6 +232,7 @@ sys.addaudithook(refuse)
 from pathlib import Path
 from ragtui.core.ingest.code_chunks import chunk_code
 from ragtui.core.ingest.code_languages import GRAMMARS, code_language, grammar
+from tests.helpers.code_grammars import require_grammars
 from tests.unit.fakes import WordTokenizer
 assert all(grammar(lang) is not None for lang in GRAMMARS)
 n = 0

@@ -5,24 +5,25 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from ragtui.core.errors import QueryError
 from ragtui.core.ingest.chunker import chunk_text
-from ragtui.core.ingest.code_languages import GRAMMARS, grammar
 from ragtui.core.ingest.sync import sync
 from ragtui.core.search.query import Filter, parse_query
 from ragtui.core.search.retriever import MODES, Retriever
 from ragtui.core.search.symbols import symbol_matches, symbol_table
 from tests.cli.test_cli import ragtui
+from tests.helpers.code_grammars import grammars  # noqa: F401  (a fixture)
 from tests.unit.fakes import HashEmbedder, WordTokenizer
 
 SAMPLES = Path(__file__).parent / "code_samples"
 
-needs_grammars = pytest.mark.skipif(any(grammar(lang) is None for lang in GRAMMARS),
-                                    reason="the code grammars (ragtui[code]) are not installed")
+needs_grammars = pytest.mark.usefixtures("grammars")
 
 
 def test_sym_is_a_filter_with_a_dotted_value():
@@ -118,3 +119,34 @@ def test_documents_that_are_not_code_are_cut_exactly_as_before(code_index):
     rows = [records[i] for i in range(len(records)) if records[i].doc_id == "src/notes.md"]
     text = (docs / "notes.md").read_text(encoding="utf-8")
     assert [r.text for r in rows] == [c.text for c in chunk_text(text, WordTokenizer(), 40, 4)]
+
+
+def test_without_the_grammars_code_keeps_the_plain_chunker_and_the_sync_says_so_once(tmp_path):
+    # A fresh interpreter in which tree_sitter cannot be imported, as without ragtui[code].
+    docs = tmp_path / "src"
+    shutil.copytree(SAMPLES, docs)
+    code = f"""
+import json, sys
+sys.modules["tree_sitter"] = None  # import tree_sitter raises ImportError, as when it is not installed
+from ragtui.core.ingest.chunker import chunk_text
+from ragtui.core.ingest.code_chunks import chunker_identity
+from ragtui.core.ingest.sync import sync
+from ragtui.core.index.index_format import read_index
+from tests.unit.fakes import HashEmbedder, WordTokenizer
+report = sync({str(docs)!r}, artifacts={str(tmp_path / 'art')!r}, embedder=HashEmbedder(dim=8, model="m"),
+              max_tokens=40, overlap=4)
+data = read_index({str(tmp_path / 'art' / 'rag' / 'src')!r})
+text = open({str(docs / 'retriever.py')!r}, encoding="utf-8").read()
+rows = [data.records[i].text for i in range(data.n_chunks) if data.records[i].doc_id == "src/retriever.py"]
+print(json.dumps({{"warnings": report.warnings, "identity": chunker_identity(),
+                  "plain": rows == [c.text for c in chunk_text(text, WordTokenizer(), 40, 4)]}}))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["plain"] and out["identity"] == ""
+    assert len(out["warnings"]) == 1
+    assert out["warnings"][0].startswith("source files cut as plain text, no grammar installed for: bash (1), "
+                                         "c (1), cpp (1), go (1), java (1), javascript (1), python (1), rust (1), "
+                                         "tsx (1), typescript (1); install ragtui[code]")
