@@ -13,6 +13,8 @@ import pytest
 
 from ragtui.core.errors import QueryError
 from ragtui.core.ingest.chunker import chunk_text
+from ragtui.core.ingest.code_symbols import chunk_symbols
+from ragtui.core.ingest.code_syntax import MAX_CODE_CHARS
 from ragtui.core.ingest.sync import sync
 from ragtui.core.search.query import Filter, parse_query
 from ragtui.core.search.retriever import MODES, Retriever
@@ -150,3 +152,33 @@ print(json.dumps({{"warnings": report.warnings, "identity": chunker_identity(),
     assert out["warnings"][0].startswith("source files cut as plain text, no grammar installed for: bash (1), "
                                          "c (1), cpp (1), go (1), java (1), javascript (1), python (1), rust (1), "
                                          "tsx (1), typescript (1); install ragtui[code]")
+
+
+@needs_grammars
+def test_the_symbols_are_kept_in_the_cache_and_a_damaged_entry_is_derived_again(code_index, tmp_path):
+    from ragtui.core.index.index_format import read_index
+    from ragtui.core.search import symbols as symbols_module
+
+    _, _, path = code_index
+    fresh = symbols_module.symbol_table(read_index(path).records)  # no cache
+    cache = tmp_path / "cache"
+    stored = symbols_module.symbol_table(read_index(path).records, cache, "src")
+    (entry,) = cache.iterdir()
+    assert entry.name.startswith("symbols-src-")
+    loaded = symbols_module.symbol_table(read_index(path).records, cache, "src")
+    assert fresh.symbols == stored.symbols == loaded.symbols
+    assert any(fresh.symbols)
+    (entry / "ends.npy").write_bytes(b"\x93NUMPY damaged")
+    assert symbols_module.symbol_table(read_index(path).records, cache, "src").symbols == fresh.symbols
+
+
+def test_hostile_chunk_texts_are_read_in_bounded_work():
+    # A header of 20,000 lines, unclosed strings and brackets, 300 nested blocks: answers, not hangs.
+    header = "def f(\n" + "    x: int,\n" * 20_000 + "):\n    pass"
+    nested = "".join("    " * i + "if x:\n" for i in range(300)) + "    " * 300 + "pass"
+    texts = [header, "'''never closed", "x = (((((", "\"\\", nested, "class A:", "def g(): pass"]
+    got = chunk_symbols("a.py", texts)
+    assert len(got) == len(texts) and got[0] == ("f",)
+    assert len(chunk_symbols("a.js", ["function f() {" * 20_000, "}" * 20_000])) == 2
+    # Past MAX_CODE_CHARS a document's chunks are not parsed at all.
+    assert chunk_symbols("a.py", ["def f(): pass", "x" * MAX_CODE_CHARS]) == [(), ()]

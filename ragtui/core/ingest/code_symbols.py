@@ -117,8 +117,23 @@ _PY_CLOSE = {'"""': re.compile(r'\\.|"""', re.S), "'''": re.compile(r"\\.|'''", 
              '"': re.compile(r'\\.|"|\n', re.S), "'": re.compile(r"\\.|'|\n", re.S)}
 
 
-_CLOSING_LINE = re.compile(r"(?:async[ \t]+)?(?:def|class)\b[^\n]*[(\[][^\n]*\n(?:[^\n]*\S[^\n]*\n)*?([ \t]*)[)\]][^\n]*:[ \t]*(?:#[^\n]*)?(?:\n|$)")
-"""A definition header over several lines whose last line opens with the closing bracket (as formatters write it)."""
+_HEADER = re.compile(r"(?:async[ \t]+)?(?:def|class)\b[^\n]*[(\[]")
+_MAX_HEADER_LINES = 200
+
+
+def _closing_indent(text: str) -> int | None:
+    """For a definition header over several lines whose last line opens with the closing bracket (as formatters
+    write it): that line's indentation, which is the header's. Linear in the header's lines."""
+    if not _HEADER.match(text):
+        return None
+    for line in text.split("\n", _MAX_HEADER_LINES)[1:_MAX_HEADER_LINES]:
+        body = line.split("#", 1)[0].rstrip()
+        if not body:
+            return None
+        stripped = body.lstrip(" \t")
+        if stripped[0] in ")]" and body.endswith(":"):
+            return len(body[: len(body) - len(stripped)].expandtabs(8))
+    return None
 
 
 class _PythonJoin:
@@ -167,9 +182,9 @@ class _PythonJoin:
         if header and nxt is not None:
             below = [lv for lv in self.levels if lv < nxt]
             return below[-1] if below else 0
-        closing = _CLOSING_LINE.match(text) if header else None
+        closing = _closing_indent(text) if header else None
         if closing is not None:
-            return len(closing.group(1).expandtabs(8))  # `) -> None:` stands where its `def` does
+            return closing  # `) -> None:` stands where its `def` does
         if header and nxt is None and following is not None:
             # A header whose body is in the next chunk: that chunk's first line of known indentation is
             # (at least) the body's, so the header stands at the deepest open level below it.
