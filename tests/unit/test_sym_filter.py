@@ -182,3 +182,44 @@ def test_hostile_chunk_texts_are_read_in_bounded_work():
     assert len(chunk_symbols("a.js", ["function f() {" * 20_000, "}" * 20_000])) == 2
     # Past MAX_CODE_CHARS a document's chunks are not parsed at all.
     assert chunk_symbols("a.py", ["def f(): pass", "x" * MAX_CODE_CHARS]) == [(), ()]
+
+
+@needs_grammars
+def test_installing_the_grammars_re_chunks_code_once_and_leaves_other_indexes_unpublished(tmp_path):
+    # First sync in an interpreter without tree_sitter (the plain install), then here, with the grammars.
+    mixed, prose = tmp_path / "mixed", tmp_path / "prose"
+    mixed.mkdir()
+    prose.mkdir()
+    shutil.copy(SAMPLES / "retriever.py", mixed / "retriever.py")
+    for folder in (mixed, prose):
+        (folder / "notes.md").write_text("# Notes\n\nThe search of the retriever ranks documents.\n", encoding="utf-8")
+    art = tmp_path / "art"
+    code = f"""
+import sys
+sys.modules["tree_sitter"] = None
+from ragtui.core.ingest.sync import sync
+from tests.unit.fakes import HashEmbedder
+for folder in ({str(mixed)!r}, {str(prose)!r}):
+    assert sync(folder, artifacts={str(art)!r}, embedder=HashEmbedder(dim=8, model="m"), max_tokens=40,
+                overlap=4).published
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr
+    prose_bytes = {p.name: p.read_bytes() for p in (art / "rag" / "prose").iterdir()}
+    again = {}
+    for name, folder in (("mixed", mixed), ("prose", prose)):
+        again[name] = sync(folder, artifacts=art, embedder=HashEmbedder(dim=8, model="m"), max_tokens=40, overlap=4)
+    assert again["mixed"].published and again["mixed"].warnings == []
+    assert not again["prose"].published
+    assert {p.name: p.read_bytes() for p in (art / "rag" / "prose").iterdir()} == prose_bytes
+    retriever = Retriever.open(art / "rag" / "mixed", embedder=HashEmbedder(dim=8, model="m"))
+    texts = [retriever.data.records[i].text for i in range(retriever.data.n_chunks)
+             if retriever.data.records[i].doc_id == "mixed/retriever.py"]
+    from ragtui.core.ingest.code_chunks import chunk_code
+
+    source = (mixed / "retriever.py").read_text(encoding="utf-8")
+    assert texts == [c.text for c in chunk_code(source, "python", WordTokenizer(), 40, 4)]
+    # Nothing changed since: the next sync reads nothing and writes nothing.
+    third = sync(mixed, artifacts=art, embedder=HashEmbedder(dim=8, model="m"), max_tokens=40, overlap=4)
+    assert not third.published and third.unchanged == 2
