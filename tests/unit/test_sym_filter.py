@@ -140,14 +140,19 @@ report = sync({str(docs)!r}, artifacts={str(tmp_path / 'art')!r}, embedder=HashE
 data = read_index({str(tmp_path / 'art' / 'rag' / 'src')!r})
 text = open({str(docs / 'retriever.py')!r}, encoding="utf-8").read()
 rows = [data.records[i].text for i in range(data.n_chunks) if data.records[i].doc_id == "src/retriever.py"]
+from ragtui.commands.info import _code_documents
 print(json.dumps({{"warnings": report.warnings, "identity": chunker_identity(),
-                  "plain": rows == [c.text for c in chunk_text(text, WordTokenizer(), 40, 4)]}}))
+                  "plain": rows == [c.text for c in chunk_text(text, WordTokenizer(), 40, 4)],
+                  "info": _code_documents(["src/a.py", "src/b.go", "src/c.md"])}}))
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                           cwd=Path(__file__).resolve().parents[2])
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert out["plain"] and out["identity"] == ""
+    assert out["info"] == {"documents": {"go": 1, "python": 1}, "chunker": (
+        "plain text for go, python: no grammar installed; pip install 'ragtui[code]' to cut source files at "
+        "their definitions")}
     assert len(out["warnings"]) == 1
     assert out["warnings"][0].startswith("source files cut as plain text, no grammar installed for: bash (1), "
                                          "c (1), cpp (1), go (1), java (1), javascript (1), python (1), rust (1), "
@@ -223,3 +228,18 @@ for folder in ({str(mixed)!r}, {str(prose)!r}):
     # Nothing changed since: the next sync reads nothing and writes nothing.
     third = sync(mixed, artifacts=art, embedder=HashEmbedder(dim=8, model="m"), max_tokens=40, overlap=4)
     assert not third.published and third.unchanged == 2
+
+
+@needs_grammars
+def test_info_lists_the_source_files_and_how_they_are_cut(code_index, capsys):
+    from ragtui import cli
+
+    docs, art, _ = code_index
+    cli_art = art.parent / "info-art"
+    assert cli.main(["ingest", str(docs), "--artifacts", str(cli_art)]) == 0
+    capsys.readouterr()
+    assert cli.main(["info", "--artifacts", str(cli_art), "--index", "src", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["code_documents"] == {"bash": 1, "c": 1, "cpp": 1, "go": 1, "java": 1, "javascript": 1,
+                                      "python": 1, "rust": 1, "tsx": 1, "typescript": 1}
+    assert info["code_chunker"] == "at definitions (tree-sitter)"
