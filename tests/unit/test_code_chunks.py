@@ -14,7 +14,7 @@ from ragtui.core.ingest.chunker import chunk_text
 from ragtui.core.ingest.code_chunks import chunk_code
 from ragtui.core.ingest.code_languages import CODE_EXTENSIONS, GRAMMARS, code_language
 from ragtui.core.ingest.code_symbols import chunk_symbols, document_symbols
-from ragtui.core.ingest.code_syntax import MAX_CODE_CHARS, parse
+from ragtui.core.ingest.code_syntax import MAX_CODE_CHARS, MAX_LINE_CHARS, parse
 from tests.helpers.code_grammars import require_grammars
 from tests.unit.fakes import WordTokenizer
 from tests.unit.test_chunker import check_invariants
@@ -204,6 +204,16 @@ def test_a_five_megabyte_minified_line_falls_back_to_the_plain_chunker():
     assert parse(line, "javascript") == (None, f"longer than {MAX_CODE_CHARS:,} characters")
     chunks = chunk_code(line, "javascript", tok, 256, 32)
     assert chunks == chunk_text(line, tok, 256, 32)
+
+
+def test_a_minified_line_keeps_the_plain_chunker():
+    tok = WordTokenizer()
+    text = (SAMPLES / "retriever.js").read_text(encoding="utf-8")
+    minified = text + "var a=function(b){return b+1};" * (MAX_LINE_CHARS // 30 + 1) + "\n"
+    assert parse(minified, "javascript") == (None, f"has a line of {MAX_LINE_CHARS:,} characters or more (minified?)")
+    assert chunk_code(minified, "javascript", tok, 40, 4) == chunk_text(minified, tok, 40, 4)
+    shorter = text + "var a=function(b){return b+1};" * (MAX_LINE_CHARS // 31) + "\n"
+    assert parse(shorter, "javascript")[0] is not None
 
 
 @pytest.mark.parametrize(("language", "opening", "closing"), [

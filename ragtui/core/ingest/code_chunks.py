@@ -10,30 +10,34 @@ chunk is split at its nested definitions, then at its statements, then at
 its lines. A file that cannot be parsed (``code_syntax.parse``) is cut by
 ``chunk_text`` itself, exactly as if it were not code.
 
-The cut, in three steps:
+The cut, in three steps (spec/chunker.md, "Code", is the precise version):
 
 1. *Atoms.* The file is laid out as a sequence of atoms that tile it: each
    child of the root is one atom, and an atom whose token estimate is over
-   the budget is replaced by its children, recursively (a leaf over the
-   budget stays one atom). A run of comments, attributes or decorators right
-   above a definition (no blank line between) joins the definition's atom.
-   The boundary before each atom has a priority: a definition's boundary
-   ``DEFINITION - depth`` (top level strongest), a statement on a new line
+   the budget is replaced by its children, recursively (strings, comments
+   and leaves stay whole; a definition that is split has its body split
+   too). A run of comments, attributes or decorators right above a
+   definition (at most one line break between each) joins the definition's
+   atom. The boundary before each atom has a priority: a definition's
+   ``DEFINITION - depth`` (at least ``NESTED``), a statement on a new line
    of a body ``STATEMENT`` (+1 after a blank line), another child on a new
-   line ``LINE`` (+1 after a blank line), anything else ``WEAK``, and the
-   first statement of a definition's body (or its docstring) ``KEEP``, so a
-   header is cut from its body only when nothing else is left.
+   line ``LINE`` (+1), anything else ``WEAK``, and inside a definition up to
+   its body, and before the body's first statement (or docstring), ``KEEP``:
+   a header is cut from its body only when nothing else is left. A boundary
+   inside a token's text is dropped.
 2. *Packing.* Atoms are added to the chunk while the estimate stays within
    the budget; when the next one does not fit, the chunk ends at the
    highest-priority boundary (the latest of equals) among those that leave
-   it at least half the budget, or right before the atom that did not fit.
-   So small adjacent definitions share a chunk, and a chunk starts at a
-   definition whenever one lies in that window.
+   it at least half the budget (a quarter, for a definition's boundary), or
+   right before the atom that did not fit. So small adjacent definitions
+   share a chunk, and a chunk starts at a definition whenever one lies in
+   that window.
 3. *Counting.* The estimate is the number of the document's token spans
-   that start inside a range; each chunk is then counted by the tokenizer,
-   and a chunk over ``max_tokens`` (BPE merges at its edges), like an atom
-   over the budget, is cut by ``chunk_text`` within its own range with no
-   overlap.
+   that start inside a range; each chunk is then counted by the tokenizer.
+   A chunk over ``max_tokens`` (BPE merges at its edges) is packed again
+   with a smaller budget (``_REPACKS`` times at most); an atom over the
+   budget that cannot be split, and a chunk still over after that, is cut
+   by ``chunk_text`` within its own range with no overlap.
 
 Chunks of code share no tokens: they tile the file (the whitespace between
 them is in neither), which is what lets the symbol paths be derived from the
@@ -52,7 +56,10 @@ import numpy as np
 from ragtui.core.ingest.chunker import IDS_MAX_CHARS, Chunk, _check_params, _Tokenizer, chunk_text
 from ragtui.core.ingest.code_syntax import TRIVIA, WRAPPERS, Parsed, body_types, definition, parse
 
-__all__ = ["CODE_CHUNKER_VERSION", "DEFINITION", "KEEP", "LINE", "NESTED", "STATEMENT", "WEAK", "chunk_code", "chunker_identity", "code_atoms"]
+__all__ = [
+    "CODE_CHUNKER_VERSION", "DEFINITION", "KEEP", "LINE", "NESTED", "STATEMENT", "WEAK", "chunk_code",
+    "chunker_identity", "code_atoms",
+]
 
 DEFINITION = 100
 """The boundary before a top-level definition; one nested d deep has ``DEFINITION - d`` (at least ``NESTED``)."""
