@@ -165,7 +165,7 @@ def wordllama():
 def test_promises_hold_on_real_source_files(wordllama):
     files = _repo_files("*.py", 60) + _site_files("textual", "*.py", 30) + _site_files("numpy", "*.h", 10)
     assert len(files) >= 60
-    starts_at_definition = total = agree = 0
+    total = agree = 0
     for path in files:
         text = path.read_text(encoding="utf-8")
         language = code_language(path.name)
@@ -175,11 +175,10 @@ def test_promises_hold_on_real_source_files(wordllama):
         assert chunk_code(text, language, wordllama, 256, 32) == chunks  # the same bytes every time
         truth = document_symbols(text, language, [(c.start, c.end) for c in chunks])
         derived = chunk_symbols(path.name, [c.text for c in chunks])
-        if truth is not None:
-            agree += sum(a == b for a, b in zip(truth, derived))
-        for c, syms in zip(chunks, truth or [()] * len(chunks)):
-            total += 1
-            starts_at_definition += bool(syms) and c.text.split("\n", 1)[0].lstrip("@#/ *").split("(")[0] != ""
+        assert truth is not None
+        agree += sum(a == b for a, b in zip(truth, derived))
+        total += len(chunks)
+    # Symbols derived from the chunks alone are the file's for nearly every chunk (spec/chunker.md, "Code").
     assert agree >= 0.97 * total
 
 
