@@ -14,7 +14,7 @@ file had before; ``chunk_code``), on at most ``--files`` files per tree
 
 - ``at def``: the share of chunks that start at a definition: at the first
   character of a function, method, class, impl, struct... (the grammar's
-  definitions, ``code_syntax.definition``), or of the comment, decorator or
+  definitions, ``code.syntax.definition``), or of the comment, decorator or
   attribute lines right above one;
 - ``mid-line``: the share of chunks that start after other text on their line;
 - ``whole defs``: of the definitions that fit in ``max_tokens`` (counted by
@@ -38,11 +38,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from ragtui.core.code.languages import code_language  # noqa: E402
+from ragtui.core.code.symbols import chunk_symbols, definitions, document_symbols  # noqa: E402
+from ragtui.core.code.syntax import parse  # noqa: E402
 from ragtui.core.ingest.chunker import chunk_text  # noqa: E402
 from ragtui.core.ingest.code_chunks import chunk_code  # noqa: E402
-from ragtui.core.ingest.code_languages import code_language  # noqa: E402
-from ragtui.core.ingest.code_symbols import chunk_symbols, definitions, document_symbols  # noqa: E402
-from ragtui.core.ingest.code_syntax import parse  # noqa: E402
 
 
 def default_trees() -> list[tuple[str, Path, str]]:

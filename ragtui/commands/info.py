@@ -77,7 +77,7 @@ def run(args) -> int:
 def _code_documents(doc_ids) -> dict | None:
     """Source files of the index by language, and how they are cut (by their syntax, or as plain text when the
     grammar is not installed: spec/chunker.md, "Code")."""
-    from ragtui.core.ingest.code_languages import code_language, grammar
+    from ragtui.core.code.languages import code_language, grammar
 
     counts: dict[str, int] = {}
     for doc_id in doc_ids:

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from ragtui.core.ingest.code_languages import missing_grammars
+from ragtui.core.code.languages import missing_grammars
 
 
 def require_grammars() -> None:

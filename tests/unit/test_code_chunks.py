@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from ragtui.core.code.languages import CODE_EXTENSIONS, GRAMMARS, code_language
+from ragtui.core.code.symbols import chunk_symbols, document_symbols
+from ragtui.core.code.syntax import MAX_CODE_CHARS, MAX_LINE_CHARS, parse
 from ragtui.core.ingest.chunker import chunk_text
 from ragtui.core.ingest.code_chunks import chunk_code
-from ragtui.core.ingest.code_languages import CODE_EXTENSIONS, GRAMMARS, code_language
-from ragtui.core.ingest.code_symbols import chunk_symbols, document_symbols
-from ragtui.core.ingest.code_syntax import MAX_CODE_CHARS, MAX_LINE_CHARS, parse
 from tests.helpers.code_grammars import require_grammars
 from tests.unit.fakes import WordTokenizer
 from tests.unit.test_chunker import check_invariants
@@ -240,7 +240,7 @@ def refuse(event, args):
 sys.addaudithook(refuse)
 from pathlib import Path
 from ragtui.core.ingest.code_chunks import chunk_code
-from ragtui.core.ingest.code_languages import GRAMMARS, code_language, grammar
+from ragtui.core.code.languages import GRAMMARS, code_language, grammar
 from tests.helpers.code_grammars import require_grammars
 from tests.unit.fakes import WordTokenizer
 assert all(grammar(lang) is not None for lang in GRAMMARS)

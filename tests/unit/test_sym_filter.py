@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from ragtui.core.code.symbols import chunk_symbols
+from ragtui.core.code.syntax import MAX_CODE_CHARS
 from ragtui.core.errors import QueryError
 from ragtui.core.ingest.chunker import chunk_text
-from ragtui.core.ingest.code_symbols import chunk_symbols
-from ragtui.core.ingest.code_syntax import MAX_CODE_CHARS
 from ragtui.core.ingest.sync import sync
 from ragtui.core.search.query import Filter, parse_query
+from ragtui.core.search.query_plan import doc_table
 from ragtui.core.search.retriever import MODES, Retriever
 from ragtui.core.search.symbols import symbol_matches, symbol_table
 from tests.cli.test_cli import ragtui
@@ -68,7 +69,7 @@ def test_sym_finds_the_chunks_of_a_symbol_in_every_mode(code_index, mode):
     _, _, path = code_index
     retriever = Retriever.open(path, embedder=HashEmbedder(dim=8, model="test-model"))
     hits = retriever.search("documents query sym:Retriever.search", mode=mode, k=50)
-    table = symbol_table(retriever.data.records)
+    table = symbol_table(retriever.data.records, doc_table(retriever.data.records))
     assert hits, mode
     for hit in hits:
         assert any(symbol_matches("Retriever.search", p) for p in table.symbols[hit.row])
@@ -131,7 +132,7 @@ def test_without_the_grammars_code_keeps_the_plain_chunker_and_the_sync_says_so_
 import json, sys
 sys.modules["tree_sitter"] = None  # import tree_sitter raises ImportError, as when it is not installed
 from ragtui.core.ingest.chunker import chunk_text
-from ragtui.core.ingest.code_chunks import chunker_identity
+from ragtui.core.code.languages import chunker_identity
 from ragtui.core.ingest.sync import sync
 from ragtui.core.index.index_format import read_index
 from tests.unit.fakes import HashEmbedder, WordTokenizer
@@ -164,17 +165,20 @@ def test_the_symbols_are_kept_in_the_cache_and_a_damaged_entry_is_derived_again(
     from ragtui.core.index.index_format import read_index
     from ragtui.core.search import symbols as symbols_module
 
+    def _table(data, cache=None):
+        return symbols_module.symbol_table(data.records, doc_table(data.records), cache, "src")
+
     _, _, path = code_index
-    fresh = symbols_module.symbol_table(read_index(path).records)  # no cache
+    fresh = _table(read_index(path))  # no cache
     cache = tmp_path / "cache"
-    stored = symbols_module.symbol_table(read_index(path).records, cache, "src")
+    stored = _table(read_index(path), cache)
     (entry,) = cache.iterdir()
     assert entry.name.startswith("symbols-src-")
-    loaded = symbols_module.symbol_table(read_index(path).records, cache, "src")
+    loaded = _table(read_index(path), cache)
     assert fresh.symbols == stored.symbols == loaded.symbols
     assert any(fresh.symbols)
     (entry / "ends.npy").write_bytes(b"\x93NUMPY damaged")
-    assert symbols_module.symbol_table(read_index(path).records, cache, "src").symbols == fresh.symbols
+    assert _table(read_index(path), cache).symbols == fresh.symbols
 
 
 def test_hostile_chunk_texts_are_read_in_bounded_work():

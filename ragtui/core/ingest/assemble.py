@@ -22,13 +22,13 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from ragtui.core.code.languages import code_language, grammar
 from ragtui.core.embedders.base import Embedder, Tokenizer
 from ragtui.core.errors import EmbeddingError
 from ragtui.core.index.index_format import bad_vector_rows, vector_row_problem
 from ragtui.core.index.records import ChunkRecord, fingerprint
 from ragtui.core.ingest.chunker import LONG_DOCUMENT_CHARS, Chunk, chunk_text
 from ragtui.core.ingest.code_chunks import chunk_code
-from ragtui.core.ingest.code_languages import code_language, grammar
 from ragtui.core.ingest.journal import EmbedJournal
 from ragtui.core.ingest.report import Progress, SyncReport
 

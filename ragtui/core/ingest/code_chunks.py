@@ -7,7 +7,7 @@ and ends strictly increasing, every non-whitespace token covered) but cut
 where the syntax tree says: a chunk starts at a definition boundary
 whenever one lies in the allowed window, a definition too long for one
 chunk is split at its nested definitions, then at its statements, then at
-its lines. A file that cannot be parsed (``code_syntax.parse``) is cut by
+its lines. A file that cannot be parsed (``code.syntax.parse``) is cut by
 ``chunk_text`` itself, exactly as if it were not code.
 
 The cut, in three steps (spec/chunker.md, "Code", is the precise version):
@@ -41,7 +41,7 @@ The cut, in three steps (spec/chunker.md, "Code", is the precise version):
 
 Chunks of code share no tokens: they tile the file (the whitespace between
 them is in neither), which is what lets the symbol paths be derived from the
-chunks alone (``code_symbols``).
+chunks alone (``core.code.symbols``).
 """
 
 from __future__ import annotations
@@ -53,13 +53,10 @@ from typing import Any
 
 import numpy as np
 
+from ragtui.core.code.syntax import TRIVIA, WRAPPERS, Parsed, body_types, definition, parse
 from ragtui.core.ingest.chunker import IDS_MAX_CHARS, Chunk, _check_params, _Tokenizer, chunk_text
-from ragtui.core.ingest.code_syntax import TRIVIA, WRAPPERS, Parsed, body_types, definition, parse
 
-__all__ = [
-    "CODE_CHUNKER_VERSION", "DEFINITION", "KEEP", "LINE", "NESTED", "STATEMENT", "WEAK", "chunk_code",
-    "chunker_identity", "code_atoms",
-]
+__all__ = ["DEFINITION", "KEEP", "LINE", "NESTED", "STATEMENT", "WEAK", "chunk_code", "code_atoms"]
 
 DEFINITION = 100
 """The boundary before a top-level definition; one nested d deep has ``DEFINITION - d`` (at least ``NESTED``)."""
@@ -87,7 +84,7 @@ def chunk_code(
     keep_ids: bool = False,
     tokens: Any = None,
 ) -> list[Chunk]:
-    """The chunks of source ``text`` in ``language`` (a ``code_languages`` name), cut by its syntax when it
+    """The chunks of source ``text`` in ``language`` (a ``core.code.languages`` name), cut by its syntax when it
     parses, else by ``chunk_text`` with the same arguments."""
     _check_params(max_tokens, overlap)
     if not text or text.isspace():
@@ -103,21 +100,6 @@ def chunk_code(
     budget = max(1, max_tokens - 2)  # the count of a substring can pass the spans' by a word-start piece
     atoms = _on_token_boundaries(code_atoms(parsed, text, starts, budget), spans, text)
     return _chunks(text, atoms, starts, tokenizer, max_tokens, budget, keep_ids)
-
-
-CODE_CHUNKER_VERSION = 1
-"""Raised whenever the same source and grammars would be cut differently."""
-
-
-def chunker_identity() -> str:
-    """What the chunks of source files depend on besides the text: this chunker's version and the grammars
-    installed; "" when none is (every file is then cut by ``chunk_text``). A change re-chunks the folder."""
-    from ragtui.core.ingest.code_languages import GRAMMARS, grammar, grammar_versions
-
-    if all(grammar(lang) is None for lang in GRAMMARS):
-        return ""
-    loaded = ",".join(lang for lang in GRAMMARS if grammar(lang) is not None)
-    return f"code-{CODE_CHUNKER_VERSION};{loaded};{grammar_versions()}"
 
 
 def _estimate(starts: Sequence[int], a: int, b: int) -> int:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ragtui.core.code.languages import chunker_identity
 from ragtui.core.embedders.base import Embedder, known_dim, tokenizer_name
 from ragtui.core.errors import IndexFormatError, IndexMissingError, UsageError
 from ragtui.core.index import verified
@@ -35,7 +36,6 @@ from ragtui.core.index.bm25_write import build_postings
 from ragtui.core.index.index_format import BM25, DOCS, FILES, IndexData, generation_of, read_index
 from ragtui.core.index.records import IndexMeta
 from ragtui.core.ingest.assemble import Previous, assemble, chunk_all, embed_pending, expand
-from ragtui.core.ingest.code_chunks import chunker_identity
 from ragtui.core.ingest.journal import EmbedJournal
 from ragtui.core.ingest.patterns import IGNORE_FILES
 from ragtui.core.ingest.publish import (

@@ -461,7 +461,7 @@ def _filter_rows(clause: Clause, data: IndexData, cache_dir: Path | None = None)
         if isinstance(item, Filter) and item.name == "sym":
             from ragtui.core.search.symbols import symbol_table  # parses code only when a query asks
 
-            found = symbol_table(data.records, cache_dir, data.meta.index_id).matches(item.value)
+            found = symbol_table(data.records, table, cache_dir, data.meta.index_id).matches(item.value)
             per_row = found if per_row is None else per_row | found
         elif isinstance(item, Filter):
             per_doc |= table.matches(item)

@@ -2,7 +2,7 @@
 
 The index stores no symbols: ``symbol_table(records)`` derives them, the first
 time a query asks, from each code document's chunk texts in row order
-(``code_symbols.chunk_symbols``: the same texts always give the same
+(``code.symbols.chunk_symbols``: the same texts always give the same
 symbols), and keeps them while that docs.jsonl is open, as the document
 table is kept. Only documents whose extension has an installed grammar are
 read; other rows have no symbols and never match ``sym:``.
@@ -27,17 +27,26 @@ import threading
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from ragtui.core.code.languages import chunker_identity, code_language, grammar
+from ragtui.core.code.symbols import chunk_symbols
 from ragtui.core.index.arraycache import cached_arrays
-from ragtui.core.ingest.code_chunks import chunker_identity
-from ragtui.core.ingest.code_languages import code_language, grammar
-from ragtui.core.ingest.code_symbols import chunk_symbols
 
 if TYPE_CHECKING:
     from ragtui.core.index.docs_file import DocsFile
+
+
+class _Documents(Protocol):
+    """The documents of an index in row order (``query_plan.DocTable``)."""
+
+    @property
+    def doc_ids(self) -> tuple[str, ...]: ...
+
+    @property
+    def starts(self) -> np.ndarray: ...
 
 __all__ = ["SymbolTable", "symbol_matches", "symbol_table"]
 
@@ -76,16 +85,14 @@ _tables: weakref.WeakKeyDictionary[DocsFile, SymbolTable] = weakref.WeakKeyDicti
 _lock = threading.Lock()
 
 
-def symbol_table(records: DocsFile, cache_dir: Path | None = None, index_id: str = "") -> SymbolTable:
-    """The symbols of every row of ``records``, derived once per docs.jsonl and kept while it lives (and, with
-    ``cache_dir``, on disk: see the module docstring)."""
-    from ragtui.core.search.query_plan import doc_table
-
+def symbol_table(records: DocsFile, docs: _Documents, cache_dir: Path | None = None, index_id: str = "") -> SymbolTable:
+    """The symbols of every row of ``records`` (whose document table is ``docs``: ``query_plan.doc_table``),
+    derived once per docs.jsonl and kept while it lives (and, with ``cache_dir``, on disk: see the module
+    docstring)."""
     with _lock:
         table = _tables.get(records)
         if table is not None:
             return table
-    docs = doc_table(records)
     starts = docs.starts.tolist()
     code = [(d, doc_id) for d, doc_id in enumerate(docs.doc_ids)
             if (lang := code_language(doc_id)) is not None and grammar(lang) is not None]

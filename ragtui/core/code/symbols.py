@@ -28,8 +28,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from ragtui.core.ingest.code_languages import code_language
-from ragtui.core.ingest.code_syntax import MAX_CODE_CHARS, WRAPPERS, Parsed, definition, parse
+from ragtui.core.code.languages import code_language
+from ragtui.core.code.syntax import MAX_CODE_CHARS, WRAPPERS, Parsed, definition, parse
 
 __all__ = ["MAX_SYMBOLS", "chunk_symbols", "definitions", "document_symbols", "symbols_of_ranges"]
 

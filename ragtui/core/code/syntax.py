@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ragtui.core.ingest.code_languages import grammar
+from ragtui.core.code.languages import grammar
 
 __all__ = [
     "MAX_CODE_CHARS", "MAX_ERROR_SHARE", "MAX_LINE_CHARS", "TRIVIA", "WRAPPERS", "Parsed", "body_types", "definition", "parse", "parse_reason",

@@ -14,8 +14,13 @@ import threading
 from typing import Any
 
 __all__ = [
-    "CODE_EXTENSIONS", "GRAMMARS", "code_language", "grammar", "grammar_versions", "missing_grammars",
+    "CODE_CHUNKER_VERSION", "CODE_EXTENSIONS", "GRAMMARS", "chunker_identity", "code_language", "grammar",
+    "grammar_versions", "missing_grammars",
 ]
+
+CODE_CHUNKER_VERSION = 1
+"""The version of the code chunker (``ingest.code_chunks``) and of the symbols derived from its chunks: raised
+whenever the same source and grammars would be cut, or read, differently."""
 
 CODE_EXTENSIONS: dict[str, str] = {
     "py": "python", "pyi": "python", "pyw": "python",
@@ -94,3 +99,12 @@ def grammar_versions() -> str:
         except metadata.PackageNotFoundError:
             parts.append(f"{dist}=-")
     return ",".join(parts)
+
+
+def chunker_identity() -> str:
+    """What the chunks of source files depend on besides the text: the code chunker's version and the grammars
+    installed; "" when none is (every file is then cut by ``chunk_text``). A change re-chunks the folder."""
+    if all(grammar(lang) is None for lang in GRAMMARS):
+        return ""
+    loaded = ",".join(lang for lang in GRAMMARS if grammar(lang) is not None)
+    return f"code-{CODE_CHUNKER_VERSION};{loaded};{grammar_versions()}"
