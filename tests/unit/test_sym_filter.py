@@ -247,3 +247,13 @@ def test_info_lists_the_source_files_and_how_they_are_cut(code_index, capsys):
     assert info["code_documents"] == {"bash": 1, "c": 1, "cpp": 1, "go": 1, "java": 1, "javascript": 1,
                                       "python": 1, "rust": 1, "tsx": 1, "typescript": 1}
     assert info["code_chunker"] == "at definitions (tree-sitter)"
+
+
+@needs_grammars
+def test_the_same_source_folder_gives_the_same_index_bytes(code_index, tmp_path):
+    docs, art, path = code_index
+    again = tmp_path / "again"
+    assert sync(docs, artifacts=again, embedder=HashEmbedder(dim=8, model="test-model"), max_tokens=40,
+                overlap=4).published
+    for name in ("docs.jsonl", "vectors.f32", "bm25.idx"):
+        assert (again / "rag" / "src" / name).read_bytes() == (path / name).read_bytes()
