@@ -258,3 +258,14 @@ def test_symbols_of_chunks_that_are_not_code_are_empty():
     assert chunk_symbols("docs/notes.md", ["def f():", "pass"]) == [(), ()]
     assert chunk_symbols("docs/a.py", []) == []
     assert json.dumps(chunk_symbols("docs/a.py", ["x = (", "1)"])) == "[[], []]"
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+@pytest.mark.parametrize("line_end", ["\n", "\r\n"])
+def test_symbols_from_the_chunks_are_the_files_for_every_chunk_size(name, line_end):
+    text = (SAMPLES / name).read_text(encoding="utf-8").replace("\n", line_end)
+    language = code_language(name)
+    for max_tokens in range(16, 124, 4):
+        chunks = chunk_code(text, language, WordTokenizer(), max_tokens, 4)
+        assert chunk_symbols(name, [c.text for c in chunks]) == document_symbols(
+            text, language, [(c.start, c.end) for c in chunks]), max_tokens

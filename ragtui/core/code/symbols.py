@@ -13,7 +13,9 @@ derives them from what it has: a document's chunk texts in order.
 between chunks, parses it with the file's grammar and reads the paths off
 the tree. Code chunks tile their file, and whitespace between tokens changes
 nothing in a brace language or the shell, so for those the tree is the
-file's. Python's indentation is the exception: a chunk starts after the
+file's (a Go chunk that opens with ``{`` is joined with a space: Go ends a
+statement at a line break, and gofmt keeps a body's ``{`` on its header's
+line). Python's indentation is the exception: a chunk starts after the
 whitespace that indented its first line, so the join puts back the
 indentation the text implies (``_PythonJoin``): a block header's body is
 indented deeper than the header, so the header stands at the deepest open
@@ -100,12 +102,20 @@ def chunk_symbols(doc_id: str, texts: Sequence[str]) -> list[tuple[str, ...]]:
     if language == "python":
         joined, ranges = _PythonJoin().join(texts)
     else:
-        parts, ranges, at = [], [], 0
-        for t in texts:
+        parts: list[str] = []
+        ranges = []
+        at = 0
+        for k, t in enumerate(texts):
+            if k:
+                # Go ends a statement at a line break after a name or a closing bracket, so a body's `{` cut
+                # from its header (gofmt keeps them on one line) is joined with a space.
+                gap = " " if language == "go" and t.startswith("{") else "\n"
+                parts.append(gap)
+                at += 1
             ranges.append((at, at + len(t)))
             parts.append(t)
-            at += len(t) + 1
-        joined = "\n".join(parts)
+            at += len(t)
+        joined = "".join(parts)
     result = document_symbols(joined, language, ranges)
     return empty if result is None else result
 
