@@ -220,6 +220,9 @@ for folder in ({str(mixed)!r}, {str(prose)!r}):
     for name, folder in (("mixed", mixed), ("prose", prose)):
         again[name] = sync(folder, artifacts=art, embedder=HashEmbedder(dim=8, model="m"), max_tokens=40, overlap=4)
     assert again["mixed"].published and again["mixed"].warnings == []
+    assert again["mixed"].rebuilt == again["prose"].rebuilt == (
+        "the code grammars installed changed: every document read again, source files re-chunked "
+        "(spec/chunker.md, Code)")
     assert not again["prose"].published
     assert {p.name: p.read_bytes() for p in (art / "rag" / "prose").iterdir()} == prose_bytes
     retriever = Retriever.open(art / "rag" / "mixed", embedder=HashEmbedder(dim=8, model="m"))

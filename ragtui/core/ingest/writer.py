@@ -203,6 +203,9 @@ class IndexWriter:
             and state.index_files is not None
             and state.index_files == index_stamp(self.target)
         )
+        if state is not None and state.settings.code != settings.code:
+            report.rebuilt = ("the code grammars installed changed: every document read again, source files "
+                              "re-chunked (spec/chunker.md, Code)")
         old_files: Mapping[str, FileEntry] = state.files if state is not None and trusted else {}
         # Other patterns or limits than the last sync's choose other documents: only a whole walk
         # finds them (the files it already knows keep their stamps and vectors).
