@@ -127,7 +127,7 @@ def code_atoms(parsed: Parsed, text: str, starts: Sequence[int], budget: int) ->
         wrapper = node.type in WRAPPERS
         node_is_def = not wrapper and node is not root and definition(node, language) is not None
         units = _units(node.children, data, language)
-        todo: list[tuple[Any, ...]] = []
+        queued: list[tuple[Any, ...]] = []
         seen_named = past_body = False
         for k, (lead, main, name) in enumerate(units):
             first = lead[0] if lead else main
@@ -163,23 +163,23 @@ def code_atoms(parsed: Parsed, text: str, starts: Sequence[int], budget: int) ->
             # its header would otherwise leave the header a chunk of its own.
             if _estimate(starts, s, e) <= budget and not (body and splittable):
                 if prio >= 0:
-                    todo.append((s, prio, False))
+                    queued.append((s, prio, False))
                 continue
             main_s = char(main.start_byte)
             if lead:
                 if prio >= 0:
-                    todo.append((s, prio, False))
-                todo.extend((char(c.start_byte), KEEP, False) for c in lead[1:])
+                    queued.append((s, prio, False))
+                queued.extend((char(c.start_byte), KEEP, False) for c in lead[1:])
                 prio = KEEP
             if splittable:
                 if prio >= 0:
-                    todo.append((main_s, prio, False))
+                    queued.append((main_s, prio, False))
                 inner_defs = defs + (name is not None and not wrapper)
-                todo.append((main, depth + 1, inner_defs, node_is_def and _is_body(main, node)))
+                queued.append((main, depth + 1, inner_defs, node_is_def and _is_body(main, node)))
             elif prio >= 0:
-                todo.append((main_s, prio, _estimate(starts, main_s, e) > budget))
+                queued.append((main_s, prio, _estimate(starts, main_s, e) > budget))
         # Emitted in document order: pushed in reverse, a subtree expands before the atoms after it.
-        stack.extend(reversed(todo))
+        stack.extend(reversed(queued))
     atoms: list[tuple[int, int, bool]] = []
     for s, prio, leaf in out:
         if atoms and s <= atoms[-1][0]:
@@ -302,11 +302,11 @@ def _chunks(text: str, atoms: list[tuple[int, int, bool]], starts: Sequence[int]
     est = [_estimate(starts, bounds[i], bounds[i + 1]) for i in range(len(atoms))]
     ids_many = getattr(tok, "ids_many", None) if keep_ids else None
     # Each entry: (first atom, past last atom, budget it was packed with, times packed, cut by lines).
-    todo = [(a, b, budget, 0, lines) for a, b, lines in _pack(atoms, est, 0, len(atoms), budget)]
+    queued = [(a, b, budget, 0, lines) for a, b, lines in _pack(atoms, est, 0, len(atoms), budget)]
     done: dict[int, list[Chunk]] = {}
-    while todo:
+    while queued:
         ranges: list[tuple[int, int]] = []
-        for a, b, _, _, _ in todo:
+        for a, b, _, _, _ in queued:
             ranges.append(_trimmed(text, bounds[a], bounds[b]))
         texts = [text[s:e] for s, e in ranges if e > s]
         ids: list[Any] | None = None
@@ -322,7 +322,7 @@ def _chunks(text: str, atoms: list[tuple[int, int, bool]], starts: Sequence[int]
                                  f"when given {len(texts)}")
         again: list[tuple[int, int, int, int, bool]] = []
         t = 0
-        for (a, b, used, times, leaf), (s, e) in zip(todo, ranges):
+        for (a, b, used, times, leaf), (s, e) in zip(queued, ranges):
             if e <= s:
                 continue  # only whitespace
             k = counts[t]
@@ -338,7 +338,7 @@ def _chunks(text: str, atoms: list[tuple[int, int, bool]], starts: Sequence[int]
             else:
                 done[a] = [Chunk(s + c.start, s + c.end, c.text, c.n_tokens, c.ids)
                            for c in chunk_text(text[s:e], tok, max_tokens, 0, keep_ids=keep_ids)]
-        todo = again
+        queued = again
     return [c for a in sorted(done) for c in done[a]]
 
 
