@@ -49,7 +49,12 @@ def run(args) -> int:
                 print(f"ragtui: note: {app.broken_note(settings, broken)}", file=sys.stderr)
         return 0
     data = read_index(app.resolve_index(settings))
-    info = {"path": str(data.path), **data.meta.to_json(), "n_documents": len({r.doc_id for r in data.records})}
+    doc_ids = {r.doc_id for r in data.records}
+    info = {"path": str(data.path), **data.meta.to_json(), "n_documents": len(doc_ids)}
+    code = _code_documents(doc_ids)
+    if code:
+        info["code_documents"] = code["documents"]
+        info["code_chunker"] = code["chunker"]
     info["n_terms"] = data.bm25.n_terms
     info.update(root)
     # The IVF lists (built on first use, then cached outside the index) and the nprobe their
@@ -67,3 +72,22 @@ def run(args) -> int:
         for key, value in info.items():
             print(f"{key:>16}: {value}")
     return 0
+
+
+def _code_documents(doc_ids) -> dict | None:
+    """Source files of the index by language, and how they are cut (by their syntax, or as plain text when the
+    grammar is not installed: spec/chunker.md, "Code")."""
+    from ragtui.core.code.languages import code_language, grammar
+
+    counts: dict[str, int] = {}
+    for doc_id in doc_ids:
+        language = code_language(doc_id)
+        if language is not None:
+            counts[language] = counts.get(language, 0) + 1
+    if not counts:
+        return None
+    missing = sorted(lang for lang in counts if grammar(lang) is None)
+    chunker = "at definitions (tree-sitter)" if not missing else (
+        f"plain text for {', '.join(missing)}: no grammar installed; pip install 'ragtui[code]' to cut source "
+        "files at their definitions")
+    return {"documents": dict(sorted(counts.items())), "chunker": chunker}

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ragtui.core.code.languages import chunker_identity
 from ragtui.core.embedders.base import Embedder, known_dim, tokenizer_name
 from ragtui.core.errors import IndexFormatError, IndexMissingError, UsageError
 from ragtui.core.index import verified
@@ -128,7 +129,8 @@ class IndexWriter:
         if dim is None:
             same_model = recorded is not None and recorded.embedding_model == e.model
             dim = recorded.dim if recorded is not None and same_model else e.dim
-        return Settings(e.model, dim, tokenizer_name(e), self.max_tokens, self.overlap, self.k1, self.b)
+        return Settings(e.model, dim, tokenizer_name(e), self.max_tokens, self.overlap, self.k1, self.b,
+                        chunker_identity())
 
     def prepare(self, *, warm_up: bool = False, should_stop: Callable[[], bool] | None = None) -> bool:
         """Open the current generation for the next sync, so that it does not pay for reading it.
@@ -201,6 +203,9 @@ class IndexWriter:
             and state.index_files is not None
             and state.index_files == index_stamp(self.target)
         )
+        if state is not None and state.settings.code != settings.code:
+            report.rebuilt = ("the code grammars installed changed: every document read again, source files "
+                              "re-chunked (spec/chunker.md, Code)")
         old_files: Mapping[str, FileEntry] = state.files if state is not None and trusted else {}
         # Other patterns or limits than the last sync's choose other documents: only a whole walk
         # finds them (the files it already knows keep their stamps and vectors).
@@ -310,7 +315,8 @@ class IndexWriter:
             found = scan(self.folder, self.rules, None, {}, report, tick)
         prev = _previous_of(old, e) if old is not None else None
         if old is not None and not trusted:
-            old_settings = Settings.of_meta(old.meta)
+            # meta.json does not record the code chunker: that difference re-chunks, it is not reported.
+            old_settings = dataclasses.replace(Settings.of_meta(old.meta), code=settings.code)
             if old_settings != settings:
                 report.rebuilt = f"settings changed ({', '.join(settings.differing(old_settings))}); every document re-chunked"
         if not trusted:

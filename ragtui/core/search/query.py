@@ -48,8 +48,9 @@ MAX_SYNTAX_ITEMS = 64
 """A query holds at most this many phrases, prefixes, filters, excluded items and OR-joined items (plain words
 are not counted): each is a condition evaluated over every row of the index."""
 
-FILTERS = ("path", "ext", "lang")
-"""The filter names, in the order ``describe`` lists them."""
+FILTERS = ("path", "ext", "lang", "sym")
+"""The filter names, in the order ``describe`` lists them. ``sym:`` tests a chunk's symbols (the definitions it
+is in or holds, ``core.search.symbols``); the others the document's path."""
 
 ESCAPABLE = frozenset('"\\-*:')
 """The characters a backslash makes literal; before any other character a backslash is itself literal."""
@@ -155,7 +156,8 @@ class Phrase:
 
 @dataclass(frozen=True)
 class Filter:
-    """``name:value``: a condition on the chunk's document path (``value`` normalised: see ``parse_query``)."""
+    """``name:value``: a condition on the chunk's document path, or (``sym``) on its symbols (``value``
+    normalised: see ``parse_query``)."""
 
     name: str
     value: str
@@ -408,7 +410,8 @@ class _Scanner:
         if name not in FILTERS:
             close = difflib.get_close_matches(name.lower(), FILTERS, n=1, cutoff=0.5)
             hint = f"did you mean {close[0]}:? " if close else ""
-            raise _error(column, f"unknown filter {name + ':'!r} (the filters are path:, ext: and lang:)",
+            names = ", ".join(f"{f}:" for f in FILTERS[:-1]) + f" and {FILTERS[-1]}:"
+            raise _error(column, f"unknown filter {name + ':'!r} (the filters are {names})",
                          f"{hint}to search for the text, write {name}\\: or put it in quotes")
         self.pos = head.end()
         s = self.s
@@ -428,6 +431,12 @@ def _filter_value(name: str, value: str, column: int) -> str:
     if name == "path":
         if not value or value == "/":
             raise _error(column, "the filter path: has no value", "write path:FOLDER/ or path:NAME")
+        return value
+    if name == "sym":
+        parts = value.split(".")
+        if not value or any(not p or p != p.strip() for p in parts):
+            raise _error(column, f"sym: takes a symbol such as search, Retriever or Retriever.search (got {value!r})",
+                         "names joined by single dots, no spaces")
         return value
     if name == "ext":
         ext = value[1:] if value.startswith(".") else value

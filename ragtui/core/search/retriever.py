@@ -440,7 +440,7 @@ class Retriever:
         if parsed is not None and not parsed.plain:
             from ragtui.core.search.query_plan import QueryPlan
 
-            plan = QueryPlan.bind(parsed, data)
+            plan = QueryPlan.bind(parsed, data, cache_dir=self.cache_dir)
             query = plan.search_text
         lam, merge, floor = params.get("mmr"), bool(params.get("merge")), params.get("min_score")
         diverse = lam is not None and lam < 1.0
