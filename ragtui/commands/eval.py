@@ -17,10 +17,9 @@ import sys
 from pathlib import Path
 
 from ragtui.core.errors import UsageError
+from ragtui.core.search.modes import MODES, VECTOR_MODES
 from ragtui.core.textsafe import json_text
 from ragtui.progress import ProgressDisplay
-
-MODES = ("flat", "ivf", "bm25", "bm25doc", "hybrid")
 
 
 def register(sub, common) -> None:
@@ -33,7 +32,7 @@ def register(sub, common) -> None:
         "(--cache, default ~/.cache/ragtui; reused when unchanged), never beside your own indexes.",
     )
     p.add_argument("dataset", nargs="?", help="dataset folder or .json file")
-    p.add_argument("--modes", default=",".join(MODES), help="comma-separated modes (default: flat,ivf,bm25,bm25doc,hybrid)")
+    p.add_argument("--modes", default=",".join(MODES), help=f"comma-separated modes (default: {','.join(MODES)})")
     p.add_argument("-k", type=int, default=10, help="cutoff: rank this many documents per query (default: 10)")
     p.add_argument("--split", default="test", help="BEIR qrels split, qrels/<split>.tsv (default: test)")
     p.add_argument("--json", metavar="OUT", help="write the full report (per-query results, provenance) to OUT ('-': stdout)")
@@ -86,26 +85,23 @@ def _int_list(text: str, flag: str) -> list[int]:
 def _evaluate(args, modes: list[str], sweep_values: list[int] | None) -> int:
     from dataclasses import replace
 
-    from ragtui.app import (
-        open_embedder,
-        open_index,
-        open_reranker,
-        rerank_options,
-        resolve_index,
-        search_params,
-        settings_from,
-    )
+    from ragtui.app import open_embedder, open_index, open_reranker, resolve_index, search_options
+    from ragtui.commands.options import ranking_values, settings_of
     from ragtui.config import user_cache_root
     from ragtui.core.eval.datasets import load_dataset, validate_native_ids
     from ragtui.core.eval.evaluate import make_report, mode_params, nprobe_sweep, prepare_collection, run_mode
     from ragtui.core.ingest.publish import index_dir
+    from ragtui.request import rerank_values
 
-    settings = settings_from(args)
-    n_rerank, budget = rerank_options(args, settings)
-    reranker = open_reranker(args, settings) if n_rerank else None
+    settings = settings_of(args)
+    n_rerank, budget = rerank_values(settings, getattr(args, "rerank", None), getattr(args, "rerank_budget_ms", None))
+    reranker = open_reranker(settings, getattr(args, "rerank_model", None)) if n_rerank else None
     dataset = load_dataset(args.dataset, split=args.split)
-    ranking = {m: search_params(args, settings, m, strict=False) for m in modes}  # checked before any work
-    need_embedder = any(m not in ("bm25", "bm25doc") for m in modes) or sweep_values is not None
+    flags = ranking_values(args)
+    # Decided as for every request (ragtui.request.search_options), checked before any work; a flag a
+    # mode does not take is left out of that mode's run (one set of flags serves every mode).
+    ranking = {m: search_options(settings, m, flags, strict=False) for m in modes}
+    need_embedder = any(m in VECTOR_MODES for m in modes) or sweep_values is not None
     show = not args.quiet and sys.stderr.isatty()
     embedder = open_embedder(settings) if (need_embedder or dataset.docs is not None) else None
     if embedder is not None and dataset.docs is not None:

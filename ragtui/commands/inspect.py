@@ -20,7 +20,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from ragtui.app import list_indexes, resolve_index, settings_from
+from ragtui.app import list_indexes, resolve_index
+from ragtui.commands.options import settings_of
 from ragtui.core.citations import FRESH, Citation, Resolver, parse_refs, split_ref
 from ragtui.core.errors import NotFoundError, RagtuiError, UsageError
 from ragtui.core.index.records import fingerprint
@@ -74,7 +75,7 @@ def run(args) -> int:
         if not root.is_dir():
             raise UsageError(f"--root {args.root} is not a folder: give the folder that holds the ingested folder")
     expected = _expectations(args, refs)
-    outcomes = _resolve_all(settings_from(args), refs, root)
+    outcomes = _resolve_all(settings_of(args), refs, root)
     if args.open:
         return _open(outcomes)
     if args.check:

@@ -104,6 +104,10 @@ class Actions:
             return
         nlist, default = backend.resolved_ivf(self.retriever)
         current = self.nprobe or default
+        if not current:  # the calibrated default is not known yet: a step from a guess could lower recall
+            self.notify("nprobe: the IVF lists are being built, and their calibrated nprobe with them; "
+                        "change it once they are", timeout=4)
+            return
         wanted = round(current * factor) if factor != 1.0 else current + delta
         self.nprobe = min(max(1, wanted), max(1, nlist))
         if self.mode == "ivf":
@@ -121,7 +125,7 @@ class Actions:
         if self.retriever is None:
             return "–"
         nlist, default = backend.resolved_ivf(self.retriever)
-        return f"{self.nprobe or default}/{nlist}"
+        return f"{self.nprobe or default or 'auto'}/{nlist}"
 
     def _selected_chunk(self: Session, chunk_id: str | None) -> str | None:
         if chunk_id:
@@ -206,8 +210,9 @@ class Actions:
             self.notify(f"cannot pack: {e}", severity="error", timeout=6)
             return
         tokenizer = getattr(self.embedder, "tokenizer", None)
-        self.pack_worker(self.retriever, tokenizer, self.results.request.query, hits, self.results.request.mode,
-                         budget)
+        # The generation the results came from: packing reads the chunks of the hits, never a newer one's.
+        source = self.results.snapshot or self.retriever
+        self.pack_worker(source, tokenizer, self.results.request.query, hits, self.results.request.mode, budget)
 
     def action_compare(self: Session) -> None:
         """Open the compare view for the current query."""

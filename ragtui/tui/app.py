@@ -410,15 +410,23 @@ class RagtuiApp(Actions, Workers, App[int]):
             self._refresh()  # the bar says why; EmbedderReady searches again
             return False
         rerank = self.rerank_n if self.reranker is not None and not self.several else 0
-        try:
-            params = backend.search_params(self.settings, self.mode, self.fusion)
-        except RagtuiError as e:  # [search] is checked when loaded: a combination this mode refuses
-            self.notify(f"cannot search: {e}", severity="error", timeout=8)
-            return False
         nprobe = None if self.several else self.nprobe
-        self.search_worker(self.several or r,
-                           backend.SearchRequest(self._seq, query, self.mode, self.k, nprobe, rerank, params))
+        try:
+            request = backend.search_request(self.settings, self._seq, query, self.mode, self.k, nprobe, rerank,
+                                             self.fusion)
+        except RagtuiError as e:  # a query or a [search] combination this mode refuses: said where results go
+            self.search_failed(str(e))
+            return False
+        self.search_worker(self.several or r, request)
         return True
+
+    def search_failed(self, message: str) -> None:
+        """A search that could not run: the results of the query before are cleared, the reason in their place."""
+        self.results, self.query_time = None, ""
+        self.main.results.show((), self.mode, {})
+        self.main.detail.clear(f"cannot search: {message}", error=True)
+        self.rendered_seq = self._seq
+        self._refresh()
 
     def _hold_frames(self) -> None:
         """Paint nothing until the search under way has its results in the widgets, or ``FRAME_HOLD``

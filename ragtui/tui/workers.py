@@ -200,6 +200,8 @@ class Workers:
             self.notify(f"IVF build failed: {message}", severity="error")
         elif group == "search" and isinstance(error, ModelMismatchError | EmbeddingError):
             self._vectors_off(message)
+        elif group == "search":
+            self.search_failed(message)
         elif group in ("reranker", "rerank"):
             self.rerank_failed(message)
         elif group == "cite":

@@ -129,9 +129,14 @@ class Explained:
     """ivf: the number of chunks in each probed list, in ``probed`` order."""
     notes: tuple[str, ...] = ()
     """What the search said a user should know (``Hits.notes``: e.g. a prefix cut to its most frequent terms)."""
+    stages: tuple[str, ...] = ()
+    """What each step after the ranking did to the hits (``Hits.stages``: a score floor, MMR, merging);
+    a front end adds the steps it ran itself (a reranker)."""
 
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {"mode": self.mode}
+        if self.stages:
+            out["stages"] = list(self.stages)
         if self.bm25_params:
             out["bm25"] = self.bm25_params
         if self.nlist is not None:
@@ -178,7 +183,7 @@ def explain_search(
     hits = retriever.search(query, mode=mode, k=k, trace=trace, **params)
     # Under the query syntax, the words ranked are the searched ones (phrases and filters only admit).
     words = hits.query.search_text if hits.query is not None else query
-    seconds = retriever.last_search_seconds
+    seconds = hits.seconds
     data = trace.data
     assert data is not None  # search always records its snapshot
     bm25 = data.bm25
@@ -210,7 +215,7 @@ def explain_search(
     else:
         explanations.extend(_hybrid(trace, hits, params.get("lexical") or "bm25doc"))
     return Explained(mode, tuple(hits), tuple(explanations), seconds, bm25_params, probed, nlist, sizes,
-                     tuple(hits.notes))
+                     tuple(hits.notes), tuple(hits.stages))
 
 
 def _list_of(trace: SearchTrace) -> dict[int, int]:

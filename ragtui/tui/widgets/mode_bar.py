@@ -28,6 +28,7 @@ class ModeBarState:
     nprobe: int | None
     """The user's nprobe; None: the index's default."""
     default_nprobe: int
+    """The lists IVF probes without a user's nprobe: the calibrated number once the lists are built; 0 before."""
     nlist: int
     vectors: str
     """"ready", "loading" or "off"."""
@@ -120,7 +121,8 @@ class ModeBar(Horizontal):
             pass  # nprobe is one index's: each of several is probed with its own default
         elif state.nlist:
             line.append(" │ nprobe ", "dim")
-            line.append(str(state.nprobe or state.default_nprobe), "bold")
+            shown = state.nprobe or state.default_nprobe
+            line.append(str(shown) if shown else "auto", "bold")
             line.append(f"/{state.nlist}", "dim")
         else:
             line.append(" │ nprobe ", "dim")
