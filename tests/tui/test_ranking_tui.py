@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from ragtui import app as app_layer
 from ragtui.config import Settings
 from ragtui.core.errors import EmbeddingError
