@@ -39,6 +39,7 @@ from ragtui.request import (
     build_request,
     cite_hits,
     pack_hits,
+    pack_json,
     pack_result,
     request_params,
     run_search,
@@ -77,6 +78,7 @@ __all__ = [
     "open_retrievers",
     "open_searcher",
     "pack_hits",
+    "pack_json",
     "pack_result",
     "prepare_root",
     "remember_index",
@@ -662,7 +664,7 @@ def open_searcher(settings: Settings, request: SearchRequest, *, embedders: bool
     nprobe = request.params.get("nprobe")
     if nprobe is not None:
         for retriever in retrievers.values():
-            check_nprobe(retriever, nprobe)
+            check_nprobe(retriever, nprobe, "--nprobe" if request.style == "flag" else "nprobe")
     return Searcher(retrievers, several)
 
 

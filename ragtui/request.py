@@ -43,6 +43,7 @@ __all__ = [
     "default_hybrid_weight",
     "label",
     "pack_hits",
+    "pack_json",
     "pack_result",
     "request_params",
     "rerank_values",
@@ -85,6 +86,8 @@ class SearchRequest:
     rerank_budget_ms: float | None = None
     strict: bool = False
     """Whether query syntax mistakes were refused (else searched as plain text, with a note)."""
+    style: str = "flag"
+    """How messages about this request name its options: "flag" (``--nprobe``) or "name" (``nprobe``)."""
 
     @property
     def fetch(self) -> int:
@@ -228,7 +231,7 @@ def build_request(
             params["nprobe"] = nprobe
     n, budget = rerank_values(settings, rerank, rerank_budget_ms, style)
     return SearchRequest(query, parsed, chosen_mode, chosen_k, params, index if index is not None else settings.index,
-                         every, n, budget, strict)
+                         every, n, budget, strict, style)
 
 
 def rerank_values(settings: Settings, n: object = None, budget: object = None, style: str = "flag"
@@ -412,6 +415,15 @@ def pack_result(result: SearchResult, budget: int):
         raise UsageError("a pack is cut from one index: choose one with --index")
     (retriever,) = result.snapshots.values()
     return pack_hits(retriever, result.request.text, result.hits, mode=result.request.mode, budget=budget)
+
+
+def pack_json(result: SearchResult, packed: Any) -> dict[str, Any]:
+    """``packed.to_json()`` with the ranked candidates it was cut from (rank, score, chunk_id: the hits of
+    ``result``, which ``ragtui search --json`` would print), and the search's notes with the pack's."""
+    out: dict[str, Any] = packed.to_json()
+    out["notes"] = [*result.notes, *packed.notes]
+    out["ranked"] = [{"rank": h.rank, "score": h.score, "chunk_id": h.chunk_id} for h in result.hits]
+    return out
 
 
 def pack_hits(snapshot: Retriever, text: str, hits: list, *, mode: str, budget: int, tokenizer: Any = None):

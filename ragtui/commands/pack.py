@@ -71,12 +71,12 @@ def run(args) -> int:
     searcher = app.open_searcher(settings, request, embedders=True)  # the index's tokenizer counts the budget
     found = app.run_search(searcher, request)
     result = app.pack_result(found, budget)
-    text = json_text(result.to_json(), indent=1) + "\n" if args.json else result.markdown()
+    text = json_text(app.pack_json(found, result), indent=1) + "\n" if args.json else result.markdown()
     if args.output:
         write_output(args.output, text)
     else:
         sys.stdout.write(text)
-    for note in (*found.notes, *result.notes):
+    for note in (*found.notes, *result.notes):  # (in --json too, under "notes")
         print(f"ragtui: note: {note}", file=sys.stderr)
     print(f"{len(result.snippets)} snippet(s), {result.used}/{result.budget} tokens ({result.tokenizer}), "
           f"{result.candidates} candidate(s), {result.skipped} left out, {request.mode}, "

@@ -195,7 +195,7 @@ class Toolbox:
         searcher = self._searcher(request, embedders=True)
         result = app.run_search(searcher, request)
         packed = app.pack_result(result, budget)
-        return {"index": ",".join(result.snapshots), **packed.to_json(), "notes": [*result.notes, *packed.notes]}
+        return {"index": ",".join(result.snapshots), **app.pack_json(result, packed)}
 
     def _get(self, args: Mapping[str, Any]) -> dict[str, Any]:
         from ragtui.core.citations import Resolver, parse_labels

@@ -129,6 +129,8 @@ class RagtuiApp(Actions, Workers, App[int]):
         """Several indexes searched together (index id -> retriever, ``retriever`` the first), else None."""
         self.index_state, self.index_problem = "opening", ""
         self.embedder = None
+        self.index_embedders: dict = {}
+        """The open indexes' own embedders (index id -> embedder) when the configured one is not theirs."""
         self.vectors, self.vectors_reason = "loading", states.vectors_loading_reason
         self.ivf_state, self.ivf_info = "not built", None
         self.mode, self.k, self.nprobe = "bm25", 10, None
@@ -302,6 +304,7 @@ class RagtuiApp(Actions, Workers, App[int]):
     @while_running
     def on_embedder_ready(self, message: EmbedderReady) -> None:
         self.embedder = message.embedder
+        self.index_embedders = message.per_index or {}
         if self.retriever is None:  # no index yet: the model is checked against it when it opens
             self.vectors, self.vectors_reason = "ready", ""
         self._attach_vectors()
@@ -320,17 +323,24 @@ class RagtuiApp(Actions, Workers, App[int]):
         r = self.retriever
         if r is None or self.embedder is None:
             return
-        for each in (self.several or {r.meta.index_id: r}).values():
+        opened = self.several or {r.meta.index_id: r}
+        own = self.index_embedders
+        for index_id, each in opened.items():
             try:
-                each.check_embedder(self.embedder)
+                each.check_embedder(own.get(index_id, self.embedder))
             except ModelMismatchError as e:
-                for other in (self.several or {}).values():
+                for other in opened.values():
                     other.embedder = None
-                r.embedder = None
+                if self.embedder_factory is None and not all(i in own for i in opened):
+                    # The index chooses its embedder (as `ragtui search` does): load the one it was built with.
+                    self.vectors, self.vectors_reason = "loading", states.vectors_loading_reason
+                    self.load_embedder_worker(dict(opened))
+                    self._refresh()
+                    return
                 self._vectors_off(str(e))
                 return
-        for each in (self.several or {r.meta.index_id: r}).values():
-            each.embedder = self.embedder
+        for index_id, each in opened.items():
+            each.embedder = own.get(index_id, self.embedder)
         self.vectors, self.vectors_reason = "ready", ""
         if self.ivf_state == "not built" and r.meta.n_chunks > 0 and not self.several:
             self.ivf_state = "building"

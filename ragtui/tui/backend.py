@@ -40,6 +40,7 @@ __all__ = [
     "compare",
     "editor_command",
     "generation",
+    "index_embedders",
     "index_stats",
     "RerankOutcome",
     "list_index_names",
@@ -270,6 +271,14 @@ def index_stats(retriever: Retriever, ivf_state: str) -> IndexStats:
 def load_embedder(settings: Settings, factory: Callable[[Settings], object] | None):
     """The configured embedder (``factory(settings)``, by default ``ragtui.app.open_embedder``)."""
     return (factory or app_layer.open_embedder)(settings)
+
+
+def index_embedders(settings: Settings, retrievers: Mapping[str, Retriever]) -> dict[str, object]:
+    """Each index's own embedder (index id -> embedder; ``ragtui.app.embedder_for``, one per model), as
+    ``ragtui search`` opens them: an index built with another model than the configured one is searched
+    with that model. Raises ``ModelMismatchError`` naming the setting to add when one cannot be found."""
+    cache: dict = {}
+    return {index_id: app_layer.embedder_for(settings, r.meta, cache) for index_id, r in retrievers.items()}
 
 
 # -- searching ----------------------------------------------------------------------

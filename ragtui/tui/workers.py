@@ -69,9 +69,13 @@ class Workers:
             self.post_message(IndexOpened(first, first.data.path, several))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="embedder")
-    def load_embedder_worker(self: Session) -> None:
-        embedder = backend.load_embedder(self.settings, self.embedder_factory)
-        self.post_message(EmbedderReady(embedder))
+    def load_embedder_worker(self: Session, retrievers=None) -> None:
+        """The configured embedder; with ``retrievers`` (index id -> retriever), each index's own."""
+        if retrievers is None:
+            self.post_message(EmbedderReady(backend.load_embedder(self.settings, self.embedder_factory)))
+            return
+        per_index = backend.index_embedders(self.settings, retrievers)
+        self.post_message(EmbedderReady(next(iter(per_index.values())), per_index))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="ivf")
     def build_ivf_worker(self: Session, retriever) -> None:
