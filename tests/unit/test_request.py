@@ -14,7 +14,6 @@ from ragtui import app, cli
 from ragtui.config import Settings, load_settings
 from ragtui.core.errors import QueryError, UsageError
 from ragtui.core.search.modes import MODE_TABLE, MODES
-from ragtui.core.search.retriever import EMPTY_QUERY
 from ragtui.mcp.tools import TOOLS, Toolbox
 from ragtui.request import MAX_K, build_request, search_options
 
