@@ -14,7 +14,6 @@ The embedder is never loaded: inspecting needs no embeddings.
 from __future__ import annotations
 
 import os
-import shlex
 import subprocess
 import sys
 from dataclasses import replace
@@ -27,12 +26,7 @@ from ragtui.core.errors import NotFoundError, RagtuiError, UsageError
 from ragtui.core.index.records import fingerprint
 from ragtui.core.textsafe import json_text, neutralize
 
-__all__ = ["editor_argv", "register", "run"]
-
-PLUS_LINE_EDITORS = frozenset(
-    {"vi", "vim", "nvim", "gvim", "view", "nano", "emacs", "emacsclient", "micro", "hx", "helix"}
-)
-GOTO_EDITORS = frozenset({"code", "code-insiders", "codium", "vscodium"})
+__all__ = ["register", "run"]
 
 
 def register(sub, common) -> None:
@@ -262,35 +256,18 @@ def _where(c: Citation) -> str:
 # -- --open ----------------------------------------------------------------------------------
 
 
-def editor_argv(editor: str, path: str, line: int) -> list[str]:
-    """The argv that opens ``path`` at ``line`` in ``editor`` (a $EDITOR value, shell-quoted)."""
-    try:
-        argv = shlex.split(editor)
-    except ValueError as e:
-        raise UsageError(f"cannot parse the editor command {editor!r}: {e}") from None
-    if not argv:
-        raise UsageError("the editor command is empty: set $EDITOR (e.g. EDITOR=vim)")
-    name = os.path.basename(argv[0]).removesuffix(".exe")
-    if name in GOTO_EDITORS:
-        return [*argv, "--goto", f"{path}:{line}"]
-    if name in PLUS_LINE_EDITORS:
-        return [*argv, f"+{line}", path]
-    return [*argv, path]  # an editor whose line syntax we do not know: at least open the file
-
-
 def _open(outcomes) -> int:
     _ref, first, _resolver = outcomes[0]
     if isinstance(first, RagtuiError):
         raise first
     if first.path is None or first.status == "missing":
         raise NotFoundError(f"cannot open {first.chunk_id!r}: {neutralize(_where(first))}")
-    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
-    if not editor:
-        raise UsageError("no editor set: set $EDITOR (or $VISUAL), e.g. export EDITOR=vim")
+    from ragtui.editor import editor_command
+
     line = first.start_line or 1
     if not first.located:
         print(f"ragtui: note: {neutralize(_where(first))}; opening at line 1", file=sys.stderr)
-    argv = editor_argv(editor, str(first.path), line)
+    argv = editor_command(first.path, line)  # the TUI's `e` runs the same command
     try:
         subprocess.run(argv, check=False)
     except OSError as e:

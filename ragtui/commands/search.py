@@ -221,7 +221,9 @@ def _explain_hit(e) -> list[str]:
         return [f"{e.fusion}: " + "; ".join(parts) + f"  = {e.score:.4f}"]
     if e.mode == "ivf":
         return [f"cosine {e.cosine:.4f}, from list {e.ivf_list}"]
-    return [f"cosine {e.cosine:.4f} (exact, every chunk scored)"]
+    if e.mode == "flat":
+        return [f"cosine {e.cosine:.4f} (exact, every chunk scored)"]
+    return [f"score {e.score:.4f}"]
 
 
 def _run_many(args, request, searcher) -> int:

@@ -125,7 +125,7 @@ class Actions:
         if self.retriever is None:
             return "–"
         nlist, default = backend.resolved_ivf(self.retriever)
-        return f"{self.nprobe or default or 'auto'}/{nlist}"
+        return f"{self.nprobe or default or '–'}/{nlist}"
 
     def _selected_chunk(self: Session, chunk_id: str | None) -> str | None:
         if chunk_id:
@@ -159,7 +159,13 @@ class Actions:
         if citation.path is None or citation.status == "missing":
             self.notify(f"cannot open {citation.doc_id}: the source file is missing", severity="error")
             return
-        argv = backend.editor_command(citation.path, citation.start_line)
+        from ragtui.core.errors import RagtuiError
+
+        try:
+            argv = backend.editor_command(citation.path, citation.start_line)
+        except RagtuiError as e:  # a $VISUAL/$EDITOR that is not a command: said, never raised
+            self.notify(str(e), severity="error", timeout=8)
+            return
         self.editor_runs.append(argv)
         try:
             with self.suspend():

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import ClassVar, NamedTuple
 
 from textual.app import App
-from textual.binding import Binding
 
 from ragtui.config import Settings
 from ragtui.core.errors import ModelMismatchError, RagtuiError
@@ -28,6 +27,7 @@ from ragtui.tui import backend, fmt, states
 from ragtui.tui.actions import Actions
 from ragtui.tui.commands import HistoryCommands
 from ragtui.tui.history import QueryHistory, default_history_path
+from ragtui.tui.keys import mode_bindings
 from ragtui.tui.live import LiveAgent, LiveFollower
 from ragtui.tui.messages import (
     CitationReady,
@@ -104,13 +104,7 @@ class RagtuiApp(Actions, Workers, App[int]):
     CURSOR_BLINK: ClassVar[bool] = True
     """Tests turn this off so screenshots do not depend on when they are taken."""
 
-    BINDINGS = [
-        Binding("f1", "set_mode('flat')", "flat", show=False),
-        Binding("f2", "set_mode('ivf')", "IVF", show=False),
-        Binding("f3", "set_mode('bm25')", "BM25", show=False),
-        Binding("f4", "set_mode('hybrid')", "hybrid", show=False),
-        Binding("f5", "set_mode('bm25doc')", "BM25doc", show=False),
-    ]
+    BINDINGS = mode_bindings(function_keys=True)
 
     def __init__(
         self, settings: Settings, *, watch: Path | None = None, embedder_factory=None, debounce: float = 0.12,

@@ -12,7 +12,6 @@ CLI. Nothing here reads index files itself: ``Retriever`` and
 from __future__ import annotations
 
 import os
-import shlex
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -480,20 +479,12 @@ def cite(retriever: Retriever, chunk_id: str, *, with_source: bool = False) -> S
     return SourceText(citation, resolver.source_text(citation) if with_source else None)
 
 
-# Editors that take FILE:LINE instead of +LINE FILE.
-_COLON_STYLE = {"code": ["-g"], "code-insiders": ["-g"], "codium": ["-g"], "subl": [], "zed": [], "hx": [], "helix": []}
-
-
 def editor_command(path: Path, line: int | None, environ: dict | None = None) -> list[str]:
-    """The argv that opens ``path`` at ``line`` in ``$VISUAL``, else ``$EDITOR``, else ``vi``."""
-    env = os.environ if environ is None else environ
-    editor = shlex.split(env.get("VISUAL") or env.get("EDITOR") or "vi")
-    name = os.path.basename(editor[0]) if editor else "vi"
-    if line is None:
-        return [*editor, str(path)]
-    if name in _COLON_STYLE:
-        return [*editor, *_COLON_STYLE[name], f"{path}:{line}"]
-    return [*editor, f"+{line}", str(path)]
+    """The argv that opens ``path`` at ``line`` in the person's editor (``ragtui.editor``, as ``inspect --open``);
+    ``UsageError`` for a $VISUAL/$EDITOR that cannot be read as a command."""
+    from ragtui.editor import editor_command as command
+
+    return command(path, line, environ)
 
 
 def generation(path: Path) -> str | None:

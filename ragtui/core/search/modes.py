@@ -46,6 +46,8 @@ class ModeSpec:
     outside it is refused."""
     score_text: str
     """What that score is, for the message that refuses a floor."""
+    short: str = ""
+    """A few words for the TUI's help screen."""
 
     @property
     def needs_embedder(self) -> bool:
@@ -56,18 +58,19 @@ _UNBOUNDED = 1e12
 
 MODE_TABLE: tuple[ModeSpec, ...] = (
     ModeSpec("flat", "vector", (), "flat", "1", "exact cosine over every chunk vector",
-             (-1.0, 1.0), "the cosine, -1..1"),
+             (-1.0, 1.0), "the cosine, -1..1", "exact cosine over every vector"),
     ModeSpec("ivf", "vector", ("nprobe",), "IVF", "2",
              "cosine over the chunks of the nprobe nearest IVF lists (approximate, faster on large indexes)",
-             (-1.0, 1.0), "the cosine, -1..1"),
+             (-1.0, 1.0), "the cosine, -1..1", "only the nprobe nearest of nlist lists (fast, may miss)"),
     ModeSpec("bm25", "lexical", (), "BM25", "3", "BM25 over each chunk's words (no embedder needed)",
-             (0.0, _UNBOUNDED), "the raw BM25 score, 0 or more"),
+             (0.0, _UNBOUNDED), "the raw BM25 score, 0 or more", "the index's term scores"),
     ModeSpec("bm25doc", "lexical", ("chunk_weight",), "BM25doc", "5",
              "document-aware BM25: the document's BM25 plus chunk_weight times the chunk's own",
-             (0.0, _UNBOUNDED), "the raw BM25 score, 0 or more"),
+             (0.0, _UNBOUNDED), "the raw BM25 score, 0 or more", "a chunk's document's BM25 plus its own"),
     ModeSpec("hybrid", "fusion", ("fusion", "weight", "rrf_k", "depth", "lexical", "chunk_weight"), "hybrid", "4",
              "a lexical ranking (bm25doc by default) fused with flat vectors",
-             (0.0, 1.0), "the fused score, 0..1"),
+             (0.0, 1.0), "the fused score, 0..1",
+             "BM25doc (or BM25) and flat fused, weighted or by rrf ([search] in ragtui.toml, f toggles)"),
 )
 """Every mode, in the order the CLI and ``ragtui eval`` list them."""
 

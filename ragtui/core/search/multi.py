@@ -42,6 +42,7 @@ import numpy as np
 
 from ragtui.core.errors import UsageError
 from ragtui.core.index.analyzer import analyze
+from ragtui.core.search.modes import mode_spec
 from ragtui.core.topk import top_k
 
 if TYPE_CHECKING:
@@ -274,9 +275,10 @@ def _pooled(retrievers: Mapping[str, Retriever], query: str | ParsedQuery, mode:
         fused = np.concatenate([1.0 / (rrf_k + np.arange(1, len(r) + 1, dtype=np.float64)) for r in rows])
         return top_k(fused, np.concatenate(rows), n)
 
-    if mode in ("bm25", "bm25doc"):
+    kind = mode_spec(mode)
+    if kind is not None and kind.kind == "lexical":
         rows, scores = pooled_lexical(k)
-    elif mode in ("flat", "ivf"):
+    elif kind is not None and kind.kind == "vector":
         rows, scores = merged_vectors(k)
     else:
         from ragtui.core.search import fusion

@@ -14,7 +14,7 @@ from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Footer, Input, Static
 
 from ragtui.tui import backend
-from ragtui.tui.keys import k_nprobe_bindings
+from ragtui.tui.keys import k_nprobe_bindings, mode_bindings
 from ragtui.tui.widgets.detail_pane import DetailPane
 from ragtui.tui.widgets.mode_bar import ModeBar, ModeBarState, ModeChip
 from ragtui.tui.widgets.notice import Notice
@@ -70,11 +70,7 @@ class SearchScreen(Screen):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
 
     BINDINGS = [
-        Binding("1", "app.set_mode('flat')", "flat", show=False),
-        Binding("2", "app.set_mode('ivf')", "IVF", show=False),
-        Binding("3", "app.set_mode('bm25')", "BM25", show=False),
-        Binding("4", "app.set_mode('hybrid')", "hybrid", show=False),
-        Binding("5", "app.set_mode('bm25doc')", "BM25doc", show=False),
+        *mode_bindings(function_keys=False),
         Binding("f", "app.toggle_fusion", "Fusion", show=False),
         *k_nprobe_bindings(show=False),
         Binding("o", "app.jump", "Open source"),

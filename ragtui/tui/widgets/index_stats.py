@@ -45,7 +45,7 @@ class IndexStatsView(Static):
             ("chunker", f"max_tokens {stats.max_tokens}, overlap {stats.overlap}"),
             ("created_at", fmt.when(stats.created_at)),
             ("IVF", f"nlist {stats.nlist}, nprobe "
-                    + (str(stats.nprobe) if stats.nprobe else "calibrated when the lists are built")),
+                    + (str(stats.nprobe) if stats.nprobe else "auto")),
             ("IVF lists", stats.ivf_state),
         ):
             table.add_row(label, Text(neutralize(value), overflow="fold"))
