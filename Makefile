@@ -30,7 +30,7 @@ lint: ## static checks: ruff, then the type check
 	$(PYTHON) -m ruff check ragtui tests bench
 	$(PYTHON) -m mypy
 
-typecheck: ## mypy as pyproject.toml configures it (ragtui/core strict, ragtui/watch)
+typecheck: ## mypy over the whole package as pyproject.toml configures it (core, request and editor strict)
 	$(PYTHON) -m mypy
 
 ci: ## run CI as CI does, in this checkout

@@ -16,6 +16,7 @@ import argparse
 import os
 import sys
 import traceback
+from typing import NoReturn
 
 from ragtui.core.errors import RagtuiError
 
@@ -29,7 +30,7 @@ _ARGV: list[str] = []
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one actionable line, exit 2
+    def error(self, message: str) -> NoReturn:  # one actionable line, exit 2
         hint = self._dash_hint()
         self.exit(EXIT_USAGE, f"ragtui: error: {message}{hint} (see `{self.prog} --help`)\n")
 

@@ -29,7 +29,8 @@ from ragtui.core.search.modes import COMMON, MODES, PARAMS, mode_spec
 from ragtui.core.search.query import ParsedQuery
 
 if TYPE_CHECKING:
-    from ragtui.core.search.retriever import Retriever
+    from ragtui.core.pack import Pack
+    from ragtui.core.search.retriever import Hit, Retriever
 
 __all__ = [
     "DEFAULT_K",
@@ -409,7 +410,7 @@ def _where(resolver: Any, chunk_id: str) -> dict[str, Any]:
     return out
 
 
-def pack_result(result: SearchResult, budget: int):
+def pack_result(result: SearchResult, budget: int) -> Pack:
     """``core.pack.pack`` over a result's hits, from the generation they came from (``ragtui pack``, MCP ``pack``)."""
     if len(result.snapshots) != 1:
         raise UsageError("a pack is cut from one index: choose one with --index")
@@ -426,7 +427,8 @@ def pack_json(result: SearchResult, packed: Any) -> dict[str, Any]:
     return out
 
 
-def pack_hits(snapshot: Retriever, text: str, hits: list, *, mode: str, budget: int, tokenizer: Any = None):
+def pack_hits(snapshot: Retriever, text: str, hits: list[Hit], *, mode: str, budget: int,
+              tokenizer: Any = None) -> Pack:
     """``core.pack.pack`` over ``hits`` of the generation ``snapshot`` holds, counted with the index's own
     tokenizer (``tokenizer``, else its embedder's), reading sources where ingest recorded the folder."""
     from ragtui.core.citations import Resolver

@@ -47,8 +47,11 @@ def register(sub, common) -> None:
 
 
 def run(args) -> int:
+    from typing import cast
+
     from ragtui.core.answer import ask
     from ragtui.core.llm import ChatClient
+    from ragtui.core.search.retriever import SearchParams
 
     if args.fast and args.hyde:
         from ragtui.core.errors import UsageError
@@ -66,6 +69,7 @@ def run(args) -> int:
 
         raise UsageError("ask answers from one index: choose one with --index")
     snapshot = searcher.only.snapshot()  # one generation for the whole question: search, pack, check
+    assert snapshot.embedder is not None  # opened with embedders=True
     stream = (sys.stdout.isatty() if args.stream is None else args.stream) and not args.json
 
     def on_delta(piece: str) -> None:
@@ -79,7 +83,7 @@ def run(args) -> int:
 
     with client:
         result = ask(args.question, snapshot, snapshot.embedder.tokenizer, client, mode=request.mode, k=request.k,
-                     budget=budget, params=app.request_params(request, snapshot.meta), fast=args.fast, hyde=args.hyde,
+                     budget=budget, params=cast("SearchParams", app.request_params(request, snapshot.meta)), fast=args.fast, hyde=args.hyde,
                      on_delta=on_delta if stream else None, on_note=on_note)
     for note in result.pack.notes:
         print(f"ragtui: note: {note}", file=sys.stderr)

@@ -84,13 +84,15 @@ def _int_list(text: str, flag: str) -> list[int]:
 
 def _evaluate(args, modes: list[str], sweep_values: list[int] | None) -> int:
     from dataclasses import replace
+    from typing import Any, cast
 
-    from ragtui.app import open_embedder, open_index, open_reranker, resolve_index, search_options
+    from ragtui.app import embedder_for, open_embedder, open_index, open_reranker, resolve_index, search_options
     from ragtui.commands.options import ranking_values, settings_of
     from ragtui.config import user_cache_root
     from ragtui.core.eval.datasets import load_dataset, validate_native_ids
     from ragtui.core.eval.evaluate import make_report, mode_params, nprobe_sweep, prepare_collection, run_mode
     from ragtui.core.ingest.publish import index_dir
+    from ragtui.core.search.retriever import Retriever, SearchParams
     from ragtui.request import rerank_values
 
     settings = settings_of(args)
@@ -103,7 +105,8 @@ def _evaluate(args, modes: list[str], sweep_values: list[int] | None) -> int:
     ranking = {m: search_options(settings, m, flags, strict=False) for m in modes}
     need_embedder = any(m in VECTOR_MODES for m in modes) or sweep_values is not None
     show = not args.quiet and sys.stderr.isatty()
-    embedder = open_embedder(settings) if (need_embedder or dataset.docs is not None) else None
+    # A collection is indexed with the configured embedder; an index of your own is searched with its own.
+    embedder = open_embedder(settings) if dataset.docs is not None else None
     if embedder is not None and dataset.docs is not None:
         from ragtui.commands.options import warn_truncation
 
@@ -114,6 +117,7 @@ def _evaluate(args, modes: list[str], sweep_values: list[int] | None) -> int:
             settings = replace(settings, artifacts=Path(args.cache).expanduser() if args.cache else user_cache_root(),
                                artifacts_from="--cache" if args.cache else "default: $XDG_CACHE_HOME/ragtui")
             index_id = settings.index or f"eval-{dataset.name}"
+            assert embedder is not None
             path, doc_map, sync_report = prepare_collection(
                 dataset, artifacts=settings.artifacts, embedder=embedder, index_id=index_id,
                 max_tokens=settings.max_tokens, overlap=settings.overlap, progress=progress.update,
@@ -121,16 +125,19 @@ def _evaluate(args, modes: list[str], sweep_values: list[int] | None) -> int:
         else:
             doc_map = None
             path = index_dir(settings.artifacts, dataset.index) if (dataset.index and not settings.index) else resolve_index(settings)
-        retriever = open_index(path, settings, embedder=embedder, check_embedder=need_embedder)
+        retriever = open_index(path, settings)
+        if need_embedder:
+            retriever.embedder = embedder if embedder is not None else embedder_for(settings, retriever.meta)
+            retriever.check_embedder(retriever.embedder)
         if dataset.docs is None:
             records = retriever.data.records
             rows = [records[i] for i in range(len(records))]
             validate_native_ids(dataset, {r.doc_id for r in rows}, {r.chunk_id for r in rows})
         results = []
         for mode in modes:
-            params = {"nprobe": args.nprobe} if (mode == "ivf" and args.nprobe) else {}
+            params: dict[str, Any] = {"nprobe": args.nprobe} if (mode == "ivf" and args.nprobe) else {}
             params.update(ranking[mode])
-            result = run_mode(retriever, dataset, mode, args.k, params=params, to_doc=doc_map, progress=progress.update)
+            result = run_mode(retriever, dataset, mode, args.k, params=cast("SearchParams", params), to_doc=doc_map, progress=progress.update)
             result.params = mode_params(retriever, mode, args.nprobe, ranking[mode])
             results.append(result)
         if reranker is not None:
@@ -141,7 +148,9 @@ def _evaluate(args, modes: list[str], sweep_values: list[int] | None) -> int:
                 params.update(ranking[mode])
                 wrapped = RerankingRetriever(retriever, reranker, n_rerank, budget)
                 name = mode + RerankingRetriever.SUFFIX
-                result = run_mode(wrapped, dataset, name, args.k, params=params, to_doc=doc_map,
+                # A reranking retriever searches as a Retriever does (run_mode uses its search alone).
+                result = run_mode(cast("Retriever", wrapped), dataset, name, args.k, params=cast("SearchParams", params),
+                                  to_doc=doc_map,
                                   progress=progress.update)
                 result.params = {"rerank": n_rerank, "reranker": reranker.model, "budget_ms": budget,
                                  "partial_asks": wrapped.partial, "first_stage": mode_params(retriever, mode, args.nprobe, ranking[mode])}
@@ -153,6 +162,7 @@ def _evaluate(args, modes: list[str], sweep_values: list[int] | None) -> int:
     report = make_report(dataset, results, k=args.k, index_path=path, retriever=retriever,
                          embedder_settings=emb_settings, sweep=sweep, command=["ragtui", *sys.argv[1:]])
     if dataset.docs is not None:
+        sync_report = cast(Any, sync_report)
         report["provenance"]["sync"] = {"published": sync_report.published, "chunks": sync_report.chunks_total,
                                         "embedded": sync_report.chunks_embedded}
     to_stdout = args.json == "-"
@@ -246,7 +256,7 @@ def _compare(args) -> int:
     if (ma is None) != (mb is None):
         raise UsageError("name a mode on both sides (A.json:bm25 B.json:hybrid) or on neither")
     a, b = _read_report(fa), _read_report(fb)
-    pairs = [(ma, mb)] if ma else None
+    pairs = [(ma, mb)] if ma and mb else None
     result = compare_reports(a, b, pairs=pairs, names=(fa, fb), permutations=args.permutations, seed=args.seed)
     if args.json:
         _write_json(result, args.json)

@@ -18,6 +18,7 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from ragtui.app import list_indexes, resolve_index
 from ragtui.commands.options import settings_of
@@ -88,6 +89,7 @@ def run(args) -> int:
         elif args.json:
             out.json_line(result.to_json())
         else:
+            assert resolver is not None  # a resolved citation comes with its resolver
             out.citation(result, resolver.source_text(result), args.context)
     return code
 
@@ -287,7 +289,7 @@ class _Output:
     def __init__(self, stream) -> None:
         self.stream = stream
         self.tty = stream.isatty() and os.environ.get("TERM") != "dumb"
-        self._console = None
+        self._console: Any = None  # a rich Console once a citation is printed in colour
 
     def json_line(self, obj: dict) -> None:
         self.stream.write(json_text(obj) + "\n")
@@ -333,6 +335,7 @@ class _Output:
             for line in neutralize(c.record.text).split("\n"):
                 w(f"    {line}\n")
         else:
+            assert c.start_line is not None and c.end_line is not None  # lines are given for located chunks
             width = len(str(first_line + len(lines) - 1))
             for i, line in enumerate(neutralize("\n".join(lines)).split("\n")):
                 n = first_line + i
@@ -363,6 +366,7 @@ class _Output:
             con.print(Text("  text (as indexed):", style="dim"))
             con.print(Text(neutralize(c.record.text)))
         else:
+            assert c.start_line is not None and c.end_line is not None  # lines are given for located chunks
             code = neutralize("\n".join(lines))
             lexer = Syntax.guess_lexer(str(c.path), code)
             con.print(Syntax(code, lexer, theme="ansi_dark", line_numbers=True, start_line=first_line,
@@ -373,7 +377,7 @@ class _Output:
 
 def _context_lines(c: Citation, source: str | None, context: int) -> tuple[list[str] | None, int]:
     """The source lines from ``context`` before the chunk to ``context`` after it (None when not located)."""
-    if not c.located or source is None:
+    if not c.located or source is None or c.start_line is None or c.end_line is None:
         return None, 0
     all_lines = source.split("\n")
     first = max(1, c.start_line - context)

@@ -151,7 +151,7 @@ def run(args) -> int:
         on_sync=log.report,
         on_event=log.event,
         on_error=log.error,
-        on_idle=release_freed_memory,
+        on_idle=lambda: None if release_freed_memory() else None,
         idle_seconds=IDLE_RELEASE_SECONDS,
     )
     if args.once:

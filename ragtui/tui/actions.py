@@ -32,6 +32,10 @@ K_STEPS = (1, 3, 5, 10, 20, 50, 100)
 class Actions:
     """Key, mouse and palette actions of ``RagtuiApp`` (see spec/tui.md for the keys)."""
 
+    # The state these actions set, with the types ``Session`` gives it.
+    index_id: str | None
+    nprobe: int | None
+
     def action_pick_index(self: Session) -> None:
         """Open the index picker (its choice is opened in a worker; esc keeps the open index)."""
         if not isinstance(self.screen, IndexScreen):

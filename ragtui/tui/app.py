@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import ClassVar, NamedTuple
 
 from textual.app import App
+from textual.binding import BindingType
+from textual.timer import Timer
 
 from ragtui.config import Settings
 from ragtui.core.errors import ModelMismatchError, RagtuiError
@@ -104,7 +106,7 @@ class RagtuiApp(Actions, Workers, App[int]):
     CURSOR_BLINK: ClassVar[bool] = True
     """Tests turn this off so screenshots do not depend on when they are taken."""
 
-    BINDINGS = mode_bindings(function_keys=True)
+    BINDINGS: ClassVar[list[BindingType]] = [*mode_bindings(function_keys=True)]
 
     def __init__(
         self, settings: Settings, *, watch: Path | None = None, embedder_factory=None, debounce: float = 0.12,
@@ -118,19 +120,21 @@ class RagtuiApp(Actions, Workers, App[int]):
         self.embedder_factory = embedder_factory
         self.debounce, self.poll_seconds, self.debug_errors = debounce, poll_seconds, debug
         self.history = history if history is not None else QueryHistory(default_history_path())
-        self.retriever = None
-        self.several: dict | None = None
+        self.retriever: Retriever | None = None
+        self.several: dict[str, Retriever] | None = None
         """Several indexes searched together (index id -> retriever, ``retriever`` the first), else None."""
         self.index_state, self.index_problem = "opening", ""
         self.embedder = None
         self.index_embedders: dict = {}
         """The open indexes' own embedders (index id -> embedder) when the configured one is not theirs."""
         self.vectors, self.vectors_reason = "loading", states.vectors_loading_reason
-        self.ivf_state, self.ivf_info = "not built", None
+        self.ivf_state = "not built"
+        self.ivf_info: backend.IvfInfo | None = None
         self.mode, self.k, self.nprobe = "bm25", 10, None
         self.fusion: str = settings.search.get("fusion") or "weighted"
         """Hybrid's fusion, "weighted" or "rrf" (``[search] fusion``; ``f`` toggles it)."""
-        self.query_text, self.results = "", None
+        self.query_text = ""
+        self.results: backend.SearchOutcome | None = None
         self.terms: dict[str, float] = {}
         """The shown query's terms worth lighting, with their relative weights (``kwic.salient``)."""
         self.query_time = ""
@@ -145,14 +149,15 @@ class RagtuiApp(Actions, Workers, App[int]):
         self.rerank_n = int(settings.rerank.get("n") or 0)
         self.rerank_budget_ms = settings.rerank.get("budget_ms") or None
         self.reranker = None
-        self.rerank_text, self.reranked = "", None
+        self.rerank_text = ""
+        self.reranked: backend.RerankOutcome | None = None
         self.agent: LiveAgent | None = None
         self.follower: LiveFollower | None = None
         self._seq = 0
         self._typed_at: float | None = None
-        self._debounce_timer = None
+        self._debounce_timer: Timer | None = None
         self._held: contextlib.AbstractContextManager | None = None  # frames held for a search (_hold_frames)
-        self._hold_timer = None
+        self._hold_timer: Timer | None = None
         self._bad_generation: str | None = None
         self._attempted_generation: str | None = None  # what the last open or reload worker began to read
         self._citing: str | None = None  # the chunk a detail citation worker is resolving
@@ -284,6 +289,7 @@ class RagtuiApp(Actions, Workers, App[int]):
             self.open_index_worker(self.index_id, self._bad_generation)
 
     def _index_state_from_meta(self) -> None:
+        assert self.retriever is not None  # called once an index is open
         meta = self.retriever.meta
         if meta.n_chunks == 0 and not any(r.meta.n_chunks for r in (self.several or {}).values()):
             self.index_state = "empty"
@@ -515,7 +521,7 @@ class RagtuiApp(Actions, Workers, App[int]):
 
     @while_running
     def on_rerank_done(self, message: RerankDone) -> None:
-        done = message.outcome
+        done: backend.RerankOutcome = message.outcome
         if self.results is not done.outcome or done.outcome.request.seq != self._seq or not self.rerank_n:
             self.stale_dropped += 1
             return

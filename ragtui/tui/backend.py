@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from ragtui import app as app_layer
 from ragtui.app import SeveralIndexes
@@ -105,7 +106,7 @@ class RerankOutcome:
 
     outcome: SearchOutcome
     """The first-stage results it reorders."""
-    reranked: object
+    reranked: Any
 
 
 @dataclass(frozen=True)

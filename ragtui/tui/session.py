@@ -63,7 +63,8 @@ class Session(Protocol):
 
     # -- Textual's App -------------------------------------------------------------------
     theme: str
-    log: Any
+    @property
+    def log(self) -> Any: ...
 
     @property
     def screen(self) -> Screen[Any]: ...

@@ -10,6 +10,8 @@ sequence numbers and generations as well.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from textual import work
 from textual.worker import Worker, WorkerState, get_current_worker
 
@@ -45,6 +47,12 @@ def _live() -> bool:
 class Workers:
     """The app's workers. Groups: open, embedder, ivf, search, reranker, rerank, pack, cite, jump, reload,
     compare, list, stats, history. Failures go to ``self.work_failed(group, error)``."""
+
+    # The state these workers set, with the types ``Session`` gives it.
+    index_id: str | None
+    index_path: Path | None
+    _attempted_generation: str | None
+    _citing: str | None
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="open")
     def open_index_worker(self: Session, index_id: str | None, unless_generation: str | None = None) -> None:
@@ -186,7 +194,7 @@ class Workers:
 
     # -- where each group's failure shows ------------------------------------------------------
 
-    def work_failed(self: Session, group: str, error: BaseException) -> None:
+    def work_failed(self: Session, group: str | None, error: BaseException) -> None:
         """Show ``error`` where ``group``'s work would have shown its result; never raises."""
         message = str(error) or type(error).__name__
         if isinstance(error, MemoryError):

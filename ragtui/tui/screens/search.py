@@ -7,6 +7,8 @@ person does to the app and shows what the app tells it to.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Horizontal
@@ -22,12 +24,18 @@ from ragtui.tui.widgets.query_input import QueryInput
 from ragtui.tui.widgets.results_table import ResultsTable
 from ragtui.tui.widgets.status_line import StatusLine, StatusState
 
+if TYPE_CHECKING:
+    from ragtui.tui.app import RagtuiApp
+
 __all__ = ["SearchScreen"]
 
 
 class SearchScreen(Screen):
     """Widgets by id: ``#query`` (QueryInput), ``#modes`` (ModeBar), ``#results`` (ResultsTable),
     ``#detail`` (DetailPane), ``#notice`` (Notice), ``#status`` (StatusLine)."""
+
+    if TYPE_CHECKING:
+        app: RagtuiApp  # the app this runs in, with its session (so mypy checks what is used of it)
 
     DEFAULT_CSS = """
     SearchScreen #query-row {
