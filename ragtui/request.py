@@ -42,6 +42,7 @@ __all__ = [
     "build_request",
     "cite_hits",
     "default_hybrid_weight",
+    "index_params",
     "label",
     "pack_hits",
     "pack_json",
@@ -298,13 +299,19 @@ class SearchResult(NamedTuple):
 
 
 def request_params(request: SearchRequest, meta: Any) -> dict[str, Any]:
-    """``request.params`` with what depends on the index: hybrid's default weight (``request.WEIGHT_DEFAULT``)."""
-    params = dict(request.params)
-    if request.mode == "hybrid" and params.get("fusion", "weighted") == "weighted" and "weight" not in params:
+    """``request.params`` with what depends on the index (``index_params``)."""
+    return index_params(request.mode, request.params, meta)
+
+
+def index_params(mode: str, params: Mapping[str, Any], meta: Any) -> dict[str, Any]:
+    """``params`` with what depends on the index searched (its ``meta``): hybrid's default weight when
+    neither a value nor ``[search]`` gave one (``WEIGHT_DEFAULT``, asked at each call)."""
+    out = dict(params)
+    if mode == "hybrid" and out.get("fusion", "weighted") == "weighted" and "weight" not in out:
         weight = WEIGHT_DEFAULT(meta.embedding_model)
         if weight is not None:
-            params["weight"] = weight
-    return params
+            out["weight"] = weight
+    return out
 
 
 def run_search(searcher: Searcher, request: SearchRequest, *, explain: bool = False, reranker: Any = None,

@@ -330,8 +330,10 @@ def run_search(retriever: Retriever, request: SearchRequest) -> SearchOutcome:
     if request.mode == "ivf" and request.nprobe:
         params["nprobe"] = request.nprobe
     from ragtui.core.search import kwic
+    from ragtui.request import index_params
 
     snapshot = retriever.snapshot()
+    params = index_params(request.mode, params, snapshot.meta)  # what the index's embedder decides (weight)
     hits = snapshot.search(request.query, mode=request.mode, k=max(request.k, request.rerank), **params)
     words = hits.query.search_text if hits.query is not None else request.query
     return SearchOutcome(request, tuple(hits), hits.seconds, kwic.salient(kwic.term_weights(snapshot.data.bm25, words)),

@@ -235,3 +235,34 @@ def test_pack_packs_the_generation_it_searched_even_after_a_reload(tmp_path):
     packed = app.pack_result(result, 500)
     assert [cid for s in packed.snippets for cid in s.chunk_ids] == ["docs/b.md#0"]
     assert "Bananas are yellow" in packed.snippets[0].text
+
+
+def test_hybrids_default_weight_is_one_hook_every_front_end_asks(index, monkeypatch):
+    """The default lexical share may depend on the index's embedder: one function decides, for the CLI, MCP,
+    the app layer and the TUI alike; a weight given (or in [search]) wins over it."""
+    import ragtui.request as request_module
+    from ragtui.tui import backend
+
+    _, art = index
+    settings = Settings(artifacts=art)
+    asked: list[str] = []
+
+    def fitted(model: str) -> float:
+        asked.append(model)
+        return 0.1
+
+    def scores(**options) -> list[float]:
+        request = build_request(settings, "pods files", mode="hybrid", k=5, options=options)
+        return [h.score for h in app.run_search(app.open_searcher(settings, request, note=None), request).hits]
+
+    before = scores()
+    monkeypatch.setattr(request_module, "WEIGHT_DEFAULT", fitted)
+    after = scores()
+    assert after != before and asked and asked[0].startswith("wordllama")
+    assert scores(weight=0.1) == after and scores(weight=0.6) == before
+    mcp = Toolbox(settings).call("search", {"query": "pods files", "mode": "hybrid", "k": 5})
+    assert [h["score"] for h in mcp["results"]] == after
+    retriever = app.open_index(app.resolve_index(settings, note=None), settings)
+    retriever.embedder = app.embedder_for(settings, retriever.meta)
+    tui = backend.run_search(retriever, backend.search_request(settings, 1, "pods files", "hybrid", 5))
+    assert [h.score for h in tui.hits] == after
