@@ -33,7 +33,7 @@ lint: ## static checks: ruff, then the type check
 format: ## ruff format, for the files you name: make format FILES='ragtui/x.py' (default: ragtui tests bench)
 	$(PYTHON) -m ruff format $(or $(FILES),ragtui tests bench)
 
-typecheck: ## mypy as pyproject.toml configures it (ragtui/core strict, ragtui/watch)
+typecheck: ## mypy over the whole package as pyproject.toml configures it (core, request and editor strict)
 	$(PYTHON) -m mypy
 
 ci: ## run CI as CI does, in this checkout

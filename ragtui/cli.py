@@ -16,6 +16,7 @@ import argparse
 import os
 import sys
 import traceback
+from typing import NoReturn, cast
 
 from ragtui.core.errors import RagtuiError
 
@@ -24,9 +25,38 @@ __all__ = ["main"]
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE, EXIT_FAILURE = 0, 1, 2, 3
 
 
+_ARGV: list[str] = []
+"""The arguments being parsed, for the hint about a query that begins with '-'."""
+
+
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one actionable line, exit 2
-        self.exit(EXIT_USAGE, f"ragtui: error: {message} (see `{self.prog} --help`)\n")
+    def error(self, message: str) -> NoReturn:  # one actionable line, exit 2
+        hint = self._dash_hint()
+        self.exit(EXIT_USAGE, f"ragtui: error: {message}{hint} (see `{self.prog} --help`)\n")
+
+    def _dash_hint(self) -> str:
+        """A word of the command line that starts with '-' and is no option of this command: most likely a
+        query or question that begins with '-', which goes after ``--``."""
+        positional = [a.dest for a in self._actions if not a.option_strings and a.dest in ("query", "question")]
+        if not positional:
+            return ""
+        for word in _ARGV[: _ARGV.index("--")] if "--" in _ARGV else _ARGV:
+            if len(word) > 1 and word.startswith("-") and word not in self._option_string_actions \
+                    and word.split("=", 1)[0] not in self._option_string_actions and not self._joined(word):
+                return (f"; a {positional[0]} that begins with '-' goes after --: "
+                        f"{self.prog} -- {word}")
+        return ""
+
+    def _joined(self, word: str) -> bool:
+        """Whether ``word`` is a short option with its value joined (``-k10``)."""
+        action = self._option_string_actions.get(word[:2])
+        if action is None or not callable(action.type):
+            return False
+        try:
+            action.type(word[2:])
+        except (TypeError, ValueError):
+            return False
+        return True
 
 
 class _Commands(argparse._SubParsersAction):
@@ -99,7 +129,8 @@ def build_parser(lazy: bool = False) -> argparse.ArgumentParser:
 
     add_rerank_options(parser)  # the UI's; `x` turns reranking on and off there
     parser.add_argument("--version", action="version", version=f"ragtui {_version()}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser, action=_Commands)
+    sub = cast("_Commands", parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser,
+                                                  action=_Commands))
     sub.common, sub.helps = _common, {}
 
     from ragtui.commands import COMMANDS
@@ -145,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    _ARGV[:] = argv
     try:
         parser = build_parser(lazy=True)
         args = parser.parse_args(argv)  # imports the module of the command it names, and only that one

@@ -13,7 +13,8 @@ from __future__ import annotations
 import sys
 
 from ragtui import app
-from ragtui.commands.pack import add_pack_options, budget_of
+from ragtui.commands.options import request_of, settings_of
+from ragtui.commands.pack import DEFAULT_CANDIDATES, DEFAULT_MODE, add_pack_options, budget_of
 from ragtui.core.textsafe import json_text, neutralize
 
 __all__ = ["register", "run"]
@@ -49,21 +50,29 @@ def register(sub, common) -> None:
 
 
 def run(args) -> int:
+    from typing import cast
+
     from ragtui.core.answer import ask
     from ragtui.core.llm import AnswerCut, ChatClient
-    from ragtui.core.search.retriever import check_query, check_search
+    from ragtui.core.search.retriever import SearchParams
 
     if args.fast and args.hyde:
         from ragtui.core.errors import UsageError
 
         raise UsageError("--fast makes exactly one chat call, and --hyde needs a second: choose one")
-    check_query(args.question)
-    params = {"nprobe": args.nprobe} if args.nprobe is not None else {}
-    check_search(args.mode, params)
-    settings = app.settings_from(args)
+    settings = settings_of(args)
+    # A question is prose, not query syntax: its quotes, dashes and colons are searched as text.
+    request = request_of(args, settings, args.question, default_mode=DEFAULT_MODE, default_k=DEFAULT_CANDIDATES,
+                         literal=True)
     budget = budget_of(args, settings)
     client = ChatClient.from_settings(settings.llm)  # before the index: a missing [llm] costs nothing
-    reader = app.open_reader(settings)
+    searcher = app.open_searcher(settings, request, embedders=True)
+    if searcher.several:
+        from ragtui.core.errors import UsageError
+
+        raise UsageError("ask answers from one index: choose one with --index")
+    snapshot = searcher.only.snapshot()  # one generation for the whole question: search, pack, check
+    assert snapshot.embedder is not None  # opened with embedders=True
     stream = (sys.stdout.isatty() if args.stream is None else args.stream) and not args.json
     line: list[str] = []
     """The text streamed since the last line end (the current chat call's)."""
@@ -86,9 +95,10 @@ def run(args) -> int:
 
     try:
         with client:
-            result = ask(args.question, reader.retriever, reader.tokenizer, client, mode=args.mode, k=args.k,
-                         budget=budget, params=params, fast=args.fast, hyde=args.hyde,
-                         on_delta=on_delta if stream else None, on_note=on_note)
+            result = ask(args.question, snapshot, snapshot.embedder.tokenizer, client, mode=request.mode,
+                         k=request.k, budget=budget,
+                         params=cast("SearchParams", app.request_params(request, snapshot.meta)),
+                         fast=args.fast, hyde=args.hyde, on_delta=on_delta if stream else None, on_note=on_note)
     except AnswerCut as cut:
         if args.json:
             sys.stdout.write(json_text({"question": args.question, "answer": cut.text, "complete": False,

@@ -110,7 +110,7 @@ def _bash(table: dict[str, dict[str, list[str] | None]], *, zsh: bool) -> str:
         words = sorted(o for o in options if o != POSITIONAL) + (commands if not command else [])
         lines.append(f"        {label}) opts={shlex.quote(' '.join(words))}")
         if options.get(POSITIONAL):
-            lines.append(f"            [[ \"$cur\" != -* ]] && values={shlex.quote(' '.join(options[POSITIONAL]))}")
+            lines.append(f"            [[ \"$cur\" != -* ]] && values={shlex.quote(' '.join(options[POSITIONAL] or []))}")
         cases = []
         for opt, values in sorted(options.items()):
             if opt == POSITIONAL:
@@ -148,7 +148,7 @@ def _fish(table: dict[str, dict[str, list[str] | None]]) -> str:
     for command, options in table.items():
         condition = "__fish_use_subcommand" if not command else f"'__fish_seen_subcommand_from {command}'"
         if options.get(POSITIONAL):
-            lines.append(f"complete -c ragtui -n {condition} -x -a {shlex.quote(' '.join(options[POSITIONAL]))}")
+            lines.append(f"complete -c ragtui -n {condition} -x -a {shlex.quote(' '.join(options[POSITIONAL] or []))}")
         for opt, values in sorted(options.items()):
             if opt == POSITIONAL:
                 continue

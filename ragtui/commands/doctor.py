@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ragtui import app
+from ragtui.commands.options import settings_of
 from ragtui.config import Settings
 from ragtui.core.errors import RagtuiError
 from ragtui.core.textsafe import one_line
@@ -76,7 +77,7 @@ def run(args) -> int:
     checks: list[Check] = []
     settings: Settings | None
     try:
-        settings = app.settings_from(args)
+        settings = settings_of(args)
         where = settings.config_file
         checks.append(Check("settings", "ok", f"read {where}" if where else "no ragtui.toml; the defaults"))
     except RagtuiError as e:

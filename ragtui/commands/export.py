@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from ragtui import app
+from ragtui.commands.options import settings_of
 from ragtui.core.errors import UsageError
 from ragtui.core.textsafe import json_text
 
@@ -62,7 +63,7 @@ def run(args) -> int:
         check_generated_at(args.generated_at)
     if args.vectors not in ("i8", "f32", "none"):
         raise UsageError(f"--vectors must be i8, f32 or none (got {args.vectors!r})")
-    settings = app.settings_from(args)
+    settings = settings_of(args)
     keep_clear = (rag_root(settings.artifacts),)
     replacing = check_target(args.out, keep_clear=keep_clear).replacing  # refused before any work
     path = app.resolve_index(settings)

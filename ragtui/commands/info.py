@@ -12,6 +12,7 @@ import json
 import sys
 
 from ragtui import app
+from ragtui.commands.options import settings_of
 from ragtui.core.textsafe import json_text, one_line
 
 __all__ = ["register", "run"]
@@ -33,7 +34,7 @@ def register(sub, common) -> None:
 def run(args) -> int:
     from ragtui.core.index.index_format import read_index
 
-    settings = app.settings_from(args)
+    settings = settings_of(args)
     root = {"artifacts": str(settings.artifacts), "artifacts_from": settings.artifacts_from}
     names, broken = ([], []) if settings.index else app.scan_indexes(settings)
     if not settings.index and (len(names) != 1 or broken):

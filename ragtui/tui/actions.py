@@ -32,6 +32,10 @@ K_STEPS = (1, 3, 5, 10, 20, 50, 100)
 class Actions:
     """Key, mouse and palette actions of ``RagtuiApp`` (see spec/tui.md for the keys)."""
 
+    # The state these actions set, with the types ``Session`` gives it.
+    index_id: str | None
+    nprobe: int | None
+
     def action_pick_index(self: Session) -> None:
         """Open the index picker (its choice is opened in a worker; esc keeps the open index)."""
         if not isinstance(self.screen, IndexScreen):
@@ -104,6 +108,10 @@ class Actions:
             return
         nlist, default = backend.resolved_ivf(self.retriever)
         current = self.nprobe or default
+        if not current:  # the calibrated default is not known yet: a step from a guess could lower recall
+            self.notify("nprobe: the IVF lists are being built, and their calibrated nprobe with them; "
+                        "change it once they are", timeout=4)
+            return
         wanted = round(current * factor) if factor != 1.0 else current + delta
         self.nprobe = min(max(1, wanted), max(1, nlist))
         if self.mode == "ivf":
@@ -121,7 +129,7 @@ class Actions:
         if self.retriever is None:
             return "–"
         nlist, default = backend.resolved_ivf(self.retriever)
-        return f"{self.nprobe or default}/{nlist}"
+        return f"{self.nprobe or default or '–'}/{nlist}"
 
     def _selected_chunk(self: Session, chunk_id: str | None) -> str | None:
         if chunk_id:
@@ -155,7 +163,13 @@ class Actions:
         if citation.path is None or citation.status == "missing":
             self.notify(f"cannot open {citation.doc_id}: the source file is missing", severity="error")
             return
-        argv = backend.editor_command(citation.path, citation.start_line)
+        from ragtui.core.errors import RagtuiError
+
+        try:
+            argv = backend.editor_command(citation.path, citation.start_line)
+        except RagtuiError as e:  # a $VISUAL/$EDITOR that is not a command: said, never raised
+            self.notify(str(e), severity="error", timeout=8)
+            return
         self.editor_runs.append(argv)
         try:
             with self.suspend():
@@ -206,8 +220,9 @@ class Actions:
             self.notify(f"cannot pack: {e}", severity="error", timeout=6)
             return
         tokenizer = getattr(self.embedder, "tokenizer", None)
-        self.pack_worker(self.retriever, tokenizer, self.results.request.query, hits, self.results.request.mode,
-                         budget)
+        # The generation the results came from: packing reads the chunks of the hits, never a newer one's.
+        source = self.results.snapshot or self.retriever
+        self.pack_worker(source, tokenizer, self.results.request.query, hits, self.results.request.mode, budget)
 
     def action_compare(self: Session) -> None:
         """Open the compare view for the current query."""

@@ -235,8 +235,10 @@ def test_the_question_and_the_hyde_passage_are_prose_not_query_syntax(indexed, c
     r = ragtui("ask", 'what are "cats', "--artifacts", str(art), "--mode", "bm25", "--hyde", "--allow-unverified",
                env=llm_env(chat, XDG_CACHE_HOME=str(tmp_path)))
     assert r.returncode == 0, r.stderr
-    r = ragtui("pack", 'what are "cats', "--artifacts", str(art), "--mode", "bm25")
+    r = ragtui("pack", 'what are "cats', "--artifacts", str(art), "--mode", "bm25", "--strict")
     assert r.returncode == 2 and "query column" in r.stderr  # pack takes a search query, syntax included
+    r = ragtui("pack", 'what are "cats', "--artifacts", str(art), "--mode", "bm25")
+    assert r.returncode == 0 and "searched as plain text" in r.stderr  # unless strict: as text, with a note
 
 
 def _timeout_config(tmp_path, server, seconds: float) -> str:

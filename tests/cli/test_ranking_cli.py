@@ -109,8 +109,8 @@ def test_bm25doc_needs_no_embedder_and_mmr_merge_floor_work(index):
     every = _hits(index, "--mode", "hybrid", "-k", "60")
     floor = _hits(index, "--mode", "hybrid", "-k", "60", "--min-score", "0.7")
     assert floor == [h for h in every if h["score"] >= 0.7] and 0 < len(floor) < len(every)
-    r = _search(index, "--mode", "hybrid", "--min-score", "1.01")
-    assert r.returncode == 1 and r.stdout.strip() == "[]"
+    r = _search(index, "--mode", "hybrid", "--min-score", "1.01")  # above any fused score: refused, with the range
+    assert r.returncode == 2 and r.stdout == "" and "--min-score 1.01 is outside what hybrid scores" in r.stderr
 
 
 def test_eval_takes_the_ranking_options(tmp_path):

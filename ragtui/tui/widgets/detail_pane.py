@@ -54,9 +54,10 @@ class DetailPane(VerticalScroll):
         yield Static(id="detail-head")
         yield Static(id="detail-body")
 
-    def clear(self, message: str = "") -> None:
+    def clear(self, message: str = "", *, error: bool = False) -> None:
+        """Show no chunk, only ``message`` (``error``: in the error style, e.g. why a search could not run)."""
         self.chunk_id, self.citation, self._hit, self._record, self._problem = None, None, None, None, None
-        self.query_one("#detail-head", Static).update(Text(message, style="dim italic"))
+        self.query_one("#detail-head", Static).update(Text(message, style="bold red" if error else "dim italic"))
         self._head_lines = 0  # a message may wrap: the next head is laid out
         self.query_one("#detail-body", Static).update("")
 
