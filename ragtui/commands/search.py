@@ -148,8 +148,12 @@ class _Source:
         if c is None:
             return {"path": None, "status": None, "start_line": None, "end_line": None, "start_char": None,
                     "end_char": None, "source_problem": self.problem}
-        return {"path": None if c.path is None else str(c.path), "status": c.status, "start_line": c.start_line,
-                "end_line": c.end_line, "start_char": c.start_char, "end_char": c.end_char}
+        out: dict[str, object] = {
+            "path": None if c.path is None else str(c.path), "status": c.status, "start_line": c.start_line,
+            "end_line": c.end_line, "start_char": c.start_char, "end_char": c.end_char}
+        if c.page is not None:
+            out["page"], out["page_end"] = c.page, c.page_end
+        return out
 
 
 def _sources(data, hits) -> dict[int, _Source]:
@@ -170,7 +174,7 @@ def _sources(data, hits) -> dict[int, _Source]:
             continue
         name = inline(h.doc_id) if c.path is None else inline(_relative(str(c.path), cwd))
         if c.start_line is not None:
-            shown = f"{name}:L{c.start_line}-L{c.end_line}"
+            shown = f"{name} {c.place}" if c.page is not None else f"{name}:L{c.start_line}-L{c.end_line}"
             if c.status != "fresh":
                 shown += f" ({c.status})"
         else:

@@ -6,12 +6,14 @@ import hashlib
 import os
 import stat
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ragtui.core.ingest.kinds import HEAD_BYTES, Unreadable, detect
+from ragtui.core.ingest.kinds.worker import Job, shared
 from ragtui.core.ingest.patterns import PathFilter
-from ragtui.core.ingest.reader import decode_document, read_file
+from ragtui.core.ingest.reader import read_file
 from ragtui.core.ingest.report import Progress, SyncReport
 from ragtui.core.ingest.state import FileEntry, FileTable, Stamp
 from ragtui.core.ingest.walk import (
@@ -99,29 +101,59 @@ def scan(
     t0 = time.perf_counter()
     out.unreadable = [d for d in (doc_id_for(folder, p) for p in missed) if d is not None]
     real_folder = os.path.realpath(folder)
-    for cand, prev, stamp in to_read:
-        try:
-            data = read_file(cand.path, rules.max_bytes, inside=real_folder)
-        except FileNotFoundError:
-            report.skipped.append((str(cand.path), "vanished"))
-            continue
-        except OSError as e:
-            if unreadable_now(e):
-                report.skipped.append((str(cand.path), f"unreadable: {e.strerror or e} (kept as it was until it can be read)"))
+    # What each file read came to, applied in doc_id order once every reader has answered (the
+    # workers answer in the order they finish).
+    outcome: dict[str, tuple[str, object, object]] = {}
+    waiting: dict[str, tuple[Candidate, Stamp, str]] = {}
+    extractor = shared()
+
+    def jobs() -> Iterator[Job]:
+        for cand, prev, stamp in to_read:
+            try:
+                data = read_file(cand.path, rules.max_bytes, inside=real_folder)
+            except FileNotFoundError:
+                outcome[cand.doc_id] = ("skip", "vanished", None)
+                continue
+            except OSError as e:
+                if unreadable_now(e):
+                    outcome[cand.doc_id] = (
+                        "unreadable", f"unreadable: {e.strerror or e} (kept as it was until it can be read)", None)
+                else:
+                    outcome[cand.doc_id] = ("skip", f"unreadable: {e.strerror or e}", None)
+                continue
+            digest = hashlib.sha256(data).hexdigest()
+            if prev is not None and prev.sha256 == digest:
+                outcome[cand.doc_id] = ("seen", prev._replace(stamp=stamp), None)
+                continue
+            kind = detect(cand.doc_id, data[:HEAD_BYTES])
+            if kind.isolated:
+                waiting[cand.doc_id] = (cand, stamp, digest)
+                yield Job(cand.doc_id, kind, data)
+                continue
+            try:
+                text = kind.read(data, extractor.limits).text
+            except Unreadable as e:
+                outcome[cand.doc_id] = ("skip", str(e) or "not text", None)
+                continue
+            outcome[cand.doc_id] = ("new", FileEntry(stamp, digest), text)
+
+    for doc_id, got in extractor.run(jobs()):
+        _cand, stamp, digest = waiting.pop(doc_id)
+        if isinstance(got, Unreadable):
+            outcome[doc_id] = ("skip", str(got), None)
+        else:
+            outcome[doc_id] = ("new", FileEntry(stamp, digest), got.text)
+    for cand, _prev, _stamp in to_read:
+        what, entry, text = outcome[cand.doc_id]
+        if what == "skip" or what == "unreadable":
+            report.skipped.append((str(cand.path), str(entry)))
+            if what == "unreadable":
                 out.unreadable.append(cand.doc_id)
-            else:
-                report.skipped.append((str(cand.path), f"unreadable: {e.strerror or e}"))
-            continue
-        digest = hashlib.sha256(data).hexdigest()
-        if prev is not None and prev.sha256 == digest:
-            seen[cand.doc_id] = prev._replace(stamp=stamp)
-            continue
-        text, reason = decode_document(data)
-        if text is None:
-            report.skipped.append((str(cand.path), reason or "not text"))
-            continue
-        out.new_texts[cand.doc_id] = text
-        seen[cand.doc_id] = FileEntry(stamp, digest)
+        elif what == "seen":
+            seen[cand.doc_id] = entry  # type: ignore[assignment]
+        else:
+            out.new_texts[cand.doc_id] = text  # type: ignore[assignment]
+            seen[cand.doc_id] = entry  # type: ignore[assignment]
     report.seconds["read"] = time.perf_counter() - t0
     return out
 

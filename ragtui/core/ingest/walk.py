@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from ragtui.core.ingest.kinds.registry import KINDS
 from ragtui.core.ingest.patterns import IGNORE_FILES, Chain, PathFilter
 
 __all__ = [
@@ -33,18 +34,9 @@ __all__ = [
     "walk_listing",
 ]
 
-DEFAULT_INCLUDE = tuple(
-    f"*{ext}"
-    for ext in (
-        ".md", ".markdown", ".mdx", ".rst", ".txt", ".text", ".adoc", ".asciidoc", ".org", ".tex", ".d2",
-        ".json", ".jsonl", ".yaml", ".yml", ".toml", ".ini", ".cfg", ".csv", ".tsv", ".xml", ".html", ".htm",
-        ".py", ".pyi", ".go", ".rs", ".js", ".mjs", ".ts", ".tsx", ".jsx", ".java", ".kt", ".c", ".h",
-        ".cc", ".cpp", ".hpp", ".cs", ".rb", ".php", ".swift", ".scala", ".sh", ".bash", ".zsh", ".fish",
-        ".sql", ".lua", ".r", ".jl", ".ex", ".exs", ".erl", ".hs", ".ml", ".css", ".scss", ".vue", ".svelte",
-        ".proto", ".graphql", ".tf", ".nix", ".dockerfile", ".mk", ".cmake",
-    )
-) + ("README", "LICENSE", "Makefile", "Dockerfile", "*.rst.txt")
-"""Text-like files by name; anything else is left out unless an ``--include`` pattern names it."""
+DEFAULT_INCLUDE = tuple(p for kind in KINDS for p in kind.patterns)
+"""The files of every kind ragtui reads, by name (spec/documents.md); anything else is left out unless an
+``--include`` pattern names it."""
 
 DEFAULT_EXCLUDE = (
     ".git", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".mypy_cache", ".pytest_cache",
