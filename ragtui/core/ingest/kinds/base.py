@@ -62,7 +62,7 @@ class Limits:
     """Nesting of elements in a markup document."""
     seconds: float = 60.0
     """Wall time of one file in the extraction worker."""
-    memory: int = 2 << 30
+    memory: int = 1 << 30
     """Address space of an extraction worker (bytes)."""
 
 

@@ -143,9 +143,43 @@ def _hidden(attrs: dict[str, str | None]) -> bool:
     return bool(style) and _HIDDEN_STYLE.search(style or "") is not None
 
 
+_TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9:-]{0,40})(?=[\s/>])[^<>]{0,4096}?(/?)>")
+_VOID_OR_IMPLIED = frozenset({
+    # Never closed (void) or closed by the next sibling: they do not deepen the tree.
+    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr",
+    "p", "li", "dt", "dd", "option", "optgroup", "tr", "td", "th", "thead", "tbody", "tfoot", "rt", "rp",
+    "colgroup", "caption", "html", "head", "body",
+})
+
+
+def _nesting(markup: str, cap: int) -> int:
+    """How deep the markup's tags nest, counted on the raw tags (an upper bound, stopped past ``cap``).
+
+    The parser takes time quadratic in the depth (a file of 100,000 nested elements would take
+    minutes), so depth is judged before parsing, on the tags alone.
+    """
+    depth = deepest = 0
+    for m in _TAG.finditer(markup):
+        name = m.group(2).lower()
+        if name in _VOID_OR_IMPLIED or m.group(3):
+            continue
+        if m.group(1):
+            depth = max(0, depth - 1)
+        else:
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > cap:
+                    break
+    return deepest
+
+
 def extract(markup: str, limits: Limits) -> tuple[str, str | None, list[Heading]]:
     """(text, title, headings) of an HTML document (or fragment)."""
     from selectolax.lexbor import LexborHTMLParser, LexborNode  # in the extraction worker only
+
+    if _nesting(markup, 4 * limits.max_depth) > 4 * limits.max_depth:
+        raise Unreadable(f"elements nested more than {limits.max_depth:,} deep")
 
     tree = LexborHTMLParser(markup)
     title = None
