@@ -166,3 +166,22 @@ def test_hostile_pdfs_are_read_or_skipped_with_a_reason_and_the_rest_indexed(tmp
     assert all(s["reason"] for s in report["skipped"])
     reasons = {Path(s["path"]).name: s["reason"] for s in report["skipped"]}
     assert reasons["bug1782186.pdf"] == "encrypted: the PDF needs a password"
+
+
+def test_a_skipped_pdf_is_not_read_again_until_it_changes(tmp_path):
+    folder = tmp_path / "locked"
+    folder.mkdir()
+    (folder / "broken.pdf").write_bytes(b"%PDF-1.7\n1 0 obj <<\n")
+    fpdf_pages(folder / "ok.pdf", [["readable page"]])
+    art = str(tmp_path / "art")
+    code, out, _ = run("ingest", str(folder), "--artifacts", art, "--json")
+    assert code == 0 and [s["reason"] for s in json.loads(out)["skipped"]] == ["not a readable PDF (Data format error)"]
+    before = shared().sent
+    code, out, _ = run("ingest", str(folder), "--artifacts", art, "--json")
+    report = json.loads(out)
+    assert code == 0 and not report["published"] and report["unchanged"] == 1
+    assert [s["reason"] for s in report["skipped"]] == ["not a readable PDF (Data format error)"]
+    assert shared().sent == before  # neither file was given to a reader
+    (folder / "broken.pdf").write_bytes(b"%PDF-1.7\n2 0 obj <<\n")
+    run("ingest", str(folder), "--artifacts", art)
+    assert shared().sent == before + 1

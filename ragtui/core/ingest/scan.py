@@ -46,6 +46,8 @@ class Scan:
     """The text of each new or changed document."""
     unreadable: list[str] = field(default_factory=list)
     """doc_ids (files or folders) that exist but could not be read now."""
+    skips: dict[str, tuple[tuple[int, int, int, int], str]] = field(default_factory=dict)
+    """Files a reader skipped, by doc_id: (stamp, reason), to be remembered for the next sync."""
     same: Mapping[str, FileEntry] | None = None
     """The previous documents when the walk found exactly them, each with its stamp unchanged (a no-op):
     ``seen`` is then these, made into a dict only if asked for."""
@@ -61,19 +63,26 @@ class Scan:
 
 def scan(
     folder: Path, rules: WalkRules, paths: Iterable[PathLike] | None, old_files: Mapping[str, FileEntry],
-    report: SyncReport, tick: Progress,
+    report: SyncReport, tick: Progress, skips: Mapping[str, tuple[tuple[int, int, int, int], str]] | None = None,
 ) -> Scan:
     """What changed in ``folder`` against ``old_files``.
 
     With ``paths``, only what they name is looked at; every other document of
-    ``old_files`` is carried over as it was.
+    ``old_files`` is carried over as it was. ``skips`` are the files a reader
+    skipped last time: one whose stamp is the same is skipped again, for the
+    same reason, without being read.
     """
+    skips = skips or {}
     t0 = time.perf_counter()
     out = Scan()
     missed: list[Path] = []
     if paths is None:
         listing = walk_listing(folder, rules, report.skipped, unreadable=missed, warnings=report.warnings)
-        if not missed and _unchanged(listing, old_files):
+        checked, remembered = listing.without(skips) if skips and not missed else (listing, {})
+        if not missed and _unchanged(checked, old_files):
+            for doc_id, (_stamp, why) in remembered.items():
+                report.skipped.append((str(folder.parent / doc_id), why))
+            out.skips = remembered
             # Nothing to read, nothing to build: the state's documents stand as they are.
             tick("scan", len(listing), len(listing))
             out.same = old_files
@@ -93,6 +102,9 @@ def scan(
         # A Stamp is a tuple of these four: a plain tuple compares equal without building one per file.
         if prev is not None and prev.stamp == (cand.size, cand.mtime_ns, cand.ctime_ns, cand.ino):
             seen[doc_id] = prev
+        elif prev is None and doc_id in skips and skips[doc_id][0] == (cand.size, cand.mtime_ns, cand.ctime_ns, cand.ino):
+            out.skips[doc_id] = skips[doc_id]
+            report.skipped.append((cand.where, skips[doc_id][1]))
         else:
             to_read.append((cand, prev, Stamp(cand.size, cand.mtime_ns, cand.ctime_ns, cand.ino)))
     report.seconds["scan"] = time.perf_counter() - t0
@@ -134,6 +146,7 @@ def scan(
                 text = kind.read(data, extractor.limits).text
             except Unreadable as e:
                 outcome[cand.doc_id] = ("skip", str(e) or "not text", None)
+                out.skips[cand.doc_id] = (tuple(stamp), str(e) or "not text")  # type: ignore[assignment]
                 continue
             outcome[cand.doc_id] = ("new", FileEntry(stamp, digest), text)
 
@@ -141,6 +154,7 @@ def scan(
         _cand, stamp, digest = waiting.pop(doc_id)
         if isinstance(got, Unreadable):
             outcome[doc_id] = ("skip", str(got), None)
+            out.skips[doc_id] = (tuple(stamp), str(got))  # type: ignore[assignment]
         else:
             outcome[doc_id] = ("new", FileEntry(stamp, digest), got.text)
     for cand, _prev, _stamp in to_read:

@@ -13,7 +13,7 @@ import fnmatch
 import os
 import re
 import stat
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -204,6 +204,21 @@ class Listing:
     def candidate(self, i: int) -> Candidate:
         doc_id = self.doc_ids[i]
         return Candidate(self._root + doc_id[self._cut :], doc_id, *self.stamps[i])
+
+    def without(self, skips: Mapping[str, tuple[tuple[int, int, int, int], str]]) -> tuple[Listing, dict[str, tuple[tuple[int, int, int, int], str]]]:
+        """This listing less the files of ``skips`` whose stamp is the one recorded, and those entries."""
+        keep = Listing.__new__(Listing)
+        keep._root, keep._cut = self._root, self._cut
+        keep.doc_ids, keep.stamps = [], []
+        taken = {}
+        for doc_id, stamp in zip(self.doc_ids, self.stamps):
+            old = skips.get(doc_id)
+            if old is not None and old[0] == stamp:
+                taken[doc_id] = old
+            else:
+                keep.doc_ids.append(doc_id)
+                keep.stamps.append(stamp)
+        return keep, taken
 
     def candidates(self) -> list[Candidate]:
         """Every candidate, sorted by doc_id bytes (doc_ids are valid UTF-8, whose byte order is code point order)."""

@@ -46,10 +46,12 @@ from ragtui.core.ingest.publish import (
     rag_root,
     remove_leftovers,
     remove_stale_generations,
+    state_dir,
     utc_now,
 )
 from ragtui.core.ingest.report import Progress, SyncReport
 from ragtui.core.ingest.scan import Scan, by_bytes, classify, keep_unreadable, scan
+from ragtui.core.ingest.skips import Skips, load_skips, save_skips
 from ragtui.core.ingest.splice import Generation, following, open_generation, publish_splice, warm
 from ragtui.core.ingest.state import FileEntry, FileTable, Settings, WriterState, chunk_total, index_stamp
 from ragtui.core.ingest.state_store import StateStore
@@ -157,6 +159,15 @@ class IndexWriter:
 
     # -- the sync ---------------------------------------------------------------------------------
 
+    def _remember_skips(self, found: Scan, old: Skips, partial: bool) -> None:
+        """Keep what the readers skipped (a partial sync keeps what it did not look at too)."""
+        now = dict(found.skips)
+        if partial:
+            for doc_id, entry in old.items():
+                if doc_id not in now and doc_id not in found.seen:
+                    now[doc_id] = entry
+        save_skips(state_dir(self.artifacts, self.index_id), now, old)
+
     def sync(self, paths: Iterable[PathLike] | None = None, *, progress: Progress | None = None,
              replace: bool = False) -> SyncReport:
         """Bring the index up to date with the folder; see ``ragtui.core.ingest.sync.sync``."""
@@ -207,7 +218,10 @@ class IndexWriter:
         same_walk = state is not None and state.walk == self.walk
 
         # 1-2. Which documents exist now, and the text of those that changed.
-        found = scan(self.folder, self.rules, paths if trusted and same_walk else None, old_files, report, tick)
+        skips = load_skips(state_dir(self.artifacts, self.index_id))
+        partial = paths if trusted and same_walk else None
+        found = scan(self.folder, self.rules, partial, old_files, report, tick, skips)
+        self._remember_skips(found, skips, partial is not None)
         if found.same is None and isinstance(old_files, FileTable):
             old_files = old_files.as_dict()  # (made once by the scan already)
         if trusted and found.unreadable:
@@ -307,7 +321,9 @@ class IndexWriter:
             # (or when it does not hold what the state says), read them all.
             trusted = False
             report.skipped.clear()
-            found = scan(self.folder, self.rules, None, {}, report, tick)
+            skips = load_skips(state_dir(self.artifacts, self.index_id))
+            found = scan(self.folder, self.rules, None, {}, report, tick, skips)
+            self._remember_skips(found, skips, False)
         prev = _previous_of(old, e) if old is not None else None
         if old is not None and not trusted:
             old_settings = Settings.of_meta(old.meta)
