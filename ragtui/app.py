@@ -110,8 +110,14 @@ def index_id_for(folder: str | os.PathLike, settings: Settings) -> str:
     return settings.index or Path(os.path.abspath(folder)).name
 
 
-def walk_rules(include=None, exclude=None, max_bytes: int | None = None, ignore_files: bool = True) -> WalkRules:
-    """The ``WalkRules`` for the walk flags (None: the default); ``UsageError`` for a bad pattern or size."""
+def walk_rules(include=None, exclude=None, max_bytes: int | None = None, ignore_files: bool = True,
+               kinds=None) -> WalkRules:
+    """The ``WalkRules`` for the walk flags (None: the default); ``UsageError`` for a bad pattern or size.
+
+    ``kinds`` (names of document kinds, ``[ingest] kinds`` or ``--no-documents``) narrows the default
+    names to those kinds' files; ``include`` patterns, when given, replace the names whatever the kinds.
+    """
+    from ragtui.core.ingest.kinds import KINDS, names_for
     from ragtui.core.ingest.patterns import check_patterns
     from ragtui.core.ingest.walk import DEFAULT_INCLUDE, DEFAULT_MAX_BYTES, WalkRules
 
@@ -120,8 +126,11 @@ def walk_rules(include=None, exclude=None, max_bytes: int | None = None, ignore_
     # A pattern that is not one is bad usage (exit 2) before anything is read or written.
     check_patterns(tuple(include or ()), "--include")
     check_patterns(tuple(exclude or ()), "--exclude")
+    default = DEFAULT_INCLUDE
+    if kinds is not None and set(kinds) != {k.name for k in KINDS}:
+        default = names_for(tuple(kinds))
     return WalkRules(
-        include=tuple(include) if include else DEFAULT_INCLUDE,
+        include=tuple(include) if include else default,
         exclude=tuple(exclude or ()),
         max_bytes=max_bytes or DEFAULT_MAX_BYTES,
         ignore_files=ignore_files,
@@ -151,7 +160,8 @@ def folder_settings(args, verb: str) -> FolderSettings:
     if not folder.is_dir():
         raise UsageError(f"{folder} is not a folder: give the folder of documents to {verb}")
     index_id = getattr(args, "index", None) or index_id_for(folder, settings)
-    rules = walk_rules(args.include, args.exclude, args.max_bytes, ignore_files=not args.no_ignore)
+    kinds = ("text",) if getattr(args, "no_documents", False) else settings.kinds
+    rules = walk_rules(args.include, args.exclude, args.max_bytes, ignore_files=not args.no_ignore, kinds=kinds)
     return FolderSettings(settings, folder, index_id, rules)
 
 
