@@ -185,3 +185,28 @@ def test_a_skipped_pdf_is_not_read_again_until_it_changes(tmp_path):
     (folder / "broken.pdf").write_bytes(b"%PDF-1.7\n2 0 obj <<\n")
     run("ingest", str(folder), "--artifacts", art)
     assert shared().sent == before + 1
+
+
+def test_export_links_pdf_chunks_to_their_page(tmp_path):
+    folder = tmp_path / "lib"
+    folder.mkdir()
+    long_pages = [[f"page {p} sentence {n} about the migration of arctic terns" for n in range(14)] for p in range(1, 7)]
+    fpdf_pages(folder / "terns.pdf", long_pages)
+    (folder / "a.md").write_text("# A\n\nwords\n")
+    art = str(tmp_path / "art")
+    assert run("ingest", str(folder), "--artifacts", art, "--max-tokens", "64", "--overlap", "8")[0] == 0
+    out = tmp_path / "site"
+    code, _, err = run("export", str(out), "--artifacts", art)
+    assert code == 0, err
+    corpus = json.loads(next(out.rglob("corpus.json")).read_text())
+    urls = corpus["chunks"]["url"]
+    ids = corpus["chunks"]["id"]
+    pdf_urls = [u for i, u in zip(ids, urls) if i.startswith("lib/terns.pdf#")]
+    assert [u for i, u in zip(ids, urls) if i.startswith("lib/a.md#")] == ["lib/a.md#L1"]
+    pages = [int(u.split("#page=")[1]) for u in pdf_urls]
+    assert pages[0] == 1 and pages[-1] == 6 and pages == sorted(pages)
+    # Each anchor's page is the one the chunk's citation names.
+    code, out_json, _ = run("inspect", *[i for i in ids if i.startswith("lib/terns.pdf#")], "--artifacts", art, "--json")
+    cited = [c["page"] for c in json.loads(out_json)] if out_json.lstrip().startswith("[") else [
+        json.loads(line)["page"] for line in out_json.splitlines() if line.strip()]
+    assert cited == pages
