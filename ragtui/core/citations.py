@@ -324,6 +324,27 @@ class Resolver:
             row += 1
         return out
 
+    def document_line(self, doc_id: str, page: int, line: int) -> int | None:
+        """The line of ``doc_id``'s text that is line ``line`` of its page ``page`` (1-based), or None when
+        the document is not paged, cannot be read, or has no such page or line."""
+        row = self.data.records.find(f"{doc_id}#0")
+        if row < 0 or page < 1 or line < 1:
+            return None
+        doc = self._doc(self.data.records[row], row)
+        if doc.text is None or not doc.paged:
+            return None
+        text = doc.text
+        at = 0
+        for _ in range(page - 1):
+            at = text.find(PAGE_BREAK, at) + 1
+            if at == 0:
+                return None
+        end = text.find(PAGE_BREAK, at)
+        lines_on_page = text.count("\n", at, len(text) if end < 0 else end) + 1
+        if line > lines_on_page:
+            return None
+        return text.count("\n", 0, at) + line
+
     def chunks_at(self, doc_id: str, start_line: int, end_line: int) -> list[Citation]:
         """The chunks of ``doc_id`` located (fresh or moved) on lines that meet ``start_line..end_line``."""
         return [c for c in self.doc_citations(doc_id)
@@ -495,9 +516,16 @@ class Label:
     end_line: int | None
     chunk_id: str | None
     """Set for a chunk_id citation."""
+    page: int | None = None
+    """Set for a page citation (``paper.pdf p.12 L3-9``): ``start_line`` is then a line of this page."""
+    page_end: int | None = None
+    """The page ``end_line`` is on (a page citation)."""
 
 
 _LABEL_LINES = re.compile(r"^(?P<path>[^\[\]\r\n]+?):L(?P<a>[0-9]{1,9})(?:-L?(?P<b>[0-9]{1,9}))?$")
+_LABEL_PAGE = re.compile(
+    r"^(?P<path>[^\[\]\r\n]+?)[ \t]+p\.(?P<p>[0-9]{1,9})[ \t]+L(?P<a>[0-9]{1,9})"
+    r"(?:[-\u2013](?:p\.(?P<q>[0-9]{1,9})[ \t]+)?L?(?P<b>[0-9]{1,9}))?$")
 _LABEL_CHUNK = re.compile(r"^(?P<path>[^\[\]\r\n\s]+?)#(?P<k>0|[1-9][0-9]{0,8})$")
 _BRACKETS = re.compile(r"\[([^\[\]\r\n]{1,4096})\]")
 MAX_LABELS = 1000
@@ -514,10 +542,16 @@ def parse_labels(text: str) -> list[Label]:
         for part in re.split(r"\s*[;,]\s+|\s*;\s*", group.strip()):
             part = part.strip()
             m = _LABEL_LINES.match(part)
+            page = None if m else _LABEL_PAGE.match(part)
             if m:
                 a = int(m["a"])
                 b = int(m["b"]) if m["b"] else a
                 out.append(Label(part, m["path"].strip(), a, b, None))
+            elif page:
+                a = int(page["a"])
+                b = int(page["b"]) if page["b"] else a
+                p = int(page["p"])
+                out.append(Label(part, page["path"].strip(), a, b, None, p, int(page["q"]) if page["q"] else p))
             else:
                 m = _LABEL_CHUNK.match(part)
                 if m and "/" in m["path"]:

@@ -113,6 +113,25 @@ def check_arguments(tool_name: str, arguments: object) -> dict[str, Any]:
     return dict(arguments)
 
 
+def _add_pages(data: Any, results: list[dict[str, Any]]) -> None:
+    """``page``/``page_end`` (and ``place``, ``p.12 L3–9``) on the results that come from paged documents."""
+    from ragtui.core.citations import Resolver
+    from ragtui.core.ingest.kinds import by_extension
+
+    resolver = None
+    for r in results:
+        kind = by_extension(r["doc_id"])
+        if kind is None or not kind.paged:
+            continue
+        resolver = resolver or Resolver(data)
+        try:
+            c = resolver.resolve(r["chunk_id"])
+        except RagtuiError:
+            continue  # the source cannot be read: the hit stays as it is
+        if c.page is not None:
+            r.update(page=c.page, page_end=c.page_end, place=c.place)
+
+
 class Toolbox:
     """Runs the tools against the indexes of one artifacts root, keeping each opened index (reloaded on use)."""
 
@@ -143,9 +162,10 @@ class Toolbox:
         reader = self._reader(args.get("index"))
         mode = args.get("mode", "bm25")
         hits = app.search_hits(reader, args["query"], mode=mode, k=args.get("k", 10), params=params)
-        return {"index": reader.retriever.meta.index_id, "mode": mode,
-                "results": [{"rank": h.rank, "score": h.score, "chunk_id": h.chunk_id, "doc_id": h.doc_id,
-                             "text": h.text} for h in hits]}
+        results: list[dict[str, Any]] = [{"rank": h.rank, "score": h.score, "chunk_id": h.chunk_id,
+                                          "doc_id": h.doc_id, "text": h.text} for h in hits]
+        _add_pages(reader.retriever.data, results)
+        return {"index": reader.retriever.meta.index_id, "mode": mode, "results": results}
 
     def _pack(self, args: Mapping[str, Any]) -> dict[str, Any]:
         from ragtui.core.pack import DEFAULT_BUDGET
@@ -167,6 +187,14 @@ class Toolbox:
         if labels and labels[0].chunk_id is None and labels[0].text == ref:
             label = labels[0]
             assert label.start_line is not None and label.end_line is not None
+            if label.page is not None:  # lines of pages: the same lines of the document's text
+                from dataclasses import replace
+
+                a = resolver.document_line(label.doc_id, label.page, label.start_line)
+                b = resolver.document_line(label.doc_id, label.page_end or label.page, label.end_line)
+                if a is None or b is None:
+                    raise NotFoundError(f"get: {ref!r}: {label.doc_id!r} has no such page and line")
+                label = replace(label, start_line=a, end_line=b)
             if not 1 <= label.start_line <= label.end_line:
                 raise UsageError(f"get: {ref!r}: lines are numbered from 1, and a range ends at or after its start")
             chunks = resolver.chunks_at(label.doc_id, label.start_line, label.end_line)
@@ -178,14 +206,19 @@ class Toolbox:
             lines = source.split("\n")
             end = min(label.end_line, len(lines))
             return {"ref": ref, "path": label.doc_id, "source": str(chunks[0].path),
-                    "lines": f"L{label.start_line}-{end}", "text": "\n".join(lines[label.start_line - 1:end]),
+                    "lines": f"L{label.start_line}-{end}",
+                    # A page's first line starts after the page break (form feed) that ends the page before.
+                    "text": "\n".join(lines[label.start_line - 1:end]).removeprefix("\f" if label.page else ""),
                     "chunks": [{"chunk_id": c.chunk_id, "status": c.status, "lines": f"L{c.start_line}-{c.end_line}"}
                                for c in chunks]}
         c = resolver.resolve(ref)
-        return {"ref": ref, "chunk_id": c.chunk_id, "path": c.doc_id,
-                "source": None if c.path is None else str(c.path),
-                "lines": None if c.start_line is None else f"L{c.start_line}-{c.end_line}",
-                "status": c.status, "fresh": c.status == "fresh", "text": c.record.text}
+        out = {"ref": ref, "chunk_id": c.chunk_id, "path": c.doc_id,
+               "source": None if c.path is None else str(c.path),
+               "lines": None if c.start_line is None else f"L{c.start_line}-{c.end_line}",
+               "status": c.status, "fresh": c.status == "fresh", "text": c.record.text}
+        if c.page is not None:
+            out.update(page=c.page, page_end=c.page_end, place=c.place)
+        return out
 
     def _list_indexes(self, args: Mapping[str, Any]) -> dict[str, Any]:
         from ragtui.core.ingest.publish import index_dir
