@@ -32,8 +32,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ragtui.core.ingest.kinds import detect  # noqa: E402
-from ragtui.core.ingest.kinds.worker import Extractor, Job, shared  # noqa: E402
+from ragtui.core.documents import detect  # noqa: E402
+from ragtui.core.documents.worker import Extractor, Job, shared  # noqa: E402
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 

@@ -117,7 +117,7 @@ def walk_rules(include=None, exclude=None, max_bytes: int | None = None, ignore_
     ``kinds`` (names of document kinds, ``[ingest] kinds`` or ``--no-documents``) narrows the default
     names to those kinds' files; ``include`` patterns, when given, replace the names whatever the kinds.
     """
-    from ragtui.core.ingest.kinds import KINDS, names_for
+    from ragtui.core.documents import KINDS, names_for
     from ragtui.core.ingest.patterns import check_patterns
     from ragtui.core.ingest.walk import DEFAULT_INCLUDE, DEFAULT_MAX_BYTES, WalkRules
 

@@ -388,7 +388,7 @@ def _apply(s: Settings, doc: dict, path: Path) -> Settings:
     if "overlap" in chunker:
         changes["overlap"] = _positive(chunker["overlap"], f"{path}: chunker.overlap", allow_zero=True)
     if "kinds" in doc.get("ingest", {}):
-        from ragtui.core.ingest.kinds import KINDS
+        from ragtui.core.documents import KINDS
 
         kinds = tuple(doc["ingest"]["kinds"])
         known = [k.name for k in KINDS]

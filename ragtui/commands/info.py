@@ -48,7 +48,7 @@ def run(args) -> int:
             if broken:
                 print(f"ragtui: note: {app.broken_note(settings, broken)}", file=sys.stderr)
         return 0
-    from ragtui.core.ingest.kinds import TEXT, by_extension
+    from ragtui.core.documents import TEXT, by_extension
     from ragtui.core.ingest.publish import state_dir
     from ragtui.core.ingest.skips import load_skips
 

@@ -44,11 +44,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ragtui.core.documents import HEAD_BYTES, PAGE_BREAK, Unreadable, detect, page_of
+from ragtui.core.documents.worker import shared
 from ragtui.core.errors import IndexFormatError, NotFoundError, StorageError, UsageError
 from ragtui.core.index.index_format import IndexData
 from ragtui.core.index.records import ChunkRecord
-from ragtui.core.ingest.kinds import HEAD_BYTES, PAGE_BREAK, Unreadable, detect, page_of
-from ragtui.core.ingest.kinds.worker import shared
 from ragtui.core.ingest.reader import read_file
 from ragtui.core.textsafe import neutralize
 

@@ -116,7 +116,7 @@ def check_arguments(tool_name: str, arguments: object) -> dict[str, Any]:
 def _add_pages(data: Any, results: list[dict[str, Any]]) -> None:
     """``page``/``page_end`` (and ``place``, ``p.12 L3–9``) on the results that come from paged documents."""
     from ragtui.core.citations import Resolver
-    from ragtui.core.ingest.kinds import by_extension
+    from ragtui.core.documents import by_extension
 
     resolver = None
     for r in results:

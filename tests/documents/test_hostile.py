@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ragtui.core.ingest.kinds import Limits, Unreadable, detect
-from ragtui.core.ingest.kinds.worker import Extractor, set_limits
+from ragtui.core.documents import Limits, Unreadable, detect
+from ragtui.core.documents.worker import Extractor, set_limits
 from tests.documents.hostile import (
     lie_about_size,
     pdf_inflation_bomb,

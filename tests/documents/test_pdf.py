@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ragtui.core.ingest.kinds import Limits, Unreadable, detect
-from ragtui.core.ingest.kinds.worker import Extractor, shared
+from ragtui.core.documents import Limits, Unreadable, detect
+from ragtui.core.documents.worker import Extractor, shared
 from tests.conftest import shared_data
 from tests.documents.producers import chromium_pdf, fpdf_pages
 

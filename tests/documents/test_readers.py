@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ragtui.core.ingest.kinds import KINDS, Limits, Unreadable, by_extension, detect
-from ragtui.core.ingest.kinds.worker import Extractor
+from ragtui.core.documents import KINDS, Limits, Unreadable, by_extension, detect
+from ragtui.core.documents.worker import Extractor
 from tests.documents.producers import docx_report, epub_book, odt_note
 
 PAGE = b"""<!doctype html><html><head><title>T x</title><style>a{color:red}</style><script>var x</script></head>

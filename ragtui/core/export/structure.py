@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from ragtui.core.ingest.kinds import PAGE_BREAK, by_extension
+from ragtui.core.documents import PAGE_BREAK, by_extension
 
 __all__ = ["ChunkPlace", "HEADING_SEPARATOR", "chunk_url", "document_places", "heading_kind", "overlap_length"]
 

@@ -10,8 +10,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ragtui.core.ingest.kinds import HEAD_BYTES, Unreadable, detect
-from ragtui.core.ingest.kinds.worker import Job, shared
+from ragtui.core.documents import HEAD_BYTES, Unreadable, detect
+from ragtui.core.documents.worker import Job, shared
 from ragtui.core.ingest.patterns import PathFilter
 from ragtui.core.ingest.reader import read_file
 from ragtui.core.ingest.report import Progress, SyncReport

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from ragtui.core.ingest.kinds.registry import KINDS
+from ragtui.core.documents.registry import KINDS
 from ragtui.core.ingest.patterns import IGNORE_FILES, Chain, PathFilter
 
 __all__ = [

@@ -10,10 +10,10 @@ from __future__ import annotations
 import posixpath
 from urllib.parse import unquote
 
-from ragtui.core.ingest.kinds import html
-from ragtui.core.ingest.kinds.archive import Archive, zip_magic
-from ragtui.core.ingest.kinds.base import Document, Heading, Limits, Unreadable
-from ragtui.core.ingest.kinds.registry import Kind
+from ragtui.core.documents import html
+from ragtui.core.documents.archive import Archive, zip_magic
+from ragtui.core.documents.base import Document, Heading, Limits, Unreadable
+from ragtui.core.documents.registry import Kind
 
 _CONTAINER = "{urn:oasis:names:tc:opendocument:xmlns:container}"
 _OPF = "{http://www.idpf.org/2007/opf}"
@@ -87,7 +87,7 @@ def read(data: bytes, limits: Limits) -> Document:
 KIND = Kind(
     name="epub",
     extensions=(".epub",),
-    reader="ragtui.core.ingest.kinds.epub:read",
+    reader="ragtui.core.documents.epub:read",
     isolated=True,
     magic=_magic,
     accepts=_accepts,

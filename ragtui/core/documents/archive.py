@@ -11,7 +11,7 @@ import io
 import zipfile
 from xml.etree import ElementTree as ET
 
-from ragtui.core.ingest.kinds.base import Limits, Unreadable
+from ragtui.core.documents.base import Limits, Unreadable
 
 __all__ = ["Archive", "parse_xml", "zip_magic"]
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import codecs
 import re
 
-from ragtui.core.ingest.kinds.base import Document, Heading, Limits, Unreadable
-from ragtui.core.ingest.kinds.registry import Kind
+from ragtui.core.documents.base import Document, Heading, Limits, Unreadable
+from ragtui.core.documents.registry import Kind
 
 _DROP = frozenset({
     "script", "style", "template", "noscript", "head", "iframe", "object", "embed", "canvas", "svg",
@@ -253,7 +253,7 @@ def read(data: bytes, limits: Limits) -> Document:
 KIND = Kind(
     name="html",
     extensions=(".html", ".htm", ".xhtml"),
-    reader="ragtui.core.ingest.kinds.html:read",
+    reader="ragtui.core.documents.html:read",
     isolated=True,
     looks=_looks,
 )

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ragtui.core.ingest.kinds.base import HEAD_BYTES, PAGE_BREAK, Document, Heading, Limits, Unreadable, page_of
-from ragtui.core.ingest.kinds.registry import KINDS, TEXT, Kind, by_extension, detect, kind_named, names_for
+from ragtui.core.documents.base import HEAD_BYTES, PAGE_BREAK, Document, Heading, Limits, Unreadable, page_of
+from ragtui.core.documents.registry import KINDS, TEXT, Kind, by_extension, detect, kind_named, names_for
 
 __all__ = [
     "HEAD_BYTES", "KINDS", "PAGE_BREAK", "TEXT", "Document", "Heading", "Kind", "Limits", "Unreadable", "by_extension",

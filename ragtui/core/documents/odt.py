@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from xml.etree import ElementTree as ET
 
-from ragtui.core.ingest.kinds.archive import Archive, zip_magic
-from ragtui.core.ingest.kinds.base import Block, Document, Limits, Unreadable, join_blocks
-from ragtui.core.ingest.kinds.registry import Kind
+from ragtui.core.documents.archive import Archive, zip_magic
+from ragtui.core.documents.base import Block, Document, Limits, Unreadable, join_blocks
+from ragtui.core.documents.registry import Kind
 
 T = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
 TABLE = "{urn:oasis:names:tc:opendocument:xmlns:table:1.0}"
@@ -91,7 +91,7 @@ def read(data: bytes, limits: Limits) -> Document:
 KIND = Kind(
     name="odt",
     extensions=(".odt",),
-    reader="ragtui.core.ingest.kinds.odt:read",
+    reader="ragtui.core.documents.odt:read",
     isolated=True,
     magic=_magic,
     accepts=_accepts,

@@ -9,8 +9,8 @@ the reason.
 
 from __future__ import annotations
 
-from ragtui.core.ingest.kinds.base import PAGE_BREAK, Document, Heading, Limits, Unreadable
-from ragtui.core.ingest.kinds.registry import Kind
+from ragtui.core.documents.base import PAGE_BREAK, Document, Heading, Limits, Unreadable
+from ragtui.core.documents.registry import Kind
 
 NO_TEXT = "no text layer — OCR is not supported"
 
@@ -106,7 +106,7 @@ def read(data: bytes, limits: Limits) -> Document:
 KIND = Kind(
     name="pdf",
     extensions=(".pdf",),
-    reader="ragtui.core.ingest.kinds.pdf:read",
+    reader="ragtui.core.documents.pdf:read",
     paged=True,
     isolated=True,
     magic=_magic,

@@ -3,8 +3,8 @@ the document's text is the file's UTF-8 text (a byte order mark dropped, line en
 
 from __future__ import annotations
 
-from ragtui.core.ingest.kinds.base import Document, Limits, Unreadable
-from ragtui.core.ingest.kinds.registry import Kind
+from ragtui.core.documents.base import Document, Limits, Unreadable
+from ragtui.core.documents.registry import Kind
 from ragtui.core.ingest.reader import decode_document
 
 TEXT_EXTENSIONS = (
@@ -27,7 +27,7 @@ def read(data: bytes, limits: Limits) -> Document:
 KIND = Kind(
     name="text",
     extensions=TEXT_EXTENSIONS,
-    reader="ragtui.core.ingest.kinds.text:read",
+    reader="ragtui.core.documents.text:read",
     names=("README", "LICENSE", "Makefile", "Dockerfile"),
     globs=("*.rst.txt",),
 )

@@ -16,7 +16,7 @@ import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ragtui.core.ingest.kinds.base import Document, Limits
+from ragtui.core.documents.base import Document, Limits
 
 __all__ = ["KINDS", "Kind", "TEXT", "by_extension", "detect", "kind_named", "names_for"]
 
@@ -66,7 +66,7 @@ _MODULES = ("text", "pdf", "html", "docx", "epub", "odt")
 
 
 def _load() -> tuple[Kind, ...]:
-    return tuple(importlib.import_module(f"ragtui.core.ingest.kinds.{m}").KIND for m in _MODULES)
+    return tuple(importlib.import_module(f"ragtui.core.documents.{m}").KIND for m in _MODULES)
 
 
 KINDS: tuple[Kind, ...] = _load()

@@ -1,7 +1,7 @@
 """Reading documents of the isolated kinds in worker processes, each file within a wall-time and a
 memory bound (spec/documents.md, "Bounds").
 
-A worker is a child Python process (``python -m ragtui.core.ingest.kinds.worker``) that limits its
+A worker is a child Python process (``python -m ragtui.core.documents.worker``) that limits its
 own address space (``RLIMIT_AS``) and then reads one file at a time from its stdin, answering on its
 stdout. A file that takes longer than ``Limits.seconds`` costs its worker (killed and replaced); one
 that crashes the native library costs the worker too; either way the file is skipped with the reason
@@ -25,8 +25,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ragtui.core.ingest.kinds.base import Document, Heading, Limits, Unreadable
-from ragtui.core.ingest.kinds.registry import Kind, kind_named
+from ragtui.core.documents.base import Document, Heading, Limits, Unreadable
+from ragtui.core.documents.registry import Kind, kind_named
 
 __all__ = ["Extractor", "Job", "set_limits", "shared"]
 
@@ -44,7 +44,7 @@ class _Worker:
     def __init__(self, limits: Limits) -> None:
         env = dict(os.environ)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "ragtui.core.ingest.kinds.worker", str(limits.memory)],
+            [sys.executable, "-m", "ragtui.core.documents.worker", str(limits.memory)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
             close_fds=True, start_new_session=True,
         )
@@ -169,7 +169,10 @@ class Extractor:
                             worker.kill()
                             yield job.key, _answer(job.kind.name, None, _crash_reason(code, self.limits))
                         else:
-                            self._idle.append(worker)
+                            if len(self._idle) < self.n_workers:
+                                self._idle.append(worker)
+                            else:  # another thread's run left workers idle already
+                                worker.kill()
                             yield job.key, _answer(job.kind.name, answer, None)
                     elif time.monotonic() >= worker.deadline:
                         busy.remove(worker)
@@ -226,6 +229,21 @@ def _crash_reason(code: int | None, limits: Limits) -> str:
     return f"the reader ended on it (exit status {code}; out of its {limits.memory:,}-byte memory limit?)"
 
 
+def _end_with_parent() -> None:  # pragma: no cover (runs in the worker process)
+    """End this worker once its parent is gone (it would otherwise finish a long file for nobody)."""
+    import threading
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch, name="ragtui-worker-parent", daemon=True).start()
+
+
 def _serve(memory: int) -> None:  # pragma: no cover (runs in the worker process)
     import resource
 
@@ -236,6 +254,7 @@ def _serve(memory: int) -> None:  # pragma: no cover (runs in the worker process
     except (ValueError, OSError):
         pass
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when a worker ends
+    _end_with_parent()
     inp = sys.stdin.buffer
     # Answers go on a private copy of stdout; anything a native library prints goes to stderr instead.
     out = os.fdopen(os.dup(1), "wb")

@@ -13,9 +13,9 @@ import posixpath
 import re
 from xml.etree import ElementTree as ET
 
-from ragtui.core.ingest.kinds.archive import Archive, zip_magic
-from ragtui.core.ingest.kinds.base import Block, Document, Limits, Unreadable, join_blocks
-from ragtui.core.ingest.kinds.registry import Kind
+from ragtui.core.documents.archive import Archive, zip_magic
+from ragtui.core.documents.base import Block, Document, Limits, Unreadable, join_blocks
+from ragtui.core.documents.registry import Kind
 
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 _REL = "{http://schemas.openxmlformats.org/package/2006/relationships}"
@@ -140,7 +140,7 @@ def read(data: bytes, limits: Limits) -> Document:
 KIND = Kind(
     name="docx",
     extensions=(".docx",),
-    reader="ragtui.core.ingest.kinds.docx:read",
+    reader="ragtui.core.documents.docx:read",
     isolated=True,
     magic=_magic,
     accepts=_accepts,
