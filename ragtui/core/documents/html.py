@@ -20,6 +20,9 @@ _DROP = frozenset({
     "script", "style", "template", "noscript", "head", "iframe", "object", "embed", "canvas", "svg",
     "-comment", "select", "datalist", "dialog",
 })
+_DROP_FIRST = ("script", "style", "template", "noscript", "iframe", "object", "embed", "canvas", "svg", "select",
+               "datalist", "dialog")
+_FEW_TAGS = 8192
 _PARAGRAPH = frozenset({
     "p", "h1", "h2", "h3", "h4", "h5", "h6", "pre", "blockquote", "table", "ul", "ol", "dl", "figure",
     "hr", "section", "article", "header", "footer", "aside", "nav", "main", "address", "details", "form",
@@ -178,7 +181,8 @@ def extract(markup: str, limits: Limits) -> tuple[str, str | None, list[Heading]
     """(text, title, headings) of an HTML document (or fragment)."""
     from selectolax.lexbor import LexborHTMLParser, LexborNode  # in the extraction worker only
 
-    if _nesting(markup, 4 * limits.max_depth) > 4 * limits.max_depth:
+    # Below _FEW_TAGS tags the parse is quick however deep they nest; the count is paid only above.
+    if markup.count("<") > _FEW_TAGS and _nesting(markup, 4 * limits.max_depth) > 4 * limits.max_depth:
         raise Unreadable(f"elements nested more than {limits.max_depth:,} deep")
 
     tree = LexborHTMLParser(markup)
@@ -186,6 +190,12 @@ def extract(markup: str, limits: Limits) -> tuple[str, str | None, list[Heading]
     node = tree.css_first("title")
     if node is not None:
         title = " ".join((node.text(deep=True) or "").split())[:200] or None
+    # What is never shown goes before the walk, in the parser's own code: the walk then looks at
+    # no attribute and no dropped element.
+    tree.strip_tags(list(_DROP_FIRST))
+    for node in tree.css("[hidden], [aria-hidden], [style]"):
+        if _hidden(node.attributes):
+            node.decompose()
     out = _Out(limits)
     root = tree.root
     if root is None:
@@ -212,7 +222,7 @@ def extract(markup: str, limits: Limits) -> tuple[str, str | None, list[Heading]
         if tag == "-text":
             out.text(node.text_content or "", pre > 0)
             continue
-        if tag in _DROP or tag.startswith("-") or _hidden(node.attributes):
+        if tag in _DROP or tag.startswith("-"):
             continue
         if tag == "br":
             out.brk(1)
