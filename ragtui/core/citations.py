@@ -35,16 +35,19 @@ from __future__ import annotations
 
 import errno
 import functools
+import hashlib
 import json
 import os
 import re
 import stat
+import threading
 from bisect import bisect_left
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragtui.core.documents import HEAD_BYTES, PAGE_BREAK, Unreadable, detect, page_of
+from ragtui.core.documents import HEAD_BYTES, PAGE_BREAK, Kind, Unreadable, detect, page_of
 from ragtui.core.documents.worker import shared
 from ragtui.core.errors import IndexFormatError, NotFoundError, StorageError, UsageError
 from ragtui.core.index.index_format import IndexData
@@ -443,11 +446,43 @@ class Resolver:
             raise StorageError(f"cannot read {neutralize(str(path))}: {e.strerror}") from None
         # The document's text is what its reader makes of the bytes now, as ingest made it.
         kind = detect(doc_id, data[:HEAD_BYTES])
-        try:
-            doc = shared().read(kind, data) if kind.isolated else kind.read(data, shared().limits)
-        except Unreadable:
-            return path, None, True, False
-        return path, doc.text, True, doc.paged
+        if not kind.isolated:
+            try:
+                return path, kind.read(data, shared().limits).text, True, kind.paged
+            except Unreadable:
+                return path, None, True, False
+        text, paged = _extracted(kind, data)
+        return path, text, True, paged
+
+
+_EXTRACTED: OrderedDict[tuple[str, str], tuple[str | None, bool]] = OrderedDict()
+_EXTRACTED_CHARS = 1 << 27
+"""The most characters of extracted text kept for later resolvers (128 Mi)."""
+_extracted_lock = threading.Lock()
+
+
+def _extracted(kind: Kind, data: bytes) -> tuple[str | None, bool]:
+    """(text or None, paged) of a document of an isolated kind, kept by its bytes' SHA-256 for later
+    resolvers of this process: the TUI resolves a hit's citation again on every query, and a long PDF
+    takes seconds to extract."""
+    key = (kind.name, hashlib.sha256(data).hexdigest())
+    with _extracted_lock:
+        got = _EXTRACTED.get(key)
+        if got is not None:
+            _EXTRACTED.move_to_end(key)
+            return got
+    try:
+        doc = shared().read(kind, data)
+        got = (doc.text, doc.paged)
+    except Unreadable:
+        got = (None, False)
+    with _extracted_lock:
+        _EXTRACTED[key] = got
+        total = sum(len(t or "") for t, _ in _EXTRACTED.values())
+        while total > _EXTRACTED_CHARS and len(_EXTRACTED) > 1:
+            (_k, (t, _p)) = _EXTRACTED.popitem(last=False)
+            total -= len(t or "")
+    return got
 
 
 def _inside(real: str, folder_real: str) -> bool:

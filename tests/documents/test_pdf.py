@@ -210,3 +210,22 @@ def test_export_links_pdf_chunks_to_their_page(tmp_path):
     cited = [c["page"] for c in json.loads(out_json)] if out_json.lstrip().startswith("[") else [
         json.loads(line)["page"] for line in out_json.splitlines() if line.strip()]
     assert cited == pages
+
+
+def test_resolving_a_pdf_again_does_not_extract_it_again(tmp_path):
+    from ragtui.core.citations import Resolver
+    from ragtui.core.index.index_format import read_index
+
+    folder = tmp_path / "again"
+    folder.mkdir()
+    fpdf_pages(folder / "one.pdf", [["first page words"], ["second page words"]])
+    art = tmp_path / "art"
+    assert run("ingest", str(folder), "--artifacts", str(art))[0] == 0
+    data = read_index(art / "rag" / "again")
+    first = Resolver(data).resolve("again/one.pdf#0")
+    sent = shared().sent
+    second = Resolver(data).resolve("again/one.pdf#0")  # a new resolver, as the TUI makes per query
+    assert shared().sent == sent and second.status == first.status == "fresh"
+    fpdf_pages(folder / "one.pdf", [["first page words, edited"]])
+    assert Resolver(data).resolve("again/one.pdf#0").status == "changed"
+    assert shared().sent == sent + 1
