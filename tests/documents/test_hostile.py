@@ -120,3 +120,13 @@ def test_a_folder_of_hostile_files_still_ingests_the_rest(tmp_path):
     assert "decompression bomb" in reasons["liar.docx"] or "cannot be inflated" in reasons["liar.docx"]
     assert "broken .epub" in reasons["cut.epub"]
     assert "nested more than" in reasons["deep.html"]
+
+
+def test_an_idle_worker_that_ended_is_replaced():
+    data = pdf_pages(1)
+    with Extractor(workers=1) as ex:
+        assert ex.read(detect("a.pdf", data), data).pages == 1
+        [worker] = ex._idle
+        worker.proc.kill()
+        worker.proc.wait()
+        assert ex.read(detect("a.pdf", data), data).pages == 1

@@ -145,9 +145,12 @@ class Extractor:
                         continue
                     worker = self._idle.pop() if self._idle else _Worker(self.limits)
                     if not worker.send(job, self.limits):
-                        worker.kill()
-                        yield job.key, Unreadable("the reader's process could not be started")
-                        continue
+                        worker.kill()  # an idle worker that ended since: a new one
+                        worker = _Worker(self.limits)
+                        if not worker.send(job, self.limits):
+                            worker.kill()
+                            yield job.key, Unreadable("the reader's process could not be started")
+                            continue
                     self.sent += 1
                     busy.append(worker)
                 if not busy:
