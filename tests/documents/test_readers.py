@@ -115,3 +115,36 @@ def test_ingest_a_mixed_folder(tmp_path):
     assert "kestrel\t3" in texts["mixed/report.docx"]
     assert "var x" not in texts["mixed/page.html"] and "para & one" in texts["mixed/page.html"]
     assert set(docs[0]) == {"chunk_id", "doc_id", "source", "uri", "text", "n_tokens", "fingerprint"}
+
+
+def test_documents_of_a_kind_whose_reader_changed_are_read_again(tmp_path, monkeypatch):
+    from ragtui.core.documents.worker import shared
+    from ragtui.core.ingest import walk
+
+    folder = tmp_path / "site"
+    folder.mkdir()
+    (folder / "page.html").write_bytes(PAGE)
+    (folder / "a.md").write_text("# A\n\nwords\n")
+    art = str(tmp_path / "art")
+
+    def ingest() -> dict:
+        out, err = io.StringIO(), io.StringIO()
+        with redirect_stdout(out), redirect_stderr(err):
+            assert cli_main(["ingest", str(folder), "--artifacts", art, "--json"]) == 0, err.getvalue()
+        return json.loads(out.getvalue())
+
+    ingest()
+    sent = shared().sent
+    assert ingest()["published"] is False and shared().sent == sent
+    newer = {**walk.reader_versions(), "html": walk.reader_versions()["html"] + 1}
+    monkeypatch.setattr(walk, "reader_versions", lambda: newer)
+    monkeypatch.setattr("ragtui.core.ingest.writer.reader_versions", lambda: newer)
+    ingest()
+    assert shared().sent == sent + 1  # the HTML page, not the Markdown file
+    assert ingest()["published"] is False and shared().sent == sent + 1
+
+
+def cli_main(argv):
+    from ragtui import cli
+
+    return cli.main(argv)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from ragtui.core.documents.base import Document, Limits
 
-__all__ = ["KINDS", "Kind", "TEXT", "by_extension", "detect", "kind_named", "names_for"]
+__all__ = ["KINDS", "TEXT", "Kind", "by_extension", "detect", "kind_named", "names_for", "reader_versions"]
 
 Reader = Callable[[bytes, Limits], Document]
 
@@ -46,6 +46,9 @@ class Kind:
     """Whole file names (no extension) the walk takes as this kind by default."""
     globs: tuple[str, ...] = ()
     """Other name patterns the walk takes as this kind by default."""
+    version: int = 1
+    """Raised when the reader gives other text for the same bytes: the next sync reads this kind's
+    documents again (``reader_versions``), though their bytes did not change."""
     _read: list[Reader] = field(default_factory=list, compare=False, repr=False)
 
     def read(self, data: bytes, limits: Limits) -> Document:
@@ -75,6 +78,12 @@ _BY_NAME = {k.name: k for k in KINDS}
 _BY_EXT = {ext: k for k in KINDS for ext in k.extensions}
 _BY_WHOLE_NAME = {n: k for k in KINDS for n in k.names}
 _MAX_EXT_DOTS = 2  # ".rst.txt"
+
+
+def reader_versions() -> dict[str, int]:
+    """Each kind's reader version, as the writer's state records them (the text kind's never changes:
+    its text is the file's)."""
+    return {k.name: k.version for k in KINDS if k is not TEXT}
 
 
 def kind_named(name: str) -> Kind | None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from ragtui.core.documents.registry import KINDS
+from ragtui.core.documents.registry import KINDS, reader_versions
 from ragtui.core.ingest.patterns import IGNORE_FILES, Chain, PathFilter
 
 __all__ = [
@@ -129,6 +129,7 @@ class WalkRules:
             "exclude": list(self.exclude),
             "ignore_files": self.ignore_files,
             "max_bytes": self.max_bytes,
+            "readers": reader_versions(),
         }
 
     def path_filter(

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ragtui.core.documents.registry import reader_versions
 from ragtui.core.embedders.base import Embedder, known_dim, tokenizer_name
 from ragtui.core.errors import IndexFormatError, IndexMissingError, UsageError
 from ragtui.core.index import verified
@@ -213,6 +214,8 @@ class IndexWriter:
             and state.index_files == index_stamp(self.target)
         )
         old_files: Mapping[str, FileEntry] = state.files if state is not None and trusted else {}
+        if state is not None and trusted:
+            old_files = _read_again(old_files, state.walk.get("readers"), reader_versions())
         # Other patterns or limits than the last sync's choose other documents: only a whole walk
         # finds them (the files it already knows keep their stamps and vectors).
         same_walk = state is not None and state.walk == self.walk
@@ -406,6 +409,25 @@ def _state_matches(old: IndexData, old_files: Mapping[str, FileEntry]) -> bool:
         held[r.doc_id] = held.get(r.doc_id, 0) + 1
     wanted = {d: f.n_chunks for d, f in old_files.items() if f.n_chunks != 0}
     return held == wanted
+
+
+def _read_again(files: Mapping[str, FileEntry], before: object, now: dict[str, int]) -> Mapping[str, FileEntry]:
+    """``files`` with every document of a kind whose reader changed since ``before`` (the state's reader
+    versions; absent in a state from before the document readers: every kind but text) to be read
+    again: its entry keeps its chunk count and loses its stamp and hash, as one taken from an index."""
+    from ragtui.core.documents import TEXT, by_extension
+
+    old = before if isinstance(before, dict) else {}
+    changed = {k for k, v in now.items() if old.get(k) != v}
+    if not changed:
+        return files
+    stale = [d for d in files if (by_extension(d) or TEXT).name in changed]
+    if not stale:
+        return files
+    out = dict(files.as_dict() if isinstance(files, FileTable) else files)
+    for d in stale:
+        out[d] = FileEntry(None, None, out[d].n_chunks)
+    return out
 
 
 def _refuse_other_folder(state: WriterState | None, folder: Path, index_id: str, current_gen: str | None) -> None:
