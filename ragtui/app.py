@@ -133,8 +133,14 @@ def index_id_for(folder: str | os.PathLike, settings: Settings) -> str:
     return settings.index or Path(os.path.abspath(folder)).name
 
 
-def walk_rules(include=None, exclude=None, max_bytes: int | None = None, ignore_files: bool = True) -> WalkRules:
-    """The ``WalkRules`` for the walk flags (None: the default); ``UsageError`` for a bad pattern or size."""
+def walk_rules(include=None, exclude=None, max_bytes: int | None = None, ignore_files: bool = True,
+               kinds=None) -> WalkRules:
+    """The ``WalkRules`` for the walk flags (None: the default); ``UsageError`` for a bad pattern or size.
+
+    ``kinds`` (names of document kinds, ``[ingest] kinds`` or ``--no-documents``) narrows the default
+    names to those kinds' files; ``include`` patterns, when given, replace the names whatever the kinds.
+    """
+    from ragtui.core.documents import KINDS, names_for
     from ragtui.core.ingest.patterns import check_patterns
     from ragtui.core.ingest.walk import DEFAULT_INCLUDE, DEFAULT_MAX_BYTES, WalkRules
 
@@ -143,8 +149,11 @@ def walk_rules(include=None, exclude=None, max_bytes: int | None = None, ignore_
     # A pattern that is not one is bad usage (exit 2) before anything is read or written.
     check_patterns(tuple(include or ()), "--include")
     check_patterns(tuple(exclude or ()), "--exclude")
+    default = DEFAULT_INCLUDE
+    if kinds is not None and set(kinds) != {k.name for k in KINDS}:
+        default = names_for(tuple(kinds))
     return WalkRules(
-        include=tuple(include) if include else DEFAULT_INCLUDE,
+        include=tuple(include) if include else default,
         exclude=tuple(exclude or ()),
         max_bytes=max_bytes or DEFAULT_MAX_BYTES,
         ignore_files=ignore_files,
@@ -163,7 +172,8 @@ class FolderSettings(NamedTuple):
 def folder_settings(folder: str | os.PathLike, verb: str, *, config: str | os.PathLike | None = None,
                     artifacts: str | os.PathLike | None = None, index: str | None = None,
                     max_tokens: int | None = None, overlap: int | None = None, include=None, exclude=None,
-                    max_bytes: int | None = None, ignore_files: bool = True) -> FolderSettings:
+                    max_bytes: int | None = None, ignore_files: bool = True,
+                    no_documents: bool = False) -> FolderSettings:
     """Settings, folder, index id and walk rules for ``ingest`` and ``watch`` (the values of
     ``commands.options.add_folder_options``' flags).
 
@@ -176,7 +186,8 @@ def folder_settings(folder: str | os.PathLike, verb: str, *, config: str | os.Pa
     if not path.is_dir():
         raise UsageError(f"{path} is not a folder: give the folder of documents to {verb}")
     index_id = index or index_id_for(path, settings)
-    rules = walk_rules(include, exclude, max_bytes, ignore_files=ignore_files)
+    kinds = ("text",) if no_documents else settings.kinds
+    rules = walk_rules(include, exclude, max_bytes, ignore_files=ignore_files, kinds=kinds)
     return FolderSettings(settings, path, index_id, rules)
 
 

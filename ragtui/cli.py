@@ -185,6 +185,7 @@ def _main(argv: list[str] | None) -> int:
     debug = getattr(args, "debug", False) or "--debug" in argv
     if args.command is None:
         args.func = _launch_tui
+    args.build_parser = build_parser  # `ragtui completion` reads every command's options (nothing imports cli)
     try:
         return args.func(args)
     except RagtuiError as e:

@@ -136,6 +136,7 @@ SCHEMA: dict[str, object] = {
     },
     "rerank": {"n": _INT, "budget_ms": _INT, "model": _STR, "model_dir": _STR, "threads": _INT},
     "chunker": {"max_tokens": _INT, "overlap": _INT},
+    "ingest": {"kinds": _STRS},
     "ivf": {"nlist": _INT, "nprobe": _INT},
     "vectors": {"scan": _STR},
     "search": {
@@ -215,6 +216,8 @@ class Settings:
     """The ``[rerank]`` table: n, budget_ms, model or model_dir, threads (flags override n and budget_ms)."""
     llm: dict = field(default_factory=dict)
     """The ``[llm]`` table: the chat model of ``ragtui ask`` (``core.llm.ChatClient`` checks the values)."""
+    kinds: tuple[str, ...] | None = None
+    """``[ingest] kinds``: the kinds of document the walk takes by name (None: every kind; spec/documents.md)."""
     config_file: Path | None = None
     """The last config file read (the project's when there is one, else the user's)."""
 
@@ -404,6 +407,15 @@ def _apply(s: Settings, doc: dict, path: Path) -> Settings:
         changes["max_tokens"] = _positive(chunker["max_tokens"], f"{path}: chunker.max_tokens")
     if "overlap" in chunker:
         changes["overlap"] = _positive(chunker["overlap"], f"{path}: chunker.overlap", allow_zero=True)
+    if "kinds" in doc.get("ingest", {}):
+        from ragtui.core.documents import KINDS
+
+        kinds = tuple(doc["ingest"]["kinds"])
+        known = [k.name for k in KINDS]
+        unknown = [k for k in kinds if k not in known]
+        if unknown:
+            raise UsageError(f"{path}: ingest.kinds: unknown kind {unknown[0]!r} (the kinds are {', '.join(known)})")
+        changes["kinds"] = kinds
     scan = doc.get("vectors", {}).get("scan")
     if scan is not None:  # checked where it is used (app.open_index), as the embedder's kind is
         changes["vector_scan"] = scan

@@ -410,10 +410,8 @@ def _where(resolver: Any, chunk_id: str) -> dict[str, Any]:
         "path": None if c.path is None else str(c.path), "status": c.status, "fresh": c.status == "fresh",
         "start_line": c.start_line, "end_line": c.end_line, "start_char": c.start_char, "end_char": c.end_char,
     }
-    for name in ("page", "page_end"):  # sources with pages (PDF) say where the text is
-        value = getattr(c, name, None)
-        if value is not None:
-            out[name] = value
+    if c.page is not None:  # sources with pages (PDF) say where the text is: page, page_end, p.12 L3–9
+        out.update(page=c.page, page_end=c.page_end, place=c.place)
     return out
 
 

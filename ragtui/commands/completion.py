@@ -36,16 +36,14 @@ def register(sub, common) -> None:
 
 
 def run(args) -> int:
-    print(script(args.shell), end="")
+    print(script(args.shell, args.build_parser()), end="")
     return 0
 
 
-def spec() -> dict[str, dict[str, list[str] | None]]:
+def spec(parser: argparse.ArgumentParser) -> dict[str, dict[str, list[str] | None]]:
     """{command ("" for the top level): {option: its values (None: any; [] : none taken; ["<path>"]: a path)}}."""
-    from ragtui.cli import build_parser
     from ragtui.core.search.retriever import MODES
 
-    parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     out: dict[str, dict[str, list[str] | None]] = {"": _options(parser, MODES)}
     for name, p in sub.choices.items():
@@ -80,8 +78,9 @@ def _values(action: argparse.Action, modes: tuple[str, ...]) -> list[str] | None
     return None
 
 
-def script(shell: str) -> str:
-    table = spec()
+def script(shell: str, parser: argparse.ArgumentParser) -> str:
+    """The completion script for ``shell`` from ``parser`` (the ``ragtui`` parser with every command loaded)."""
+    table = spec(parser)
     if shell == "fish":
         return _fish(table)
     return _bash(table, zsh=shell == "zsh")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 from ragtui import app
 from ragtui.commands.options import settings_of
@@ -49,13 +50,25 @@ def run(args) -> int:
             if broken:
                 print(f"ragtui: note: {app.broken_note(settings, broken)}", file=sys.stderr)
         return 0
+    from ragtui.core.documents import TEXT, by_extension
+    from ragtui.core.ingest.publish import state_dir
+    from ragtui.core.ingest.skips import load_skips
+
     data = read_index(app.resolve_index(settings))
     doc_ids = {r.doc_id for r in data.records}
-    info = {"path": str(data.path), **data.meta.to_json(), "n_documents": len(doc_ids)}
+    info: dict[str, Any] = {"path": str(data.path), **data.meta.to_json(), "n_documents": len(doc_ids)}
     code = _code_documents(doc_ids)
     if code:
         info["code_documents"] = code["documents"]
         info["code_chunker"] = code["chunker"]
+    # The kinds of the documents by their names (a misnamed file is counted by its name).
+    kinds: dict[str, int] = {}
+    for doc_id in doc_ids:
+        kind = (by_extension(doc_id) or TEXT).name
+        kinds[kind] = kinds.get(kind, 0) + 1
+    info["kinds"] = dict(sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+    skips = load_skips(state_dir(settings.artifacts, data.meta.index_id))
+    info["skipped"] = [{"doc_id": d, "reason": why} for d, (_stamp, why) in sorted(skips.items())]
     info["n_terms"] = data.bm25.n_terms
     info.update(root)
     # The IVF lists (built on first use, then cached outside the index) and the nprobe their
@@ -70,8 +83,13 @@ def run(args) -> int:
     if args.json:
         print(json_text(info, indent=1))
     else:
+        skipped = info.pop("skipped")
+        info["kinds"] = ", ".join(f"{k} {n}" for k, n in info["kinds"].items()) or "none"
         for key, value in info.items():
-            print(f"{key:>16}: {value}")
+            print(f"{key:>16}: {one_line(str(value), 2000)}")
+        print(f"{'skipped':>16}: {len(skipped)} file(s) a reader could not read at the last sync")
+        for s in skipped:
+            print(f"{'':>18}{one_line(s['doc_id'], 500)}: {one_line(s['reason'], 500)}")
     return 0
 
 

@@ -251,7 +251,7 @@ def _where(c: Citation) -> str:
         return f"{c.path} is gone"
     if c.status == "changed":
         return f"{c.path} no longer contains the chunk's text"
-    span = f"{c.path}:{c.start_line}-{c.end_line}"
+    span = f"{c.path} {c.place}" if c.page is not None else f"{c.path}:{c.start_line}-{c.end_line}"
     return span if c.status == FRESH else f"{span} (found out of order: the document was rearranged)"
 
 
@@ -308,7 +308,7 @@ class _Output:
         r = c.record
         where = "(cannot be located safely)" if c.path is None else str(c.path)
         if c.located:
-            where += f":{c.start_line}-{c.end_line}"
+            where += f" {c.place}" if c.page is not None else f":{c.start_line}-{c.end_line}"
         status = c.status
         if c.status != FRESH:
             status += f": {_where(c)}"

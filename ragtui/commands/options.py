@@ -28,7 +28,7 @@ def folder_values(args: argparse.Namespace) -> dict[str, Any]:
     return {"config": getattr(args, "config", None), "artifacts": getattr(args, "artifacts", None),
             "index": getattr(args, "index", None), "max_tokens": args.max_tokens, "overlap": args.overlap,
             "include": args.include, "exclude": args.exclude, "max_bytes": args.max_bytes,
-            "ignore_files": not args.no_ignore}
+            "ignore_files": not args.no_ignore, "no_documents": getattr(args, "no_documents", False)}
 
 
 def ranking_values(args: argparse.Namespace) -> dict[str, Any]:
@@ -78,6 +78,9 @@ def add_folder_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--exclude", action="append", metavar="PATTERN",
                    help="gitignore-style pattern, relative to the folder, of files or folders to leave out "
                    "(repeatable; added to the defaults), e.g. 'docs/drafts', '/build', '**/tmp/'")
+    p.add_argument("--no-documents", action="store_true",
+                   help="read text files only: no PDF, HTML, Word, EPUB or OpenDocument files "
+                   "(the [ingest] kinds setting chooses kinds one by one)")
     p.add_argument("--no-ignore", action="store_true",
                    help="do not apply the folder's .gitignore and .ignore files")
     p.add_argument("--max-bytes", type=int, metavar="N", help="skip files larger than N bytes (default 16 MiB)")

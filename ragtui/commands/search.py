@@ -136,7 +136,7 @@ def _sources(data, hits) -> dict[int, _Source]:
             continue
         name = inline(h.doc_id) if c.path is None else inline(_relative(str(c.path), cwd))
         if c.start_line is not None:
-            shown = f"{name}:L{c.start_line}-L{c.end_line}"
+            shown = f"{name} {c.place}" if c.page is not None else f"{name}:L{c.start_line}-L{c.end_line}"
             if c.status != "fresh":
                 shown += f" ({c.status})"
         else:

@@ -212,7 +212,15 @@ class Toolbox:
         if labels and labels[0].chunk_id is None and labels[0].text == ref:
             label = labels[0]
             assert label.start_line is not None and label.end_line is not None
-            if not 1 <= label.start_line <= label.end_line:
+            if label.page is not None:  # lines of pages: the same lines of the document's text
+                from dataclasses import replace
+
+                a = resolver.document_line(label.doc_id, label.page, label.start_line)
+                b = resolver.document_line(label.doc_id, label.page_end or label.page, label.end_line)
+                if a is None or b is None:
+                    raise NotFoundError(f"get: {ref!r}: {label.doc_id!r} has no such page and line")
+                label = replace(label, start_line=a, end_line=b)
+            if label.start_line is None or label.end_line is None or not 1 <= label.start_line <= label.end_line:
                 raise UsageError(f"get: {ref!r}: lines are numbered from 1, and a range ends at or after its start")
             chunks = resolver.chunks_at(label.doc_id, label.start_line, label.end_line)
             if not chunks:
@@ -223,14 +231,19 @@ class Toolbox:
             lines = source.split("\n")
             end = min(label.end_line, len(lines))
             return {"ref": ref, "path": label.doc_id, "source": str(chunks[0].path),
-                    "lines": f"L{label.start_line}-{end}", "text": "\n".join(lines[label.start_line - 1:end]),
+                    "lines": f"L{label.start_line}-{end}",
+                    # A page's first line starts after the page break (form feed) that ends the page before.
+                    "text": "\n".join(lines[label.start_line - 1:end]).removeprefix("\f" if label.page else ""),
                     "chunks": [{"chunk_id": c.chunk_id, "status": c.status, "lines": f"L{c.start_line}-{c.end_line}"}
                                for c in chunks]}
         c = resolver.resolve(ref)
-        return {"ref": ref, "chunk_id": c.chunk_id, "path": c.doc_id,
-                "source": None if c.path is None else str(c.path),
-                "lines": None if c.start_line is None else f"L{c.start_line}-{c.end_line}",
-                "status": c.status, "fresh": c.status == "fresh", "text": c.record.text}
+        out = {"ref": ref, "chunk_id": c.chunk_id, "path": c.doc_id,
+               "source": None if c.path is None else str(c.path),
+               "lines": None if c.start_line is None else f"L{c.start_line}-{c.end_line}",
+               "status": c.status, "fresh": c.status == "fresh", "text": c.record.text}
+        if c.page is not None:
+            out.update(page=c.page, page_end=c.page_end, place=c.place)
+        return out
 
     def _list_indexes(self, args: Mapping[str, Any]) -> dict[str, Any]:
         from ragtui.core.ingest.publish import index_dir

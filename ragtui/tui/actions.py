@@ -163,6 +163,9 @@ class Actions:
         if citation.path is None or citation.status == "missing":
             self.notify(f"cannot open {citation.doc_id}: the source file is missing", severity="error")
             return
+        if citation.page is not None:
+            self.open_in_viewer(citation)
+            return
         from ragtui.core.errors import RagtuiError
 
         try:
@@ -183,6 +186,20 @@ class Actions:
         if hit is not None and self.retriever is not None:
             self.forget_citation()
             self.hit_highlighted(hit)  # the file may have changed: resolve its freshness again
+
+    def open_in_viewer(self: Session, citation) -> None:
+        """Start the user's document viewer on a paged document (a PDF) at the citation's page; the
+        viewer has its own window, so the app stays as it is."""
+        argv, notice = backend.viewer_command(citation.path, citation.page)
+        self.editor_runs.append(argv)
+        try:
+            subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+        except OSError as e:
+            self.notify(f"cannot run {argv[0]!r}: {e.strerror or e}. Set $RAGTUI_PDF_VIEWER to your PDF viewer.",
+                        severity="error", timeout=8)
+            return
+        self.notify(notice or f"opened {citation.path.name} at page {citation.page}", timeout=8 if notice else 3)
 
     def action_copy_chunk_id(self: Session) -> None:
         """Copy the selected result's chunk_id."""

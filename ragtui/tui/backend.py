@@ -12,6 +12,7 @@ CLI. Nothing here reads index files itself: ``Retriever`` and
 from __future__ import annotations
 
 import os
+import shlex
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -488,6 +489,48 @@ def editor_command(path: Path, line: int | None, environ: dict | None = None) ->
     from ragtui.editor import editor_command as command
 
     return command(path, line, environ)
+
+
+_PAGE_FLAGS: dict[str, Callable[[str, int], list[str]]] = {
+    "zathura": lambda path, page: ["-P", str(page), path],
+    "evince": lambda path, page: ["-i", str(page), path],
+    "okular": lambda path, page: ["-p", str(page), path],
+    "mupdf": lambda path, page: [path, str(page)],
+    "mupdf-gl": lambda path, page: [path, str(page)],
+    "qpdfview": lambda path, page: [f"{path}#{page}"],
+}
+"""How each known PDF viewer is told the page to open at."""
+
+
+def viewer_command(path: Path, page: int, environ: Mapping[str, str] | None = None,
+                   which: Callable[[str], str | None] | None = None) -> tuple[list[str], str | None]:
+    """(argv that opens the paged document ``path`` at ``page``, a notice when it cannot open at the page).
+
+    ``$RAGTUI_PDF_VIEWER`` first: a command whose ``{page}`` and ``{path}`` are filled in (without
+    ``{path}``, the path is added at the end); a known viewer's name there (``zathura``, ``evince``,
+    ``okular``, ``mupdf``, ``qpdfview``) is given its own page flag. Else the first known viewer on
+    the PATH; else ``xdg-open``, which cannot be told a page: the notice names it.
+    """
+    import shutil
+
+    env = os.environ if environ is None else environ
+    find = which or shutil.which
+    target = str(path)
+    given = shlex.split(env.get("RAGTUI_PDF_VIEWER", ""))
+    if given:
+        if any("{page}" in a or "{path}" in a for a in given):
+            argv = [a.replace("{page}", str(page)).replace("{path}", target) for a in given]
+            return (argv if any("{path}" in a for a in given) else [*argv, target]), None
+        flags = _PAGE_FLAGS.get(os.path.basename(given[0]))
+        if flags is not None and len(given) == 1:
+            return [given[0], *flags(target, page)], None
+        return [*given, target], f"{os.path.basename(given[0])} was not told the page: go to page {page}"
+    for name, flags in _PAGE_FLAGS.items():
+        exe = find(name)
+        if exe:
+            return [exe, *flags(target, page)], None
+    return ["xdg-open", target], (f"opened with xdg-open, which cannot be told a page: go to page {page} "
+                                  "(set $RAGTUI_PDF_VIEWER, e.g. 'zathura', to open at the page)")
 
 
 def generation(path: Path) -> str | None:

@@ -36,9 +36,10 @@ def test_sym_is_a_filter_with_a_dotted_value():
     assert parse_query(parsed.canonical()).describe() == parsed.describe()
     for bad in ("rank sym:.x", "rank sym:a..b", "rank sym:a."):
         with pytest.raises(QueryError, match="sym: takes a symbol"):
-            parse_query(bad)
+            parse_query(bad, strict=True)
+        assert parse_query(bad).notes  # lenient (the default): searched as text, with a note
     with pytest.raises(QueryError, match=r"the filters are path:, ext:, lang: and sym:"):
-        parse_query("rank sim:x")
+        parse_query("rank sim:x", strict=True)
 
 
 @pytest.mark.parametrize(("value", "path", "hit"), [
@@ -111,8 +112,10 @@ def test_sym_through_ragtui_search(code_index):
                                                      "retriever.rs", "retriever.ts", "retriever.hpp")}
     none = ragtui("search", "documents sym:NoSuchThing", "--mode", "bm25", "--artifacts", str(cli_art))
     assert none.returncode == 1 and "Traceback" not in none.stderr
-    bad = ragtui("search", "documents sym:a..b", "--artifacts", str(cli_art))
+    bad = ragtui("search", "documents sym:a..b", "--artifacts", str(cli_art), "--strict")
     assert bad.returncode == 2 and bad.stderr.startswith("ragtui: error: query column 11: sym: takes a symbol")
+    lenient = ragtui("search", "documents sym:a..b", "--artifacts", str(cli_art))  # as text, with a note
+    assert lenient.returncode == 0 and "sym: takes a symbol" in lenient.stderr, lenient.stderr
 
 
 def test_documents_that_are_not_code_are_cut_exactly_as_before(code_index):

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ragtui.core.errors import UsageError
+from ragtui.core.files import read_file
 from ragtui.core.index.index_format import IndexData
-from ragtui.core.ingest.reader import read_file
 
 __all__ = ["MAX_COPY_BYTES", "RESERVED", "SOURCES", "Copied", "sources_folder_of", "write_sources"]
 

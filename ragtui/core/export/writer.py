@@ -37,10 +37,10 @@ from ragtui.core.errors import StorageError, UsageError
 from ragtui.core.export import seekite as sk
 from ragtui.core.export.structure import HEADING_SEPARATOR, document_places
 from ragtui.core.files import owner_is_gone, read_file, remove_dead_temporaries
+from ragtui.core.fsops import OS_OPS
 from ragtui.core.index import leb128
 from ragtui.core.index.analyzer import analyze
 from ragtui.core.index.index_format import IndexData
-from ragtui.core.ingest.publish import OS_OPS
 from ragtui.core.search.quant import quantize_rows, release_pages
 
 __all__ = ["PAGE", "Sink", "Target", "Written", "check_generated_at", "check_target", "export_files", "export_to",
@@ -137,6 +137,7 @@ def write_export(data: IndexData, sink: Sink, *, generated_at: str | None = None
     headings: dict[str, int] = {}
     doc_of = np.empty(n, dtype=np.int64)
     line_of = np.empty(n, dtype=np.int64)
+    page_of = np.zeros(n, dtype=np.int64)  # 0: not a paged document
     heading_of = np.empty(n, dtype=np.int64)
     content = _ContentShards(put, base, n)
     i = 0
@@ -155,6 +156,8 @@ def write_export(data: IndexData, sink: Sink, *, generated_at: str | None = None
         doc_of[start:i] = d
         for j, place in enumerate(places, start):
             line_of[j] = place.line
+            if place.page is not None:
+                page_of[j] = place.page
             heading_of[j] = headings.setdefault(HEADING_SEPARATOR.join(place.headings), len(headings))
         for text in texts:
             content.add(text)
@@ -180,7 +183,7 @@ def write_export(data: IndexData, sink: Sink, *, generated_at: str | None = None
         if e:
             facets[e] = facets.get(e, 0) + doc_start[d + 1] - doc_start[d]
     put(base + "corpus.json", _corpus_parts(meta.index_id, doc_ids, doc_start, doc_title, doc_ext, list(titles),
-                                            list(headings), line_of, heading_of, (content.shard_at, content.index_at), facets))
+                                            list(headings), line_of, page_of, heading_of, (content.shard_at, content.index_at), facets))
     title_of = np.asarray(doc_title, dtype=np.int64)[doc_of] if n else np.zeros(0, dtype=np.int64)
     entry: dict[str, object] = {
         "name": meta.index_id,
@@ -269,7 +272,7 @@ def _json_array(items: Iterable[bytes]) -> Iterator[bytes]:
 
 
 def _corpus_parts(name: str, doc_ids: list[str], doc_start: list[int], doc_title: list[int], doc_ext: list[str],
-                  titles: list[str], headings: list[str], line_of: np.ndarray, heading_of: np.ndarray,
+                  titles: list[str], headings: list[str], line_of: np.ndarray, page_of: np.ndarray, heading_of: np.ndarray,
                   content_at: tuple[np.ndarray, np.ndarray], facets: dict[str, int]) -> Iterator[bytes]:
     """corpus.json in parts (the same bytes as ``_json`` of the whole object)."""
 
@@ -287,8 +290,9 @@ def _corpus_parts(name: str, doc_ids: list[str], doc_start: list[int], doc_title
 
     def urls(d: int, doc_id: str) -> Iterator[bytes]:
         path = quote(doc_id, safe="/")
-        for line in line_of[doc_start[d] : doc_start[d + 1]].tolist():
-            yield _json(f"{path}#L{line}")
+        lo, hi = doc_start[d], doc_start[d + 1]
+        for line, page in zip(line_of[lo:hi].tolist(), page_of[lo:hi].tolist()):
+            yield _json(f"{path}#page={page}" if page else f"{path}#L{line}")
 
     yield b'{"version":' + _json(sk.VERSION) + b',"name":' + _json(name) + b',"documents":'
     yield from _json_array(_json(d) for d in doc_ids)

@@ -94,7 +94,9 @@ class SourceScreen(Screen):
         head.append(inline(c.doc_id), "bold")
         head.append("  ")
         head.append(c.status, FRESHNESS_STYLES.get(c.status, "bold"))
-        if c.start_line is not None:
+        if c.page is not None:
+            head.append(f"  {c.place}  (lines {c.start_line}–{c.end_line} of {self.view.n_lines} of the extracted text)")
+        elif c.start_line is not None:
             head.append(f"  lines {c.start_line}–{c.end_line} of {self.view.n_lines}")
         head.append(f"  {self.view.lexer}", "dim")
         if self.long_lines:

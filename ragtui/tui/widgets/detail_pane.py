@@ -96,7 +96,9 @@ class DetailPane(VerticalScroll):
         if c is not None:
             head.append("  ")
             head.append(c.status, FRESHNESS_STYLES.get(c.status, "bold"))
-            if c.start_line is not None:
+            if c.page is not None:
+                head.append(f"  {c.place}")
+            elif c.start_line is not None:
                 span = f"line {c.start_line}" if c.start_line == c.end_line else f"lines {c.start_line}–{c.end_line}"
                 head.append(f"  {span}")
         elif self._problem:
