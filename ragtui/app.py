@@ -489,9 +489,10 @@ def search_params(args, settings: Settings, mode: str, *, strict: bool = True) -
         name = next(k for k in flags if k not in takes)
         owners = [m for m, names in PARAMS.items() if name in names]
         raise UsageError(f"--{name.replace('_', '-')} applies to {' and '.join(owners)} search, not {mode}")
-    fusion = given.get("fusion", out.get("fusion", "weighted"))
+    fusion = given.get("fusion", out.get("fusion"))
     lexical = given.get("lexical", out.get("lexical", "bm25doc"))
-    for key, off in (("weight", fusion == "rrf"), ("rrf_k", fusion == "weighted"), ("chunk_weight", lexical == "bm25")):
+    # No fusion named: the index's fit decides (fusion_fit), and a config's rrf_k is not this run's.
+    for key, off in (("weight", fusion == "rrf"), ("rrf_k", fusion != "rrf"), ("chunk_weight", lexical == "bm25")):
         if off and key not in given and mode == "hybrid":
             out.pop(key, None)  # the config's value for the other method: not this run's
     out.update(given)

@@ -17,10 +17,11 @@ import sys
 from pathlib import Path
 
 from ragtui.core.errors import UsageError
+from ragtui.core.search.ranking_options import LEXICAL_MODES
 from ragtui.core.textsafe import json_text
 from ragtui.progress import ProgressDisplay
 
-MODES = ("flat", "ivf", "bm25", "bm25doc", "hybrid")
+MODES = ("flat", "ivf", "bm25", "bm25doc", "bm25stem", "hybrid")
 
 
 def register(sub, common) -> None:
@@ -33,7 +34,7 @@ def register(sub, common) -> None:
         "(--cache, default ~/.cache/ragtui; reused when unchanged), never beside your own indexes.",
     )
     p.add_argument("dataset", nargs="?", help="dataset folder or .json file")
-    p.add_argument("--modes", default=",".join(MODES), help="comma-separated modes (default: flat,ivf,bm25,bm25doc,hybrid)")
+    p.add_argument("--modes", default=",".join(MODES), help="comma-separated modes (default: flat,ivf,bm25,bm25doc,bm25stem,hybrid)")
     p.add_argument("-k", type=int, default=10, help="cutoff: rank this many documents per query (default: 10)")
     p.add_argument("--split", default="test", help="BEIR qrels split, qrels/<split>.tsv (default: test)")
     p.add_argument("--json", metavar="OUT", help="write the full report (per-query results, provenance) to OUT ('-': stdout)")
@@ -105,7 +106,7 @@ def _evaluate(args, modes: list[str], sweep_values: list[int] | None) -> int:
     reranker = open_reranker(args, settings) if n_rerank else None
     dataset = load_dataset(args.dataset, split=args.split)
     ranking = {m: search_params(args, settings, m, strict=False) for m in modes}  # checked before any work
-    need_embedder = any(m not in ("bm25", "bm25doc") for m in modes) or sweep_values is not None
+    need_embedder = any(m not in LEXICAL_MODES for m in modes) or sweep_values is not None
     show = not args.quiet and sys.stderr.isatty()
     embedder = open_embedder(settings) if (need_embedder or dataset.docs is not None) else None
     if embedder is not None and dataset.docs is not None:

@@ -42,12 +42,13 @@ def add_ranking_options(p: argparse.ArgumentParser) -> None:
     Each overrides the same key of ``[search]`` in ragtui.toml; the defaults are the search's own.
     """
     g = p.add_argument_group("ranking (defaults: [search] in ragtui.toml, else spec/ranking.md)")
-    g.add_argument("--fusion", metavar="weighted|rrf", help="how hybrid fuses BM25 and the vectors (default: weighted)")
-    g.add_argument("--weight", type=float, metavar="W", help="weighted fusion: the lexical share, 0..1 (default: 0.6)")
+    g.add_argument("--fusion", metavar="weighted|zscore|rrf",
+                   help="how hybrid fuses BM25 and the vectors (default: fitted to the index's embedder, docs/quality.md)")
+    g.add_argument("--weight", type=float, metavar="W", help="weighted and zscore fusion: the lexical share, 0..1 (default: fitted)")
     g.add_argument("--rrf-k", type=float, metavar="K", help="rrf fusion: the rank offset, 0..1e6 (default: 60)")
     g.add_argument("--depth", type=int, metavar="N",
                    help="hybrid: candidates fused from each list, whatever -k (1..100000, default: 100)")
-    g.add_argument("--lexical", metavar="bm25doc|bm25", help="hybrid's lexical side (default: bm25doc)")
+    g.add_argument("--lexical", metavar="bm25doc|bm25|bm25stem", help="hybrid's lexical side (default: fitted)")
     g.add_argument("--chunk-weight", type=float, metavar="X",
                    help="bm25doc: a chunk's own BM25 added to its document's, 0..100 (default: 0.5)")
     g.add_argument("--mmr", type=float, metavar="LAMBDA",

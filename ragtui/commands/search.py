@@ -18,6 +18,7 @@ import sys
 from ragtui import app
 from ragtui.commands.options import add_ranking_options, add_rerank_options
 from ragtui.core.errors import NotFoundError, UsageError
+from ragtui.core.search.ranking_options import LEXICAL_MODES
 from ragtui.core.textsafe import json_text
 
 __all__ = ["register", "run"]
@@ -32,7 +33,7 @@ def register(sub, common) -> None:
         "query's terms; --explain says why it scored what it did."))
     p.add_argument("query")
     # Checked (with a did-you-mean) by run() before anything loads.
-    p.add_argument("--mode", default="bm25", help="flat, ivf, bm25, bm25doc or hybrid (default: bm25)")
+    p.add_argument("--mode", default="bm25", help="flat, ivf, bm25, bm25doc, bm25stem or hybrid (default: bm25)")
     p.add_argument("-k", type=int, default=10, help="number of results (default: 10)")
     p.add_argument("--nprobe", type=int, help="IVF lists to probe, 1 to the index's nlist (`ragtui info`); "
                    "a value outside is refused with the range")
@@ -76,7 +77,7 @@ def run(args) -> int:
                              "choose one with --index")
         return _run_many(args, settings, several, parsed, params)
     reranker = app.open_reranker(args, settings) if n_rerank else None
-    retriever = app.open_retriever(settings, need_embedder=args.mode not in ("bm25", "bm25doc"))
+    retriever = app.open_retriever(settings, need_embedder=args.mode not in LEXICAL_MODES)
     meta = retriever.meta
     if meta.n_chunks == 0:
         raise NotFoundError(f"index {meta.index_id!r} is empty (0 chunks): the folder it was built from had no "
@@ -230,9 +231,10 @@ def _explain_head(explained) -> list[str]:
 def _explain_hit(e) -> list[str]:
     from ragtui.core.textsafe import inline
 
-    if e.mode == "bm25doc":
+    if e.mode in ("bm25doc", "bm25stem"):
         chunk = sum(t.contribution for t in e.terms)
-        lines = [f"= document BM25 {e.score - e.chunk_weight * chunk:.4f} + {e.chunk_weight:g} × chunk BM25 "
+        what = "stemmed BM25" if e.mode == "bm25stem" else "BM25"
+        lines = [f"= document {what} {e.score - e.chunk_weight * chunk:.4f} + {e.chunk_weight:g} × chunk {what} "
                  f"{chunk:.4f} (the chunk's own terms below)"]
         for t in e.terms:
             lines.append(f"  {inline(t.term)!s:<16} {t.contribution:9.4f} = idf {t.idf:.4f} (df {t.df:,}), tf {t.tf}")
@@ -296,7 +298,7 @@ def _run_many(args, settings, paths, parsed, params: dict) -> int:
     from ragtui.core.search.multi import search_many
     from ragtui.core.textsafe import inline, one_line
 
-    retrievers = app.open_retrievers(settings, paths, need_embedder=args.mode not in ("bm25", "bm25doc"))
+    retrievers = app.open_retrievers(settings, paths, need_embedder=args.mode not in LEXICAL_MODES)
     result = search_many(retrievers, parsed, mode=args.mode, k=args.k, **params)
     for note in result.notes:
         print(f"note: {one_line(note, 300)}", file=sys.stderr)

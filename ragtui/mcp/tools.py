@@ -50,7 +50,7 @@ TOOLS = (
           "mode": {**_MODES, "description": "bm25 (default), flat, ivf or hybrid"},
           "k": {**_INT, "minimum": 1, "maximum": MAX_K, "description": "number of results (default 10)"},
           "nprobe": {**_INT, "minimum": 1, "description": "ivf: lists to probe"},
-          "fusion": {"type": "string", "enum": ["rrf", "weighted"], "description": "hybrid: how to fuse"},
+          "fusion": {"type": "string", "enum": ["rrf", "weighted", "zscore"], "description": "hybrid: how to fuse"},
           "weight": {**_NUMBER, "description": "hybrid weighted fusion: the vector side's weight (0..1)"},
           "rrf_k": {**_NUMBER, "description": "hybrid rrf: the constant k"},
           "depth": {**_INT, "minimum": 1, "description": "hybrid: candidates taken from each side"},

@@ -82,8 +82,13 @@ class Actions:
             self._refresh()
 
     def action_toggle_fusion(self: Session) -> None:
-        """f: hybrid's fusion weighted ↔ rrf (the other keys of ``[search]`` stay); searches again in hybrid."""
-        self.fusion = "rrf" if self.fusion == "weighted" else "weighted"
+        """f: hybrid's fusion rrf ↔ the configured one (the index's fit when none is; weighted when rrf is);
+        the other keys of ``[search]`` stay; searches again in hybrid."""
+        configured = self.settings.search.get("fusion")
+        if self.fusion != "rrf":
+            self.fusion = "rrf"
+        else:
+            self.fusion = configured if configured not in (None, "rrf") else ("weighted" if configured else None)
         if self.mode == "hybrid":
             self.search_now()
         else:

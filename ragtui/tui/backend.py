@@ -286,14 +286,18 @@ def search_params(settings: Settings, mode: str, fusion: str | None = None) -> d
     return app_layer.search_params(SimpleNamespace(fusion=fusion), settings, mode, strict=False)
 
 
-def ranking_text(params: dict) -> str:
-    """Hybrid's fusion as the mode bar shows it: "weighted 0.6 · bm25doc" or "rrf 60 · bm25doc"."""
+def ranking_text(params: dict, embedding_model: str = "") -> str:
+    """Hybrid's fusion as the mode bar shows it ("weighted 0.6 · bm25doc", "rrf 60 · bm25doc"): ``params``
+    completed as the search completes them for an index of ``embedding_model`` (``fusion_fit``)."""
     from ragtui.core.search.fusion import DEFAULT_FUSION, DEFAULT_RRF_K, DEFAULT_WEIGHT
+    from ragtui.core.search.fusion_fit import fill_hybrid
 
+    params = fill_hybrid(embedding_model, params)
     lexical = params.get("lexical", "bm25doc")
-    if params.get("fusion", DEFAULT_FUSION) == "rrf":
+    fusion = params.get("fusion", DEFAULT_FUSION)
+    if fusion == "rrf":
         return f"rrf {params.get('rrf_k', DEFAULT_RRF_K):g} · {lexical}"
-    return f"weighted {params.get('weight', DEFAULT_WEIGHT):g} · {lexical}"
+    return f"{fusion} {params.get('weight', DEFAULT_WEIGHT):g} · {lexical}"
 
 
 def run_search(retriever: Retriever, request: SearchRequest) -> SearchOutcome:

@@ -36,7 +36,7 @@ def score(value: float, mode: str) -> str:
     (flat, IVF) and fused scores lie near [-1, 1] (four decimals); a fused
     score from reciprocal ranks is small, so it gets significant digits.
     """
-    if mode in ("bm25", "bm25doc"):
+    if mode in ("bm25", "bm25doc", "bm25stem"):
         return f"{value:.2f}"
     if mode == "hybrid" and 0 < abs(value) < 0.1:
         return f"{value:.4g}"

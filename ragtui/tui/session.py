@@ -47,7 +47,7 @@ class Session(Protocol):
     embedder: Any
     results: SearchOutcome | None
     mode: str
-    fusion: str
+    fusion: str | None
     k: int
     nprobe: int | None
     query_text: str

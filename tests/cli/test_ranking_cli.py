@@ -65,7 +65,7 @@ def test_fusion_options_change_the_ranking_and_k_does_not(index):
     ("args", "words"),
     [
         (("--mode", "hybrid", "--weight", "1.5"), "--weight must be from 0 to 1 (got 1.5)"),
-        (("--mode", "hybrid", "--fusion", "rfr"), "--fusion must be one of rrf, weighted (got 'rfr') (did you mean 'rrf'?)"),
+        (("--mode", "hybrid", "--fusion", "rfr"), "--fusion must be one of rrf, weighted, zscore (got 'rfr') (did you mean 'rrf'?)"),
         (("--mode", "hybrid", "--depth", "0"), "--depth must be a whole number from 1 to 100000"),
         (("--mode", "hybrid", "--fusion", "rrf", "--weight", "0.3"), "weight applies to weighted fusion, not rrf"),
         (("--mode", "bm25", "--weight", "0.3"), "--weight applies to hybrid search, not bm25"),

@@ -133,6 +133,9 @@ def _reference(retriever, records, vectors, query: str, mode: str, k: int, *, np
         return _ranked(bm25, [r for r in passing if bm25[r] > 0], k)
     if mode == "bm25doc":
         return _ranked(doc, [r for r in passing if doc[r] > 0], k)
+    if mode == "bm25stem":  # bm25doc's score over the stemmed arm
+        stem = retriever.stem_lexical().chunk_scores(_lexical_ref(parsed, retriever), 0.5)
+        return _ranked(stem, [r for r in passing if stem[r] > 0], k)
     if mode == "flat":
         return _ranked(dense, passing, k)
     if mode == "ivf":
@@ -231,6 +234,8 @@ def test_plain_text_searches_exactly_as_before(index, query, mode):
         rows, scores = data.bm25.search(query, 7)
     elif mode == "bm25doc":
         rows, scores = retriever.doc_lexical().search(data.bm25, query, 7, 0.5)
+    elif mode == "bm25stem":
+        rows, scores = retriever.stem_lexical().search(query, 7, 0.5)
     else:
         vec = retriever.query_vector(query)
         if mode == "flat":

@@ -15,7 +15,7 @@ from typing import SupportsIndex
 
 from ragtui.core.errors import UsageError
 
-__all__ = ["CHOICES", "RANGES", "check_option", "check_options"]
+__all__ = ["CHOICES", "LEXICAL_MODES", "RANGES", "check_option", "check_options"]
 
 RANGES: dict[str, tuple[float, float]] = {
     "weight": (0.0, 1.0),
@@ -26,8 +26,10 @@ RANGES: dict[str, tuple[float, float]] = {
     "min_score": (-1e12, 1e12),
 }
 """Inclusive ranges of the numeric options (depth is a whole number)."""
-CHOICES: dict[str, tuple[str, ...]] = {"fusion": ("rrf", "weighted"), "lexical": ("bm25doc", "bm25")}
+CHOICES: dict[str, tuple[str, ...]] = {"fusion": ("rrf", "weighted", "zscore"), "lexical": ("bm25doc", "bm25", "bm25stem")}
 BOOLEANS = ("merge",)
+LEXICAL_MODES = ("bm25", "bm25doc", "bm25stem")
+"""The search modes that need no embedder."""
 
 
 def _range_text(name: str) -> str:

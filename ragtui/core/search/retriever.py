@@ -42,13 +42,14 @@ if TYPE_CHECKING:
     from ragtui.core.search.ivf import IVFIndex, IVFParams
     from ragtui.core.search.quant import QuantizedVectors
     from ragtui.core.search.query_plan import QueryPlan
+    from ragtui.core.search.stemmed import StemLexical
 
 __all__ = [
     "MAX_QUERY_CHARS", "MODES", "PARAMS", "VECTOR_SCANS", "Hit", "Hits", "Retriever", "SearchParams", "SearchTrace",
     "check_query", "check_search",
 ]
 
-MODES = ("flat", "ivf", "bm25", "bm25doc", "hybrid")
+MODES = ("flat", "ivf", "bm25", "bm25doc", "bm25stem", "hybrid")
 VECTOR_SCANS = ("f32", "i8")
 """How vector modes score rows: float32 directly (the default: measured faster, bench/bench_int8.py), or an
 int8 copy first with the candidates re-scored exactly in float32 (a quarter of the bytes read per query; the same answers)."""
@@ -57,13 +58,15 @@ PARAMS = {
     "ivf": ("nprobe",),
     "bm25": (),
     "bm25doc": ("chunk_weight",),
+    "bm25stem": ("chunk_weight",),
     "hybrid": ("fusion", "weight", "rrf_k", "depth", "lexical", "chunk_weight"),
 }
 """The keyword parameters ``Retriever.search`` accepts, per mode."""
 COMMON = ("mmr", "min_score", "merge")
 """Parameters every mode takes: MMR diversity, a score floor, merging neighbouring chunks (postrank)."""
-LEXICAL = ("bm25doc", "bm25")
-"""What hybrid fuses with the vectors: document-aware BM25 (the default) or plain chunk BM25."""
+LEXICAL = ("bm25doc", "bm25", "bm25stem")
+"""What hybrid fuses with the vectors: document-aware BM25, plain chunk BM25, or document-aware BM25 over
+stemmed terms (``stemmed.StemLexical``); the default is the index's embedder's (``fusion_fit``)."""
 
 
 class SearchParams(TypedDict, total=False):
@@ -123,8 +126,8 @@ def check_search(mode: str, params: Mapping[str, object] | None = None) -> None:
                 f"unknown lexical ranking {lexical!r}{_nearest(str(lexical), LEXICAL)}: choose one of {', '.join(LEXICAL)}"
             )
         if lexical == "bm25" and params.get("chunk_weight") is not None:
-            raise UsageError("chunk_weight applies to the bm25doc lexical ranking, not bm25")
-    if mode in ("bm25doc", "hybrid"):
+            raise UsageError("chunk_weight applies to the bm25doc lexical ranking (and bm25stem), not bm25")
+    if mode in ("bm25doc", "bm25stem", "hybrid"):
         from ragtui.core.search.docaware import check_chunk_weight
 
         check_chunk_weight(params.get("chunk_weight"))
@@ -227,6 +230,8 @@ class SearchTrace:
     """Hybrid: flat's (rows, scores) at the fusion depth."""
     fusion: tuple[str, float, float] | None = None
     """Hybrid: (method, weight, rrf_k) as resolved."""
+    arm: str | None = None
+    """Hybrid: the lexical ranking fused (the caller's, else the index's embedder's default)."""
     probed: np.ndarray | None = None
     """IVF: the list numbers probed, best first."""
     ivf: IVFIndex | None = None
@@ -262,6 +267,8 @@ class Retriever:
         self._doclex: tuple[IndexData, DocLexical] | None = None
         """The document-level BM25 of one generation (bm25doc and hybrid), built on first use."""
         self._doclex_lock = threading.Lock()
+        self._stemlex: tuple[IndexData, StemLexical] | None = None
+        """The stemmed BM25 of one generation (bm25stem, hybrid over it), built or read from the cache on first use."""
         self.last_search_seconds = 0.0
 
     @classmethod
@@ -312,6 +319,7 @@ class Retriever:
         self._ivf = None
         self._quant = None
         self._doclex = None
+        self._stemlex = None
         return True
 
     # -- vectors -------------------------------------------------------------
@@ -397,22 +405,39 @@ class Retriever:
                 self._doclex = (data, built)
             return built
 
+    def stem_lexical(self) -> StemLexical:
+        """The stemmed BM25 of the current generation (built, or read from ``cache_dir``, on first use)."""
+        return self._stemlex_for(self._data)
+
+    def _stemlex_for(self, data: IndexData) -> StemLexical:
+        from ragtui.core.search.stemmed import StemLexical
+
+        groups = self._doclex_for(data).doc_of_row
+        with self._doclex_lock:
+            if self._stemlex is not None and self._stemlex[0] is data:
+                return self._stemlex[1]
+            built = StemLexical.load(data.bm25, groups, self.cache_dir, data.meta.index_id)
+            if data is self._data:
+                self._stemlex = (data, built)
+            return built
+
     # -- search --------------------------------------------------------------
 
     def search(
         self, query: str | np.ndarray | ParsedQuery, mode: str = "bm25", k: int = 10, *,
         trace: SearchTrace | None = None, **params: Unpack[SearchParams],
     ) -> Hits:
-        """Rank chunks for ``query`` with ``mode`` (flat, ivf, bm25, bm25doc, hybrid); at most ``k`` hits.
+        """Rank chunks for ``query`` with ``mode`` (flat, ivf, bm25, bm25doc, bm25stem, hybrid); at most ``k`` hits.
 
-        Ranking is by descending score, ties by ascending chunk number. BM25,
-        bm25doc and hybrid need query text; vector modes take text (embedded with the
+        Ranking is by descending score, ties by ascending chunk number. The
+        lexical modes and hybrid need query text; vector modes take text (embedded with the
         index's model) or a vector of the index's dimension. IVF accepts
         ``nprobe``; bm25doc accepts ``chunk_weight`` (its document's BM25 plus
-        chunk_weight times the chunk's own, spec/ranking.md); hybrid accepts
-        ``fusion`` (rrf, weighted), ``weight``, ``rrf_k``, ``depth`` (candidates
-        fused from each list, whatever ``k``), ``lexical`` (bm25doc, the
-        default, or bm25) and ``chunk_weight``. Every mode accepts ``mmr``
+        chunk_weight times the chunk's own, spec/ranking.md), and so does
+        bm25stem (the same over stemmed terms, ``stemmed.StemLexical``); hybrid
+        accepts ``fusion`` (rrf, weighted), ``weight``, ``rrf_k``, ``depth``
+        (candidates fused from each list, whatever ``k``), ``lexical`` (bm25doc,
+        bm25 or bm25stem) and ``chunk_weight``. Every mode accepts ``mmr``
         (0..1; 1 is off), ``min_score`` (a floor, ``postrank.floor_scores``)
         and ``merge`` (neighbouring chunks of one document become one hit).
         Query text is checked by ``check_query`` (``QueryError``: over
@@ -435,6 +460,11 @@ class Retriever:
         data = self._data  # the one generation this search reads, start to end
         if trace is not None:
             trace.data = data
+        if mode == "hybrid":
+            from ragtui.core.search.fusion_fit import fill_hybrid
+
+            # What the caller left unset: the fit for this index's embedder (fusion_fit.FITTED).
+            params = fill_hybrid(data.meta.embedding_model, dict(params))  # type: ignore[assignment]
         start = time.perf_counter()
         plan = None
         if parsed is not None and not parsed.plain:
@@ -483,10 +513,11 @@ class Retriever:
             if not isinstance(query, str):
                 raise UsageError("bm25 search needs query text")
             return data.bm25.search(query, k) if plan is None else plan.bm25(data, k)
-        if mode == "bm25doc":
+        if mode in ("bm25doc", "bm25stem"):
             if not isinstance(query, str):
-                raise UsageError("bm25doc search needs query text")
-            return self._bm25doc(data, query, k, params.get("chunk_weight"), plan)
+                raise UsageError(f"{mode} search needs query text")
+            lex = self._bm25stem if mode == "bm25stem" else self._bm25doc
+            return lex(data, query, k, params.get("chunk_weight"), plan)
         if mode == "flat":
             vec = self._query_vector(query, data)
             # The int8 scan serves plain queries; a plan (filters, phrases) scores its allowed rows in float32.
@@ -519,11 +550,12 @@ class Retriever:
             raise UsageError("hybrid search needs query text")
         depth = _whole("depth", params.get("depth")) or fusion.DEFAULT_DEPTH
         vec = self._query_vector(query, data)
-        use_doc = params.get("lexical") in (None, "bm25doc")
+        arm = params.get("lexical") or "bm25doc"
 
         def lexical(n: int) -> tuple[np.ndarray, np.ndarray]:
-            if use_doc:
-                return self._bm25doc(data, query, n, params.get("chunk_weight"), plan)
+            if arm != "bm25":
+                lex = self._bm25stem if arm == "bm25stem" else self._bm25doc
+                return lex(data, query, n, params.get("chunk_weight"), plan)
             return data.bm25.search(query, n) if plan is None else plan.bm25(data, n)
 
         def vector(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -541,6 +573,7 @@ class Retriever:
         if trace is not None:
             trace.query_vector, trace.lexical, trace.vector = vec, lex_at, vec_at
             trace.fusion = fusion.resolve(params.get("fusion"), params.get("weight"), params.get("rrf_k"))
+            trace.arm = arm
         rows, scores = fusion.fuse(lex_at, vec_at, k, method=params.get("fusion"), weight=params.get("weight"),
                                    rrf_k=params.get("rrf_k"))
         if k <= rows.size or rows.size >= data.n_chunks:
@@ -557,6 +590,18 @@ class Retriever:
         if plan is None:
             return lex.search(data.bm25, query, k, weight)
         return plan.lexical(lex.chunk_scores(data.bm25, plan.lexical_text, weight), k)
+
+    def _bm25stem(
+        self, data: IndexData, query: str, k: int, chunk_weight: object, plan: QueryPlan | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        from ragtui.core.search.docaware import check_chunk_weight
+        from ragtui.core.search.stemmed import DEFAULT_STEM_CHUNK_WEIGHT
+
+        weight = DEFAULT_STEM_CHUNK_WEIGHT if chunk_weight is None else check_chunk_weight(chunk_weight)
+        lex = self._stemlex_for(data)
+        if plan is None:
+            return lex.search(query, k, weight)
+        return plan.lexical(lex.chunk_scores(plan.lexical_text, weight), k)
 
     @staticmethod
     def hits(rows: np.ndarray, scores: np.ndarray, data: IndexData) -> list[Hit]:
