@@ -219,7 +219,10 @@ def _explain_head(explained) -> list[str]:
     lines = []
     p = explained.bm25_params
     if p:
-        lines.append(f"bm25: k1 {p['k1']:g}, b {p['b']:g}, avgdl {p['avgdl']:.1f}, {int(p['n_docs']):,} chunks; "
+        arms = [e.arms[0].arm for e in explained.explanations if e.arms]
+        stemmed = explained.mode == "bm25stem" or (arms and arms[0] == "bm25stem")
+        what = "bm25stem (Snowball English stems)" if stemmed else "bm25"
+        lines.append(f"{what}: k1 {p['k1']:g}, b {p['b']:g}, avgdl {p['avgdl']:.1f}, {int(p['n_docs']):,} chunks; "
                      "a term adds  weight × idf × tf·(k1+1) / (tf + k1·(1 − b + b·dl/avgdl))")
     if explained.nlist is not None:
         probed = ", ".join(f"{c} ({n:,})" for c, n in zip(explained.probed, explained.list_sizes))

@@ -12,7 +12,7 @@ from ragtui.core.index.bm25 import BM25Index
 from ragtui.core.index.bm25_write import build_postings
 from ragtui.core.search.docaware import DocLexical, doc_groups
 from ragtui.core.search.retriever import Retriever
-from ragtui.core.search.stemmed import StemLexical, stem_postings, stem_terms
+from ragtui.core.search.stemmed import DEFAULT_STEM_CHUNK_WEIGHT, StemLexical, stem_postings, stem_terms
 from tests.unit.fakes import HashEmbedder
 from tests.unit.indexgen import build, make_records
 
@@ -63,7 +63,7 @@ def test_bm25stem_mode_is_doc_aware_over_stems_and_bm25_is_untouched(index, tmp_
     stem = r.stem_lexical()
     own = stem.chunks.scores(stem.query_text("mutation studies"))
     docs = stem.docs.docs.scores(stem.query_text("mutation studies"))
-    want = np.where(own > 0, docs[stem.docs.doc_of_row] + 0.5 * own, 0.0)
+    want = np.where(own > 0, docs[stem.docs.doc_of_row] + DEFAULT_STEM_CHUNK_WEIGHT * own, 0.0)
     order = sorted(np.flatnonzero(want > 0).tolist(), key=lambda i: (-want[i], i))
     assert [h.row for h in hits] == order
     assert [h.score for h in hits] == [float(want[i]) for i in order]

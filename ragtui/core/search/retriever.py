@@ -269,6 +269,8 @@ class Retriever:
         self._doclex_lock = threading.Lock()
         self._stemlex: tuple[IndexData, StemLexical] | None = None
         """The stemmed BM25 of one generation (bm25stem, hybrid over it), built or read from the cache on first use."""
+        self._stemlex_lock = threading.Lock()
+        """Its own lock: a build (seconds at 100k chunks) does not hold up bm25doc searches."""
         self.last_search_seconds = 0.0
 
     @classmethod
@@ -413,7 +415,7 @@ class Retriever:
         from ragtui.core.search.stemmed import StemLexical
 
         groups = self._doclex_for(data).doc_of_row
-        with self._doclex_lock:
+        with self._stemlex_lock:
             if self._stemlex is not None and self._stemlex[0] is data:
                 return self._stemlex[1]
             built = StemLexical.load(data.bm25, groups, self.cache_dir, data.meta.index_id)
@@ -435,9 +437,10 @@ class Retriever:
         ``nprobe``; bm25doc accepts ``chunk_weight`` (its document's BM25 plus
         chunk_weight times the chunk's own, spec/ranking.md), and so does
         bm25stem (the same over stemmed terms, ``stemmed.StemLexical``); hybrid
-        accepts ``fusion`` (rrf, weighted), ``weight``, ``rrf_k``, ``depth``
+        accepts ``fusion`` (rrf, weighted, zscore), ``weight``, ``rrf_k``, ``depth``
         (candidates fused from each list, whatever ``k``), ``lexical`` (bm25doc,
-        bm25 or bm25stem) and ``chunk_weight``. Every mode accepts ``mmr``
+        bm25 or bm25stem) and ``chunk_weight``; what hybrid's caller leaves unset
+        comes from the fit for the index's embedder (``fusion_fit``). Every mode accepts ``mmr``
         (0..1; 1 is off), ``min_score`` (a floor, ``postrank.floor_scores``)
         and ``merge`` (neighbouring chunks of one document become one hit).
         Query text is checked by ``check_query`` (``QueryError``: over
