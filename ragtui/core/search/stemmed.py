@@ -27,6 +27,7 @@ stemmed dictionary is a dictionary of analyzer terms. ``bm25`` and
 from __future__ import annotations
 
 import hashlib
+import re
 import struct
 import threading
 from dataclasses import dataclass
@@ -56,6 +57,7 @@ DEFAULT_STEM_B = 0.9
 DEFAULT_STEM_CHUNK_WEIGHT = 1.0
 
 _LOCAL = threading.local()
+_ASCII_TERM = re.compile(r"[a-z0-9_]+")
 _MEMO_TERMS = 1 << 16
 
 
@@ -65,14 +67,17 @@ def _stemmer() -> object:
     if got is None:
         import Stemmer
 
-        got = _LOCAL.stemmer = Stemmer.Stemmer(STEMMER)
+        # No cache of PyStemmer's own: the dictionary is stemmed once (where its cache costs 5x), and
+        # query terms have StemLexical's memo.
+        got = _LOCAL.stemmer = Stemmer.Stemmer(STEMMER, 0)
     return got
 
 
 def stem_terms(terms: list[str]) -> list[str]:
     """The stem of each analyzer term; a term whose stem is not one analyzer term stays as it is."""
     stems: list[str] = _stemmer().stemWords(terms)  # type: ignore[attr-defined]
-    return [s if s == t or analyze(s) == [s] else t for t, s in zip(terms, stems)]
+    # A lowercase ASCII run of [a-z0-9_] is one analyzer term as it is; anything else is checked.
+    return [s if s == t or _ASCII_TERM.fullmatch(s) or analyze(s) == [s] else t for t, s in zip(terms, stems)]
 
 
 @dataclass(frozen=True, eq=False)
@@ -152,10 +157,14 @@ def stem_postings(chunks: BM25Index) -> Postings:
     starts = chunks.term_starts.tolist()
     terms = [blob[starts[t] : starts[t + 1]].decode("utf-8") for t in range(n_terms)]
     stems = stem_terms(terms)
-    # Code point order is UTF-8 byte order: the dictionary stays sorted as bm25.idx's is.
-    vocab = sorted(set(stems))
-    number = {s: i for i, s in enumerate(vocab)}
-    stem_of = np.fromiter((number[s] for s in stems), dtype=np.int64, count=n_terms)
+    # numpy compares str arrays by code point, which is UTF-8 byte order: the dictionary stays sorted as
+    # bm25.idx's is (an analyzer term holds no NUL, which numpy's strings would drop).
+    if stems:
+        uniq, inverse = np.unique(np.array(stems), return_inverse=True)
+        vocab: list[str] = uniq.tolist()
+        stem_of = inverse.astype(np.int64).reshape(-1)
+    else:
+        vocab, stem_of = [], np.zeros(0, dtype=np.int64)
     df = np.diff(chunks.offsets)
     post_doc = np.asarray(chunks.post_doc, dtype=np.int64)
     post_tf = np.asarray(chunks.post_tf, dtype=np.int64)
