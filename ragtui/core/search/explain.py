@@ -222,8 +222,9 @@ def explain_search(
             sizes = tuple(int(offsets[c + 1] - offsets[c]) for c in probed)
     else:
         if trace.arm == "bm25stem":  # the stemmed arm's parameters, not the index's
-            stem = retriever._stemlex_for(data).chunks
-            bm25_params = {"k1": stem.k1, "b": stem.b, "avgdl": stem.avgdl, "n_docs": stem.n_docs}
+            stemmed_chunks = retriever._stemlex_for(data).chunks
+            bm25_params = {"k1": stemmed_chunks.k1, "b": stemmed_chunks.b, "avgdl": stemmed_chunks.avgdl,
+                           "n_docs": stemmed_chunks.n_docs}
         explanations.extend(_hybrid(trace, hits, trace.arm or params.get("lexical") or "bm25doc"))
     return Explained(mode, tuple(hits), tuple(explanations), seconds, bm25_params, probed, nlist, sizes,
                      tuple(hits.notes))
