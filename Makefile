@@ -2,7 +2,7 @@
 PYTHON ?= python3
 .DEFAULT_GOAL := help
 
-.PHONY: help install test e2e-llm bench figures quality lint typecheck ci clean
+.PHONY: help install test e2e-llm bench figures quality lint format typecheck ci clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -33,7 +33,10 @@ lint: ## static checks: ruff, then the type check
 	$(PYTHON) -m ruff check ragtui tests bench
 	$(PYTHON) -m mypy
 
-typecheck: ## mypy as pyproject.toml configures it (ragtui/core strict, ragtui/watch)
+format: ## ruff format, for the files you name: make format FILES='ragtui/x.py' (default: ragtui tests bench)
+	$(PYTHON) -m ruff format $(or $(FILES),ragtui tests bench)
+
+typecheck: ## mypy over the whole package as pyproject.toml configures it (core, request and editor strict)
 	$(PYTHON) -m mypy
 
 ci: ## run CI as CI does, in this checkout

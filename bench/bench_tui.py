@@ -211,7 +211,7 @@ async def _screenshots(artifacts: Path, out: Path, size: tuple[int, int]) -> Non
                 await pilot.pause(0.01)
 
         await until(lambda: app.ivf_state == "built")
-        await pilot.press(*"how does ivf trade recall for speed")
+        await pilot.press(*"keep an index fresh")
         await until(lambda: app.rendered_seq == app.requested_seq)
         await pilot.press("escape", "down")
         await until(lambda: app.main.detail.citation is not None)
@@ -224,14 +224,14 @@ async def _screenshots(artifacts: Path, out: Path, size: tuple[int, int]) -> Non
 
 
 def screenshots(out: Path) -> None:
-    """The README's screenshots: assets/demo indexed with the default embedder, searched at 120×32."""
+    """The README's screenshots: the run command's index (assets/demo, default settings), searched at 120×32."""
     from ragtui.core.embedders import make_embedder
     from ragtui.core.ingest.sync import sync
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "demo"
         shutil.copytree(HERE.parent / "assets" / "demo", folder)
-        sync(folder, artifacts=Path(tmp) / "artifacts", embedder=make_embedder("wordllama"), max_tokens=64, overlap=8)
+        sync(folder, artifacts=Path(tmp) / "artifacts", embedder=make_embedder("wordllama"))
         os.environ["HOME"] = tmp  # no history or config of the person running this
         asyncio.run(_screenshots(Path(tmp) / "artifacts", out, (120, 32)))
     print(f"wrote {out / 'tui-main.svg'} and {out / 'tui-compare.svg'}")

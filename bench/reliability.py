@@ -1,4 +1,4 @@
-"""The reliability harness of issue #8 at full size: every class of fault, how many cases, how many passed.
+"""The reliability harness at full size: every class of fault, how many cases, how many passed.
 
     python bench/reliability.py              # everything (a few minutes), prints the README table
     python bench/reliability.py --fuzz 1000  # fewer generated corruptions per file
@@ -62,10 +62,12 @@ def run(args) -> list[_Row]:
     from tests.helpers.embed_server import EmbedServer
     from tests.reliability import (
         helpers_bombs,
+        helpers_bounded,
         helpers_cli_http,
         helpers_concurrency,
         helpers_config,
         helpers_dataloss,
+        helpers_deadlines,
         helpers_embed,
         helpers_escapes,
         helpers_export,
@@ -75,6 +77,7 @@ def run(args) -> list[_Row]:
         helpers_io_cli,
         helpers_kill,
         helpers_longlines,
+        helpers_mcp,
         helpers_patterns,
         helpers_query,
         helpers_terminal,
@@ -103,6 +106,17 @@ def run(args) -> list[_Row]:
             return total, "steps per publish: " + ", ".join(counts) + " (+1 each: killed after the last)"
 
         timed(kills)
+
+        def export_kills():
+            total, counts = Tally("Export killed (SIGKILL) before each of its steps"), []
+            for scenario in helpers_kill.EXPORT_SCENARIOS:
+                tally, steps = helpers_kill.run_export_kill_harness(base / f"export-kill-{scenario}", server, scenario)
+                total.merge(tally)
+                counts.append(f"{scenario} {len(steps)}")
+            return total, ("steps per export: " + ", ".join(counts) + " (+1 each); the target held the old or the "
+                           "new export, and the next export left nothing beside it")
+
+        timed(export_kills)
         timed(lambda: helpers_faults.run_durability(base / "durability"), "3 kinds of publish x 4 write sizes")
         errnos = (errno.ENOSPC, errno.EIO, errno.EACCES, errno.EROFS, errno.EDQUOT)
         timed(lambda: helpers_faults.run_io_matrix(base / "io", errnos=errnos),
@@ -148,7 +162,16 @@ def run(args) -> list[_Row]:
             timed(lambda: _pytest_tally("Terminal escapes in documents: TUI", "tests/reliability/test_tui_terminal.py"),
                   "15 hostile documents in results and detail, one session")
             timed(lambda: helpers_cli_http.run_secrets(base / "secrets", embed_server))
-        # Issue #18: trust.
+            timed(lambda: helpers_deadlines.run_chat_deadlines(base / "deadlines-chat"),
+                  "installed command, [llm] timeout = 1.5: comment pings, empty deltas, a trickle of text, a trickled "
+                  "JSON body, trickled headers, each streamed and not; what arrived is shown, marked as cut")
+            timed(lambda: helpers_deadlines.run_embed_deadlines(base / "deadlines-embed", embed_server),
+                  "timeout = 1: a trickled body and trickled headers on embeddings, tokenize, detokenize; "
+                  "+ ingest (exit 3, index untouched)")
+            timed(lambda: helpers_deadlines.run_answer_bounds(base / "answer-bounds", embed_server),
+                  "chat text past max_tokens (streamed, not), a 9 MiB body; endless and 64 MiB bodies on each "
+                  "embedder endpoint (not asked for again); + ingest")
+        # Trust: data loss, hostile configs, escapes, bombs.
         timed(lambda: helpers_dataloss.run_damaged_resync(base / "damaged"),
               "12 kinds of damage x (ingest unchanged, ingest after an edit, watch partial sync); result = clean build")
         timed(lambda: helpers_dataloss.run_bad_vector_rows(base / "rows"),
@@ -157,6 +180,7 @@ def run(args) -> list[_Row]:
         timed(lambda: helpers_dataloss.run_same_name_refused(base / "same-folder-name"),
               "installed command: refused, --json, same folder, via a link, --index, --replace")
         timed(lambda: helpers_config.run_hostile_config(base / "hostile-config"))
+        timed(lambda: helpers_config.run_url_audit(base / "url-audit"))
         timed(lambda: helpers_config.run_out_of_root(base / "out-of-root"))
         timed(lambda: helpers_escapes.run_cli(base / "escapes-cli"))
         timed(lambda: helpers_escapes.run_tui(base / "escapes-tui"))
@@ -170,7 +194,12 @@ def run(args) -> list[_Row]:
               "results whose hits pass the filters, or one-line QueryError with its column; CLI exit 0/1/2")
         timed(lambda: helpers_longlines.run_long_lines(base / "long-lines"))
         timed(lambda: helpers_longlines.run_ingest_long_lines(base / "long-lines-ingest"))
-        # Issue #16 item 6: which files are documents.
+        timed(lambda: helpers_mcp.run_protocol_errors(helpers_mcp.make_index(base / "mcp")),
+              "one server for every case, then a search it must still answer; lines over 4 MiB included")
+        timed(lambda: helpers_bounded.run_bounded_reads(base / "bounded"),
+              "12 files (3 ragtui.toml, last-index.json for search and ingest, the TUI history, 4 collection "
+              "files, a report, a previous export's manifest) x 4 kinds; each run as a process")
+        # Which files are documents.
         timed(lambda: helpers_patterns.run_gitignore_vs_git(base / "git", cases=1000), "counts 0 without git")
         timed(lambda: helpers_patterns.run_watch_agrees_with_walk(base / "agree", cases=1000))
         timed(lambda: helpers_patterns.run_hostile_ignore_files(base / "ignore-files"), "one case per kind")

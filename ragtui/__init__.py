@@ -13,7 +13,28 @@ UI library nor numpy::
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what a type checker sees of the lazy exports below (the package ships py.typed)
+    from ragtui.core.citations import Citation as Citation
+    from ragtui.core.citations import resolve as resolve
+    from ragtui.core.embedders import make_embedder as make_embedder
+    from ragtui.core.errors import RagtuiError as RagtuiError
+    from ragtui.core.index.analyzer import analyze as analyze
+    from ragtui.core.index.index_format import read_index as read_index
+    from ragtui.core.ingest.sync import SyncReport as SyncReport
+    from ragtui.core.ingest.sync import sync as sync
+    from ragtui.core.rerank import make_reranker as make_reranker
+    from ragtui.core.rerank import rerank as rerank
+    from ragtui.core.search.ivf import IVFParams as IVFParams
+    from ragtui.core.search.query import literal as literal
+    from ragtui.core.search.query import parse_query as parse_query
+    from ragtui.core.search.retriever import Hit as Hit
+    from ragtui.core.search.retriever import Hits as Hits
+    from ragtui.core.search.retriever import Retriever as Retriever
+    from ragtui.watch import WatchAgent as WatchAgent
+
+    __version__: str
 
 _EXPORTS = {
     "Citation": "ragtui.core.citations",

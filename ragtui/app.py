@@ -4,9 +4,10 @@ The CLI's commands, the TUI and (later) the MCP server call these functions
 and decide none of this themselves, so a flag, a config key or a rule about
 which index to open means the same thing in every front end::
 
-    settings = settings_from(args)                 # flags > RAGTUI_* > ragtui.toml > defaults
-    retriever = open_retriever(settings, need_embedder=True)
-    job = folder_settings(args, "watch")           # a folder, its index id and walk rules from flags
+    settings = settings_from(config=..., index=...)    # flags > RAGTUI_* > ragtui.toml > defaults
+    request = build_request(settings, "tar archive", mode="hybrid")   # one checked request (ragtui.request)
+    result = run_search(open_searcher(settings, request), request)  # each index with its own embedder
+    job = folder_settings("docs/", "watch")        # a folder, its index id and walk rules
     agent = build_agent(job.settings, job.folder, job.rules, index_id=job.index_id)
 
 Errors are ``ragtui.core.errors`` classes with a one-line message the CLI
@@ -15,7 +16,7 @@ with ``NoIndex`` and ``SeveralIndexes`` carrying what a UI needs to say more.
 Importing this module loads no UI library and neither numpy nor watchdog;
 what a function needs it imports when called.
 
-Over 500 lines on purpose (issue #16): it is the one place where front ends
+Over 500 lines on purpose: it is the one place where front ends
 decide settings, index, embedder and agent; split into several modules, the
 forks this layer removed (each front end choosing the index its own way)
 would have room to come back.
@@ -31,6 +32,19 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ragtui.config import ROOT_FLAGS, Settings, load_settings, user_state_dir
 from ragtui.core.errors import RagtuiError, StorageError, UsageError
+from ragtui.request import (
+    Searcher,
+    SearchRequest,
+    SearchResult,
+    build_request,
+    cite_hits,
+    pack_hits,
+    pack_json,
+    pack_result,
+    request_params,
+    run_search,
+    search_options,
+)
 
 if TYPE_CHECKING:
     from ragtui.core.ingest.walk import WalkRules
@@ -43,32 +57,42 @@ __all__ = [
     "FolderSettings",
     "IndexListing",
     "NoIndex",
-    "Reader",
+    "SearchRequest",
+    "SearchResult",
+    "Searcher",
     "SeveralIndexes",
     "broken_note",
     "build_agent",
+    "build_request",
+    "check_nprobe",
+    "cite_hits",
+    "embedder_for",
+    "embedder_options_for",
     "folder_settings",
     "index_id_for",
     "ivf_params",
     "list_indexes",
     "open_embedder",
     "open_index",
-    "open_reader",
-    "open_retriever",
+    "open_reranker",
     "open_retrievers",
+    "open_searcher",
     "pack_hits",
-    "pack_query",
+    "pack_json",
+    "pack_result",
     "prepare_root",
     "remember_index",
     "remembered_index",
+    "request_params",
     "resolve_index",
     "resolve_indexes",
     "root_hint",
+    "run_search",
     "scan_indexes",
-    "search_hits",
-    "search_params",
+    "search_options",
     "settings_from",
     "walk_rules",
+    "with_rerank",
 ]
 
 DEFAULT_RECONCILE_EVERY = 600.0
@@ -78,11 +102,10 @@ DEFAULT_RECONCILE_EVERY = 600.0
 # -- settings -------------------------------------------------------------------------------------
 
 
-def settings_from(args) -> Settings:
-    """The settings for parsed arguments: their --config, --artifacts and --index over the usual layers."""
-    return load_settings(config=getattr(args, "config", None)).with_flags(
-        artifacts=getattr(args, "artifacts", None), index=getattr(args, "index", None)
-    )
+def settings_from(*, config: str | os.PathLike | None = None, artifacts: str | os.PathLike | None = None,
+                  index: str | None = None) -> Settings:
+    """The settings for a front end's --config, --artifacts and --index values over the usual layers."""
+    return load_settings(config=config).with_flags(artifacts=artifacts, index=index)
 
 
 def root_hint(settings: Settings) -> str:
@@ -110,8 +133,14 @@ def index_id_for(folder: str | os.PathLike, settings: Settings) -> str:
     return settings.index or Path(os.path.abspath(folder)).name
 
 
-def walk_rules(include=None, exclude=None, max_bytes: int | None = None, ignore_files: bool = True) -> WalkRules:
-    """The ``WalkRules`` for the walk flags (None: the default); ``UsageError`` for a bad pattern or size."""
+def walk_rules(include=None, exclude=None, max_bytes: int | None = None, ignore_files: bool = True,
+               kinds=None) -> WalkRules:
+    """The ``WalkRules`` for the walk flags (None: the default); ``UsageError`` for a bad pattern or size.
+
+    ``kinds`` (names of document kinds, ``[ingest] kinds`` or ``--no-documents``) narrows the default
+    names to those kinds' files; ``include`` patterns, when given, replace the names whatever the kinds.
+    """
+    from ragtui.core.documents import KINDS, names_for
     from ragtui.core.ingest.patterns import check_patterns
     from ragtui.core.ingest.walk import DEFAULT_INCLUDE, DEFAULT_MAX_BYTES, WalkRules
 
@@ -120,8 +149,11 @@ def walk_rules(include=None, exclude=None, max_bytes: int | None = None, ignore_
     # A pattern that is not one is bad usage (exit 2) before anything is read or written.
     check_patterns(tuple(include or ()), "--include")
     check_patterns(tuple(exclude or ()), "--exclude")
+    default = DEFAULT_INCLUDE
+    if kinds is not None and set(kinds) != {k.name for k in KINDS}:
+        default = names_for(tuple(kinds))
     return WalkRules(
-        include=tuple(include) if include else DEFAULT_INCLUDE,
+        include=tuple(include) if include else default,
         exclude=tuple(exclude or ()),
         max_bytes=max_bytes or DEFAULT_MAX_BYTES,
         ignore_files=ignore_files,
@@ -137,22 +169,26 @@ class FolderSettings(NamedTuple):
     rules: WalkRules
 
 
-def folder_settings(args, verb: str) -> FolderSettings:
-    """Settings, folder, index id and walk rules from the flags of ``commands.options.add_folder_options``.
+def folder_settings(folder: str | os.PathLike, verb: str, *, config: str | os.PathLike | None = None,
+                    artifacts: str | os.PathLike | None = None, index: str | None = None,
+                    max_tokens: int | None = None, overlap: int | None = None, include=None, exclude=None,
+                    max_bytes: int | None = None, ignore_files: bool = True,
+                    no_documents: bool = False) -> FolderSettings:
+    """Settings, folder, index id and walk rules for ``ingest`` and ``watch`` (the values of
+    ``commands.options.add_folder_options``' flags).
 
     ``verb`` says what is done to the folder, for the message when it is not one (``UsageError``).
     Nothing is created: the command calls ``prepare_root`` once its other inputs (the embedder's
     options among them) are checked, so a usage error leaves no trace on disk.
     """
-    settings = load_settings(config=getattr(args, "config", None)).with_flags(
-        artifacts=getattr(args, "artifacts", None), max_tokens=args.max_tokens, overlap=args.overlap
-    )
-    folder = Path(args.folder)
-    if not folder.is_dir():
-        raise UsageError(f"{folder} is not a folder: give the folder of documents to {verb}")
-    index_id = getattr(args, "index", None) or index_id_for(folder, settings)
-    rules = walk_rules(args.include, args.exclude, args.max_bytes, ignore_files=not args.no_ignore)
-    return FolderSettings(settings, folder, index_id, rules)
+    settings = load_settings(config=config).with_flags(artifacts=artifacts, max_tokens=max_tokens, overlap=overlap)
+    path = Path(folder)
+    if not path.is_dir():
+        raise UsageError(f"{path} is not a folder: give the folder of documents to {verb}")
+    index_id = index or index_id_for(path, settings)
+    kinds = ("text",) if no_documents else settings.kinds
+    rules = walk_rules(include, exclude, max_bytes, ignore_files=ignore_files, kinds=kinds)
+    return FolderSettings(settings, path, index_id, rules)
 
 
 # -- which index ----------------------------------------------------------------------------------
@@ -232,13 +268,14 @@ def _note_on_stderr(text: str) -> None:
 
 
 def resolve_index(settings: Settings, *, note: Callable[[str], None] | None = _note_on_stderr,
-                  cwd: str | os.PathLike | None = None) -> Path:
+                  cwd: str | os.PathLike | None = None, guess: bool = True) -> Path:
     """The directory of the index to use: ``settings.index``, else the one the situation makes clear.
 
     With several indexes and none named, the choice is clear when the current
     directory (``cwd``, default the process's) lies inside the folder one of
     them was built from (the innermost such folder wins), else when one of
-    them was used last (``remembered_index``); otherwise ``SeveralIndexes``.
+    them was used last (``remembered_index``); otherwise (and always when not ``guess``: an agent's
+    request names its index) ``SeveralIndexes``.
     ``NoIndex`` when there is none, or when the named one does not exist (its
     message lists those that do). ``note`` receives a line saying which index
     was picked among several and about broken entries beside a good one (by
@@ -265,14 +302,15 @@ def resolve_index(settings: Settings, *, note: Callable[[str], None] | None = _n
             f"no index under {settings.artifacts}/rag: build one with `ragtui ingest FOLDER` "
             f"({root_hint(settings)}){also}", broken
         )
-    picked = _clear_choice(settings, names, cwd)
+    picked = _clear_choice(settings, names, cwd, note) if guess else None
     if picked is not None:
         name, why = picked
         if note is not None:
             note(f"using index {name} ({why}; --index ID chooses another of {', '.join(names)}){also}")
         return index_dir(settings.artifacts, name)
     listed = ", ".join(names)
-    raise SeveralIndexes(f"several indexes under {settings.artifacts}/rag ({listed}): choose one with --index "
+    how = "--index" if guess else "the index argument"
+    raise SeveralIndexes(f"several indexes under {settings.artifacts}/rag ({listed}): choose one with {how} "
                          f"({root_hint(settings)}){also}", names, broken)
 
 
@@ -308,16 +346,20 @@ def resolve_indexes(settings: Settings, *, every: bool = False) -> list[Path] | 
 
 
 def open_retrievers(settings: Settings, paths: list[Path], *, need_embedder: bool) -> dict[str, Retriever]:
-    """Each index of ``paths`` opened (index id -> retriever, in order), sharing one configured embedder.
+    """Each index of ``paths`` opened (index id -> retriever, in order), each with the embedder it was built
+    with when ``need_embedder`` (``embedder_for``: one per model); BM25 needs no embedder."""
+    cache: dict[str, Any] = {}
+    out = {}
+    for path in paths:
+        retriever = open_index(path, settings)
+        if need_embedder:
+            retriever.embedder = embedder_for(settings, retriever.meta, cache)
+        out[path.name] = retriever
+    return out
 
-    An index embedded with another model than the configured one is a ``ModelMismatchError`` naming it
-    when vectors are needed; BM25 needs no embedder.
-    """
-    embedder = open_embedder(settings) if need_embedder else None
-    return {path.name: open_index(path, settings, embedder=embedder) for path in paths}
 
-
-def _clear_choice(settings: Settings, names: list[str], cwd: str | os.PathLike | None) -> tuple[str, str] | None:
+def _clear_choice(settings: Settings, names: list[str], cwd: str | os.PathLike | None,
+                  note: Callable[[str], None] | None = None) -> tuple[str, str] | None:
     """(index id, why) when one of several indexes is the clear choice, else None."""
     from ragtui.core.citations import source_folder
 
@@ -337,7 +379,7 @@ def _clear_choice(settings: Settings, names: list[str], cwd: str | os.PathLike |
         inside.sort(reverse=True)
         if len(inside) == 1 or inside[0][0] != inside[1][0]:  # two indexes of the same folder: not clear
             return inside[0][1], "its folder holds the current directory"
-    last = remembered_index(settings)
+    last = remembered_index(settings, note)
     if last in names:
         return last, "used last"
     return None
@@ -354,26 +396,37 @@ def _last_path() -> Path:
     return user_state_dir() / _LAST_NAME
 
 
-def _read_last() -> dict[str, str]:
-    """The remembered {artifacts root: index id}; {} for anything unreadable or malformed (it only saves a question)."""
+def _read_last(note: Callable[[str], None] | None = None) -> dict[str, str]:
+    """The remembered {artifacts root: index id}; {} for anything unreadable or malformed (it only saves a question).
+
+    A file that is not a regular file of at most 64 KiB (a FIFO, a link, a device, a folder) is ignored,
+    with a line to ``note``: the next command that picks an index writes a new one in its place.
+    """
     import json
 
+    from ragtui.core.files import read_file
+
+    path = _last_path()
     try:
-        with open(_last_path(), "rb") as f:
-            raw = f.read(_LAST_MAX_BYTES + 1)
-        if len(raw) > _LAST_MAX_BYTES:
-            return {}
+        raw = read_file(path, _LAST_MAX_BYTES, follow=False, what="the index used last")
         doc = json.loads(raw.decode("utf-8"))
-    except (OSError, ValueError):
+    except FileNotFoundError:
+        return {}
+    except OSError as e:
+        if note is not None:
+            note(f"ignored {path}: {e.strerror or e} (it only remembers the index used last: remove it, "
+                 "or let the next ingest or search replace it)")
+        return {}
+    except ValueError:
         return {}
     if not isinstance(doc, dict) or not isinstance(doc.get("last"), dict):
         return {}
     return {k: v for k, v in doc["last"].items() if isinstance(k, str) and isinstance(v, str)}
 
 
-def remembered_index(settings: Settings) -> str | None:
+def remembered_index(settings: Settings, note: Callable[[str], None] | None = None) -> str | None:
     """The index id used last under this artifacts root (None when none was remembered)."""
-    return _read_last().get(os.path.abspath(settings.artifacts))
+    return _read_last(note).get(os.path.abspath(settings.artifacts))
 
 
 def remember_index(settings: Settings, index_id: str) -> None:
@@ -385,6 +438,8 @@ def remember_index(settings: Settings, index_id: str) -> None:
     """
     import json
 
+    from ragtui.core.files import replace_file
+
     known = _read_last()
     root = os.path.abspath(settings.artifacts)
     if known.get(root) == index_id:
@@ -393,16 +448,11 @@ def remember_index(settings: Settings, index_id: str) -> None:
     known[root] = index_id
     known = dict(list(known.items())[-_LAST_MAX_ROOTS:])  # the roots used most recently
     path = _last_path()
-    tmp = path.with_name(f".{_LAST_NAME}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps({"last": known}, indent=1), encoding="utf-8")
-        os.replace(tmp, path)
+        replace_file(path, json.dumps({"last": known}, indent=1).encode("utf-8"))
     except OSError:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
+        pass
 
 
 # -- opening it -----------------------------------------------------------------------------------
@@ -453,76 +503,11 @@ def open_index(path: Path, settings: Settings, *, embedder=None, check_embedder:
     return retriever
 
 
-def open_retriever(settings: Settings, *, need_embedder: bool) -> Retriever:
-    """The index ``resolve_index`` picks, opened, with the configured embedder when ``need_embedder``."""
-    path = resolve_index(settings)
-    retriever = open_index(path, settings, embedder=open_embedder(settings) if need_embedder else None)
-    remember_index(settings, path.name)
-    return retriever
-
-
-RANKING_FLAGS = ("fusion", "weight", "rrf_k", "depth", "lexical", "chunk_weight", "mmr", "min_score", "merge")
-"""The ranking options a flag may set (``commands.options.add_ranking_options``; ``[search]`` keys)."""
-
-
-def search_params(args, settings: Settings, mode: str, *, strict: bool = True) -> dict[str, Any]:
-    """The ``Retriever.search`` parameters for ``mode``: flags over ``[search]`` over the defaults.
-
-    A ``[search]`` key that ``mode`` does not take is left out (one file serves every mode), as is
-    the config's weight under rrf fusion, its rrf_k under weighted and its chunk_weight under
-    lexical bm25. A flag ``mode`` does not take is a ``UsageError`` when ``strict`` (search),
-    else left out (eval runs several modes with one set of flags). Values are checked
-    (``UsageError`` naming the allowed range).
-    """
-    from ragtui.core.search.ranking_options import check_option
-    from ragtui.core.search.retriever import COMMON, PARAMS, check_search
-
-    takes = set(PARAMS.get(mode, ())) | set(COMMON)
-    flags: dict[str, Any] = {}
-    for name in RANKING_FLAGS:
-        value = getattr(args, name, None)
-        if value is not None:
-            flags[name] = check_option(name, value, label="--" + name.replace("_", "-"))
-    out = {k: v for k, v in settings.search.items() if k in takes}
-    given = {k: v for k, v in flags.items() if k in takes}
-    if strict and len(given) < len(flags):
-        name = next(k for k in flags if k not in takes)
-        owners = [m for m, names in PARAMS.items() if name in names]
-        raise UsageError(f"--{name.replace('_', '-')} applies to {' and '.join(owners)} search, not {mode}")
-    fusion = given.get("fusion", out.get("fusion"))
-    lexical = given.get("lexical", out.get("lexical", "bm25doc"))
-    # No fusion named: the index's fit decides (fusion_fit), and a config's rrf_k is not this run's.
-    for key, off in (("weight", fusion == "rrf"), ("rrf_k", fusion != "rrf"), ("chunk_weight", lexical == "bm25")):
-        if off and key not in given and mode == "hybrid":
-            out.pop(key, None)  # the config's value for the other method: not this run's
-    out.update(given)
-    check_search(mode, out)
-    return out
-
-
-# -- the watch agent ------------------------------------------------------------------------------
-
-
-def rerank_options(args, settings: Settings) -> tuple[int, float | None]:
-    """(n, budget_ms) from the --rerank* flags, else the ``[rerank]`` settings; n = 0 means off."""
-    n = getattr(args, "rerank", None)
-    n = settings.rerank.get("n", 0) if n is None else n
-    budget = getattr(args, "rerank_budget_ms", None)
-    budget = settings.rerank.get("budget_ms") if budget is None else budget
-    if type(n) is not int or n < 0:
-        raise UsageError(f"--rerank must be 0 (off) or a number of candidates (got {n})")
-    if budget is not None and (budget != budget or budget < 0):
-        raise UsageError(f"--rerank-budget-ms must be a number of milliseconds >= 0 (got {budget})")
-    return n, (budget or None)
-
-
-def with_rerank_flags(args, settings: Settings) -> Settings:
-    """``settings`` whose ``[rerank]`` table holds the --rerank* flags (checked)."""
+def with_rerank(settings: Settings, n: int, budget_ms: float | None, model: str | None = None) -> Settings:
+    """``settings`` whose ``[rerank]`` table holds ``n``, ``budget_ms`` and ``model`` (a preset name or a folder)."""
     from dataclasses import replace
 
-    n, budget = rerank_options(args, settings)
-    table = {**settings.rerank, "n": n, "budget_ms": budget or 0}
-    model = getattr(args, "rerank_model", None)
+    table = {**settings.rerank, "n": n, "budget_ms": budget_ms or 0}
     if model is not None:
         from ragtui.core.embedders.onnx_model import is_preset_name
 
@@ -532,11 +517,14 @@ def with_rerank_flags(args, settings: Settings) -> Settings:
     return replace(settings, rerank=table)
 
 
-def open_reranker(args, settings: Settings):
-    """The cross-encoder the settings (and a --rerank-model flag) name."""
+def open_reranker(settings: Settings, model: str | None = None):
+    """The cross-encoder the ``[rerank]`` settings (or ``model``: a preset name or a folder) name."""
     from ragtui.core.rerank import make_reranker
 
-    return make_reranker(settings.rerank, model=getattr(args, "rerank_model", None))
+    return make_reranker(settings.rerank, model=model)
+
+
+# -- the watch agent ------------------------------------------------------------------------------
 
 
 def build_agent(
@@ -587,54 +575,124 @@ def build_agent(
     )
 
 
-# -- packing and answering (ragtui pack, ragtui ask, ragtui mcp) -----------------------------------
+# -- the index's own embedder ---------------------------------------------------------------------
 
 
-class Reader(NamedTuple):
-    """An opened index with the embedder it was built with: what pack, ask and the MCP server search with."""
-
-    retriever: Retriever
-    tokenizer: Any
-    """The index's own tokenizer (the embedder's), which counts a pack's tokens."""
+def _configured_kind(settings: Settings) -> str:
+    return str(settings.embedder.get("kind", "wordllama"))
 
 
-def open_reader(settings: Settings, *, note: Callable[[str], None] | None = _note_on_stderr) -> Reader:
-    """The index ``resolve_index`` picks, with the configured embedder; ``ModelMismatchError`` when the
-    embedder (or its tokenizer) is not the one the index was built with."""
-    from ragtui.core.pack import check_tokenizer
-
-    path = resolve_index(settings, note=note)
-    embedder = open_embedder(settings)
-    retriever = open_index(path, settings, embedder=embedder)
-    check_tokenizer(embedder.tokenizer, retriever.data)
-    return Reader(retriever, embedder.tokenizer)
+def embedder_setting_for(meta: Any) -> str:
+    """The setting to add so that an index embedded with ``meta.embedding_model`` can be searched."""
+    model = meta.embedding_model
+    return (f'set [embedder] kind = "http", model = "{model}" and the base_url of a server that serves it in '
+            f"your ragtui.toml (or RAGTUI_EMBEDDER=http RAGTUI_EMBED_MODEL={model} RAGTUI_EMBED_URL=...); for an "
+            f'ONNX model folder, kind = "onnx:/path/to/its/folder"')
 
 
-def search_hits(reader: Reader, query: str, *, mode: str, k: int, params: dict | None = None) -> list:
-    """The top ``k`` hits for ``query`` (mode and params checked first: ``UsageError``)."""
-    from ragtui.core.search.retriever import check_query, check_search
+def embedder_options_for(settings: Settings, meta: Any) -> tuple[str, dict[str, Any]] | None:
+    """(kind, options) of the embedder that made an index whose meta.json says ``meta``, or None.
 
-    if type(k) is not int or k < 1:
-        raise UsageError(f"k must be a whole number of at least 1 (got {k!r})")
-    check_query(query)
-    params = {name: value for name, value in (params or {}).items() if value is not None}
-    check_search(mode, params)
-    return reader.retriever.search(query, mode=mode, k=k, **params)
+    In this order: the configured embedder when it names that model (an HTTP model, the
+    embedded default); the embedded default (its name is fixed); an ONNX preset whose files
+    carry that name (``onnx:bge-small``); the configured ONNX embedder (a folder), checked
+    against the index once built. The configured embedder's own options (threads, timeouts)
+    come along when its kind is the one chosen.
+    """
+    from ragtui.core.embedders.onnx_model import EMBEDDER_PRESETS
+    from ragtui.core.embedders.wordllama import MODEL_NAME
+
+    configured = dict(settings.embedder)
+    kind = str(configured.pop("kind", "wordllama"))
+    model = meta.embedding_model
+    if kind == "http" and configured.get("model") == model:
+        return "http", configured
+    if model == MODEL_NAME:
+        return "wordllama", configured if kind == "wordllama" else {}
+    name = model.split("@", 1)[0]
+    onnx_options = {k: v for k, v in configured.items() if k in ("threads", "optimization", "batch_size",
+                                                                  "max_batch_tokens")} if kind.startswith("onnx") else {}
+    for preset, spec in EMBEDDER_PRESETS.items():
+        if spec.name == name:
+            return "onnx", {**onnx_options, "model": preset}
+    if kind.startswith("onnx") and (configured.get("model_dir") or kind.startswith("onnx:")):
+        return kind, configured
+    return None
 
 
-def pack_hits(reader: Reader, query: str, hits: list, *, mode: str, budget: int):
-    """``core.pack.pack`` over ``hits``, reading sources where ingest recorded the folder."""
-    from ragtui.core.citations import Resolver
-    from ragtui.core.pack import pack
+def embedder_for(settings: Settings, meta: Any, cache: dict[str, Any] | None = None, *, warm: bool = True):
+    """The embedder an index needs (``embedder_options_for``), built once per model in ``cache``.
 
-    data = reader.retriever.data
-    return pack(query, hits, data, reader.tokenizer, budget, mode=mode, resolver=Resolver(data))
+    ``ModelMismatchError`` naming the setting to add when no embedder for that model is known, or
+    when the one found makes other vectors than the index's (another model behind the same name).
+    """
+    from ragtui.core.embedders import make_embedder
+    from ragtui.core.errors import ModelMismatchError
+
+    cache = {} if cache is None else cache
+    model = meta.embedding_model
+    if model in cache:
+        return cache[model]
+    chosen = embedder_options_for(settings, meta)
+    if chosen is None:
+        raise ModelMismatchError(
+            f"index {meta.index_id!r} was embedded with {model!r} (dim {meta.dim}), and no embedder for it is "
+            f"configured (the configured one is {_configured_kind(settings)}): {embedder_setting_for(meta)}")
+    kind, options = chosen
+    embedder = make_embedder(kind, **options)
+    if embedder.model != model or embedder.dim != meta.dim:
+        raise ModelMismatchError(
+            f"index {meta.index_id!r} was embedded with {model!r} (dim {meta.dim}), but the {kind} embedder "
+            f"found for it is {embedder.model!r} (dim {embedder.dim}): {embedder_setting_for(meta)}, or re-ingest "
+            "the folder with the configured embedder")
+    if warm and getattr(embedder, "tokenizer_name", None) is not None:
+        embedder.tokenizer  # noqa: B018  (reads the model files of an embedder that waits for first use)
+    cache[model] = embedder
+    return embedder
 
 
-def pack_query(reader: Reader, query: str, *, mode: str, k: int, budget: int, params: dict | None = None):
-    """Search ``query`` and pack the top ``k`` hits into ``budget`` tokens (a ``core.pack.Pack``)."""
-    from ragtui.core.pack import check_budget
+# -- one request, searched -------------------------------------------------------------------------
 
-    check_budget(budget)  # before the search: a bad budget costs nothing
-    hits = search_hits(reader, query, mode=mode, k=k, params=params)
-    return pack_hits(reader, query, hits, mode=mode, budget=budget)
+
+def open_searcher(settings: Settings, request: SearchRequest, *, embedders: bool | None = None,
+                  note: Callable[[str], None] | None = _note_on_stderr, remember: bool = True, guess: bool = True,
+                  cache: dict[str, Any] | None = None) -> Searcher:
+    """The indexes ``request`` names (``resolve_indexes``, else ``resolve_index``), each opened with its own
+    embedder (``embedder_for``) when ``embedders`` (default: when the request's mode needs vectors).
+
+    An ``nprobe`` above an index's number of IVF lists is refused here, with the range. ``guess``: with
+    several indexes and none named, take the one the situation makes clear (``resolve_index``);
+    ``remember``: that one becomes the index used last. ``cache`` keeps the embedders (one per model).
+    """
+    from dataclasses import replace
+
+    local = replace(settings, index=request.index) if request.index != settings.index else settings
+    paths = resolve_indexes(local, every=request.every)
+    several = paths is not None
+    if paths is None:
+        paths = [resolve_index(local, note=note, guess=guess)]
+    want = request.needs_embedder if embedders is None else embedders
+    cache = {} if cache is None else cache
+    retrievers: dict[str, Retriever] = {}
+    for path in paths:
+        retriever = open_index(path, local)
+        if want:
+            retriever.embedder = embedder_for(local, retriever.meta, cache)
+        retrievers[path.name] = retriever
+    if not several and remember:
+        remember_index(local, paths[0].name)
+    nprobe = request.params.get("nprobe")
+    if nprobe is not None:
+        for retriever in retrievers.values():
+            check_nprobe(retriever, nprobe, "--nprobe" if request.style == "flag" else "nprobe")
+    return Searcher(retrievers, several)
+
+
+def check_nprobe(retriever: Retriever, nprobe: int, flag: str = "nprobe") -> None:
+    """Refuse (rather than clamp) an nprobe above the index's number of IVF lists: the range is in the message."""
+    from ragtui.core.search.ivf import IVFParams
+
+    nlist = (retriever.ivf_params or IVFParams()).resolve(retriever.meta.n_chunks).nlist
+    if nprobe > nlist:
+        raise UsageError(f"{flag} must be between 1 and {nlist}, the number of IVF lists of index "
+                         f"{retriever.meta.index_id!r} (got {nprobe}); {nlist} probes every list, as flat search does")

@@ -16,6 +16,7 @@ import argparse
 import os
 import sys
 import traceback
+from typing import NoReturn, cast
 
 from ragtui.core.errors import RagtuiError
 
@@ -24,9 +25,74 @@ __all__ = ["main"]
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE, EXIT_FAILURE = 0, 1, 2, 3
 
 
+_ARGV: list[str] = []
+"""The arguments being parsed, for the hint about a query that begins with '-'."""
+
+
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one actionable line, exit 2
-        self.exit(EXIT_USAGE, f"ragtui: error: {message} (see `{self.prog} --help`)\n")
+    def error(self, message: str) -> NoReturn:  # one actionable line, exit 2
+        hint = self._dash_hint()
+        self.exit(EXIT_USAGE, f"ragtui: error: {message}{hint} (see `{self.prog} --help`)\n")
+
+    def _dash_hint(self) -> str:
+        """A word of the command line that starts with '-' and is no option of this command: most likely a
+        query or question that begins with '-', which goes after ``--``."""
+        positional = [a.dest for a in self._actions if not a.option_strings and a.dest in ("query", "question")]
+        if not positional:
+            return ""
+        for word in _ARGV[: _ARGV.index("--")] if "--" in _ARGV else _ARGV:
+            if len(word) > 1 and word.startswith("-") and word not in self._option_string_actions \
+                    and word.split("=", 1)[0] not in self._option_string_actions and not self._joined(word):
+                return (f"; a {positional[0]} that begins with '-' goes after --: "
+                        f"{self.prog} -- {word}")
+        return ""
+
+    def _joined(self, word: str) -> bool:
+        """Whether ``word`` is a short option with its value joined (``-k10``)."""
+        action = self._option_string_actions.get(word[:2])
+        if action is None or not callable(action.type):
+            return False
+        try:
+            action.type(word[2:])
+        except (TypeError, ValueError):
+            return False
+        return True
+
+
+class _Commands(argparse._SubParsersAction):
+    """The subcommands, listed from ``ragtui.commands.COMMANDS``; each module is imported when its command is parsed.
+
+    So ``ragtui --version`` and ``ragtui --help`` import no command module (nor
+    what they import: the application layer, numpy). ``load`` builds one
+    command's parser; ``build_parser(lazy=False)`` builds them all.
+    """
+
+    common: object = None
+    helps: dict[str, str | None]
+
+    def add_listed(self, name: str, help: str) -> None:  # noqa: A002 - argparse's own word
+        self._choices_actions.append(self._ChoicesPseudoAction(name, (), help))
+        self._name_parser_map[name] = None  # a known choice whose parser is not built yet
+
+    def load(self, name: str) -> argparse.ArgumentParser:
+        if self._name_parser_map.get(name) is None:
+            import importlib
+
+            # Our own modules are never optional: one that fails to import is a bug, reported by
+            # main() as an internal error, not a command that quietly vanishes.
+            importlib.import_module(f"ragtui.commands.{name}").register(self, self.common)
+        return self._name_parser_map[name]
+
+    def add_parser(self, name, **kwargs):  # called by a command module's register()
+        self.helps[name] = kwargs.pop("help", None)  # listed already, from COMMANDS
+        kwargs.setdefault("prog", f"{self._prog_prefix} {name}")
+        parser = self._parser_class(**kwargs)
+        self._name_parser_map[name] = parser
+        return parser
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        self.load(values[0])
+        super().__call__(parser, namespace, values, option_string)
 
 
 _CONFIG_HELP = ("a ragtui.toml to use instead of ./ragtui.toml, trusted to set base_url and api_key_env "
@@ -47,7 +113,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS, help=_CONFIG_HELP)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(lazy: bool = False) -> argparse.ArgumentParser:
+    """The ``ragtui`` parser; ``lazy``: build a command's own parser only when it is parsed (``main``)."""
     parser = _Parser(
         prog="ragtui",
         description="Local retrieval you can watch and look into. "
@@ -62,16 +129,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_rerank_options(parser)  # the UI's; `x` turns reranking on and off there
     parser.add_argument("--version", action="version", version=f"ragtui {_version()}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-
-    import importlib
+    sub = cast("_Commands", parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser,
+                                                  action=_Commands))
+    sub.common, sub.helps = _common, {}
 
     from ragtui.commands import COMMANDS
 
-    # Our own modules are never optional: one that fails to import is a bug,
-    # reported by main() as an internal error, not a command that quietly vanishes.
-    for name in COMMANDS:
-        importlib.import_module(f"ragtui.commands.{name}").register(sub, _common)
+    for name, help_line in COMMANDS.items():
+        sub.add_listed(name, help_line)
+    if not lazy:
+        for name in COMMANDS:
+            sub.load(name)
     return parser
 
 
@@ -108,14 +176,16 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    _ARGV[:] = argv
     try:
-        parser = build_parser()  # imports every subcommand's module
+        parser = build_parser(lazy=True)
+        args = parser.parse_args(argv)  # imports the module of the command it names, and only that one
     except Exception as e:  # noqa: BLE001 - one of our modules failed to import
         return _internal_error(e, "--debug" in argv)
-    args = parser.parse_args(argv)
     debug = getattr(args, "debug", False) or "--debug" in argv
     if args.command is None:
         args.func = _launch_tui
+    args.build_parser = build_parser  # `ragtui completion` reads every command's options (nothing imports cli)
     try:
         return args.func(args)
     except RagtuiError as e:

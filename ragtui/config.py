@@ -38,6 +38,7 @@ another). Every key is optional:
     timeout = 120                     # seconds per request
     retries = 2                       # on 429/5xx and broken connections
     context_tokens = 2000             # the pack budget of `ragtui pack` and `ragtui ask`
+    context_window = 4096             # the model's context length (default: what the server says, if it does)
     [chunker]
     max_tokens = 256
     overlap = 32
@@ -77,6 +78,11 @@ nothing is read or sent first. ``trusted_configs`` is read only from the
 user's config (a file cannot vouch for itself). The environment and flags
 are the user's own and always count.
 
+A key that shapes a request URL without naming its host (``tokenize_path``)
+may come from any file, and is checked by the embedder as a plain path on
+``base_url``'s server (no scheme, host, port, userinfo, ``..``; see
+spec/embedders.md, "The API key").
+
 Checking. Unknown keys and values of the wrong type are errors
 (``UsageError``) that name the file, the key and the nearest valid key; a
 typo is never silently ignored. The ranges of the embedder's options are
@@ -94,6 +100,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ragtui.core.errors import UsageError
+from ragtui.core.files import read_file
 
 __all__ = [
     "ROOT_FLAGS", "SCHEMA", "TRUSTED_ONLY", "Settings", "default_artifacts", "load_settings", "user_cache_root",
@@ -129,6 +136,7 @@ SCHEMA: dict[str, object] = {
     },
     "rerank": {"n": _INT, "budget_ms": _INT, "model": _STR, "model_dir": _STR, "threads": _INT},
     "chunker": {"max_tokens": _INT, "overlap": _INT},
+    "ingest": {"kinds": _STRS},
     "ivf": {"nlist": _INT, "nprobe": _INT},
     "vectors": {"scan": _STR},
     "search": {
@@ -138,7 +146,7 @@ SCHEMA: dict[str, object] = {
     # After [chunker]: a top-level max_tokens is taken for chunker.max_tokens, as before [llm] had one.
     "llm": {
         "base_url": _STR, "model": _STR, "api_key_env": _STR, "max_tokens": _INT, "temperature": _NUM,
-        "timeout": _NUM, "retries": _INT, "context_tokens": _INT,
+        "timeout": _NUM, "retries": _INT, "context_tokens": _INT, "context_window": _INT,
     },
 }
 """Every key a ragtui.toml may hold: a table's keys, or what a value must be."""
@@ -208,6 +216,8 @@ class Settings:
     """The ``[rerank]`` table: n, budget_ms, model or model_dir, threads (flags override n and budget_ms)."""
     llm: dict = field(default_factory=dict)
     """The ``[llm]`` table: the chat model of ``ragtui ask`` (``core.llm.ChatClient`` checks the values)."""
+    kinds: tuple[str, ...] | None = None
+    """``[ingest] kinds``: the kinds of document the walk takes by name (None: every kind; spec/documents.md)."""
     config_file: Path | None = None
     """The last config file read (the project's when there is one, else the user's)."""
 
@@ -234,10 +244,14 @@ def user_config_path(environ=None) -> Path:
 
 
 def _is_file(path: Path) -> bool:
+    """Whether something is at ``path`` (a FIFO, a folder or a device too: ``_read`` refuses those by name)."""
     try:
-        return path.is_file()
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
     except OSError as e:  # an unreadable config folder is the user's to fix, not a crash
         raise UsageError(f"cannot read {path}: {e.strerror}") from None
+    return True
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -247,10 +261,19 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
+MAX_CONFIG_BYTES = 1 << 20
+"""The largest ragtui.toml read: 1 MiB (a real one is a few hundred bytes)."""
+
+
 def _read(path: Path) -> dict:
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        data = read_file(path, MAX_CONFIG_BYTES, what="a ragtui.toml")
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror or e}: make it a regular file of at most 1 MiB, "
+                         "or remove it") from None
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise UsageError(f"cannot read {path}: {e}") from None
 
 
@@ -384,6 +407,15 @@ def _apply(s: Settings, doc: dict, path: Path) -> Settings:
         changes["max_tokens"] = _positive(chunker["max_tokens"], f"{path}: chunker.max_tokens")
     if "overlap" in chunker:
         changes["overlap"] = _positive(chunker["overlap"], f"{path}: chunker.overlap", allow_zero=True)
+    if "kinds" in doc.get("ingest", {}):
+        from ragtui.core.documents import KINDS
+
+        kinds = tuple(doc["ingest"]["kinds"])
+        known = [k.name for k in KINDS]
+        unknown = [k for k in kinds if k not in known]
+        if unknown:
+            raise UsageError(f"{path}: ingest.kinds: unknown kind {unknown[0]!r} (the kinds are {', '.join(known)})")
+        changes["kinds"] = kinds
     scan = doc.get("vectors", {}).get("scan")
     if scan is not None:  # checked where it is used (app.open_index), as the embedder's kind is
         changes["vector_scan"] = scan

@@ -6,6 +6,8 @@ sync and evaluation take, so core itself never imports rich.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = ["ProgressDisplay"]
 
 
@@ -14,7 +16,7 @@ class ProgressDisplay:
 
     def __init__(self, show: bool) -> None:
         self.show = show
-        self._bar = None
+        self._bar: Any = None  # a rich Progress while shown
         self._tasks: dict[str, int] = {}
 
     def __enter__(self) -> ProgressDisplay:

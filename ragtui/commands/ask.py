@@ -3,7 +3,8 @@
 Exit codes: 0 every citation verified · 1 a citation failed the check (stale, not in the context,
 unresolvable), the answer cites nothing, or nothing was found to answer from (``--allow-unverified``
 makes the first two 0) · 2 bad flags, no ``[llm]`` configured, no usable index · 3 the chat server
-failed (down, an error, no choices, an empty answer, a stream that broke off) or the index is broken.
+failed (down, an error, no choices, an empty answer, a stream that broke off, no end within ``[llm] timeout``
+or past ``max_tokens``: what arrived is printed, marked as cut) or the index is broken.
 Nothing is written into the index; the HyDE cache lives under ``$XDG_CACHE_HOME/ragtui/hyde``.
 """
 
@@ -12,11 +13,14 @@ from __future__ import annotations
 import sys
 
 from ragtui import app
-from ragtui.commands.pack import add_pack_options, budget_of
-from ragtui.core.textsafe import json_text
+from ragtui.commands.options import request_of, settings_of
+from ragtui.commands.pack import DEFAULT_CANDIDATES, DEFAULT_MODE, add_pack_options, budget_of
+from ragtui.core.textsafe import json_text, neutralize
 
 __all__ = ["register", "run"]
 
+CUT_MARK = "[answer cut off here: it did not end]"
+"""The line under an answer that arrived only in part (the error on stderr says why)."""
 MARKS = {"verified": "ok", "stale": "STALE", "not-in-context": "NOT IN CONTEXT", "unresolvable": "UNRESOLVABLE"}
 
 
@@ -46,36 +50,67 @@ def register(sub, common) -> None:
 
 
 def run(args) -> int:
+    from typing import cast
+
     from ragtui.core.answer import ask
-    from ragtui.core.llm import ChatClient
-    from ragtui.core.search.retriever import check_query, check_search
+    from ragtui.core.llm import AnswerCut, ChatClient
+    from ragtui.core.search.retriever import SearchParams
 
     if args.fast and args.hyde:
         from ragtui.core.errors import UsageError
 
         raise UsageError("--fast makes exactly one chat call, and --hyde needs a second: choose one")
-    check_query(args.question)
-    params = {"nprobe": args.nprobe} if args.nprobe is not None else {}
-    check_search(args.mode, params)
-    settings = app.settings_from(args)
+    settings = settings_of(args)
+    # A question is prose, not query syntax: its quotes, dashes and colons are searched as text.
+    request = request_of(args, settings, args.question, default_mode=DEFAULT_MODE, default_k=DEFAULT_CANDIDATES,
+                         literal=True)
     budget = budget_of(args, settings)
     client = ChatClient.from_settings(settings.llm)  # before the index: a missing [llm] costs nothing
-    reader = app.open_reader(settings)
+    searcher = app.open_searcher(settings, request, embedders=True)
+    if searcher.several:
+        from ragtui.core.errors import UsageError
+
+        raise UsageError("ask answers from one index: choose one with --index")
+    snapshot = searcher.only.snapshot()  # one generation for the whole question: search, pack, check
+    assert snapshot.embedder is not None  # opened with embedders=True
     stream = (sys.stdout.isatty() if args.stream is None else args.stream) and not args.json
+    line: list[str] = []
+    """The text streamed since the last line end (the current chat call's)."""
 
     def on_delta(piece: str) -> None:
-        sys.stdout.write(piece)
+        line.append(piece)
+        sys.stdout.write(neutralize(piece))  # the model's text: no terminal escape reaches the screen
         sys.stdout.flush()
 
-    def on_note(text: str) -> None:
-        if stream:
+    def end_line() -> None:
+        # The answer's line ends before anything goes to stderr: on a terminal both share the screen.
+        if line:
+            line.clear()
             sys.stdout.write("\n")
+            sys.stdout.flush()
+
+    def on_note(text: str) -> None:
+        end_line()
         print(f"ragtui: note: {text}", file=sys.stderr)
 
-    with client:
-        result = ask(args.question, reader.retriever, reader.tokenizer, client, mode=args.mode, k=args.k,
-                     budget=budget, params=params, fast=args.fast, hyde=args.hyde,
-                     on_delta=on_delta if stream else None, on_note=on_note)
+    try:
+        with client:
+            result = ask(args.question, snapshot, snapshot.embedder.tokenizer, client, mode=request.mode,
+                         k=request.k, budget=budget,
+                         params=cast("SearchParams", app.request_params(request, snapshot.meta)),
+                         fast=args.fast, hyde=args.hyde, on_delta=on_delta if stream else None, on_note=on_note)
+    except AnswerCut as cut:
+        if args.json:
+            sys.stdout.write(json_text({"question": args.question, "answer": cut.text, "complete": False,
+                                        "error": str(cut)}, indent=1) + "\n")
+        else:
+            if "".join(line) != cut.text:  # not on the screen yet (not streamed, or another call's)
+                end_line()
+                sys.stdout.write(neutralize(cut.text))
+            sys.stdout.write(f"\n{CUT_MARK}\n")
+        sys.stdout.flush()
+        raise
+    end_line()
     for note in result.pack.notes:
         print(f"ragtui: note: {note}", file=sys.stderr)
     for warning in result.warnings:
@@ -84,8 +119,8 @@ def run(args) -> int:
         sys.stdout.write(json_text(result.to_json(), indent=1) + "\n")
     else:
         if not stream:
-            sys.stdout.write(result.text)
-        sys.stdout.write("\n\n" + citations_block(result) + "\n")
+            sys.stdout.write(neutralize(result.text) + "\n")
+        sys.stdout.write("\n" + neutralize(citations_block(result)) + "\n")
         print(stats_block(result), file=sys.stderr)
     failed = [c for c in result.checks if not c.ok]
     if failed and not args.allow_unverified:

@@ -17,11 +17,9 @@ import sys
 from pathlib import Path
 
 from ragtui.core.errors import UsageError
-from ragtui.core.search.ranking_options import LEXICAL_MODES
+from ragtui.core.search.modes import MODES, VECTOR_MODES
 from ragtui.core.textsafe import json_text
 from ragtui.progress import ProgressDisplay
-
-MODES = ("flat", "ivf", "bm25", "bm25doc", "bm25stem", "hybrid")
 
 
 def register(sub, common) -> None:
@@ -34,7 +32,7 @@ def register(sub, common) -> None:
         "(--cache, default ~/.cache/ragtui; reused when unchanged), never beside your own indexes.",
     )
     p.add_argument("dataset", nargs="?", help="dataset folder or .json file")
-    p.add_argument("--modes", default=",".join(MODES), help="comma-separated modes (default: flat,ivf,bm25,bm25doc,bm25stem,hybrid)")
+    p.add_argument("--modes", default=",".join(MODES), help=f"comma-separated modes (default: {','.join(MODES)})")
     p.add_argument("-k", type=int, default=10, help="cutoff: rank this many documents per query (default: 10)")
     p.add_argument("--split", default="test", help="BEIR qrels split, qrels/<split>.tsv (default: test)")
     p.add_argument("--json", metavar="OUT", help="write the full report (per-query results, provenance) to OUT ('-': stdout)")
@@ -89,30 +87,30 @@ def _int_list(text: str, flag: str) -> list[int]:
 
 def _evaluate(args, modes: list[str], sweep_values: list[int] | None) -> int:
     from dataclasses import replace
+    from typing import Any, cast
 
-    from ragtui.app import (
-        open_embedder,
-        open_index,
-        open_reranker,
-        rerank_options,
-        resolve_index,
-        search_params,
-        settings_from,
-    )
+    from ragtui.app import embedder_for, open_embedder, open_index, open_reranker, resolve_index, search_options
+    from ragtui.commands.options import ranking_values, settings_of
     from ragtui.config import user_cache_root
     from ragtui.core.eval.datasets import load_dataset, validate_native_ids
     from ragtui.core.eval.evaluate import make_report, mode_params, nprobe_sweep, prepare_collection, run_mode
     from ragtui.core.ingest.publish import index_dir
+    from ragtui.core.search.retriever import Retriever, SearchParams
+    from ragtui.request import index_params, rerank_values
 
-    settings = settings_from(args)
-    n_rerank, budget = rerank_options(args, settings)
-    reranker = open_reranker(args, settings) if n_rerank else None
+    settings = settings_of(args)
+    n_rerank, budget = rerank_values(settings, getattr(args, "rerank", None), getattr(args, "rerank_budget_ms", None))
+    reranker = open_reranker(settings, getattr(args, "rerank_model", None)) if n_rerank else None
     dataset = load_dataset(args.dataset, split=args.split)
-    ranking = {m: search_params(args, settings, m, strict=False) for m in modes}  # checked before any work
+    flags = ranking_values(args)
+    # Decided as for every request (ragtui.request.search_options), checked before any work; a flag a
+    # mode does not take is left out of that mode's run (one set of flags serves every mode).
+    ranking = {m: search_options(settings, m, flags, strict=False) for m in modes}
     fit = getattr(args, "fit_fusion", False)
-    need_embedder = any(m not in LEXICAL_MODES for m in modes) or sweep_values is not None or fit
+    need_embedder = any(m in VECTOR_MODES for m in modes) or sweep_values is not None or fit
     show = not args.quiet and sys.stderr.isatty()
-    embedder = open_embedder(settings) if (need_embedder or dataset.docs is not None) else None
+    # A collection is indexed with the configured embedder; an index of your own is searched with its own.
+    embedder = open_embedder(settings) if dataset.docs is not None else None
     if embedder is not None and dataset.docs is not None:
         from ragtui.commands.options import warn_truncation
 
@@ -123,6 +121,7 @@ def _evaluate(args, modes: list[str], sweep_values: list[int] | None) -> int:
             settings = replace(settings, artifacts=Path(args.cache).expanduser() if args.cache else user_cache_root(),
                                artifacts_from="--cache" if args.cache else "default: $XDG_CACHE_HOME/ragtui")
             index_id = settings.index or f"eval-{dataset.name}"
+            assert embedder is not None
             path, doc_map, sync_report = prepare_collection(
                 dataset, artifacts=settings.artifacts, embedder=embedder, index_id=index_id,
                 max_tokens=settings.max_tokens, overlap=settings.overlap, progress=progress.update,
@@ -130,7 +129,10 @@ def _evaluate(args, modes: list[str], sweep_values: list[int] | None) -> int:
         else:
             doc_map = None
             path = index_dir(settings.artifacts, dataset.index) if (dataset.index and not settings.index) else resolve_index(settings)
-        retriever = open_index(path, settings, embedder=embedder, check_embedder=need_embedder)
+        retriever = open_index(path, settings)
+        if need_embedder:
+            retriever.embedder = embedder if embedder is not None else embedder_for(settings, retriever.meta)
+            retriever.check_embedder(retriever.embedder)
         if dataset.docs is None:
             records = retriever.data.records
             rows = [records[i] for i in range(len(records))]
@@ -140,11 +142,14 @@ def _evaluate(args, modes: list[str], sweep_values: list[int] | None) -> int:
 
             chosen, _, alone = fit_fusion(retriever, dataset, to_doc=doc_map, progress=progress.update)
         else:
+            # What depends on the index (hybrid's defaults fitted to its embedder), as for every request.
+            ranking = {m: index_params(m, ranking[m], retriever.meta) for m in modes}
             results = []
             for mode in modes:
-                params = {"nprobe": args.nprobe} if (mode == "ivf" and args.nprobe) else {}
+                params: dict[str, Any] = {"nprobe": args.nprobe} if (mode == "ivf" and args.nprobe) else {}
                 params.update(ranking[mode])
-                result = run_mode(retriever, dataset, mode, args.k, params=params, to_doc=doc_map, progress=progress.update)
+                result = run_mode(retriever, dataset, mode, args.k, params=cast("SearchParams", params), to_doc=doc_map,
+                                  progress=progress.update)
                 result.params = mode_params(retriever, mode, args.nprobe, ranking[mode])
                 results.append(result)
             if reranker is not None:
@@ -155,10 +160,12 @@ def _evaluate(args, modes: list[str], sweep_values: list[int] | None) -> int:
                     params.update(ranking[mode])
                     wrapped = RerankingRetriever(retriever, reranker, n_rerank, budget)
                     name = mode + RerankingRetriever.SUFFIX
-                    result = run_mode(wrapped, dataset, name, args.k, params=params, to_doc=doc_map,
-                                      progress=progress.update)
+                    # A reranking retriever searches as a Retriever does (run_mode uses its search alone).
+                    result = run_mode(cast("Retriever", wrapped), dataset, name, args.k,
+                                      params=cast("SearchParams", params), to_doc=doc_map, progress=progress.update)
                     result.params = {"rerank": n_rerank, "reranker": reranker.model, "budget_ms": budget,
-                                     "partial_asks": wrapped.partial, "first_stage": mode_params(retriever, mode, args.nprobe, ranking[mode])}
+                                     "partial_asks": wrapped.partial,
+                                     "first_stage": mode_params(retriever, mode, args.nprobe, ranking[mode])}
                     results.append(result)
             sweep = None
             if sweep_values is not None:
@@ -172,6 +179,7 @@ def _evaluate(args, modes: list[str], sweep_values: list[int] | None) -> int:
     report = make_report(dataset, results, k=args.k, index_path=path, retriever=retriever,
                          embedder_settings=emb_settings, sweep=sweep, command=["ragtui", *sys.argv[1:]])
     if dataset.docs is not None:
+        sync_report = cast(Any, sync_report)
         report["provenance"]["sync"] = {"published": sync_report.published, "chunks": sync_report.chunks_total,
                                         "embedded": sync_report.chunks_embedded}
     to_stdout = args.json == "-"
@@ -244,13 +252,21 @@ def _split_ref(ref: str) -> tuple[str, str | None]:
     return ref, None
 
 
+MAX_REPORT_BYTES = 256 << 20
+"""The largest report read: 256 MiB (one with every query's ranking is a few MB per thousand queries)."""
+
+
 def _read_report(path: str) -> dict:
+    from ragtui.core.files import read_file
+
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        return json.loads(read_file(path, MAX_REPORT_BYTES, what="a report").decode("utf-8"))
     except FileNotFoundError:
         raise UsageError(f"{path}: no such report (write one with `ragtui eval DATASET --json {path}`)") from None
-    except (OSError, ValueError) as e:
+    except OSError as e:
+        raise UsageError(f"{path}: cannot read the report: {e.strerror or e} (give a report "
+                         "`ragtui eval --json` wrote)") from None
+    except (ValueError, RecursionError) as e:
         raise UsageError(f"{path}: cannot read the report ({e})") from None
 
 
@@ -265,7 +281,7 @@ def _compare(args) -> int:
     if (ma is None) != (mb is None):
         raise UsageError("name a mode on both sides (A.json:bm25 B.json:hybrid) or on neither")
     a, b = _read_report(fa), _read_report(fb)
-    pairs = [(ma, mb)] if ma else None
+    pairs = [(ma, mb)] if ma and mb else None
     result = compare_reports(a, b, pairs=pairs, names=(fa, fb), permutations=args.permutations, seed=args.seed)
     if args.json:
         _write_json(result, args.json)

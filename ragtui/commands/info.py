@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 from ragtui import app
+from ragtui.commands.options import settings_of
 from ragtui.core.textsafe import json_text, one_line
 
 __all__ = ["register", "run"]
@@ -33,7 +35,7 @@ def register(sub, common) -> None:
 def run(args) -> int:
     from ragtui.core.index.index_format import read_index
 
-    settings = app.settings_from(args)
+    settings = settings_of(args)
     root = {"artifacts": str(settings.artifacts), "artifacts_from": settings.artifacts_from}
     names, broken = ([], []) if settings.index else app.scan_indexes(settings)
     if not settings.index and (len(names) != 1 or broken):
@@ -48,8 +50,25 @@ def run(args) -> int:
             if broken:
                 print(f"ragtui: note: {app.broken_note(settings, broken)}", file=sys.stderr)
         return 0
+    from ragtui.core.documents import TEXT, by_extension
+    from ragtui.core.ingest.publish import state_dir
+    from ragtui.core.ingest.skips import load_skips
+
     data = read_index(app.resolve_index(settings))
-    info = {"path": str(data.path), **data.meta.to_json(), "n_documents": len({r.doc_id for r in data.records})}
+    doc_ids = {r.doc_id for r in data.records}
+    info: dict[str, Any] = {"path": str(data.path), **data.meta.to_json(), "n_documents": len(doc_ids)}
+    code = _code_documents(doc_ids)
+    if code:
+        info["code_documents"] = code["documents"]
+        info["code_chunker"] = code["chunker"]
+    # The kinds of the documents by their names (a misnamed file is counted by its name).
+    kinds: dict[str, int] = {}
+    for doc_id in doc_ids:
+        kind = (by_extension(doc_id) or TEXT).name
+        kinds[kind] = kinds.get(kind, 0) + 1
+    info["kinds"] = dict(sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+    skips = load_skips(state_dir(settings.artifacts, data.meta.index_id))
+    info["skipped"] = [{"doc_id": d, "reason": why} for d, (_stamp, why) in sorted(skips.items())]
     info["n_terms"] = data.bm25.n_terms
     info.update(root)
     # The IVF lists (built on first use, then cached outside the index) and the nprobe their
@@ -64,6 +83,30 @@ def run(args) -> int:
     if args.json:
         print(json_text(info, indent=1))
     else:
+        skipped = info.pop("skipped")
+        info["kinds"] = ", ".join(f"{k} {n}" for k, n in info["kinds"].items()) or "none"
         for key, value in info.items():
-            print(f"{key:>16}: {value}")
+            print(f"{key:>16}: {one_line(str(value), 2000)}")
+        print(f"{'skipped':>16}: {len(skipped)} file(s) a reader could not read at the last sync")
+        for s in skipped:
+            print(f"{'':>18}{one_line(s['doc_id'], 500)}: {one_line(s['reason'], 500)}")
     return 0
+
+
+def _code_documents(doc_ids) -> dict | None:
+    """Source files of the index by language, and how they are cut (by their syntax, or as plain text when the
+    grammar is not installed: spec/chunker.md, "Code")."""
+    from ragtui.core.code.languages import code_language, grammar
+
+    counts: dict[str, int] = {}
+    for doc_id in doc_ids:
+        language = code_language(doc_id)
+        if language is not None:
+            counts[language] = counts.get(language, 0) + 1
+    if not counts:
+        return None
+    missing = sorted(lang for lang in counts if grammar(lang) is None)
+    chunker = "at definitions (tree-sitter)" if not missing else (
+        f"plain text for {', '.join(missing)}: no grammar installed; pip install 'ragtui[code]' to cut source "
+        "files at their definitions")
+    return {"documents": dict(sorted(counts.items())), "chunker": chunker}

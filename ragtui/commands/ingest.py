@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from ragtui import app
-from ragtui.commands.options import add_folder_options, warn_truncation
+from ragtui.commands.options import add_folder_options, folder_values, warn_truncation
 from ragtui.core.textsafe import json_text
 from ragtui.progress import ProgressDisplay
 
@@ -32,7 +32,7 @@ def register(sub, common) -> None:
 def run(args) -> int:
     from ragtui.core.ingest.sync import sync
 
-    settings, folder, index_id, rules = app.folder_settings(args, "index")
+    settings, folder, index_id, rules = app.folder_settings(args.folder, "index", **folder_values(args))
     embedder = app.open_embedder(settings, warm=False)  # its model files are read only if something changed
     app.prepare_root(settings)  # a root that cannot be written fails now, not after the walk and embedding
     warn_truncation(embedder, settings.max_tokens)

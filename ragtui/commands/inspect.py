@@ -14,24 +14,20 @@ The embedder is never loaded: inspecting needs no embeddings.
 from __future__ import annotations
 
 import os
-import shlex
 import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
-from ragtui.app import list_indexes, resolve_index, settings_from
+from ragtui.app import list_indexes, resolve_index
+from ragtui.commands.options import settings_of
 from ragtui.core.citations import FRESH, Citation, Resolver, parse_refs, split_ref
 from ragtui.core.errors import NotFoundError, RagtuiError, UsageError
 from ragtui.core.index.records import fingerprint
 from ragtui.core.textsafe import json_text, neutralize
 
-__all__ = ["editor_argv", "register", "run"]
-
-PLUS_LINE_EDITORS = frozenset(
-    {"vi", "vim", "nvim", "gvim", "view", "nano", "emacs", "emacsclient", "micro", "hx", "helix"}
-)
-GOTO_EDITORS = frozenset({"code", "code-insiders", "codium", "vscodium"})
+__all__ = ["register", "run"]
 
 
 def register(sub, common) -> None:
@@ -74,7 +70,7 @@ def run(args) -> int:
         if not root.is_dir():
             raise UsageError(f"--root {args.root} is not a folder: give the folder that holds the ingested folder")
     expected = _expectations(args, refs)
-    outcomes = _resolve_all(settings_from(args), refs, root)
+    outcomes = _resolve_all(settings_of(args), refs, root)
     if args.open:
         return _open(outcomes)
     if args.check:
@@ -93,6 +89,7 @@ def run(args) -> int:
         elif args.json:
             out.json_line(result.to_json())
         else:
+            assert resolver is not None  # a resolved citation comes with its resolver
             out.citation(result, resolver.source_text(result), args.context)
     return code
 
@@ -254,27 +251,11 @@ def _where(c: Citation) -> str:
         return f"{c.path} is gone"
     if c.status == "changed":
         return f"{c.path} no longer contains the chunk's text"
-    span = f"{c.path}:{c.start_line}-{c.end_line}"
+    span = f"{c.path} {c.place}" if c.page is not None else f"{c.path}:{c.start_line}-{c.end_line}"
     return span if c.status == FRESH else f"{span} (found out of order: the document was rearranged)"
 
 
 # -- --open ----------------------------------------------------------------------------------
-
-
-def editor_argv(editor: str, path: str, line: int) -> list[str]:
-    """The argv that opens ``path`` at ``line`` in ``editor`` (a $EDITOR value, shell-quoted)."""
-    try:
-        argv = shlex.split(editor)
-    except ValueError as e:
-        raise UsageError(f"cannot parse the editor command {editor!r}: {e}") from None
-    if not argv:
-        raise UsageError("the editor command is empty: set $EDITOR (e.g. EDITOR=vim)")
-    name = os.path.basename(argv[0]).removesuffix(".exe")
-    if name in GOTO_EDITORS:
-        return [*argv, "--goto", f"{path}:{line}"]
-    if name in PLUS_LINE_EDITORS:
-        return [*argv, f"+{line}", path]
-    return [*argv, path]  # an editor whose line syntax we do not know: at least open the file
 
 
 def _open(outcomes) -> int:
@@ -283,13 +264,12 @@ def _open(outcomes) -> int:
         raise first
     if first.path is None or first.status == "missing":
         raise NotFoundError(f"cannot open {first.chunk_id!r}: {neutralize(_where(first))}")
-    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
-    if not editor:
-        raise UsageError("no editor set: set $EDITOR (or $VISUAL), e.g. export EDITOR=vim")
+    from ragtui.editor import editor_command
+
     line = first.start_line or 1
     if not first.located:
         print(f"ragtui: note: {neutralize(_where(first))}; opening at line 1", file=sys.stderr)
-    argv = editor_argv(editor, str(first.path), line)
+    argv = editor_command(first.path, line)  # the TUI's `e` runs the same command
     try:
         subprocess.run(argv, check=False)
     except OSError as e:
@@ -309,7 +289,7 @@ class _Output:
     def __init__(self, stream) -> None:
         self.stream = stream
         self.tty = stream.isatty() and os.environ.get("TERM") != "dumb"
-        self._console = None
+        self._console: Any = None  # a rich Console once a citation is printed in colour
 
     def json_line(self, obj: dict) -> None:
         self.stream.write(json_text(obj) + "\n")
@@ -328,7 +308,7 @@ class _Output:
         r = c.record
         where = "(cannot be located safely)" if c.path is None else str(c.path)
         if c.located:
-            where += f":{c.start_line}-{c.end_line}"
+            where += f" {c.place}" if c.page is not None else f":{c.start_line}-{c.end_line}"
         status = c.status
         if c.status != FRESH:
             status += f": {_where(c)}"
@@ -355,6 +335,7 @@ class _Output:
             for line in neutralize(c.record.text).split("\n"):
                 w(f"    {line}\n")
         else:
+            assert c.start_line is not None and c.end_line is not None  # lines are given for located chunks
             width = len(str(first_line + len(lines) - 1))
             for i, line in enumerate(neutralize("\n".join(lines)).split("\n")):
                 n = first_line + i
@@ -385,6 +366,7 @@ class _Output:
             con.print(Text("  text (as indexed):", style="dim"))
             con.print(Text(neutralize(c.record.text)))
         else:
+            assert c.start_line is not None and c.end_line is not None  # lines are given for located chunks
             code = neutralize("\n".join(lines))
             lexer = Syntax.guess_lexer(str(c.path), code)
             con.print(Syntax(code, lexer, theme="ansi_dark", line_numbers=True, start_line=first_line,
@@ -395,7 +377,7 @@ class _Output:
 
 def _context_lines(c: Citation, source: str | None, context: int) -> tuple[list[str] | None, int]:
     """The source lines from ``context`` before the chunk to ``context`` after it (None when not located)."""
-    if not c.located or source is None:
+    if not c.located or source is None or c.start_line is None or c.end_line is None:
         return None, 0
     all_lines = source.split("\n")
     first = max(1, c.start_line - context)

@@ -7,7 +7,7 @@ package (a dependency of ragtui).
 
 from __future__ import annotations
 
-from ragtui import app
+from ragtui.commands.options import settings_of
 
 __all__ = ["register", "run"]
 
@@ -29,7 +29,7 @@ def run(args) -> int:
 
     from ragtui.core.errors import UsageError
 
-    settings = app.settings_from(args)
+    settings = settings_of(args)
     try:
         from ragtui.mcp.server import serve_stdio
     except ImportError as e:

@@ -11,8 +11,10 @@ import os
 import sys
 
 from ragtui import app
+from ragtui.commands.options import add_mode_option, add_query_options, add_ranking_options, request_of, settings_of
 from ragtui.core.errors import StorageError
 from ragtui.core.textsafe import json_text
+from ragtui.request import MAX_K
 
 __all__ = ["add_pack_options", "register", "run"]
 
@@ -21,16 +23,16 @@ DEFAULT_CANDIDATES = 50
 
 
 def add_pack_options(p) -> None:
-    """--budget, --mode, -k, --nprobe (pack and ask)."""
+    """--budget, --mode, -k, --nprobe and the ranking options (pack and ask: the same request as search)."""
     from ragtui.core.pack import DEFAULT_BUDGET
 
     p.add_argument("-b", "--budget", type=int, metavar="TOKENS", default=None,
                    help=f"tokens of context, counted with the index's tokenizer (default: {DEFAULT_BUDGET})")
-    p.add_argument("--mode", default=DEFAULT_MODE,
-                   help=f"flat, ivf, bm25 or hybrid (default: {DEFAULT_MODE})")
-    p.add_argument("-k", type=int, default=DEFAULT_CANDIDATES,
-                   help=f"ranked chunks considered for the budget (default: {DEFAULT_CANDIDATES})")
-    p.add_argument("--nprobe", type=int, help="IVF lists to probe")
+    add_mode_option(p, DEFAULT_MODE)
+    p.add_argument("-k", type=int, default=None,
+                   help=f"ranked chunks considered for the budget, 1 to {MAX_K} (default: {DEFAULT_CANDIDATES})")
+    p.add_argument("--nprobe", type=int, help="IVF lists to probe, 1 to the index's nlist")
+    add_ranking_options(p)
 
 
 def register(sub, common) -> None:
@@ -44,6 +46,7 @@ def register(sub, common) -> None:
     )
     p.add_argument("query")
     add_pack_options(p)
+    add_query_options(p)
     form = p.add_mutually_exclusive_group()
     form.add_argument("--json", action="store_true", help="print the pack as JSON (snippets, tokens, fingerprint)")
     form.add_argument("--markdown", action="store_true", help="print the paste-ready Markdown form (the default)")
@@ -61,25 +64,22 @@ def budget_of(args, settings) -> int:
 
 
 def run(args) -> int:
-    from ragtui.core.search.query import parse_query
-    from ragtui.core.search.retriever import check_query, check_search
-
-    parse_query(check_query(args.query))  # query syntax mistakes (with their column) before anything loads
-    params = {"nprobe": args.nprobe} if args.nprobe is not None else {}
-    check_search(args.mode, params)  # before anything loads
-    settings = app.settings_from(args)
+    settings = settings_of(args)
+    # The request and the budget are checked before anything loads.
+    request = request_of(args, settings, args.query, default_mode=DEFAULT_MODE, default_k=DEFAULT_CANDIDATES)
     budget = budget_of(args, settings)
-    reader = app.open_reader(settings)
-    result = app.pack_query(reader, args.query, mode=args.mode, k=args.k, budget=budget, params=params)
-    text = json_text(result.to_json(), indent=1) + "\n" if args.json else result.markdown()
+    searcher = app.open_searcher(settings, request, embedders=True)  # the index's tokenizer counts the budget
+    found = app.run_search(searcher, request)
+    result = app.pack_result(found, budget)
+    text = json_text(app.pack_json(found, result), indent=1) + "\n" if args.json else result.markdown()
     if args.output:
         write_output(args.output, text)
     else:
         sys.stdout.write(text)
-    for note in result.notes:
+    for note in (*found.notes, *result.notes):  # (in --json too, under "notes")
         print(f"ragtui: note: {note}", file=sys.stderr)
     print(f"{len(result.snippets)} snippet(s), {result.used}/{result.budget} tokens ({result.tokenizer}), "
-          f"{result.candidates} candidate(s), {result.skipped} left out, {args.mode}, "
+          f"{result.candidates} candidate(s), {result.skipped} left out, {request.mode}, "
           f"{result.seconds * 1000:.1f} ms to pack", file=sys.stderr)
     return 0 if result.snippets else 1
 

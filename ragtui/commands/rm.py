@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 
 from ragtui import app
+from ragtui.commands.options import settings_of
 from ragtui.core.errors import UsageError
 from ragtui.core.textsafe import one_line
 
@@ -42,7 +43,7 @@ def run(args) -> int:
     from ragtui.core.ingest.publish import index_dir
     from ragtui.core.ingest.remove import index_kind, remove_index
 
-    settings = app.settings_from(args)
+    settings = settings_of(args)
     index_id = args.index_id
     names, _broken = app.scan_indexes(settings)
     listed = ", ".join(names) if names else "none"

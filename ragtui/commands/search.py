@@ -16,10 +16,17 @@ import shutil
 import sys
 
 from ragtui import app
-from ragtui.commands.options import add_ranking_options, add_rerank_options
+from ragtui.commands.options import (
+    add_mode_option,
+    add_query_options,
+    add_ranking_options,
+    add_rerank_options,
+    request_of,
+    settings_of,
+)
 from ragtui.core.errors import NotFoundError, UsageError
-from ragtui.core.search.ranking_options import LEXICAL_MODES
 from ragtui.core.textsafe import json_text
+from ragtui.request import DEFAULT_K, DEFAULT_MODE, MAX_K
 
 __all__ = ["register", "run"]
 
@@ -30,21 +37,23 @@ INDENT = 6
 def register(sub, common) -> None:
     p = sub.add_parser("search", help="rank chunks for a query", description=(
         "Rank chunks for a query. Each hit shows its source as path:Lstart-Lend and a snippet around the "
-        "query's terms; --explain says why it scored what it did."))
+        "query's terms; --explain says why it scored what it did. A query that begins with '-' goes after "
+        "--: ragtui search -- -word"))
     p.add_argument("query")
-    # Checked (with a did-you-mean) by run() before anything loads.
-    p.add_argument("--mode", default="bm25", help="flat, ivf, bm25, bm25doc, bm25stem or hybrid (default: bm25)")
-    p.add_argument("-k", type=int, default=10, help="number of results (default: 10)")
+    add_mode_option(p, DEFAULT_MODE)
+    p.add_argument("-k", type=int, default=None, help=f"number of results, 1 to {MAX_K} (default: {DEFAULT_K})")
     p.add_argument("--nprobe", type=int, help="IVF lists to probe, 1 to the index's nlist (`ragtui info`); "
                    "a value outside is refused with the range")
     p.add_argument("--json", action="store_true",
                    help="print the hits as JSON, with source path, line and character range, mode and query time")
     p.add_argument("--explain", action="store_true",
                    help="say why each hit scored what it did: BM25 per-term contributions (idf, tf, weight), "
-                        "each hybrid arm's rank and score, the IVF lists probed, the parsed query")
+                        "each hybrid arm's rank and score, the IVF lists probed, the parsed query, and what a "
+                        "score floor, MMR, merging or the reranker did to the order")
     p.add_argument("--all", action="store_true",
                    help="search every index under the artifacts root as one (so does --index a,b): "
                    "BM25 with their statistics pooled, each hit naming its index")
+    add_query_options(p)
     add_ranking_options(p)
     add_rerank_options(p)
     common(p)
@@ -52,74 +61,38 @@ def register(sub, common) -> None:
 
 
 def run(args) -> int:
-    from ragtui.core.search.explain import explain_search
-    from ragtui.core.search.query import parse_query
-    from ragtui.core.search.retriever import SearchTrace, check_query, check_search
     from ragtui.core.textsafe import one_line
 
-    if args.k < 1:
-        raise UsageError(f"-k must be at least 1 (got {args.k})")
-    query = check_query(args.query)  # before anything is loaded: a bad query costs nothing
-    if not query.strip():
-        raise UsageError("the query is empty: give the words to search for, e.g. ragtui search 'tar archive'")
-    parsed = parse_query(query)
-    if args.mode == "ivf" and args.nprobe is not None and args.nprobe < 1:
-        raise UsageError(f"--nprobe must be between 1 and the index's number of IVF lists (got {args.nprobe})")
-    params = {"nprobe": args.nprobe} if args.nprobe is not None else {}
-    check_search(args.mode, params)  # before the index or the embedder is loaded
-    settings = app.settings_from(args)
-    params.update(app.search_params(args, settings, args.mode))
-    n_rerank, budget = app.rerank_options(args, settings)
-    several = app.resolve_indexes(settings, every=args.all)
-    if several is not None:
-        if n_rerank or args.explain:
-            raise UsageError(f"{'--rerank' if n_rerank else '--explain'} works on one index at a time: "
-                             "choose one with --index")
-        return _run_many(args, settings, several, parsed, params)
-    reranker = app.open_reranker(args, settings) if n_rerank else None
-    retriever = app.open_retriever(settings, need_embedder=args.mode not in LEXICAL_MODES)
-    meta = retriever.meta
+    settings = settings_of(args)
+    # Everything checked before anything is loaded: a bad request costs nothing.
+    request = request_of(args, settings, args.query, default_mode=DEFAULT_MODE, default_k=DEFAULT_K)
+    if (request.rerank or args.explain) and app.resolve_indexes(settings, every=request.every) is not None:
+        raise UsageError(f"{'--rerank' if request.rerank else '--explain'} works on one index at a time: "
+                         "choose one with --index")
+    searcher = app.open_searcher(settings, request)
+    if searcher.several:
+        return _run_many(args, request, searcher)
+    reranker = app.open_reranker(settings, getattr(args, "rerank_model", None)) if request.rerank else None
+    meta = searcher.only.meta
     if meta.n_chunks == 0:
         raise NotFoundError(f"index {meta.index_id!r} is empty (0 chunks): the folder it was built from had no "
                             "documents to index; add some and run `ragtui ingest FOLDER` again")
-    if args.mode == "ivf" and args.nprobe is not None:
-        _check_nprobe(retriever, args.nprobe)
-    trace = SearchTrace()
-    fetch = max(args.k, n_rerank)
-    explained = None
-    if args.explain:
-        explained = explain_search(retriever, query, args.mode, fetch, trace=trace, **params)
-        hits = list(explained.hits)
-        notes = explained.notes
-    else:
-        found = retriever.search(parsed, mode=args.mode, k=fetch, trace=trace, **params)
-        hits, notes = list(found), found.notes
-    for note in notes:  # e.g. a prefix that matched more terms than are ranked
+    result = app.run_search(searcher, request, explain=args.explain, reranker=reranker)
+    for note in result.notes:  # e.g. a prefix that matched more terms than are ranked, a query read as text
         print(f"note: {one_line(note, 300)}", file=sys.stderr)
-    seconds = retriever.last_search_seconds
-    reranked = None
-    if reranker is not None:
-        from ragtui.core.rerank import rerank
-
-        # The cross-encoder reads the words searched for, not the syntax around them.
-        reranked = rerank(parsed.search_text, hits, reranker, n_rerank, budget_ms=budget)
-        hits = list(reranked.hits)
-    hits = hits[: args.k]
-    assert trace.data is not None
-    sources = _sources(trace.data, hits)
+    hits, explained, reranked, parsed = result.hits, result.explained, result.reranked, request.query
+    (snapshot,) = result.snapshots.values()
+    data = snapshot.data
+    sources = _sources(data, hits)
     why = {e.hit.row: e for e in explained.explanations} if explained is not None else {}
     if args.json:
         out = []
-        for h in hits:
-            row = {"rank": h.rank, "score": h.score, "chunk_id": h.chunk_id, "doc_id": h.doc_id, "row": h.row,
-                   "text": h.text, **sources[h.row].to_json(), "mode": args.mode, "query_ms": seconds * 1000}
-            if h.rows:  # --merge joined these chunks into this hit
-                row["merged_rows"] = list(h.rows)
+        for row in app.cite_hits(result):
+            row.update({"mode": request.mode, "query_ms": result.seconds * 1000})
             if explained is not None:
-                row["explain"] = {**explained.to_json(), **why[h.row].to_json(), "query": parsed.describe()}
+                row["explain"] = {**explained.to_json(), "stages": list(result.stages), **why[row["row"]].to_json(),
+                                  "query": parsed.describe()}
             out.append(row)
-        if any(h.rows for h in hits):
-            _merged_lines(retriever, hits, out)
         if reranked is not None:  # which scores are the cross-encoder's, and where each hit was before
             for row, before in zip(out, reranked.first_stage_rank):
                 row["reranked"] = before <= reranked.scored
@@ -129,9 +102,9 @@ def run(args) -> int:
         if explained is not None and not parsed.plain:
             for line in parsed.describe().splitlines():
                 print(f"query: {one_line(line, 300)}")
-        _print_hits(args, parsed.search_text, hits, sources, trace.data, why, explained, reranked)
+        _print_hits(args, parsed.search_text, hits, sources, data, why, explained, reranked, result.stages)
         extra = f"; {reranked.describe()} in {reranked.seconds * 1000:.0f} ms" if reranked is not None else ""
-        print(f"{len(hits)} result(s), {args.mode}, {seconds * 1000:.1f} ms{extra}", file=sys.stderr)
+        print(f"{len(hits)} result(s), {request.mode}, {result.seconds * 1000:.1f} ms{extra}", file=sys.stderr)
     return 0 if hits else 1
 
 
@@ -143,14 +116,6 @@ class _Source:
         """``path:Lstart-Lend`` (or the doc_id and what is wrong) for people."""
         self.citation = citation
         self.problem = problem
-
-    def to_json(self) -> dict[str, object]:
-        c = self.citation
-        if c is None:
-            return {"path": None, "status": None, "start_line": None, "end_line": None, "start_char": None,
-                    "end_char": None, "source_problem": self.problem}
-        return {"path": None if c.path is None else str(c.path), "status": c.status, "start_line": c.start_line,
-                "end_line": c.end_line, "start_char": c.start_char, "end_char": c.end_char}
 
 
 def _sources(data, hits) -> dict[int, _Source]:
@@ -171,7 +136,7 @@ def _sources(data, hits) -> dict[int, _Source]:
             continue
         name = inline(h.doc_id) if c.path is None else inline(_relative(str(c.path), cwd))
         if c.start_line is not None:
-            shown = f"{name}:L{c.start_line}-L{c.end_line}"
+            shown = f"{name} {c.place}" if c.page is not None else f"{name}:L{c.start_line}-L{c.end_line}"
             if c.status != "fresh":
                 shown += f" ({c.status})"
         else:
@@ -190,7 +155,7 @@ def _relative(path: str, cwd: str) -> str:
     return path
 
 
-def _print_hits(args, words, hits, sources, data, why, explained, reranked) -> None:
+def _print_hits(args, words, hits, sources, data, why, explained, reranked, stages=()) -> None:
     from ragtui.core.search.kwic import salient, snippet, term_weights
     from ragtui.core.textsafe import inline
 
@@ -200,6 +165,8 @@ def _print_hits(args, words, hits, sources, data, why, explained, reranked) -> N
     if explained is not None:
         for line in _explain_head(explained):
             print(line)
+        for line in stages:  # what a floor, MMR, merging or the reranker did to the order
+            print(f"then: {line}")
     # The hits whose score is the cross-encoder's, with their first-stage rank (what --explain explains).
     first_stage = {h.row: before for h, before in zip(hits, reranked.first_stage_rank) if before <= reranked.scored
                    } if reranked is not None else {}
@@ -258,73 +225,43 @@ def _explain_hit(e) -> list[str]:
         return [f"{e.fusion}: " + "; ".join(parts) + f"  = {e.score:.4f}"]
     if e.mode == "ivf":
         return [f"cosine {e.cosine:.4f}, from list {e.ivf_list}"]
-    return [f"cosine {e.cosine:.4f} (exact, every chunk scored)"]
+    if e.mode == "flat":
+        return [f"cosine {e.cosine:.4f} (exact, every chunk scored)"]
+    return [f"score {e.score:.4f}"]
 
 
-def _check_nprobe(retriever, nprobe: int) -> None:
-    """Refuse (rather than clamp) an nprobe above the index's number of IVF lists: the range is in the message."""
-    from ragtui.core.search.ivf import IVFParams
-
-    nlist = (retriever.ivf_params or IVFParams()).resolve(retriever.meta.n_chunks).nlist
-    if nprobe > nlist:
-        raise UsageError(f"--nprobe must be between 1 and {nlist}, the number of IVF lists of index "
-                         f"{retriever.meta.index_id!r} (got {nprobe}); {nlist} probes every list, as flat search does")
-
-
-def _merged_lines(retriever, hits, out: list[dict]) -> None:
-    """A merged hit's union line range in its source, [first chunk's start, last chunk's end],
-    when both chunks are found in the file as it is now (spec/citations.md); else no "lines"."""
-    from ragtui.core.citations import Resolver
-    from ragtui.core.errors import RagtuiError
-
-    data = retriever.data
-    resolver = Resolver(data)
-    for row, h in zip(out, hits):
-        if not h.rows:
-            continue
-        try:
-            first = resolver.resolve(data.records[h.rows[0]].chunk_id)
-            last = resolver.resolve(data.records[h.rows[-1]].chunk_id)
-        except RagtuiError:
-            continue  # no recorded source folder, or a source that cannot be read: the hit stays
-        if first.located and last.located and first.path == last.path:
-            row["lines"] = [first.start_line, last.end_line]
-
-
-def _run_many(args, settings, paths, parsed, params: dict) -> int:
+def _run_many(args, request, searcher) -> int:
     """``--all`` / ``--index a,b``: the indexes ranked as one (core.search.multi), each hit naming its index.
 
     Hits are shown as a single index's are (source lines, a snippet around the
     words searched for), with the index each one came from.
     """
     from ragtui.core.search.kwic import salient, snippet, term_weights
-    from ragtui.core.search.multi import search_many
     from ragtui.core.textsafe import inline, one_line
 
-    retrievers = app.open_retrievers(settings, paths, need_embedder=args.mode not in LEXICAL_MODES)
-    result = search_many(retrievers, parsed, mode=args.mode, k=args.k, **params)
+    result = app.run_search(searcher, request)
     for note in result.notes:
         print(f"note: {one_line(note, 300)}", file=sys.stderr)
-    hits = result.hits
+    hits = list(zip(result.hits, result.indexes))
     # Where each hit is in its source: every index's files read through its own data (rows are per index).
     sources: dict[tuple[str, int], _Source] = {}
-    for index_id, retriever in retrievers.items():
-        mine = [m.hit for m in hits if m.index_id == index_id]
+    for index_id, snapshot in result.snapshots.items():
+        mine = [h for h, i in hits if i == index_id]
         if mine:
-            sources.update({(index_id, row): src for row, src in _sources(retriever.data, mine).items()})
+            sources.update({(index_id, row): src for row, src in _sources(snapshot.data, mine).items()})
+    names = list(result.snapshots)
     if args.json:
-        out = [{"rank": m.rank, "score": m.score, "index": m.index_id, "chunk_id": m.chunk_id,
-                "doc_id": m.hit.doc_id, "row": m.hit.row, "text": m.hit.text,
-                **sources[(m.index_id, m.hit.row)].to_json(), "mode": args.mode} for m in hits]
+        out = [{**row, "mode": request.mode, "query_ms": result.seconds * 1000} for row in app.cite_hits(result)]
         sys.stdout.write(json_text(out, indent=1) + "\n")
     else:
         width = max(40, shutil.get_terminal_size((80, 24)).columns)
-        weights = {i: salient(term_weights(r.data.bm25, parsed.search_text)) for i, r in retrievers.items()}
+        words = request.query.search_text
+        weights = {i: salient(term_weights(r.data.bm25, words)) for i, r in result.snapshots.items()}
         pad = " " * INDENT
-        for m in hits:
-            print(f"{m.rank:>3}  {m.score:9.4f}  {inline(m.index_id)}  {sources[(m.index_id, m.hit.row)].shown}  "
-                  f"{inline(m.chunk_id)}")
-            print(pad + snippet(m.hit.text, weights[m.index_id], width - INDENT - 1).text)
-        print(f"{len(hits)} result(s), {args.mode} over {len(paths)} indexes ({', '.join(p.name for p in paths)}), "
+        for h, index_id in hits:
+            print(f"{h.rank:>3}  {h.score:9.4f}  {inline(index_id)}  {sources[(index_id, h.row)].shown}  "
+                  f"{inline(h.chunk_id)}")
+            print(pad + snippet(h.text, weights[index_id], width - INDENT - 1).text)
+        print(f"{len(hits)} result(s), {request.mode} over {len(names)} indexes ({', '.join(names)}), "
               f"merged as one index; cite a hit with `ragtui inspect --index INDEX CHUNK_ID`", file=sys.stderr)
     return 0 if hits else 1

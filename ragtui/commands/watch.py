@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 
 from ragtui import app
 from ragtui.app import DEFAULT_RECONCILE_EVERY
-from ragtui.commands.options import add_folder_options
+from ragtui.commands.options import add_folder_options, folder_values
 from ragtui.core.errors import UsageError
 from ragtui.core.textsafe import json_text
 
@@ -130,7 +130,7 @@ def _raise_stop(signum, frame) -> None:
 def run(args) -> int:
     from ragtui.watch.memory import IDLE_RELEASE_SECONDS, release_freed_memory, retain_freed_memory
 
-    settings, folder, index_id, rules = app.folder_settings(args, "watch")
+    settings, folder, index_id, rules = app.folder_settings(args.folder, "watch", **folder_values(args))
     if args.quiet_ms < 0:
         raise UsageError(f"--quiet-ms must be at least 0 (got {args.quiet_ms})")
     if args.poll_seconds <= 0 or args.reconcile_every < 0:
@@ -151,7 +151,7 @@ def run(args) -> int:
         on_sync=log.report,
         on_event=log.event,
         on_error=log.error,
-        on_idle=release_freed_memory,
+        on_idle=lambda: None if release_freed_memory() else None,
         idle_seconds=IDLE_RELEASE_SECONDS,
     )
     if args.once:

@@ -35,19 +35,24 @@ from __future__ import annotations
 
 import errno
 import functools
+import hashlib
 import json
 import os
 import re
 import stat
+import threading
 from bisect import bisect_left
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ragtui.core.documents import HEAD_BYTES, PAGE_BREAK, Kind, Unreadable, detect, page_of
+from ragtui.core.documents.worker import shared
 from ragtui.core.errors import IndexFormatError, NotFoundError, StorageError, UsageError
 from ragtui.core.index.index_format import IndexData
 from ragtui.core.index.records import ChunkRecord
-from ragtui.core.ingest.reader import decode_document, read_file
+from ragtui.core.ingest.reader import read_file
 from ragtui.core.textsafe import neutralize
 
 __all__ = [
@@ -94,6 +99,15 @@ class Citation:
     """Offset of the chunk's first character in the current decoded text (code points, BOM dropped)."""
     end_char: int | None
     """Offset just past the chunk's last character: ``source[start_char:end_char] == record.text``."""
+    page: int | None = None
+    """For a paged document (PDF), located: the 1-based page the chunk starts on (page breaks before it,
+    plus one); None otherwise."""
+    page_end: int | None = None
+    """The page holding the chunk's last character (a chunk may span pages)."""
+    page_line: int | None = None
+    """The 1-based line within ``page`` on which the chunk starts."""
+    page_end_line: int | None = None
+    """The line within ``page_end`` holding the chunk's last character."""
     positional: bool = False
     """True when ``ref`` was the short form ``INDEX#N``: a row number, which names another chunk once the
     index is rebuilt with documents added or removed before it (the chunk_id names this chunk for good)."""
@@ -107,13 +121,26 @@ class Citation:
         return self.record.doc_id
 
     @property
+    def place(self) -> str:
+        """Where the chunk is, as people cite it: ``p.12 L3–9`` in a paged document (lines within the
+        page; ``p.12 L40–p.13 L2`` across a page break), ``L3–9`` in any other; "" when not located."""
+        if self.start_line is None:
+            return ""
+        if self.page is None:
+            return f"L{self.start_line}–{self.end_line}"
+        if self.page_end == self.page:
+            return f"p.{self.page} L{self.page_line}–{self.page_end_line}"
+        return f"p.{self.page} L{self.page_line}–p.{self.page_end} L{self.page_end_line}"
+
+    @property
     def located(self) -> bool:
         """Whether line and character ranges are known (``fresh`` or ``moved``)."""
         return self.start_line is not None
 
     def to_json(self) -> dict[str, object]:
-        """Every field, with the record's fields flattened in, for JSON output."""
-        return {
+        """Every field, with the record's fields flattened in, for JSON output (``page`` and ``page_end``
+        only for a paged document)."""
+        out: dict[str, object] = {
             "ref": self.ref,
             "index_id": self.index_id,
             "row": self.row,
@@ -126,6 +153,9 @@ class Citation:
             "end_char": self.end_char,
             "positional": self.positional,
         }
+        if self.page is not None:
+            out["page"], out["page_end"] = self.page, self.page_end
+        return out
 
 
 def split_ref(ref: str) -> tuple[str, int]:
@@ -198,6 +228,7 @@ class _Doc:
     cursor: int = 0  # the next search starts here (previous find + 1)
     prev_end: int = 0  # end of the previous chunk found
     newlines: list[int] | None = None
+    paged: bool = False  # the text's pages are joined by PAGE_BREAK
 
 
 class Resolver:
@@ -257,15 +288,24 @@ class Resolver:
         if start < 0 or doc.text is None:  # (a start >= 0 was found in the text)
             status = CHANGED if doc.present else MISSING
             return Citation(ref, self.data.meta.index_id, row, record, doc.path, status, None, None, None, None,
-                            positional)
+                            positional=positional)
         end = start + len(record.text)
         if doc.newlines is None:
             doc.newlines = [m.start() for m in re.finditer("\n", doc.text)]
         # A line is numbered by the "\n" before it, so CRLF counts once and a lone CR not at all.
         start_line = bisect_left(doc.newlines, start) + 1
-        end_line = bisect_left(doc.newlines, max(start, end - 1)) + 1
+        last = max(start, end - 1)
+        end_line = bisect_left(doc.newlines, last) + 1
+        if doc.paged:
+            text = doc.text
+            page, page_end = page_of(text, start), page_of(text, last)
+            first_line = bisect_left(doc.newlines, text.rfind(PAGE_BREAK, 0, start) + 1) + 1
+            end_first = bisect_left(doc.newlines, text.rfind(PAGE_BREAK, 0, last) + 1) + 1
+            return Citation(ref, self.data.meta.index_id, row, record, doc.path, status, start_line, end_line, start,
+                            end, page, page_end, start_line - first_line + 1, end_line - end_first + 1,
+                            positional=positional)
         return Citation(ref, self.data.meta.index_id, row, record, doc.path, status, start_line, end_line, start, end,
-                        positional)
+                        positional=positional)
 
     def source_text(self, citation: Citation) -> str | None:
         """The decoded source text ``citation`` was located in, as this resolver read it.
@@ -287,6 +327,27 @@ class Resolver:
             row += 1
         return out
 
+    def document_line(self, doc_id: str, page: int, line: int) -> int | None:
+        """The line of ``doc_id``'s text that is line ``line`` of its page ``page`` (1-based), or None when
+        the document is not paged, cannot be read, or has no such page or line."""
+        row = self.data.records.find(f"{doc_id}#0")
+        if row < 0 or page < 1 or line < 1:
+            return None
+        doc = self._doc(self.data.records[row], row)
+        if doc.text is None or not doc.paged:
+            return None
+        text = doc.text
+        at = 0
+        for _ in range(page - 1):
+            at = text.find(PAGE_BREAK, at) + 1
+            if at == 0:
+                return None
+        end = text.find(PAGE_BREAK, at)
+        lines_on_page = text.count("\n", at, len(text) if end < 0 else end) + 1
+        if line > lines_on_page:
+            return None
+        return text.count("\n", 0, at) + line
+
     def chunks_at(self, doc_id: str, start_line: int, end_line: int) -> list[Citation]:
         """The chunks of ``doc_id`` located (fresh or moved) on lines that meet ``start_line..end_line``."""
         return [c for c in self.doc_citations(doc_id)
@@ -302,8 +363,8 @@ class Resolver:
                 raise IndexFormatError(
                     self._docs_path, f"line {row + 1}: {record.chunk_id!r} does not follow its document's chunk 0"
                 )
-            path, text, present = self._read_source(record.doc_id, row)
-            doc = self._docs[record.doc_id] = _Doc(first_row, path, text, present, [])
+            path, text, present, paged = self._read_source(record.doc_id, row)
+            doc = self._docs[record.doc_id] = _Doc(first_row, path, text, present, [], paged=paged)
         return doc
 
     def _locate(self, doc: _Doc, k: int) -> int:
@@ -329,8 +390,8 @@ class Resolver:
             f"line {row + 1}: doc_id {doc_id!r} {why}; it is not read (rebuild the index with `ragtui ingest FOLDER`)",
         )
 
-    def _read_source(self, doc_id: str, row: int) -> tuple[Path | None, str | None, bool]:
-        """(path, decoded text or None, present) for ``doc_id``, never reading outside its folder."""
+    def _read_source(self, doc_id: str, row: int) -> tuple[Path | None, str | None, bool, bool]:
+        """(path, the document's text or None, present, paged) for ``doc_id``, never reading outside its folder."""
         parts = doc_id.split("/")
         if (
             doc_id.startswith("/")
@@ -358,33 +419,70 @@ class Resolver:
         folder_real = os.path.realpath(self.root / parts[0])
         real = os.path.realpath(path)
         if not _inside(real, folder_real):
-            return None, None, False  # a link out of the folder: never followed
+            return None, None, False, False  # a link out of the folder: never followed
         try:
             st = os.stat(real)
         except (FileNotFoundError, NotADirectoryError):
-            return path, None, False
+            return path, None, False, False
         except OSError as e:
             if e.errno == errno.ELOOP:
-                return None, None, False  # a link loop: never followed
+                return None, None, False, False  # a link loop: never followed
             raise StorageError(f"cannot read {neutralize(str(path))}: {e.strerror}") from None
         if not stat.S_ISREG(st.st_mode):
-            return path, None, False  # a folder or device where the file was: never opened
+            return path, None, False, False  # a folder or device where the file was: never opened
         if st.st_size > MAX_SOURCE_BYTES:
-            return path, None, True
+            return path, None, True, False
         try:
             # Opens without blocking, refuses a non-regular file, reads at most the bound, and checks the
             # opened descriptor's own path, so a component swapped for a link after the checks above is caught.
             data = read_file(Path(real), MAX_SOURCE_BYTES, inside=folder_real)
         except FileNotFoundError:
-            return path, None, False  # deleted just now
+            return path, None, False, False  # deleted just now
         except OSError as e:
             if e.errno in (errno.EXDEV, errno.ELOOP):
-                return None, None, False  # swapped for a link leading out: never followed
+                return None, None, False, False  # swapped for a link leading out: never followed
             if e.errno == 0:  # swapped for a non-regular file, or grew past the bound, since the stat
-                return path, None, "regular" not in (e.strerror or "")
+                return path, None, "regular" not in (e.strerror or ""), False
             raise StorageError(f"cannot read {neutralize(str(path))}: {e.strerror}") from None
-        text, _reason = decode_document(data)
-        return path, text, True
+        # The document's text is what its reader makes of the bytes now, as ingest made it.
+        kind = detect(doc_id, data[:HEAD_BYTES])
+        if not kind.isolated:
+            try:
+                return path, kind.read(data, shared().limits).text, True, kind.paged
+            except Unreadable:
+                return path, None, True, False
+        text, paged = _extracted(kind, data)
+        return path, text, True, paged
+
+
+_EXTRACTED: OrderedDict[tuple[str, str], tuple[str | None, bool]] = OrderedDict()
+_EXTRACTED_CHARS = 1 << 27
+"""The most characters of extracted text kept for later resolvers (128 Mi)."""
+_extracted_lock = threading.Lock()
+
+
+def _extracted(kind: Kind, data: bytes) -> tuple[str | None, bool]:
+    """(text or None, paged) of a document of an isolated kind, kept by its bytes' SHA-256 for later
+    resolvers of this process: the TUI resolves a hit's citation again on every query, and a long PDF
+    takes seconds to extract."""
+    key = (kind.name, hashlib.sha256(data).hexdigest())
+    with _extracted_lock:
+        got = _EXTRACTED.get(key)
+        if got is not None:
+            _EXTRACTED.move_to_end(key)
+            return got
+    try:
+        doc = shared().read(kind, data)
+        got = (doc.text, doc.paged)
+    except Unreadable:
+        got = (None, False)
+    with _extracted_lock:
+        _EXTRACTED[key] = got
+        total = sum(len(t or "") for t, _ in _EXTRACTED.values())
+        while total > _EXTRACTED_CHARS and len(_EXTRACTED) > 1:
+            (_k, (t, _p)) = _EXTRACTED.popitem(last=False)
+            total -= len(t or "")
+    return got
 
 
 def _inside(real: str, folder_real: str) -> bool:
@@ -453,9 +551,16 @@ class Label:
     end_line: int | None
     chunk_id: str | None
     """Set for a chunk_id citation."""
+    page: int | None = None
+    """Set for a page citation (``paper.pdf p.12 L3-9``): ``start_line`` is then a line of this page."""
+    page_end: int | None = None
+    """The page ``end_line`` is on (a page citation)."""
 
 
 _LABEL_LINES = re.compile(r"^(?P<path>[^\[\]\r\n]+?):L(?P<a>[0-9]{1,9})(?:-L?(?P<b>[0-9]{1,9}))?$")
+_LABEL_PAGE = re.compile(
+    r"^(?P<path>[^\[\]\r\n]+?)[ \t]+p\.(?P<p>[0-9]{1,9})[ \t]+L(?P<a>[0-9]{1,9})"
+    r"(?:[-\u2013](?:p\.(?P<q>[0-9]{1,9})[ \t]+)?L?(?P<b>[0-9]{1,9}))?$")
 _LABEL_CHUNK = re.compile(r"^(?P<path>[^\[\]\r\n\s]+?)#(?P<k>0|[1-9][0-9]{0,8})$")
 _BRACKETS = re.compile(r"\[([^\[\]\r\n]{1,4096})\]")
 MAX_LABELS = 1000
@@ -472,10 +577,16 @@ def parse_labels(text: str) -> list[Label]:
         for part in re.split(r"\s*[;,]\s+|\s*;\s*", group.strip()):
             part = part.strip()
             m = _LABEL_LINES.match(part)
+            page = None if m else _LABEL_PAGE.match(part)
             if m:
                 a = int(m["a"])
                 b = int(m["b"]) if m["b"] else a
                 out.append(Label(part, m["path"].strip(), a, b, None))
+            elif page:
+                a = int(page["a"])
+                b = int(page["b"]) if page["b"] else a
+                p = int(page["p"])
+                out.append(Label(part, page["path"].strip(), a, b, None, p, int(page["q"]) if page["q"] else p))
             else:
                 m = _LABEL_CHUNK.match(part)
                 if m and "/" in m["path"]:

@@ -9,7 +9,20 @@ redirects, and the API key only in the request's header, scrubbed from every
 message. With ``on_delta`` the answer is streamed (server-sent events) and
 each piece of text is passed on as it arrives; once a piece was passed on,
 nothing is retried (the words are already on the screen), so a stream that
-breaks off is an ``LLMError``.
+breaks off is an ``LLMError`` (an ``AnswerCut`` holding the text that came).
+
+Bounds: ``timeout`` is the deadline of the whole call (its retries and waits
+included): a server that keeps the stream open with comments, empty deltas
+or a trickle of text is cut off then. An answer runs to at most
+``max_tokens`` tokens, which the client holds the server to by counting:
+more than ``answer_limits(max_tokens)`` pieces of text or bytes of it cut
+the answer off too (the server ignored ``max_tokens``).
+
+The model's context length (``context_window()``) is ``[llm] context_window``
+when set, else what the server says: llama.cpp's ``GET /props`` (``n_ctx``),
+or the model's ``GET /v1/models`` entry (``max_model_len`` as vLLM gives it,
+``context_length``, ``n_ctx``); None when neither says (llama-cpp-python,
+Ollama, most hosted APIs). An HTTP 400 about the context names the fix.
 
 Failures are ``ragtui.core.errors``: ``UsageError`` (exit 2) for the settings
 (no ``[llm]``, a missing key variable, a bad value), ``LLMError`` (exit 3) for
@@ -31,11 +44,27 @@ from ragtui.core.embedders._httpx import httpx
 from ragtui.core.embedders._transport import JSONPoster, RetryPolicy
 from ragtui.core.errors import LLMError, UsageError
 
-__all__ = ["CHAT_PATH", "ChatAnswer", "ChatClient", "Message"]
+__all__ = ["CHAT_PATH", "AnswerCut", "ChatAnswer", "ChatClient", "Message", "answer_limits"]
 
 CHAT_PATH = "/v1/chat/completions"
 MAX_ANSWER_BYTES = 8 << 20
 """The largest answer read (streamed or not): a server cannot make the client hold more."""
+PIECES_PER_TOKEN = 2
+BYTES_PER_TOKEN = 128
+"""A token's text is rarely over 16 bytes, and a server sends a piece per token or fewer: both bounds are generous."""
+
+
+def answer_limits(max_tokens: int) -> tuple[int, int]:
+    """``(pieces, bytes)``: the most pieces of text and UTF-8 bytes of it an answer of ``max_tokens`` can hold."""
+    return PIECES_PER_TOKEN * max_tokens + 16, BYTES_PER_TOKEN * max_tokens + 4096
+
+
+class AnswerCut(LLMError):
+    """An answer that did not end (a deadline, a bound, a broken stream); ``text`` is what arrived of it."""
+
+    def __init__(self, message: str, text: str) -> None:
+        super().__init__(message)
+        self.text = text
 
 Message = Mapping[str, str]
 """``{"role": "system" | "user" | "assistant", "content": text}``."""
@@ -86,6 +115,7 @@ class ChatClient:
         timeout: float = 120.0,
         retries: int = 2,
         backoff: float = 0.5,
+        context_window: int | None = None,
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.time,
@@ -114,6 +144,10 @@ class ChatClient:
         )
         self.calls = 0
         """Chat calls made (each counted once, however many attempts it took)."""
+        self._window = context_window
+        self._window_asked = context_window is not None
+        self.window_source = "[llm] context_window" if context_window is not None else None
+        """Where ``context_window()`` came from: the setting, the server's path, or None (unknown)."""
 
     @classmethod
     def from_settings(cls, table: Mapping[str, object], environ: Mapping[str, str] | None = None,
@@ -140,6 +174,8 @@ class ChatClient:
             temperature=_number(table, "temperature", 0.0, 0.0, 2.0),
             timeout=_number(table, "timeout", 120.0, 0.001, 3600.0),
             retries=_whole(table, "retries", 2, 0, 10),
+            context_window=(_whole(table, "context_window", 0, 1, 100_000_000)
+                            if table.get("context_window") is not None else None),
             **options,
         )
 
@@ -147,6 +183,21 @@ class ChatClient:
     def display_url(self) -> str:
         """The endpoint, without any password of the URL."""
         return self._poster.display_url(CHAT_PATH)
+
+    def context_window(self) -> int | None:
+        """The model's context length in tokens (see the module docstring); asked of the server once."""
+        if not self._window_asked:
+            self._window_asked = True
+            for path, read in (("/props", _props_window), ("/v1/models", lambda body: _models_window(body, self.model))):
+                try:
+                    status, body = self._poster.get_once(path, max_bytes=1 << 20, seconds=10.0, error=LLMError)
+                except LLMError:
+                    continue  # not offered (or not answered): the next source, else unknown
+                found = read(body) if status == 200 else None
+                if found is not None:
+                    self._window, self.window_source = found, f"GET {path}"
+                    break
+        return self._window
 
     def close(self) -> None:
         self._poster.close()
@@ -160,10 +211,11 @@ class ChatClient:
     def chat(self, messages: Sequence[Message], *, on_delta: Callable[[str], None] | None = None,
              max_tokens: int | None = None) -> ChatAnswer:
         """Ask; stream when ``on_delta`` is given (each new piece of text is passed to it)."""
+        tokens = max_tokens or self.max_tokens
         body: dict[str, Any] = {
             "model": self.model,
             "messages": [dict(m) for m in messages],
-            "max_tokens": max_tokens or self.max_tokens,
+            "max_tokens": tokens,
             "temperature": self.temperature,
             "stream": on_delta is not None,
         }
@@ -171,10 +223,25 @@ class ChatClient:
         started = time.perf_counter()
         self.calls += 1
         # Both ways go through the transport's stream(), which bounds what it reads (MAX_ANSWER_BYTES).
-        state = _Stream(where, on_delta or (lambda _text: None), started)
-        whole = self._poster.stream(CHAT_PATH, body, state.event, max_bytes=MAX_ANSWER_BYTES)
+        state = _Stream(where, on_delta or (lambda _text: None), started, tokens)
+        try:
+            whole = self._poster.stream(CHAT_PATH, body, state.event, max_bytes=MAX_ANSWER_BYTES)
+        except LLMError as exc:
+            if state.parts:
+                raise AnswerCut(str(exc), "".join(state.parts)) from None
+            if "HTTP 400" in str(exc) and "context" in str(exc).lower():
+                raise LLMError(f"{exc} — the prompt and the answer do not fit the model's context: set [llm] "
+                               "context_window to the server's context length (llama.cpp -c, llama-cpp-python "
+                               "--n_ctx) so the context is packed to fit, or lower -b/context_tokens or "
+                               "max_tokens") from None
+            raise
         if whole is not None:  # a plain JSON answer (asked for, or a server that ignored "stream")
             answer = _whole_answer(whole, where, time.perf_counter() - started, streamed=False)
+            _, most = answer_limits(tokens)
+            if len(answer.text.encode("utf-8")) > most:
+                raise AnswerCut(f"{where}: the answer is longer than max_tokens = {tokens} tokens can be "
+                                f"(over {most:,} bytes): the server ignored max_tokens; cut there",
+                                answer.text.encode("utf-8")[:most].decode("utf-8", "ignore"))
             if on_delta is not None:
                 on_delta(answer.text)
             return answer
@@ -230,8 +297,11 @@ def _whole_answer(body: Any, where: str, seconds: float, *, streamed: bool) -> C
 class _Stream:
     """Collects the events of one streamed answer."""
 
-    def __init__(self, where: str, on_delta: Callable[[str], None], started: float) -> None:
+    def __init__(self, where: str, on_delta: Callable[[str], None], started: float, max_tokens: int) -> None:
         self.where, self.on_delta, self.started = where, on_delta, started
+        self.max_tokens = max_tokens
+        self.most_pieces, self.most_bytes = answer_limits(max_tokens)
+        self.bytes = 0
         self.parts: list[str] = []
         self.model: str | None = None
         self.finish_reason: str | None = None
@@ -257,6 +327,12 @@ class _Stream:
                 text = _text(text)
                 if self.first is None:
                     self.first = time.perf_counter() - self.started
+                self.bytes += len(text.encode("utf-8"))
+                if len(self.parts) >= self.most_pieces or self.bytes > self.most_bytes:
+                    raise LLMError(f"{self.where}: the answer ran past max_tokens = {self.max_tokens}: "
+                                   f"{len(self.parts) + 1:,} pieces and {self.bytes:,} bytes of text arrived, more "
+                                   f"than {self.max_tokens} tokens can hold (the server ignored max_tokens); "
+                                   "stopped reading")
                 self.parts.append(text)
                 self.on_delta(text)
             if isinstance(choice.get("finish_reason"), str):
@@ -272,3 +348,33 @@ class _Stream:
             raise LLMError(f"{self.where} answered with empty text (finish_reason {self.finish_reason!r})")
         return ChatAnswer(text, self.model, self.finish_reason, self.usage[0], self.usage[1], seconds, self.first,
                           True)
+
+
+def _positive(value: Any) -> int | None:
+    return value if type(value) is int and 0 < value <= 100_000_000 else None
+
+
+def _props_window(body: Any) -> int | None:
+    """llama.cpp's ``/props``: ``default_generation_settings.n_ctx`` (per slot), else a top-level ``n_ctx``."""
+    if not isinstance(body, dict):
+        return None
+    settings = body.get("default_generation_settings")
+    found = _positive(settings.get("n_ctx")) if isinstance(settings, dict) else None
+    return found or _positive(body.get("n_ctx"))
+
+
+def _models_window(body: Any, model: str) -> int | None:
+    """The context length in the model's ``/v1/models`` entry (or the only entry's), when it gives one."""
+    entries = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(entries, list):
+        return None
+    mine = [e for e in entries if isinstance(e, dict) and e.get("id") == model]
+    if not mine and len(entries) == 1 and isinstance(entries[0], dict):
+        mine = entries
+    for entry in mine:
+        meta: dict[str, Any] = entry["meta"] if isinstance(entry.get("meta"), dict) else {}
+        for value in (entry.get("max_model_len"), entry.get("context_length"), entry.get("n_ctx"), meta.get("n_ctx")):
+            found = _positive(value)
+            if found is not None:
+                return found
+    return None

@@ -79,12 +79,20 @@ class Snippet:
     """The best retrieval score of the chunks covered."""
     rank: int
     """The best retrieval rank of the chunks covered."""
+    pages: tuple[int, int, int, int] | None = None
+    """For a paged document: (page, line within it, page_end, line within that) of the snippet's first and
+    last characters; None otherwise."""
 
     @property
     def label(self) -> str:
-        """``path:Lstart-Lend`` (or the chunk_id when the lines are unknown), what a citation names."""
+        """``path:Lstart-Lend``, for a paged document ``path p.12 L3-9`` (lines within the page;
+        ``path p.12 L40-p.13 L2`` across a page break), or the chunk_id when the lines are unknown: what a
+        citation names."""
         if self.start_line is None or self.end_line is None:
             return self.chunk_ids[0] if len(self.chunk_ids) == 1 else f"{self.chunk_ids[0]}..{self.chunk_ids[-1]}"
+        if self.pages is not None:
+            p, a, q, b = self.pages
+            return f"{self.doc_id} p.{p} L{a}-{b}" if p == q else f"{self.doc_id} p.{p} L{a}-p.{q} L{b}"
         return f"{self.doc_id}:L{self.start_line}-{self.end_line}"
 
     @property
@@ -93,7 +101,7 @@ class Snippet:
         return None if self.start_line is None else f"L{self.start_line}-{self.end_line}"
 
     def to_json(self, mode: str) -> dict[str, object]:
-        return {
+        out: dict[str, object] = {
             "path": self.doc_id,
             "source": self.path,
             "lines": self.lines,
@@ -107,6 +115,9 @@ class Snippet:
             "why": {"mode": mode, "score": self.score, "rank": self.rank},
             "text": self.text,
         }
+        if self.pages is not None:
+            out["page"], out["page_end"] = self.pages[0], self.pages[2]
+        return out
 
 
 @dataclass(frozen=True)
@@ -331,8 +342,12 @@ def _snippet(packer: _Packer, doc_id: str, first_row: int, ks: list[int], text: 
     status = max((loc.status for loc in located), key=lambda s: _WORSE.get(s, 5))
     first, last = located[0].citation, located[-1].citation
     start_line = end_line = None
+    pages = None
     if first is not None and last is not None and first.start_line is not None and last.end_line is not None:
         start_line, end_line = first.start_line, max(last.end_line, first.end_line or 0)
+        if first.page is not None and last.page_end is not None:
+            tail = last if (last.end_line or 0) >= (first.end_line or 0) else first
+            pages = (first.page, first.page_line or 1, tail.page_end or first.page, tail.page_end_line or 1)
     path = None if first is None or first.path is None else str(first.path)
     hits = [best[r] for r in rows if r in best]
     return Snippet(
@@ -348,6 +363,7 @@ def _snippet(packer: _Packer, doc_id: str, first_row: int, ks: list[int], text: 
         path=path,
         score=max(h.score for h in hits),
         rank=min(h.rank for h in hits),
+        pages=pages,
     )
 
 

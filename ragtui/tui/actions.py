@@ -32,6 +32,11 @@ K_STEPS = (1, 3, 5, 10, 20, 50, 100)
 class Actions:
     """Key, mouse and palette actions of ``RagtuiApp`` (see spec/tui.md for the keys)."""
 
+    # The state these actions set, with the types ``Session`` gives it.
+    index_id: str | None
+    nprobe: int | None
+    fusion: str | None
+
     def action_pick_index(self: Session) -> None:
         """Open the index picker (its choice is opened in a worker; esc keeps the open index)."""
         if not isinstance(self.screen, IndexScreen):
@@ -109,6 +114,10 @@ class Actions:
             return
         nlist, default = backend.resolved_ivf(self.retriever)
         current = self.nprobe or default
+        if not current:  # the calibrated default is not known yet: a step from a guess could lower recall
+            self.notify("nprobe: the IVF lists are being built, and their calibrated nprobe with them; "
+                        "change it once they are", timeout=4)
+            return
         wanted = round(current * factor) if factor != 1.0 else current + delta
         self.nprobe = min(max(1, wanted), max(1, nlist))
         if self.mode == "ivf":
@@ -126,7 +135,7 @@ class Actions:
         if self.retriever is None:
             return "–"
         nlist, default = backend.resolved_ivf(self.retriever)
-        return f"{self.nprobe or default}/{nlist}"
+        return f"{self.nprobe or default or '–'}/{nlist}"
 
     def _selected_chunk(self: Session, chunk_id: str | None) -> str | None:
         if chunk_id:
@@ -160,7 +169,16 @@ class Actions:
         if citation.path is None or citation.status == "missing":
             self.notify(f"cannot open {citation.doc_id}: the source file is missing", severity="error")
             return
-        argv = backend.editor_command(citation.path, citation.start_line)
+        if citation.page is not None:
+            self.open_in_viewer(citation)
+            return
+        from ragtui.core.errors import RagtuiError
+
+        try:
+            argv = backend.editor_command(citation.path, citation.start_line)
+        except RagtuiError as e:  # a $VISUAL/$EDITOR that is not a command: said, never raised
+            self.notify(str(e), severity="error", timeout=8)
+            return
         self.editor_runs.append(argv)
         try:
             with self.suspend():
@@ -174,6 +192,20 @@ class Actions:
         if hit is not None and self.retriever is not None:
             self.forget_citation()
             self.hit_highlighted(hit)  # the file may have changed: resolve its freshness again
+
+    def open_in_viewer(self: Session, citation) -> None:
+        """Start the user's document viewer on a paged document (a PDF) at the citation's page; the
+        viewer has its own window, so the app stays as it is."""
+        argv, notice = backend.viewer_command(citation.path, citation.page)
+        self.editor_runs.append(argv)
+        try:
+            subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+        except OSError as e:
+            self.notify(f"cannot run {argv[0]!r}: {e.strerror or e}. Set $RAGTUI_PDF_VIEWER to your PDF viewer.",
+                        severity="error", timeout=8)
+            return
+        self.notify(notice or f"opened {citation.path.name} at page {citation.page}", timeout=8 if notice else 3)
 
     def action_copy_chunk_id(self: Session) -> None:
         """Copy the selected result's chunk_id."""
@@ -211,8 +243,9 @@ class Actions:
             self.notify(f"cannot pack: {e}", severity="error", timeout=6)
             return
         tokenizer = getattr(self.embedder, "tokenizer", None)
-        self.pack_worker(self.retriever, tokenizer, self.results.request.query, hits, self.results.request.mode,
-                         budget)
+        # The generation the results came from: packing reads the chunks of the hits, never a newer one's.
+        source = self.results.snapshot or self.retriever
+        self.pack_worker(source, tokenizer, self.results.request.query, hits, self.results.request.mode, budget)
 
     def action_compare(self: Session) -> None:
         """Open the compare view for the current query."""
@@ -248,7 +281,7 @@ class Actions:
         yield from super().get_system_commands(screen)  # type: ignore[misc]  # App is further along the MRO
         for mode, label in MODE_LABELS.items():
             yield SystemCommand(f"Mode: {label}", f"search with {label}", lambda m=mode: self.action_set_mode(m))
-        yield SystemCommand("Toggle fusion", "hybrid's fusion: weighted ↔ rrf", self.action_toggle_fusion)
+        yield SystemCommand("Toggle fusion", "hybrid's fusion: rrf ↔ the fitted or configured", self.action_toggle_fusion)
         yield SystemCommand("Compare modes", "flat, IVF and BM25 side by side for this query", self.action_compare)
         yield SystemCommand("Pick index", "choose the index and see its stats", self.action_pick_index)
         yield SystemCommand("Jump to citation", "open the selected chunk's source", self.action_jump)

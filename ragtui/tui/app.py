@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import ClassVar, NamedTuple
 
 from textual.app import App
-from textual.binding import Binding
+from textual.binding import BindingType
+from textual.timer import Timer
 
 from ragtui.config import Settings
 from ragtui.core.errors import ModelMismatchError, RagtuiError
@@ -28,6 +29,7 @@ from ragtui.tui import backend, fmt, states
 from ragtui.tui.actions import Actions
 from ragtui.tui.commands import HistoryCommands
 from ragtui.tui.history import QueryHistory, default_history_path
+from ragtui.tui.keys import mode_bindings
 from ragtui.tui.live import LiveAgent, LiveFollower
 from ragtui.tui.messages import (
     CitationReady,
@@ -104,13 +106,7 @@ class RagtuiApp(Actions, Workers, App[int]):
     CURSOR_BLINK: ClassVar[bool] = True
     """Tests turn this off so screenshots do not depend on when they are taken."""
 
-    BINDINGS = [
-        Binding("f1", "set_mode('flat')", "flat", show=False),
-        Binding("f2", "set_mode('ivf')", "IVF", show=False),
-        Binding("f3", "set_mode('bm25')", "BM25", show=False),
-        Binding("f4", "set_mode('hybrid')", "hybrid", show=False),
-        Binding("f5", "set_mode('bm25doc')", "BM25doc", show=False),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = [*mode_bindings(function_keys=True)]
 
     def __init__(
         self, settings: Settings, *, watch: Path | None = None, embedder_factory=None, debounce: float = 0.12,
@@ -124,17 +120,21 @@ class RagtuiApp(Actions, Workers, App[int]):
         self.embedder_factory = embedder_factory
         self.debounce, self.poll_seconds, self.debug_errors = debounce, poll_seconds, debug
         self.history = history if history is not None else QueryHistory(default_history_path())
-        self.retriever = None
-        self.several: dict | None = None
+        self.retriever: Retriever | None = None
+        self.several: dict[str, Retriever] | None = None
         """Several indexes searched together (index id -> retriever, ``retriever`` the first), else None."""
         self.index_state, self.index_problem = "opening", ""
         self.embedder = None
+        self.index_embedders: dict = {}
+        """The open indexes' own embedders (index id -> embedder) when the configured one is not theirs."""
         self.vectors, self.vectors_reason = "loading", states.vectors_loading_reason
-        self.ivf_state, self.ivf_info = "not built", None
+        self.ivf_state = "not built"
+        self.ivf_info: backend.IvfInfo | None = None
         self.mode, self.k, self.nprobe = "bm25", 10, None
         self.fusion: str | None = settings.search.get("fusion")
         """Hybrid's fusion as chosen (``[search] fusion``; ``f`` toggles rrf); None: the index's embedder's fit."""
-        self.query_text, self.results = "", None
+        self.query_text = ""
+        self.results: backend.SearchOutcome | None = None
         self.terms: dict[str, float] = {}
         """The shown query's terms worth lighting, with their relative weights (``kwic.salient``)."""
         self.query_time = ""
@@ -149,14 +149,15 @@ class RagtuiApp(Actions, Workers, App[int]):
         self.rerank_n = int(settings.rerank.get("n") or 0)
         self.rerank_budget_ms = settings.rerank.get("budget_ms") or None
         self.reranker = None
-        self.rerank_text, self.reranked = "", None
+        self.rerank_text = ""
+        self.reranked: backend.RerankOutcome | None = None
         self.agent: LiveAgent | None = None
         self.follower: LiveFollower | None = None
         self._seq = 0
         self._typed_at: float | None = None
-        self._debounce_timer = None
+        self._debounce_timer: Timer | None = None
         self._held: contextlib.AbstractContextManager | None = None  # frames held for a search (_hold_frames)
-        self._hold_timer = None
+        self._hold_timer: Timer | None = None
         self._bad_generation: str | None = None
         self._attempted_generation: str | None = None  # what the last open or reload worker began to read
         self._citing: str | None = None  # the chunk a detail citation worker is resolving
@@ -288,6 +289,7 @@ class RagtuiApp(Actions, Workers, App[int]):
             self.open_index_worker(self.index_id, self._bad_generation)
 
     def _index_state_from_meta(self) -> None:
+        assert self.retriever is not None  # called once an index is open
         meta = self.retriever.meta
         if meta.n_chunks == 0 and not any(r.meta.n_chunks for r in (self.several or {}).values()):
             self.index_state = "empty"
@@ -302,6 +304,7 @@ class RagtuiApp(Actions, Workers, App[int]):
     @while_running
     def on_embedder_ready(self, message: EmbedderReady) -> None:
         self.embedder = message.embedder
+        self.index_embedders = message.per_index or {}
         if self.retriever is None:  # no index yet: the model is checked against it when it opens
             self.vectors, self.vectors_reason = "ready", ""
         self._attach_vectors()
@@ -320,17 +323,24 @@ class RagtuiApp(Actions, Workers, App[int]):
         r = self.retriever
         if r is None or self.embedder is None:
             return
-        for each in (self.several or {r.meta.index_id: r}).values():
+        opened = self.several or {r.meta.index_id: r}
+        own = self.index_embedders
+        for index_id, each in opened.items():
             try:
-                each.check_embedder(self.embedder)
+                each.check_embedder(own.get(index_id, self.embedder))
             except ModelMismatchError as e:
-                for other in (self.several or {}).values():
+                for other in opened.values():
                     other.embedder = None
-                r.embedder = None
+                if self.embedder_factory is None and not all(i in own for i in opened):
+                    # The index chooses its embedder (as `ragtui search` does): load the one it was built with.
+                    self.vectors, self.vectors_reason = "loading", states.vectors_loading_reason
+                    self.load_embedder_worker(dict(opened))
+                    self._refresh()
+                    return
                 self._vectors_off(str(e))
                 return
-        for each in (self.several or {r.meta.index_id: r}).values():
-            each.embedder = self.embedder
+        for index_id, each in opened.items():
+            each.embedder = own.get(index_id, self.embedder)
         self.vectors, self.vectors_reason = "ready", ""
         if self.ivf_state == "not built" and r.meta.n_chunks > 0 and not self.several:
             self.ivf_state = "building"
@@ -410,15 +420,23 @@ class RagtuiApp(Actions, Workers, App[int]):
             self._refresh()  # the bar says why; EmbedderReady searches again
             return False
         rerank = self.rerank_n if self.reranker is not None and not self.several else 0
-        try:
-            params = backend.search_params(self.settings, self.mode, self.fusion)
-        except RagtuiError as e:  # [search] is checked when loaded: a combination this mode refuses
-            self.notify(f"cannot search: {e}", severity="error", timeout=8)
-            return False
         nprobe = None if self.several else self.nprobe
-        self.search_worker(self.several or r,
-                           backend.SearchRequest(self._seq, query, self.mode, self.k, nprobe, rerank, params))
+        try:
+            request = backend.search_request(self.settings, self._seq, query, self.mode, self.k, nprobe, rerank,
+                                             self.fusion)
+        except RagtuiError as e:  # a query or a [search] combination this mode refuses: said where results go
+            self.search_failed(str(e))
+            return False
+        self.search_worker(self.several or r, request)
         return True
+
+    def search_failed(self, message: str) -> None:
+        """A search that could not run: the results of the query before are cleared, the reason in their place."""
+        self.results, self.query_time = None, ""
+        self.main.results.show((), self.mode, {})
+        self.main.detail.clear(f"cannot search: {message}", error=True)
+        self.rendered_seq = self._seq
+        self._refresh()
 
     def _hold_frames(self) -> None:
         """Paint nothing until the search under way has its results in the widgets, or ``FRAME_HOLD``
@@ -504,7 +522,7 @@ class RagtuiApp(Actions, Workers, App[int]):
 
     @while_running
     def on_rerank_done(self, message: RerankDone) -> None:
-        done = message.outcome
+        done: backend.RerankOutcome = message.outcome
         if self.results is not done.outcome or done.outcome.request.seq != self._seq or not self.rerank_n:
             self.stale_dropped += 1
             return

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from ragtui import app as app_layer
 from ragtui.app import SeveralIndexes
@@ -40,6 +41,7 @@ __all__ = [
     "compare",
     "editor_command",
     "generation",
+    "index_embedders",
     "index_stats",
     "RerankOutcome",
     "list_index_names",
@@ -55,6 +57,7 @@ __all__ = [
     "run_search",
     "run_search_many",
     "search_params",
+    "search_request",
     "scan_indexes",
 ]
 
@@ -92,6 +95,10 @@ class SearchOutcome:
     sources: tuple[str, ...] = ()
     """Several indexes searched together: the index id of each hit (``hits[i]`` is a chunk of ``sources[i]``);
     empty for one index."""
+    snapshot: Retriever | None = None
+    """One index: the generation searched (``Retriever.snapshot``), which packing and citing the hits read."""
+    notes: tuple[str, ...] = ()
+    """What the search said a user should know (a query searched as plain text, a prefix cut)."""
 
 
 @dataclass(frozen=True)
@@ -100,7 +107,7 @@ class RerankOutcome:
 
     outcome: SearchOutcome
     """The first-stage results it reorders."""
-    reranked: object
+    reranked: Any
 
 
 @dataclass(frozen=True)
@@ -235,11 +242,15 @@ def open_several(settings: Settings, index_ids: list[str]) -> dict[str, Retrieve
 
 
 def resolved_ivf(retriever: Retriever) -> tuple[int, int]:
-    """(nlist, default nprobe) the IVF build uses for this index; cheap (no build)."""
+    """(nlist, nprobe) of this index's IVF lists: the nprobe a search without one really probes (the
+    calibrated one, ``IVFIndex.default_nprobe``) once the lists are built, 0 before; cheap (no build)."""
     from ragtui.core.search.ivf import IVFParams
 
+    built = retriever.built_ivf()
+    if built is not None:
+        return built.nlist, built.default_nprobe
     params = (retriever.ivf_params or IVFParams()).resolve(retriever.meta.n_chunks)
-    return params.nlist, params.nprobe
+    return params.nlist, 0
 
 
 def build_ivf(retriever: Retriever) -> IvfInfo:
@@ -263,6 +274,14 @@ def load_embedder(settings: Settings, factory: Callable[[Settings], object] | No
     return (factory or app_layer.open_embedder)(settings)
 
 
+def index_embedders(settings: Settings, retrievers: Mapping[str, Retriever]) -> dict[str, object]:
+    """Each index's own embedder (index id -> embedder; ``ragtui.app.embedder_for``, one per model), as
+    ``ragtui search`` opens them: an index built with another model than the configured one is searched
+    with that model. Raises ``ModelMismatchError`` naming the setting to add when one cannot be found."""
+    cache: dict = {}
+    return {index_id: app_layer.embedder_for(settings, r.meta, cache) for index_id, r in retrievers.items()}
+
+
 # -- searching ----------------------------------------------------------------------
 
 
@@ -279,20 +298,18 @@ def compare_params(settings: Settings) -> dict[str, dict | str]:
 
 def search_params(settings: Settings, mode: str, fusion: str | None = None) -> dict:
     """The ``Retriever.search`` options for ``mode``, chosen as ``ragtui search`` chooses them
-    (``ragtui.app.search_params``): ``[search]`` over the defaults, with ``fusion`` (the TUI's
-    weighted/rrf toggle) as if given as ``--fusion``. Options ``mode`` does not take are left out."""
-    from types import SimpleNamespace
-
-    return app_layer.search_params(SimpleNamespace(fusion=fusion), settings, mode, strict=False)
+    (``ragtui.request.search_options``): ``[search]`` over the defaults, with ``fusion`` (the TUI's
+    rrf toggle; None: the index's fit) as if given as ``--fusion``. Options ``mode`` does not take are left out."""
+    return app_layer.search_options(settings, mode, {"fusion": fusion}, strict=False, style="name")
 
 
 def ranking_text(params: dict, embedding_model: str = "") -> str:
-    """Hybrid's fusion as the mode bar shows it ("weighted 0.6 · bm25doc", "rrf 60 · bm25doc"): ``params``
-    completed as the search completes them for an index of ``embedding_model`` (``fusion_fit``)."""
+    """Hybrid's fusion as the mode bar shows it ("zscore 0.6 · bm25stem", "rrf 60 · bm25stem"): ``params``
+    completed as the search completes them for an index of ``embedding_model`` (``request.HYBRID_DEFAULTS``)."""
+    from ragtui import request as request_module
     from ragtui.core.search.fusion import DEFAULT_FUSION, DEFAULT_RRF_K, DEFAULT_WEIGHT
-    from ragtui.core.search.fusion_fit import fill_hybrid
 
-    params = fill_hybrid(embedding_model, params)
+    params = request_module.HYBRID_DEFAULTS(embedding_model, params)
     lexical = params.get("lexical", "bm25doc")
     fusion = params.get("fusion", DEFAULT_FUSION)
     if fusion == "rrf":
@@ -300,21 +317,32 @@ def ranking_text(params: dict, embedding_model: str = "") -> str:
     return f"{fusion} {params.get('weight', DEFAULT_WEIGHT):g} · {lexical}"
 
 
+def search_request(settings: Settings, seq: int, query: str, mode: str, k: int, nprobe: int | None = None,
+                   rerank: int = 0, fusion: str | None = None) -> SearchRequest:
+    """The UI's request, decided as every front end's is (``ragtui.request.build_request``: the query,
+    mode, k and nprobe checked with the same messages, ``[search]`` applied, ``fusion`` the weighted/rrf
+    toggle as if given); raises ``UsageError`` or ``QueryError``."""
+    built = app_layer.build_request(settings, query, mode=mode, k=k, options={"fusion": fusion},
+                                    nprobe=nprobe if mode == "ivf" else None, rerank=rerank, style="name",
+                                    strict_options=False)
+    params = {key: value for key, value in built.params.items() if key != "nprobe"}
+    return SearchRequest(seq, query, built.mode, built.k, built.params.get("nprobe"), built.rerank, params)
+
+
 def run_search(retriever: Retriever, request: SearchRequest) -> SearchOutcome:
-    """Run one request; the time is measured here because ``last_search_seconds`` is shared between threads."""
+    """Run one request on one snapshot of the index (the outcome carries it, with the search's own time)."""
     params = dict(request.params)
     if request.mode == "ivf" and request.nprobe:
         params["nprobe"] = request.nprobe
     from ragtui.core.search import kwic
-    from ragtui.core.search.retriever import SearchTrace
+    from ragtui.request import index_params
 
-    trace = SearchTrace()
-    start = time.perf_counter()
-    hits = retriever.search(request.query, mode=request.mode, k=max(request.k, request.rerank), trace=trace,
-                            **params)
-    seconds = time.perf_counter() - start
-    bm25 = trace.data.bm25 if trace.data is not None else None
-    return SearchOutcome(request, tuple(hits), seconds, kwic.salient(kwic.term_weights(bm25, request.query)))
+    snapshot = retriever.snapshot()
+    params = index_params(request.mode, params, snapshot.meta)  # what the index's embedder decides (hybrid's fit)
+    hits = snapshot.search(request.query, mode=request.mode, k=max(request.k, request.rerank), **params)
+    words = hits.query.search_text if hits.query is not None else request.query
+    return SearchOutcome(request, tuple(hits), hits.seconds, kwic.salient(kwic.term_weights(snapshot.data.bm25, words)),
+                         snapshot=snapshot, notes=hits.notes)
 
 
 def run_search_many(retrievers: dict[str, Retriever], request: SearchRequest) -> SearchOutcome:
@@ -323,13 +351,14 @@ def run_search_many(retrievers: dict[str, Retriever], request: SearchRequest) ->
     from ragtui.core.search import kwic
     from ragtui.core.search.multi import search_many
 
+    snapshots = {index_id: r.snapshot() for index_id, r in retrievers.items()}
     start = time.perf_counter()
-    result = search_many(retrievers, request.query, mode=request.mode, k=request.k, **request.params)
+    result = search_many(snapshots, request.query, mode=request.mode, k=request.k, **request.params)
     seconds = time.perf_counter() - start
-    first = next(iter(retrievers.values()))
+    first = next(iter(snapshots.values()))
     weights = kwic.salient(kwic.term_weights(first.data.bm25, request.query))
     return SearchOutcome(request, tuple(h.hit for h in result.hits), seconds, weights,
-                         tuple(h.index_id for h in result.hits))
+                         tuple(h.index_id for h in result.hits), notes=tuple(result.notes))
 
 
 def load_reranker(settings: Settings):
@@ -347,8 +376,10 @@ def rerank_outcome(reranker, outcome: SearchOutcome, budget_ms: float | None,
                    should_stop: Callable[[], bool] | None = None) -> RerankOutcome:
     """Rerank the first ``outcome.request.rerank`` candidates of ``outcome`` (stops early when asked)."""
     from ragtui.core.rerank import rerank
+    from ragtui.core.search.query import parse_query
 
-    result = rerank(outcome.request.query, outcome.hits, reranker, outcome.request.rerank, budget_ms=budget_ms,
+    # The cross-encoder reads the words searched for, not the syntax around them (as `ragtui search --rerank`).
+    result = rerank(parse_query(outcome.request.query).search_text, outcome.hits, reranker, outcome.request.rerank, budget_ms=budget_ms,
                     should_stop=should_stop, clock=RERANK_CLOCK)
     return RerankOutcome(outcome, result)
 
@@ -422,7 +453,7 @@ def pack_results(retriever: Retriever, tokenizer, query: str, hits: tuple[Hit, .
     from ragtui.core.pack import check_tokenizer
 
     check_tokenizer(tokenizer, retriever.data)
-    result = app_layer.pack_hits(app_layer.Reader(retriever, tokenizer), query, list(hits), mode=mode, budget=budget)
+    result = app_layer.pack_hits(retriever, query, list(hits), mode=mode, budget=budget, tokenizer=tokenizer)
     text = result.markdown()
     folder = directory if directory is not None else packs_dir()
     stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{time.time_ns() % 1_000_000_000 // 1_000_000:03d}"
@@ -456,20 +487,54 @@ def cite(retriever: Retriever, chunk_id: str, *, with_source: bool = False) -> S
     return SourceText(citation, resolver.source_text(citation) if with_source else None)
 
 
-# Editors that take FILE:LINE instead of +LINE FILE.
-_COLON_STYLE = {"code": ["-g"], "code-insiders": ["-g"], "codium": ["-g"], "subl": [], "zed": [], "hx": [], "helix": []}
-
-
 def editor_command(path: Path, line: int | None, environ: dict | None = None) -> list[str]:
-    """The argv that opens ``path`` at ``line`` in ``$VISUAL``, else ``$EDITOR``, else ``vi``."""
+    """The argv that opens ``path`` at ``line`` in the person's editor (``ragtui.editor``, as ``inspect --open``);
+    ``UsageError`` for a $VISUAL/$EDITOR that cannot be read as a command."""
+    from ragtui.editor import editor_command as command
+
+    return command(path, line, environ)
+
+
+_PAGE_FLAGS: dict[str, Callable[[str, int], list[str]]] = {
+    "zathura": lambda path, page: ["-P", str(page), path],
+    "evince": lambda path, page: ["-i", str(page), path],
+    "okular": lambda path, page: ["-p", str(page), path],
+    "mupdf": lambda path, page: [path, str(page)],
+    "mupdf-gl": lambda path, page: [path, str(page)],
+    "qpdfview": lambda path, page: [f"{path}#{page}"],
+}
+"""How each known PDF viewer is told the page to open at."""
+
+
+def viewer_command(path: Path, page: int, environ: Mapping[str, str] | None = None,
+                   which: Callable[[str], str | None] | None = None) -> tuple[list[str], str | None]:
+    """(argv that opens the paged document ``path`` at ``page``, a notice when it cannot open at the page).
+
+    ``$RAGTUI_PDF_VIEWER`` first: a command whose ``{page}`` and ``{path}`` are filled in (without
+    ``{path}``, the path is added at the end); a known viewer's name there (``zathura``, ``evince``,
+    ``okular``, ``mupdf``, ``qpdfview``) is given its own page flag. Else the first known viewer on
+    the PATH; else ``xdg-open``, which cannot be told a page: the notice names it.
+    """
+    import shutil
+
     env = os.environ if environ is None else environ
-    editor = shlex.split(env.get("VISUAL") or env.get("EDITOR") or "vi")
-    name = os.path.basename(editor[0]) if editor else "vi"
-    if line is None:
-        return [*editor, str(path)]
-    if name in _COLON_STYLE:
-        return [*editor, *_COLON_STYLE[name], f"{path}:{line}"]
-    return [*editor, f"+{line}", str(path)]
+    find = which or shutil.which
+    target = str(path)
+    given = shlex.split(env.get("RAGTUI_PDF_VIEWER", ""))
+    if given:
+        if any("{page}" in a or "{path}" in a for a in given):
+            argv = [a.replace("{page}", str(page)).replace("{path}", target) for a in given]
+            return (argv if any("{path}" in a for a in given) else [*argv, target]), None
+        flags = _PAGE_FLAGS.get(os.path.basename(given[0]))
+        if flags is not None and len(given) == 1:
+            return [given[0], *flags(target, page)], None
+        return [*given, target], f"{os.path.basename(given[0])} was not told the page: go to page {page}"
+    for name, flags in _PAGE_FLAGS.items():
+        exe = find(name)
+        if exe:
+            return [exe, *flags(target, page)], None
+    return ["xdg-open", target], (f"opened with xdg-open, which cannot be told a page: go to page {page} "
+                                  "(set $RAGTUI_PDF_VIEWER, e.g. 'zathura', to open at the page)")
 
 
 def generation(path: Path) -> str | None:

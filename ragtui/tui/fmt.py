@@ -6,6 +6,8 @@ so widgets call them as ``fmt.ms(...)`` (looked up at call time).
 
 from __future__ import annotations
 
+from ragtui.core.search.modes import LEXICAL_MODES
+
 __all__ = ["left_cut", "ms", "score", "seconds", "when"]
 
 
@@ -36,7 +38,7 @@ def score(value: float, mode: str) -> str:
     (flat, IVF) and fused scores lie near [-1, 1] (four decimals); a fused
     score from reciprocal ranks is small, so it gets significant digits.
     """
-    if mode in ("bm25", "bm25doc", "bm25stem"):
+    if mode in LEXICAL_MODES:
         return f"{value:.2f}"
     if mode == "hybrid" and 0 < abs(value) < 0.1:
         return f"{value:.4g}"

@@ -2,7 +2,11 @@
 
 The file (one query per line, UTF-8) lives in ``$XDG_STATE_HOME/ragtui/history``
 by default. Reading or writing it never fails loudly: a history is a
-convenience, so an unreadable file just means an empty history.
+convenience, so an unreadable file just means an empty history (``problem``
+says why, for a note). It is read as state ragtui writes itself
+(``core.files.read_file``): a regular file, not a link, at most
+``MAX_HISTORY_BYTES``; a FIFO, a device or a folder there is never opened,
+and the next query saved replaces it with a regular file.
 """
 
 from __future__ import annotations
@@ -10,7 +14,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["QueryHistory", "default_history_path"]
+from ragtui.core.files import read_file, replace_file
+
+__all__ = ["MAX_HISTORY_BYTES", "QueryHistory", "default_history_path"]
+
+MAX_HISTORY_BYTES = 4 << 20
+"""The largest history file read: 4 MiB (200 entries of a long query each take a few KiB at most)."""
 
 
 def default_history_path() -> Path:
@@ -32,14 +41,21 @@ class QueryHistory:
         """Oldest first."""
         self._cursor: int | None = None
         self._draft = ""
+        self.problem: str | None = None
+        """Why the file could not be read (None when it was, or was not there)."""
 
     def load(self) -> QueryHistory:
         """Read the file, if there is one (call from a worker: it touches the disk)."""
         if self.path is None:
             return self
         try:
-            lines = self.path.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError):
+            lines = read_file(self.path, MAX_HISTORY_BYTES, follow=False, what="the query history").decode(
+                "utf-8").splitlines()
+        except FileNotFoundError:
+            return self
+        except (OSError, UnicodeDecodeError) as e:
+            why = e.strerror if isinstance(e, OSError) and e.strerror else "not UTF-8 text"
+            self.problem = f"ignored the query history {self.path}: {why} (the next query saved replaces it)"
             return self
         seen: dict[str, None] = {}
         for line in lines:
@@ -88,8 +104,6 @@ class QueryHistory:
             return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_name(self.path.name + ".tmp")
-            tmp.write_text("".join(e + "\n" for e in self.entries), encoding="utf-8")
-            os.replace(tmp, self.path)
+            replace_file(self.path, "".join(e + "\n" for e in self.entries).encode("utf-8"))
         except OSError:
             pass  # a read-only home must not break searching

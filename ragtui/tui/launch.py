@@ -19,10 +19,14 @@ def launch(args) -> int:
     """
     import os
 
-    from ragtui.app import settings_from, with_rerank_flags
+    from ragtui.app import settings_from, with_rerank
+    from ragtui.request import rerank_values
     from ragtui.tui.app import create_app
 
-    settings = with_rerank_flags(args, settings_from(args))
+    settings = settings_from(config=getattr(args, "config", None), artifacts=getattr(args, "artifacts", None),
+                             index=getattr(args, "index", None))
+    n, budget = rerank_values(settings, getattr(args, "rerank", None), getattr(args, "rerank_budget_ms", None))
+    settings = with_rerank(settings, n, budget, getattr(args, "rerank_model", None))
     watch = getattr(args, "watch", None)
     if watch is not None and not Path(watch).is_dir():
         raise UsageError(f"--watch {watch}: not a folder (give the folder of documents to keep indexed)")

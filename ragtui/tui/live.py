@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ragtui import app as app_layer
 from ragtui.config import Settings
@@ -108,7 +108,7 @@ class LiveFollower:
     def __init__(self, post: Callable, artifacts: str | os.PathLike, index_id: str) -> None:
         self.post = post
         self.artifacts, self.index_id = artifacts, index_id
-        self._follower = None
+        self._follower: Any = None  # an IndexFollower while events are followed
 
     @property
     def active(self) -> bool:

@@ -65,11 +65,13 @@ class IndexReloaded(Message):
 
 
 class EmbedderReady(Message):
-    """The configured embedder is loaded (vector modes can run once it matches the index)."""
+    """The configured embedder is loaded (vector modes can run once it matches the index); or, with
+    ``per_index`` (index id -> embedder), the open indexes' own embedders, ``embedder`` the first's."""
 
-    def __init__(self, embedder) -> None:
+    def __init__(self, embedder, per_index: dict | None = None) -> None:
         super().__init__()
         self.embedder = embedder
+        self.per_index = per_index
 
 
 class IvfBuilt(Message):

@@ -10,10 +10,13 @@ sequence numbers and generations as well.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from textual import work
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from ragtui.core.errors import EmbeddingError, IndexMissingError, ModelMismatchError, RagtuiError
+from ragtui.core.textsafe import one_line
 from ragtui.tui import backend, states
 from ragtui.tui.messages import (
     CitationReady,
@@ -46,6 +49,12 @@ class Workers:
     """The app's workers. Groups: open, embedder, ivf, search, reranker, rerank, pack, cite, jump, reload,
     compare, list, stats, history. Failures go to ``self.work_failed(group, error)``."""
 
+    # The state these workers set, with the types ``Session`` gives it.
+    index_id: str | None
+    index_path: Path | None
+    _attempted_generation: str | None
+    _citing: str | None
+
     @work(thread=True, exclusive=True, exit_on_error=False, group="open")
     def open_index_worker(self: Session, index_id: str | None, unless_generation: str | None = None) -> None:
         """Open ``index_id`` (or the only index); with ``unless_generation``, only if it changed since."""
@@ -69,9 +78,13 @@ class Workers:
             self.post_message(IndexOpened(first, first.data.path, several))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="embedder")
-    def load_embedder_worker(self: Session) -> None:
-        embedder = backend.load_embedder(self.settings, self.embedder_factory)
-        self.post_message(EmbedderReady(embedder))
+    def load_embedder_worker(self: Session, retrievers=None) -> None:
+        """The configured embedder; with ``retrievers`` (index id -> retriever), each index's own."""
+        if retrievers is None:
+            self.post_message(EmbedderReady(backend.load_embedder(self.settings, self.embedder_factory)))
+            return
+        per_index = backend.index_embedders(self.settings, retrievers)
+        self.post_message(EmbedderReady(next(iter(per_index.values())), per_index))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="ivf")
     def build_ivf_worker(self: Session, retriever) -> None:
@@ -160,6 +173,10 @@ class Workers:
     @work(thread=True, exclusive=True, exit_on_error=False, group="history")
     def history_worker(self: Session) -> None:
         self.history.load()
+        problem = self.history.problem
+        if problem and _live():
+            self.call_from_thread(self.notify, one_line(problem, 300), title="query history", severity="warning",
+                                  markup=False)
 
     # -- the one error handler -----------------------------------------------------------
 
@@ -182,7 +199,7 @@ class Workers:
 
     # -- where each group's failure shows ------------------------------------------------------
 
-    def work_failed(self: Session, group: str, error: BaseException) -> None:
+    def work_failed(self: Session, group: str | None, error: BaseException) -> None:
         """Show ``error`` where ``group``'s work would have shown its result; never raises."""
         message = str(error) or type(error).__name__
         if isinstance(error, MemoryError):
@@ -200,6 +217,8 @@ class Workers:
             self.notify(f"IVF build failed: {message}", severity="error")
         elif group == "search" and isinstance(error, ModelMismatchError | EmbeddingError):
             self._vectors_off(message)
+        elif group == "search":
+            self.search_failed(message)
         elif group in ("reranker", "rerank"):
             self.rerank_failed(message)
         elif group == "cite":

@@ -235,5 +235,105 @@ def test_the_question_and_the_hyde_passage_are_prose_not_query_syntax(indexed, c
     r = ragtui("ask", 'what are "cats', "--artifacts", str(art), "--mode", "bm25", "--hyde", "--allow-unverified",
                env=llm_env(chat, XDG_CACHE_HOME=str(tmp_path)))
     assert r.returncode == 0, r.stderr
-    r = ragtui("pack", 'what are "cats', "--artifacts", str(art), "--mode", "bm25")
+    r = ragtui("pack", 'what are "cats', "--artifacts", str(art), "--mode", "bm25", "--strict")
     assert r.returncode == 2 and "query column" in r.stderr  # pack takes a search query, syntax included
+    r = ragtui("pack", 'what are "cats', "--artifacts", str(art), "--mode", "bm25")
+    assert r.returncode == 0 and "searched as plain text" in r.stderr  # unless strict: as text, with a note
+
+
+def _timeout_config(tmp_path, server, seconds: float) -> str:
+    config = tmp_path / "llm.toml"
+    config.write_text(f'[llm]\nbase_url = "{server.url}"\nmodel = "m"\ntimeout = {seconds}\nretries = 2\n',
+                      encoding="utf-8")
+    return str(config)
+
+
+@pytest.mark.parametrize("flag", ["--stream", "--no-stream", "--json"])
+def test_an_answer_that_never_ends_exits_3_with_what_arrived_marked_as_cut(indexed, tmp_path, flag):
+    from ragtui.commands.ask import CUT_MARK
+
+    _, art = indexed
+    with ChatServer(model="m", hang_limit=120.0) as server:
+        server.queue(Fault("trickle"))  # one character every 0.2 s, never an end
+        r = ragtui("ask", "what are cats", "--artifacts", str(art), "--mode", "bm25", flag,
+                   "--config", _timeout_config(tmp_path, server, 1.5))
+    assert r.returncode == 3, r.stderr
+    lines = r.stderr.strip("\n").split("\n")
+    assert len(lines) == 1 and lines[0].startswith("ragtui: error: ") and "within 1.5s" in lines[0], r.stderr
+    if flag == "--json":
+        out = json.loads(r.stdout)
+        assert out["complete"] is False and out["answer"] and "The sources say so".startswith(out["answer"][:18])
+    else:
+        text, mark = r.stdout.rstrip("\n").rsplit("\n", 1)
+        assert mark == CUT_MARK and text and "The sources say so [docs/cats.md:L1-4].".startswith(text)
+
+
+def test_a_stream_of_pings_alone_exits_3_in_time(indexed, tmp_path):
+    _, art = indexed
+    with ChatServer(model="m", hang_limit=120.0) as server:
+        server.queue(Fault("pings"))
+        r = ragtui("ask", "what are cats", "--artifacts", str(art), "--mode", "bm25", "--stream",
+                   "--config", _timeout_config(tmp_path, server, 1.5))
+    assert r.returncode == 3 and "did not finish within 1.5s" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert r.stdout == ""
+
+
+def test_the_closing_warning_starts_on_its_own_line(indexed, chat):
+    import subprocess
+    import sys
+
+    _, art = indexed
+    chat.reply = "Cats are mammals."  # cites nothing: a warning follows the streamed answer
+    r = subprocess.run([sys.executable, "-m", "ragtui", "ask", "cats", "--artifacts", str(art), "--mode", "bm25",
+                        "--stream", "--fast"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       env={**os.environ, **llm_env(chat)}, timeout=300)
+    assert r.returncode == 1
+    assert "Cats are mammals.\nragtui: warning: the answer cites no source" in r.stdout, r.stdout
+
+
+@pytest.fixture(scope="module")
+def large(tmp_path_factory):
+    """An index whose hits fill any budget: 60 notes of about 40 words that all mention cats."""
+    base = tmp_path_factory.mktemp("large")
+    docs = base / "notes"
+    docs.mkdir()
+    for i in range(60):
+        (docs / f"n{i:02d}.md").write_text(f"# Note {i}\n\n" + f"Cats and their habits, part {i}. " * 6 + "\n",
+                                            encoding="utf-8")
+    art = base / "art"
+    assert ragtui("ingest", str(docs), "--artifacts", str(art)).returncode == 0
+    return art
+
+
+def test_the_context_is_fitted_to_the_servers_context_length(large, chat):
+    chat.n_ctx = 1024  # as llama.cpp's server started with -c 1024 says in /props; max_tokens stays 512
+    r = ragtui("ask", "cats habits", "--artifacts", str(large), "--mode", "bm25", "-b", "2000", "--json",
+               env=llm_env(chat))
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["stats"]["context_window"] == 1024 and out["stats"]["budget"] < 2000
+    assert "the pack budget is" in r.stderr and "1,024-token context (GET /props)" in r.stderr
+    # The same server when it does not say: [llm] context_window says it.
+    chat.props = False
+    r = ragtui("ask", "cats habits", "--artifacts", str(large), "--mode", "bm25", "-b", "2000", env=llm_env(chat))
+    assert r.returncode == 3 and "exceeds the available context size" in r.stderr and "context_window" in r.stderr
+    home = Path(os.environ["XDG_CONFIG_HOME"]) / "ragtui"
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "ragtui.toml").write_text("[llm]\ncontext_window = 1024\n", encoding="utf-8")
+    try:
+        r = ragtui("ask", "cats habits", "--artifacts", str(large), "--mode", "bm25", "-b", "2000",
+                   env=llm_env(chat))
+        assert r.returncode == 0 and "([llm] context_window)" in r.stderr, r.stderr
+    finally:
+        (home / "ragtui.toml").unlink()
+
+
+@pytest.mark.parametrize("flag", ["--stream", "--no-stream"])
+def test_terminal_escapes_in_the_answer_never_reach_the_screen(indexed, chat, flag):
+    _, art = indexed
+    chat.reply = "Cats \x1b[2J\x1b]0;pwned\x07 sleep [docs/cats.md:L1-4\x1b[31m]."
+    r = ragtui("ask", "what are cats", "--artifacts", str(art), "--mode", "bm25", flag, "--allow-unverified",
+               env=llm_env(chat))
+    assert r.returncode == 0, r.stderr
+    assert "\x1b" not in r.stdout and "\x07" not in r.stdout and "\x1b" not in r.stderr
+    assert "Cats ␛[2J␛]0;pwned␇ sleep" in r.stdout

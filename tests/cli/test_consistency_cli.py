@@ -1,8 +1,9 @@
-"""One rule for every command (issue 15): exit codes and messages for no index, an empty query or index, nprobe
+"""One rule for every command: exit codes and messages for no index, an empty query or index, nprobe
 out of range, help texts, the TUI without a terminal, and positional short references in `inspect`."""
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
@@ -69,7 +70,7 @@ def test_every_subcommand_help_has_a_description():
     from ragtui.cli import build_parser
 
     parser = build_parser()
-    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     for name, p in sub.choices.items():
         assert p.description and len(p.description) > 20, f"`ragtui {name} --help` has no description"
     text = ragtui("info", "--help").stdout

@@ -143,7 +143,7 @@ def test_eval_reuses_index_and_compares(adi, tmp_path):
 
 
 def test_eval_builds_in_the_cache_folder_not_the_artifacts_root(adi, tmp_path):
-    """Issue 15: eval's indexes went into the user's artifacts root, and `ragtui search` then found several."""
+    """eval's indexes once went into the user's artifacts root, and `ragtui search` then found several."""
     d = adi[0]
     home, art = tmp_path / "home", tmp_path / "art"
     docs = tmp_path / "notes"

@@ -1,5 +1,8 @@
 """Our own modules are never optional: a copy of the package with one module missing or broken
-fails loudly (exit 3, one line; the traceback with --debug) instead of losing a command or the UI."""
+fails loudly (exit 3, one line; the traceback with --debug) instead of losing a command or the UI.
+
+A command's module is imported when that command runs (so `ragtui --help` imports none): its
+failure is reported by the command itself and by its --help, while `ragtui --help` still lists it."""
 
 from __future__ import annotations
 
@@ -33,25 +36,31 @@ def _run(root: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize(
-    ("module", "content", "needle"),
+    ("module", "content", "needle", "command"),
     [
-        ("commands/eval.py", None, "No module named 'ragtui.commands.eval'"),
+        ("commands/eval.py", None, "No module named 'ragtui.commands.eval'", ["eval", "x"]),
         ("commands/inspect.py", "import a_dependency_that_is_not_installed\n",
-         "No module named 'a_dependency_that_is_not_installed'"),
-        ("commands/watch.py", "from ragtui.core.search.retriever import no_such_name\n", "cannot import name 'no_such_name'"),
+         "No module named 'a_dependency_that_is_not_installed'", ["inspect", "a#0"]),
+        ("commands/watch.py", "from ragtui.core.search.retriever import no_such_name\n", "cannot import name 'no_such_name'",
+         ["watch", "."]),
     ],
     ids=["missing", "third-party-import-inside", "broken-first-party-import"],
 )
-def test_a_command_module_that_fails_to_import_is_an_internal_error(tmp_path, module, content, needle):
+def test_a_command_module_that_fails_to_import_is_an_internal_error(tmp_path, module, content, needle, command):
     root = _broken_copy(tmp_path, module, content)
-    for args in (["--help"], ["info", "--artifacts", str(tmp_path / "art")]):
+    for args in ([*command, "--artifacts", str(tmp_path / "art")], [command[0], "--help"]):
         result = _run(root, *args)
         assert result.returncode == 3, (args, result.returncode, result.stdout[-300:], result.stderr)
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("ragtui: internal error: ") and needle in lines[0], lines
         assert result.stdout == ""  # no help text that silently lacks the command
-    debug = _run(root, "--help", "--debug")
+    debug = _run(root, command[0], "--help", "--debug")
     assert debug.returncode == 3 and "Traceback" in debug.stderr and needle in debug.stderr
+    # The command is still listed (never quietly lost), and the other commands are not affected.
+    listing = _run(root, "--help")
+    assert listing.returncode == 0 and f"    {command[0]} " in listing.stdout, listing.stderr
+    other = _run(root, "info", "--artifacts", str(tmp_path / "art"))
+    assert other.returncode == 2 and "internal error" not in other.stderr, other.stderr
 
 
 def test_a_missing_tui_is_an_internal_error_not_help(tmp_path):

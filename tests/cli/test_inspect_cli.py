@@ -299,7 +299,7 @@ def fake_editor(tmp_path: Path, name: str) -> tuple[Path, Path]:
     return script, log
 
 
-@pytest.mark.parametrize("name", ["vim", "nvim", "nano", "emacs", "micro", "hx"])
+@pytest.mark.parametrize("name", ["vim", "nvim", "nano", "emacs", "micro"])
 def test_open_uses_plus_line_for_terminal_editors(tree, tmp_path, name):
     docs, _art, _cwd = tree
     script, log = fake_editor(tmp_path, name)
@@ -316,6 +316,15 @@ def test_open_uses_goto_for_vs_code_and_prefers_visual(tree, tmp_path):
     result = inspect(tree, "docs/a.md#2", "--open", env={"VISUAL": f"{script} --wait", "EDITOR": "/nonexistent/vi"})
     assert result.returncode == 0, result.stderr
     assert log.read_text(encoding="utf-8").splitlines() == ["--wait", "--goto", f"{docs / 'a.md'}:{expected}"]
+
+
+def test_open_uses_file_colon_line_for_helix(tree, tmp_path):
+    docs, _art, _cwd = tree
+    script, log = fake_editor(tmp_path, "hx")
+    expected = json.loads(inspect(tree, "docs/a.md#2", "--json").stdout)["start_line"]
+    result = inspect(tree, "docs/a.md#2", "--open", env={"EDITOR": str(script)})
+    assert result.returncode == 0, result.stderr
+    assert log.read_text(encoding="utf-8").splitlines() == [f"{docs / 'a.md'}:{expected}"]
 
 
 def test_open_without_an_editor_says_to_set_one(tree):

@@ -1,4 +1,4 @@
-"""`ragtui search --all` and `--index a,b`: several indexes ranked as one, each hit naming its index (issue 17)."""
+"""`ragtui search --all` and `--index a,b`: several indexes ranked as one, each hit naming its index."""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ def ingest(folder, art, *flags):
 
 
 def test_exclude_a_subfolder_by_its_path(folder, tmp_path):
-    # Issue #16 item 6: with base-name matching this excluded nothing at all.
+    # With base-name matching this excluded nothing at all.
     result, report = ingest(folder, tmp_path / "art", "--exclude", "docs/drafts")
     assert result.returncode == 0, result.stderr
     assert report["added"] == ["notes/a.md", "notes/docs/guide.md", "notes/drafts/top.md"]

@@ -56,7 +56,7 @@ def test_an_escaped_colon_searches_the_text(indexed):
 ])
 def test_a_malformed_query_exits_2_naming_the_column_before_opening_anything(tmp_path, query, needle):
     # No index exists at this root: the query is refused before anything is opened or loaded.
-    result = ragtui("search", query, "--mode", "flat", "--artifacts", str(tmp_path / "none"))
+    result = ragtui("search", query, "--strict", "--mode", "flat", "--artifacts", str(tmp_path / "none"))
     assert result.returncode == 2, result.stderr
     assert result.stdout == ""
     assert needle in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr

@@ -111,8 +111,8 @@ def test_bm25doc_needs_no_embedder_and_mmr_merge_floor_work(index):
     # wordllama's hybrid fuses by zscore (fusion_fit): its floor is relative to the best candidate's score.
     top = every[0]["score"]
     assert floor == [h for h in every if h["score"] / top >= 0.7] and 0 < len(floor) < len(every)
-    r = _search(index, "--mode", "hybrid", "--min-score", "1.01")
-    assert r.returncode == 1 and r.stdout.strip() == "[]"
+    r = _search(index, "--mode", "hybrid", "--min-score", "1.01")  # above any fused score: refused, with the range
+    assert r.returncode == 2 and r.stdout == "" and "--min-score 1.01 is outside what hybrid scores" in r.stderr
 
 
 def test_eval_takes_the_ranking_options(tmp_path):

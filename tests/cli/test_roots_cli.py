@@ -1,4 +1,4 @@
-"""Where indexes live, `ragtui info` about the root, picking among several indexes, and `ragtui rm` (issue 15).
+"""Where indexes live, `ragtui info` about the root, picking among several indexes, and `ragtui rm`.
 
 The installed command as a subprocess, with HOME and the XDG folders pointed at temporary folders.
 """

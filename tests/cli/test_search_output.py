@@ -1,4 +1,4 @@
-"""What ``ragtui search`` prints (issue 15): path:Lstart-Lend, a snippet centred on the query's terms, --json
+"""What ``ragtui search`` prints: path:Lstart-Lend, a snippet centred on the query's terms, --json
 with source ranges, mode and query time, and --explain exact to the scores. Run as a subprocess."""
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ It serves REAL embeddings and tokens from the in-process wordllama embedder:
     POST /extras/tokenize llama-cpp-python: {"input"} -> {"tokens": [ids]} (no offsets)
     POST /extras/detokenize  {"tokens"} -> {"text"}; HTTP 500 when the bytes are not
                           UTF-8, as llama-cpp-python does (/detokenize: llama.cpp's, {"content"})
+    GET  /v1/models       {"data": [{"id": model, "owned_by", "created": now, "meta": model_meta}]}
 
 and a fault script: ``queue(Fault(...), ...)`` makes the next matching requests
 misbehave, one fault per request, in order. Every request is recorded in
@@ -32,6 +33,7 @@ import select
 import socket
 import sys
 import threading
+import time
 from collections import deque
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -51,7 +53,12 @@ FAULT_KINDS = (
     "reorder",    # valid, but data listed in reverse order
     "no_pieces",  # tokenize answers ids only (no offsets / pieces / token_strs)
     "per_token",  # a server without pooling: each embedding is a list of vectors, one per token
+    "slow_head",  # the status line and headers, one byte every `interval` seconds, never finished
+    "trickle",    # headers at once, then a 30,000-byte body one byte every `interval` seconds
+    "endless",    # a chunked body that never ends, as fast as the client reads it
+    "oversized",  # a body declared (Content-Length) and sent at 64 MiB
 )
+"""The last four never end on their own: until the client closes, ``release()``, or ``hang_limit``."""
 
 
 @dataclass
@@ -64,6 +71,7 @@ class Fault:
     message: str = "injected fault"
     echo_auth: bool = False  # put the received Authorization header in the error message
     path: str | None = None
+    interval: float = 0.2  # slow_head, trickle: seconds between bytes
 
     def __post_init__(self) -> None:
         if self.kind not in FAULT_KINDS:
@@ -87,10 +95,17 @@ class EmbedServer(LoopbackServer):
         self.model = model or embedder.model
         self.hang_limit = hang_limit
         self.tei_byte_offsets = False  # report TEI offsets in UTF-8 bytes instead of characters
+        self.model_meta: dict[str, Any] = {"n_vocab": 32000}
+        """What ``GET /v1/models`` says of the model (llama.cpp's ``meta``): its identity for caches."""
         self.hang_above_bytes: int | None = None
         """Embedding requests whose inputs hold more UTF-8 bytes than this hang (a server too slow for them)."""
         self.work_per_byte = 0.0
         """Seconds of ``virtual_clock`` each embedded input byte costs (a one-slot server's work)."""
+        self.work_exponent = 1.0
+        """A request of n input bytes costs ``work_per_byte * n ** work_exponent``: above 1, work grows faster than
+        the batch (as attention's does, or a batch past the server's own batch size)."""
+        self.hang_above_work: float | None = None
+        """Embedding requests that would cost more virtual seconds than this hang (a server too slow for them)."""
         self._virtual = 0.0
         self.abandoned = threading.Semaphore(0)
         """Released once for each hanging request whose client closed the connection."""
@@ -140,7 +155,7 @@ class EmbedServer(LoopbackServer):
         if isinstance(inputs, str):
             inputs = [inputs]
         with self._lock:
-            self._virtual += self.work_per_byte * sum(len(t.encode("utf-8")) for t in inputs)
+            self._virtual += self.work(inputs)
         vectors = self.embedder.embed(inputs).tolist()
         kind = fault.kind if fault else None
         if kind == "wrong_dim":
@@ -162,6 +177,10 @@ class EmbedServer(LoopbackServer):
         n_tokens = sum(self.embedder.tokenizer.count_many(inputs))
         return {"object": "list", "data": data, "model": self.model,
                 "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens}}
+
+    def work(self, inputs: list[Any]) -> float:
+        """The virtual seconds embedding ``inputs`` costs (see ``work_per_byte``)."""
+        return self.work_per_byte * sum(len(str(t).encode("utf-8")) for t in inputs) ** self.work_exponent
 
     def detokenize(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
         """What llama.cpp's detokenize gives for a SentencePiece vocab: the pieces' bytes, one leading space dropped."""
@@ -237,6 +256,10 @@ class _Handler(LoopbackHandler):
         owner = self.server.owner
         if self.path == "/_admin/seen":
             self._json(200, [asdict(s) for s in owner.seen])
+        elif self.path == "/v1/models":
+            owner._record(Seen(self.path, None, dict(self.headers.items())))
+            self._json(200, {"object": "list", "data": [{"id": owner.model, "object": "model", "owned_by": "test",
+                                                         "created": int(time.time()), "meta": owner.model_meta}]})
         else:
             self._json(404, {"error": {"message": f"no route {self.path}"}})
 
@@ -260,6 +283,10 @@ class _Handler(LoopbackHandler):
         if (fault is None and self.path == "/v1/embeddings" and owner.hang_above_bytes is not None
                 and isinstance(body, dict) and isinstance(body.get("input"), list)
                 and sum(len(str(t).encode("utf-8")) for t in body["input"]) > owner.hang_above_bytes):
+            fault = Fault("hang")
+        if (fault is None and self.path == "/v1/embeddings" and owner.hang_above_work is not None
+                and isinstance(body, dict) and isinstance(body.get("input"), list)
+                and owner.work(body["input"]) > owner.hang_above_work):
             fault = Fault("hang")
         if fault is not None and self._transport_fault(fault):
             return
@@ -314,6 +341,10 @@ class _Handler(LoopbackHandler):
             self.connection.shutdown(socket.SHUT_RDWR)
             self.close_connection = True
             return True
+        if fault.kind in ("slow_head", "trickle", "endless", "oversized"):
+            self._endless(fault)
+            self.close_connection = True
+            return True
         if fault.kind == "garbage":
             payload = b"<html>502 Bad Gateway</html> {not json"
             self.send_response(200)
@@ -323,6 +354,52 @@ class _Handler(LoopbackHandler):
             self.wfile.write(payload)
             return True
         return False
+
+    def _endless(self, fault: Fault) -> None:
+        """An answer that does not end (see FAULT_KINDS); returns when the client is gone or time is up."""
+        owner = self.server.owner
+        out = self.wfile
+        try:
+            if fault.kind == "slow_head":
+                head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Slow: " + b"a" * 100_000
+                for byte in head:
+                    out.write(bytes([byte]))
+                    out.flush()
+                    if owner._release.wait(fault.interval):
+                        return
+                return
+            if fault.kind == "trickle":
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", "30000")
+                self.end_headers()
+                out.flush()
+                for _ in range(30000):
+                    out.write(b" ")  # JSON allows leading whitespace: the body is never wrong, only unfinished
+                    out.flush()
+                    if owner._release.wait(fault.interval):
+                        return
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            block = b"x" * (64 << 10)
+            if fault.kind == "oversized":
+                size = 64 << 20
+                self.send_header("Content-Length", str(size + 12))
+                self.end_headers()
+                out.write(b'{"pad": "')
+                for _ in range(size // len(block)):
+                    out.write(block)
+                out.write(b'"}\n')
+                return
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            out.write(b'9\r\n{"pad": "\r\n')
+            chunk = b"%x\r\n%s\r\n" % (len(block), block)
+            while not owner._release.is_set():
+                out.write(chunk)
+        except OSError:
+            return  # the client closed the connection: what a bounded client does
 
     def _hang(self) -> None:
         """Wait for release (or hang_limit), watching whether the client closes the connection."""

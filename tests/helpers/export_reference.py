@@ -1,4 +1,4 @@
-"""The export writer as it was before it streamed (commit 8ca9ea4): every file built in memory as one dict.
+"""The export writer as it was before it streamed: every file built in memory as one dict.
 
 Kept only as the reference the streamed writer (ragtui/core/export/writer.py) must match byte for byte
 (tests/unit/test_export_stream.py). Not used by ragtui itself.

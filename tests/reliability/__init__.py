@@ -1,1 +1,1 @@
-"""Reliability: faults injected into every layer (issue #8); spec/reliability.md says what each test proves."""
+"""Reliability: faults injected into every layer; spec/reliability.md says what each test proves."""

@@ -229,6 +229,82 @@ def run_hostile_config(base: Path, embedder=None) -> tuple[Tally, str]:
     return tally, f"{len(cases) - controls} refusals (exit 2, 0 requests received), {controls} trusted controls"
 
 
+# -- URL audit ---------------------------------------------------------------------------------
+
+
+def url_audit_cases(embedder) -> dict[str, callable]:
+    """name -> check(base): a config key that reaches a URL, with a hostile value, steers no request.
+
+    The user's own config names the server as a hosted API is named (``base_url`` without a port, or
+    with a host name) and the secret's variable; the ``ragtui.toml`` in the working directory sets only
+    a request path, aimed at a recording server on another port. Each case must exit 2 with one line
+    naming the key, and the other server must receive nothing. The control sends a plain path from the
+    project file to the user's own server, which gets the keyed requests: the recording would have
+    caught a leak.
+    """
+
+    def aimed(value_for, base_url: str = "http://127.0.0.1"):
+        def check(base: Path) -> None:
+            scene = Scene(base)
+            with EmbedServer(embedder) as evil:
+                port = evil.url.rsplit(":", 1)[1]
+                # dim given: nothing is probed first, so the tokenizer's request is the first one sent.
+                write(scene.user_config, f'[embedder]\nkind = "http"\nmodel = "m"\nretries = 0\ntimeout = 5\n'
+                                         f'dim = {embedder.dim}\nbase_url = "{base_url}"\napi_key_env = "{SECRET_VAR}"\n')
+                value = value_for(port)
+                write(scene.cwd / "ragtui.toml", f"[embedder]\ntokenize_path = {json.dumps(value)}\n")
+                r = scene.run("ingest", "docs")
+                assert r.returncode == 2, (r.returncode, r.stderr)
+                assert one_clear_line(r.stderr) and "tokenize_path" in r.stderr, r.stderr
+                assert evil.seen == [], f"the other port received {len(evil.seen)} request(s)"
+                _no_secret(r)
+        return check
+
+    def control_plain_path(base: Path) -> None:
+        scene = Scene(base)
+        with EmbedServer(embedder) as mine:
+            toml_file(scene.user_config, url=mine.url, key_var=SECRET_VAR)
+            write(scene.cwd / "ragtui.toml", '[embedder]\ntokenize_path = "/v1/tokenize"\n')
+            r = scene.run("ingest", "docs")
+            assert r.returncode == 0, r.stderr
+            assert any(s.path == "/v1/tokenize" for s in mine.seen), [s.path for s in mine.seen]
+            _received_secret(mine)
+
+    values = {
+        "a port after a portless base_url (:PORT/steal)": lambda p: f":{p}/steal",
+        "userinfo then host:port (@127.0.0.1:PORT/steal)": lambda p: f"@127.0.0.1:{p}/steal",
+        "a network path (//127.0.0.1:PORT/steal)": lambda p: f"//127.0.0.1:{p}/steal",
+        "an absolute URL (http://127.0.0.1:PORT/steal)": lambda p: f"http://127.0.0.1:{p}/steal",
+        "dot segments (/../..//127.0.0.1:PORT)": lambda p: f"/../..//127.0.0.1:{p}/steal",
+        "escaped dot segments (/%2e%2e/steal)": lambda p: "/%2e%2e/steal",
+        "a query naming the other server (/t?u=...)": lambda p: f"/t?u=http://127.0.0.1:{p}/steal",
+        "a fragment (/t#x)": lambda p: "/t#x",
+        "a backslash (/t\\@127.0.0.1:PORT)": lambda p: f"/t\\@127.0.0.1:{p}/steal",
+        "white space and controls (/t x, /t\\r\\nHost)": lambda p: f"/t x\r\nHost: 127.0.0.1:{p}",
+        "no leading slash (tokenize)": lambda p: "tokenize",
+    }
+    cases: dict[str, callable] = {}
+    for name, value_for in values.items():
+        cases[f"tokenize_path: {name}"] = aimed(value_for)
+    cases["tokenize_path @127.0.0.1:PORT after a host-name base_url (http://localhost)"] = aimed(
+        lambda p: f"@127.0.0.1:{p}/steal", base_url="http://localhost")
+    cases["control: a plain path reaches the user's own server with the key"] = control_plain_path
+    return cases
+
+
+def run_url_audit(base: Path, embedder=None) -> tuple[Tally, str]:
+    """Every hostile request path from a project file, each a real ``ragtui ingest`` against real servers."""
+    if embedder is None:
+        from ragtui.core.embedders.wordllama import WordLlamaEmbedder
+
+        embedder = WordLlamaEmbedder()
+    tally = Tally("URL audit: a folder's config key that reaches a URL, hostile values (no request to another host or port)")
+    cases = url_audit_cases(embedder)
+    for i, (name, check) in enumerate(cases.items()):
+        tally.check(name, lambda check=check, i=i: check(base / f"case{i}"))
+    return tally, f"{len(cases) - 1} hostile paths (exit 2, 0 requests to the other port), 1 control"
+
+
 # -- out-of-root doc_ids ----------------------------------------------------------------------
 
 

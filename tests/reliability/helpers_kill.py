@@ -12,16 +12,22 @@ replaces an index another tool wrote as a plain directory. After each kill:
 * the lock the dead writer held is free, and a following ``sync`` completes,
   publishes exactly the next generation and leaves nothing behind
   (no ``*.tmp``, no stale generation, no journal).
+
+``run_export_kill_harness`` does the same for ``ragtui export`` (scenarios
+``new``, ``empty``, ``replace``): after each kill the target holds the old or
+the new export, never nothing, and the next export gives the new one and
+leaves nothing beside it (no ``.site.export-<pid>``, no ``.site.old-<pid>``).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 from pathlib import Path
 
 from ragtui.core.errors import IndexMissingError
-from tests.reliability.helpers import MAX_TOKENS, OVERLAP, Tally, leftovers, make_folder, run_sync, snapshot
+from tests.reliability.helpers import MAX_TOKENS, OVERLAP, Tally, doc_text, leftovers, make_folder, run_sync, snapshot
 from tests.reliability.helpers_child import ForkServer
 
 WRITE_MAX = 2048
@@ -112,3 +118,82 @@ def _embedded_by_full_run(base: Path, scenario: str) -> int:
         _FULL[base, scenario] = run_sync(folder, art).chunks_embedded
         shutil.rmtree(base / "full", ignore_errors=True)
     return _FULL[base, scenario]
+
+
+# -- the export ----------------------------------------------------------------------------------
+
+EXPORT_SCENARIOS = ("new", "empty", "replace")
+"""``new``: nothing at the target; ``empty``: an empty folder there; ``replace``: a previous export there."""
+OLD_STAMP, NEW_STAMP = "2026-01-01T00:00:00Z", "2026-02-02T00:00:00Z"
+EXPORT_DOCS = {f"docs/d{i}.md": [f"# Part {i}\n\n" + doc_text(i, 40), f"## More {i}\n\n" + doc_text(i + 50, 30)]
+               for i in range(6)}
+
+
+def tree(folder: Path) -> dict[str, bytes] | None:
+    """Every file under ``folder`` by relative path (folders as b"/"); None when nothing is at ``folder``."""
+    if not os.path.lexists(folder):
+        return None
+    out: dict[str, bytes] = {}
+    for path in sorted(folder.rglob("*")):
+        out[path.relative_to(folder).as_posix()] = b"/" if path.is_dir() else path.read_bytes()
+    return out
+
+
+EXPORT_WRITE_MAX = 1 << 20
+"""The export writes each file in one call (short writes are the index writer's to loop on): its steps are its
+files' opens, writes and closes, its folders, the swap, and the removal of the old export."""
+
+
+def _export_job(art: Path, out: Path, stamp: str, **trace) -> dict:
+    return {"action": "cli", "argv": ["export", str(out), "--artifacts", str(art), "--generated-at", stamp, "--json"],
+            "trace": {"write_max": EXPORT_WRITE_MAX, **trace}}
+
+
+def _prepare_export(base: Path, scenario: str, server: ForkServer) -> tuple[Path, Path]:
+    """(artifacts with an index, the target: ``base/pub/site``, as the scenario says)."""
+    from tests.unit.indexgen import build
+
+    art, out = base / "art", base / "pub" / "site"
+    build(art, "docs", EXPORT_DOCS, dim=8)
+    out.parent.mkdir(parents=True)
+    if scenario == "empty":
+        out.mkdir()
+    elif scenario == "replace":
+        answer = server.run(_export_job(art, out, OLD_STAMP))
+        if answer["exit"] != 0:
+            raise RuntimeError(f"the previous export failed: {answer}")
+    return art, out
+
+
+def run_export_kill_harness(base: Path, server: ForkServer, scenario: str = "replace") -> tuple[Tally, list[str]]:
+    """``ragtui export`` killed before each of its steps: the target holds the old or the new export, never
+    nothing (``new``: nothing or the new export), and the next export leaves nothing else beside it."""
+    count = base / "count"
+    art, out = _prepare_export(count, scenario, server)
+    old = tree(out)
+    log = count / "steps.log"
+    answer = server.run(_export_job(art, out, NEW_STAMP, log=str(log)))
+    if answer["exit"] != 0:
+        raise RuntimeError(f"the counting export failed: {answer}")
+    steps = log.read_text(encoding="utf-8").splitlines()
+    new = tree(out)
+    assert new is not None and new != old
+    tally = Tally("Export killed (SIGKILL) before each of its steps")
+    for n in range(1, len(steps) + 2):
+        case = base / f"kill{n}"
+        label = f"{scenario}: kill before step {n}" + (f" ({steps[n - 1]})" if n <= len(steps) else " (after the last)")
+
+        def check(case=case, n=n):
+            art, out = _prepare_export(case, scenario, server)
+            answer = server.run(_export_job(art, out, NEW_STAMP, kill_at=n))
+            assert answer["signal"] == (signal.SIGKILL if n <= len(steps) else None), f"child ended {answer}"
+            after = tree(out)
+            assert after == old or after == new, "the target holds neither the old nor the new export"
+            answer = server.run(_export_job(art, out, NEW_STAMP))
+            assert answer["exit"] == 0, f"the next export failed: {answer}"
+            assert tree(out) == new, "the next export did not give the new export"
+            assert sorted(os.listdir(out.parent)) == ["site"], f"left beside it: {sorted(os.listdir(out.parent))}"
+
+        tally.check(label, check)
+        shutil.rmtree(case, ignore_errors=True)
+    return tally, steps

@@ -161,7 +161,7 @@ def _hostile_cases(base: Path):
     def fifo(f):
         write(f / "a.md", "a\n")
         os.mkfifo(f / ".gitignore")
-        return WalkRules(), {"a.md"}, {".gitignore": "ignore file not applied: not a regular file"}
+        return WalkRules(), {"a.md"}, {".gitignore": "ignore file not applied: is a FIFO, not a regular file (never opened)"}
 
     def link_out(f):
         write(f.parent / "outside", "a.md\n")
@@ -172,12 +172,12 @@ def _hostile_cases(base: Path):
     def link_loop(f):
         write(f / "a.md", "a\n")
         os.symlink(".gitignore", f / ".gitignore")
-        return WalkRules(), {"a.md"}, {".gitignore": "ignore file not applied: Too many levels of symbolic links"}
+        return WalkRules(), {"a.md"}, {".gitignore": "ignore file not applied: is a symbolic link (not followed)"}
 
     def folder_named_gitignore(f):
         write(f / "a.md", "a\n")
         write(f / ".gitignore" / "inner.md", "a hidden folder: never read as patterns\n")
-        return WalkRules(), {"a.md"}, {".gitignore": "ignore file not applied: not a regular file"}
+        return WalkRules(), {"a.md"}, {".gitignore": "ignore file not applied: is a directory, not a regular file (never opened)"}
 
     def unreadable(f):
         write(f / "a.md", "a\n")

@@ -16,6 +16,8 @@ from tests.reliability.helpers_config import (
     hostile_cases,
     run_hostile_config,
     run_out_of_root,
+    run_url_audit,
+    url_audit_cases,
 )
 
 pytestmark = pytest.mark.timeout(600)
@@ -33,6 +35,11 @@ def test_hostile_config_case(tmp_path, embedder, name):
     hostile_cases(embedder)[name](tmp_path)
 
 
+@pytest.mark.parametrize("name", list(url_audit_cases(None)))
+def test_url_audit_case(tmp_path, embedder, name):
+    url_audit_cases(embedder)[name](tmp_path)
+
+
 @pytest.mark.parametrize("name", list(OUT_OF_ROOT))
 def test_out_of_root_case(tmp_path, name):
     check_out_of_root(tmp_path, name)
@@ -46,5 +53,6 @@ def test_out_of_root_case_in_the_tui(tmp_path, name):
 def test_runners_count_every_case(tmp_path, embedder):
     hostile, _notes = run_hostile_config(tmp_path / "config", embedder)
     outside, _notes = run_out_of_root(tmp_path / "root")
-    for tally in (hostile, outside):
+    audit, _notes = run_url_audit(tmp_path / "audit", embedder)
+    for tally in (hostile, outside, audit):
         assert tally.failures == [] and tally.passed == tally.tried > 0, tally.failures

@@ -1,4 +1,4 @@
-"""Escapes in index metadata and names, markup in names, broken entries under rag/ (issue #18 items 6, 7, 14).
+"""Escapes in index metadata and names, markup in names, broken entries under rag/.
 
 Each runner is the one bench/reliability.py runs at full size; here at CI size.
 """

@@ -53,6 +53,10 @@ def test_the_help_lists_every_key_of_every_screen():
              "question_mark": "?", "slash": "/", "escape": "esc", "up": "↑", "down": "↓"}
     listed = {section: " ".join(key for key, _ in rows).split() for section, rows in KEYS}
     every = {k for keys in listed.values() for k in keys}
+    for run in [k for k in every if "–" in k]:  # a run of keys, "F1–F6" or "1–6": each of them listed
+        first, last = run.split("–")
+        prefix = first.rstrip("0123456789")
+        every |= {f"{prefix}{n}" for n in range(int(first[len(prefix):]), int(last[len(prefix):]) + 1)}
     from ragtui.tui.screens.indexes import IndexScreen
 
     for owner in (RagtuiApp, SearchScreen, CompareScreen, SourceScreen, QueryInput, IndexScreen):
@@ -159,3 +163,18 @@ async def test_the_status_line_shows_the_index_and_vectors(demo_index):
         assert state.index == f"demo · {n} chunks · test-hash (16d)"
         assert state.vectors == "vectors on" and not state.vectors_off
         assert state.live.startswith("live")
+
+
+async def test_a_fifo_as_the_history_file_is_noted_replaced_and_the_app_exits(demo_index, tmp_path):
+    import os
+
+    path = tmp_path / "history"
+    os.mkfifo(path)
+    app = make_app(demo_index[0], history=QueryHistory(path))
+    async with app.run_test() as pilot:
+        await ready(pilot)
+        await wait_for(pilot, lambda: any("is a FIFO" in n.message for n in app._notifications), "the history note")
+        await pilot.press(*"bm25", "enter")
+        await settled(pilot, "bm25")
+    # The run ended (a worker blocked on the FIFO would keep it from exiting), and the query was kept in a file.
+    assert path.is_file() and path.read_text() == "bm25\n"

@@ -109,3 +109,22 @@ def test_the_ui_paints_at_up_to_240_frames_a_second_unless_told_otherwise():
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          env={**env, "TEXTUAL_FPS": "30"}, check=True)
     assert out.stdout.strip() == "30"
+
+
+def test_the_nprobe_shown_is_the_calibrated_one_ivf_probes(demo_index):
+    """The mode bar, the compare view and the index picker show what a search without nprobe really probes:
+    the calibrated number, known once the lists are built (0, shown as "auto", before); never the fixed rule's."""
+    from ragtui.config import Settings
+    from ragtui.core.search.ivf import IVFParams
+    from tests.unit.fakes import HashEmbedder
+
+    settings = Settings(artifacts=demo_index[0])
+    retriever = backend.open_index(backend.locate_index(settings, None), settings)
+    retriever.embedder = HashEmbedder()
+    nlist, nprobe = backend.resolved_ivf(retriever)
+    assert nprobe == 0 and nlist == IVFParams().resolve(retriever.meta.n_chunks).nlist
+    info = backend.build_ivf(retriever)
+    ivf = retriever.ivf()
+    assert ivf.calibration is not None and backend.resolved_ivf(retriever) == (ivf.nlist, ivf.default_nprobe)
+    assert info.nprobe == ivf.default_nprobe == backend.index_stats(retriever, "built").nprobe
+    assert retriever.snapshot().built_ivf() is ivf  # a snapshot shares the lists, it does not rebuild them

@@ -129,6 +129,6 @@ def test_editor_command_forms():
 
     p = Path("/d/a.md")
     assert editor_command(p, 7, {"EDITOR": "vim"}) == ["vim", "+7", "/d/a.md"]
-    assert editor_command(p, 7, {"VISUAL": "code --wait", "EDITOR": "vim"}) == ["code", "--wait", "-g", "/d/a.md:7"]
-    assert editor_command(p, None, {}) == ["vi", "/d/a.md"]
+    assert editor_command(p, 7, {"VISUAL": "code --wait", "EDITOR": "vim"}) == ["code", "--wait", "--goto", "/d/a.md:7"]
+    assert editor_command(p, None, {"EDITOR": "vi"}) == ["vi", "/d/a.md"]
     assert os.path.basename(editor_command(p, 3, {"EDITOR": "/usr/bin/nano"})[0]) == "nano"

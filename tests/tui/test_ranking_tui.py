@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 from ragtui import app as app_layer
 from ragtui.config import Settings
 from ragtui.core.errors import EmbeddingError
@@ -51,7 +49,7 @@ async def test_the_search_table_sets_the_defaults_and_f_toggles_the_fusion(demo_
         await pilot.press("f4")
         await settled(pilot)
         # The CLI's parameters for `ragtui search --mode hybrid` with this [search] table.
-        cli = app_layer.search_params(SimpleNamespace(), settings, "hybrid")
+        cli = app_layer.search_options(settings, "hybrid")
         assert app.results.request.params == cli and cli["fusion"] == "rrf" and cli["rrf_k"] == 30
         # No lexical in [search]: the arm of the index's embedder's fit (fusion_fit; the test embedder is unknown).
         assert "rrf 30 · bm25stem" in bar(app) and "nprobe" not in bar(app)
@@ -88,7 +86,9 @@ async def test_a_search_table_the_mode_refuses_is_said_not_raised(demo_index):
         await pilot.press("f4")
         await pilot.pause()
         assert app.is_running and app.mode == "hybrid"
-        assert any("cannot search: fusion weight must be from 0 to 1" in n.message for n in app._notifications)
+        # Said where the results would be, and the results of bm25 are not left under hybrid's name.
+        head = str(app.main.detail.query_one("#detail-head").render())
+        assert "cannot search: fusion weight must be from 0 to 1" in head and app.main.results.hits == ()
         assert "[search]: fusion weight must be from 0 to 1" in bar(app)
 
 
@@ -111,7 +111,7 @@ async def test_the_compare_view_ranks_with_the_search_table_too(demo_index):
         runs = app.screen.outcome.runs
         assert set(runs) == {"flat", "ivf", "bm25"}
         for mode in ("flat", "ivf", "bm25"):
-            params = app_layer.search_params(SimpleNamespace(), settings, mode)
+            params = app_layer.search_options(settings, mode)
             assert params["mmr"] == 0.3 and params["min_score"] == 0.01
             want = app.retriever.search(query, mode=mode, k=app.k, **params)
             assert [h.chunk_id for h in runs[mode]] == [h.chunk_id for h in want]

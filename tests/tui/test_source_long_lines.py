@@ -1,5 +1,5 @@
 """The source view never cuts a line without a sign: "›" where a line goes on past the right edge, "‹" past the
-left one once scrolled, and the head says how to see the rest (issue 15)."""
+left one once scrolled, and the head says how to see the rest."""
 
 from __future__ import annotations
 

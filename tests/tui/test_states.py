@@ -128,7 +128,7 @@ async def test_a_vector_mode_chosen_while_the_embedder_loads_runs_once_it_is_rea
 
 
 async def test_no_index_suggests_the_artifacts_root_the_ui_was_started_with(tmp_path):
-    """Issue 15: the suggested `ragtui ingest ./docs` built the index where this UI does not look."""
+    """Once, the suggested `ragtui ingest ./docs` built the index where this UI does not look."""
     from dataclasses import replace
 
     from ragtui.config import Settings

@@ -107,3 +107,25 @@ def test_a_fifo_or_a_folder_in_the_hyde_cache_is_a_miss_not_a_hang(tmp_path):
     os.mkfifo(cache.path(cache.key("s", "m", "fifo")))  # nobody writes it: a blocking open would wait forever
     os.mkdir(cache.path(cache.key("s", "m", "dir")))
     assert cache.get("s", "m", "fifo") is None and cache.get("s", "m", "dir") is None
+
+
+def test_the_prompts_example_label_can_never_be_a_verified_or_real_citation(tmp_path):
+    from ragtui.core.answer.prompt import EXAMPLE_LABEL, answer_messages
+
+    emb = WordLlamaEmbedder()
+    notes = tmp_path / "notes"  # documents named as a fixed example might name them
+    notes.mkdir()
+    (notes / "tea.md").write_text("Tea is a drink made by steeping leaves in hot water.\nIt is old.\n", encoding="utf-8")
+    (notes / "guide.md").write_text("".join(f"line {i} of the guide\n" for i in range(1, 41)), encoding="utf-8")
+    sync(notes, artifacts=tmp_path / "art", embedder=emb)
+    data = Retriever.open(index_dir(tmp_path / "art", "notes")).data
+    row = data.records.find("notes/guide.md#0")
+    hits = [Hit(1, 1.0, "notes/guide.md#0", "notes/guide.md", row, data.records[row].text)]
+    packed = pack("guide", hits, data, emb.tokenizer, 500, mode="bm25", resolver=Resolver(data))
+    messages = answer_messages("What is tea?", packed)
+    fixed = "\n".join(m["content"] for m in messages[:3])  # the system message and the worked example
+    labels = {x.text for x in parse_labels(fixed)}
+    assert labels == {EXAMPLE_LABEL}, labels  # the example teaches the form, with one placeholder only
+    assert "placeholder" in messages[0]["content"] and EXAMPLE_LABEL in messages[0]["content"]
+    copied = f"Tea is a drink [{EXAMPLE_LABEL}]."  # what a small model copying the example writes
+    assert verdicts(copied, packed, data) == [(EXAMPLE_LABEL, "unresolvable")]

@@ -32,8 +32,11 @@ def test_the_same_walk_flags_give_the_same_settings_for_ingest_and_watch(tmp_pat
     flags = [str(folder), "--artifacts", str(tmp_path / "art"), "--exclude", "drafts/", "--include", "*.md",
              "--no-ignore", "--max-bytes", "1000", "--max-tokens", "64", "--overlap", "8"]
     parser = build_parser()
-    ingest = app.folder_settings(parser.parse_args(["ingest", *flags]), "index")
-    watch = app.folder_settings(parser.parse_args(["watch", *flags]), "watch")
+    from ragtui.commands.options import folder_values
+
+    ingest_args, watch_args = parser.parse_args(["ingest", *flags]), parser.parse_args(["watch", *flags])
+    ingest = app.folder_settings(ingest_args.folder, "index", **folder_values(ingest_args))
+    watch = app.folder_settings(watch_args.folder, "watch", **folder_values(watch_args))
     assert ingest == watch
     assert ingest.index_id == "notes" and (ingest.settings.max_tokens, ingest.settings.overlap) == (64, 8)
     assert ingest.rules == WalkRules(include=("*.md",), exclude=("drafts/",), max_bytes=1000, ignore_files=False)

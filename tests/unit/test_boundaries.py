@@ -74,14 +74,18 @@ MAY_IMPORT = {
     "ragtui.progress": {"ragtui.terminal"},
     "ragtui.terminal": {"ragtui.core"},
     "ragtui.watch": {"ragtui.core", "ragtui.watch"},
-    "ragtui.app": {"ragtui.config", "ragtui.core", "ragtui.terminal", "ragtui.watch"},
-    "ragtui.tui": {"ragtui.tui", "ragtui.app", "ragtui.config", "ragtui.core", "ragtui.watch"},
-    "ragtui.commands": {"ragtui.commands", "ragtui.app", "ragtui.config", "ragtui.core", "ragtui.progress",
-                        "ragtui.terminal", "ragtui.watch", "ragtui.mcp"},
-    "ragtui.mcp": {"ragtui.mcp", "ragtui.app", "ragtui.config", "ragtui.core"},
+    "ragtui.request": {"ragtui.config", "ragtui.core"},
+    "ragtui.editor": {"ragtui.core"},
+    "ragtui.app": {"ragtui.config", "ragtui.core", "ragtui.request", "ragtui.terminal", "ragtui.watch"},
+    "ragtui.tui": {"ragtui.tui", "ragtui.app", "ragtui.request", "ragtui.editor", "ragtui.config", "ragtui.core",
+                   "ragtui.watch"},
+    "ragtui.commands": {"ragtui.commands", "ragtui.app", "ragtui.request", "ragtui.editor", "ragtui.config",
+                        "ragtui.core", "ragtui.progress", "ragtui.terminal", "ragtui.watch", "ragtui.mcp"},
+    "ragtui.mcp": {"ragtui.mcp", "ragtui.app", "ragtui.request", "ragtui.config", "ragtui.core"},
     "ragtui.cli": {"ragtui", "ragtui.app", "ragtui.commands", "ragtui.core", "ragtui.terminal", "ragtui.tui"},
     "ragtui.__main__": {"ragtui.cli"},
-    "ragtui": set(),
+    # The package root's public API: its TYPE_CHECKING block names the classes the lazy exports load.
+    "ragtui": {"ragtui.core", "ragtui.watch"},
 }
 
 # Inside core, the groups follow the data flow: the index is read by search, which ingest and
@@ -113,17 +117,26 @@ def _modules() -> dict[str, Path]:
     return found
 
 
-def _ragtui_imports(path: Path, module: str, known=()) -> set[str]:
+def _ragtui_imports(path: Path, module: str, known=(), *, typing: bool = True) -> set[str]:
     """Every ragtui module ``path`` imports, anywhere in it (inside functions too), relative imports resolved.
 
     ``from package import name`` counts as importing ``package.name`` when that is one of the ``known``
-    modules (``from ragtui import app``), else as importing ``package``.
+    modules (``from ragtui import app``), else as importing ``package``. ``typing=False`` leaves out the
+    imports under ``if TYPE_CHECKING:``, which only a type checker makes.
     """
     import ast
 
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skipped: set[int] = set()
+    if not typing:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+                skipped.update(id(inner) for stmt in node.body for inner in ast.walk(stmt))
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -137,9 +150,10 @@ def _ragtui_imports(path: Path, module: str, known=()) -> set[str]:
 
 
 def _import_graph() -> dict[str, set[str]]:
-    """module -> the ragtui modules it imports (itself left out), from every import statement in it."""
+    """module -> the ragtui modules it imports at run time (itself left out), from every import statement in it
+    but those only a type checker makes."""
     modules = _modules()
-    return {m: _ragtui_imports(path, m, modules) - {m} for m, path in modules.items()}
+    return {m: _ragtui_imports(path, m, modules, typing=False) - {m} for m, path in modules.items()}
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:

@@ -605,7 +605,7 @@ def test_pace_shrinks_on_timeouts_and_succeeds(local):
     """A server that never answers requests over 1,500 bytes: each text still gets its vector, after few timeouts."""
     with EmbedServer(local) as srv:
         srv.hang_above_bytes = 1500
-        with HTTPEmbedder(srv.url, local.model, timeout=0.3, monotonic=srv.virtual_clock) as e:
+        with HTTPEmbedder(srv.url, local.model, timeout=1.0, monotonic=srv.virtual_clock) as e:
             np.testing.assert_allclose(e.embed(WORDS), local.embed(WORDS), atol=1e-6)
             first_timeouts = e.pace.timeouts
             assert 1 <= first_timeouts <= 2
@@ -749,7 +749,7 @@ def test_a_passing_stall_does_not_lower_the_pace_for_good(local):
     """One request hangs (a stall), then the server is fast again: the pace climbs back to the maxima."""
     texts = [f"text {i} " + "lorem ipsum " * 40 for i in range(400)]
     with EmbedServer(local) as srv:
-        with HTTPEmbedder(srv.url, local.model, timeout=0.3, batch_size=64, max_batch_tokens=8192,
+        with HTTPEmbedder(srv.url, local.model, timeout=1.0, batch_size=64, max_batch_tokens=8192,
                           concurrency=1, monotonic=srv.virtual_clock) as e:
             e.embed(texts[:8])  # the pace has grown past its start
             srv.queue(Fault("hang", path=EMB))
@@ -767,3 +767,124 @@ def test_a_missing_tokenize_endpoint_names_each_servers_style(make, server):
         tok.count("hello")
     msg = str(info.value)
     assert "HTTP 404" in msg and "/extras/tokenize ('llama-cpp-python')" in msg and "tokenizer_file" in msg
+
+
+# -- every request's deadline and every answer's size bound ------------------------------------------------------
+
+ENDPOINTS = {
+    "embeddings": (EMB, "native"),
+    "tokenize": ("/tokenize", "llama.cpp"),
+    "detokenize": ("/extras/detokenize", "llama-cpp-python"),
+}
+
+
+def _ask(emb, endpoint: str):
+    if endpoint == "embeddings":
+        return emb.embed(["some text to embed"])
+    if endpoint == "tokenize":
+        return emb.tokenizer.count("some text to count")
+    return emb.tokenizer.spans("some text to align")
+
+
+@pytest.mark.parametrize("kind", ["trickle", "slow_head", "endless", "oversized"])
+@pytest.mark.parametrize("endpoint", list(ENDPOINTS))
+def test_an_answer_that_never_ends_or_is_too_large_fails_in_time(local, endpoint, kind):
+    path, style = ENDPOINTS[endpoint]
+    with EmbedServer(local, hang_limit=120.0) as srv:
+        url = srv.url
+        # The fault meets every attempt; adaptive=False retries a timeout like any failure.
+        srv.queue(*[Fault(kind, path=path)] * 2)
+        emb = HTTPEmbedder(srv.url, local.model, dim=local.dim, tokenize_style=style, timeout=1.0, retries=1,
+                           backoff=0.0, adaptive=False)
+        with pytest.raises(EmbeddingError) as info:
+            _ask(emb, endpoint)
+        emb.close()
+    message = str(info.value)
+    assert url in message and "\n" not in message, message
+    if kind in ("endless", "oversized"):
+        assert "larger than" in message and "bytes" in message, message
+        bodies = [json.dumps(s.body, sort_keys=True) for s in srv.seen if s.path == path]
+        assert len(bodies) == len(set(bodies)), "a too-large answer was asked for again"
+    else:
+        assert "within 1s" in message, message
+
+
+def test_the_answer_bound_follows_the_batch(local):
+    from ragtui.core.embedders.http import answer_bound
+
+    with EmbedServer(local) as srv:
+        emb = HTTPEmbedder(srv.url, local.model, dim=local.dim, tokenizer=local.tokenizer, batch_size=64)
+        vectors = emb.embed(TEXTS)  # real answers are well inside the bound
+        assert vectors.shape == (len(TEXTS), local.dim)
+        one = len(json.dumps({"data": [{"index": 0, "embedding": [-0.123456789] * local.dim}]}))
+        assert one < answer_bound(1, local.dim) and 64 * one < answer_bound(64, local.dim) < 8 * 64 * one
+        emb.close()
+
+
+def test_pace_grows_by_measured_speed_so_a_superlinear_server_never_times_out(local):
+    """Work that grows as the batch to the power 2.5; 512 bytes cost a fifth of the timeout.
+
+    Doubling on any answer within a quarter of the timeout would send 1,024 bytes next: 5.7 times the work,
+    past the timeout. Growing by the measured speed (as if work grew as the square of the batch) stays
+    well inside it.
+    """
+    with EmbedServer(local) as srv:
+        srv.work_exponent = 2.5
+        srv.work_per_byte = 0.2 * 2.0 / 512 ** 2.5
+        srv.hang_above_work = 2.0  # what would take longer than the timeout never comes
+        with HTTPEmbedder(srv.url, local.model, timeout=2.0, concurrency=1, monotonic=srv.virtual_clock) as e:
+            np.testing.assert_allclose(e.embed(WORDS), local.embed(WORDS), atol=1e-6)
+            assert e.pace.timeouts == 0, e.pace
+            assert 512 <= e.pace.batch_tokens <= 700
+        assert max(srv.work(b["input"]) for b in srv.seen_bodies(EMB)) < 2.0 * 0.5  # well inside the timeout
+
+
+def test_timeouts_are_counted_with_the_work_they_cost(local):
+    with EmbedServer(local) as srv:
+        srv.hang_above_bytes = 1500
+        with HTTPEmbedder(srv.url, local.model, timeout=1.0, monotonic=srv.virtual_clock) as e:
+            e.embed(WORDS)
+            counts = e.pace.counters()
+        assert counts["timeouts"] >= 1 and counts["resent_texts"] >= 1 and counts["resent_tokens"] > 1500
+        assert counts["requests"] == len(srv.seen_bodies(EMB))
+
+
+# --- where requests may go: base_url's scheme, host and port only ---------------------
+
+@pytest.mark.parametrize("path", [":22011/steal", "@127.0.0.1:22011/steal", "//127.0.0.1:22011/x",
+                                  "http://127.0.0.1:22011/x", "/a/../b", "/%2e%2e/b", "/t?u=x", "/t#x",
+                                  "/t\\x", "/t x", "/t\r\nHost: x", "tokenize", "", 7])
+def test_tokenize_path_must_be_a_plain_path(server, local, path):
+    with pytest.raises(UsageError, match="tokenize_path"):
+        HTTPEmbedder(base_url="http://127.0.0.1", model=local.model, dim=local.dim, tokenize_path=path,
+                     api_key_env=None)
+    assert server.seen == []
+
+
+def test_plain_tokenize_paths_are_appended_to_the_base_path(local):
+    from ragtui.core.embedders._transport import check_url_path
+
+    for path in ("/tokenize", "/v1/tokenize", "/extras/tok-en_ize.json", "/a/b/", "/"):
+        assert check_url_path(path, "k") == path
+    with EmbedServer(local) as other:
+        e = HTTPEmbedder(base_url=other.url + "/prefix/", model=local.model, dim=local.dim, retries=0)
+        try:
+            assert str(e._poster.url("/v1/tokenize")) == other.url + "/prefix/v1/tokenize"
+        finally:
+            e.close()
+
+
+def test_no_request_leaves_for_another_port_even_past_the_url_builder(local, monkeypatch):
+    # Whatever builds a URL, the client that carries the key checks every request's origin on the wire.
+    monkeypatch.setenv("RAGTUI_TEST_KEY", "sk-leak-check")
+    with EmbedServer(local) as mine, EmbedServer(local) as other:
+        e = HTTPEmbedder(base_url=mine.url, model=local.model, dim=local.dim, retries=0,
+                         api_key_env="RAGTUI_TEST_KEY")
+        try:
+            with pytest.raises(UsageError, match="only http://127.0.0.1"):
+                e._poster._client.post(other.url + "/v1/embeddings", json={"input": ["x"], "model": "m"})
+            with pytest.raises(UsageError):
+                e._poster._client.post(mine.url.replace("127.0.0.1", "localhost") + "/v1/embeddings", json={})
+        finally:
+            e.close()
+        assert other.seen == [] and mine.seen == []

@@ -105,7 +105,8 @@ def _http(url: str, **kw):
     from ragtui.core.embedders.http import HTTPEmbedder
     from tests.unit.fakes import WordTokenizer
 
-    return HTTPEmbedder(url, "test-hash", tokenizer=WordTokenizer(), retries=0, timeout=5.0, **kw)
+    options = {"retries": 0, "timeout": 5.0, **kw}
+    return HTTPEmbedder(url, "test-hash", tokenizer=WordTokenizer(), **options)
 
 
 def test_a_no_change_sync_does_not_probe_the_server(tmp_path):
@@ -144,3 +145,25 @@ def test_a_server_answering_another_dimension_under_the_same_name_rebuilds(tmp_p
         report = sync(folder, artifacts=art, embedder=e)
     data = read_index(art / "rag" / "docs")
     assert report.published and data.meta.dim == 8 and data.vectors.shape == (2, 8)
+
+
+def test_requests_that_timed_out_or_were_retried_are_reported_not_silent(tmp_path):
+    from ragtui.core.ingest.sync import sync
+    from tests.helpers.embed_server import EmbedServer, Fault
+
+    folder, art = tmp_path / "docs", tmp_path / "art"
+    folder.mkdir()
+    for i in range(12):
+        (folder / f"d{i}.md").write_text(" ".join(f"word{i}x{j}" for j in range(40)) + "\n", encoding="utf-8")
+    with EmbedServer(HashEmbedder(DIM)) as srv:
+        # One request hangs (the server too slow for it), one answers 503 once.
+        srv.queue(Fault("status", status=503, path="/v1/embeddings"), Fault("hang", path="/v1/embeddings"))
+        with _http(srv.url, dim=DIM, timeout=1.0, retries=2, backoff=0.0, batch_size=4) as e:
+            report = sync(folder, artifacts=art, embedder=e)
+    assert report.published
+    stats = report.to_json()["embedding"]
+    assert stats["timeouts"] == 1 and stats["resent_texts"] >= 1 and stats["lost_seconds"] > 0
+    assert stats["retried"] == 1 and stats["requests"] >= 3
+    warnings = "\n".join(report.warnings)
+    assert "did not answer 1 request(s) within 1s" in warnings and "sent again in smaller batches" in warnings
+    assert "1 request(s) to the embedding server were repeated" in warnings

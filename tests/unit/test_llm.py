@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ragtui.core.errors import LLMError, UsageError
-from ragtui.core.llm import ChatClient
+from ragtui.core.llm import AnswerCut, ChatClient, answer_limits
 from tests.helpers.chat_server import ChatServer, Fault
 
 MESSAGES = [{"role": "system", "content": "Cite sources."},
@@ -166,4 +166,82 @@ def test_an_answer_larger_than_the_bound_is_refused(server):
 
     server.reply = "x" * (MAX_ANSWER_BYTES + 10)
     with pytest.raises(LLMError, match="larger than"):
+        client(server).chat(MESSAGES)
+
+
+# -- the deadline of the whole request and the bounds of an answer ------------------------------------------------
+
+STALLS = ["pings", "empty_deltas", "trickle", "slow_body", "slow_head"]
+"""Servers that keep the answer open without ever ending it (tests/helpers/chat_server.py)."""
+
+
+@pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize("kind", STALLS)
+def test_an_answer_that_never_ends_is_cut_at_the_deadline(kind, stream):
+    with ChatServer(model="m", hang_limit=120.0) as s:
+        s.queue(Fault(kind))
+        pieces: list[str] = []
+        with pytest.raises(LLMError) as info:
+            client(s, timeout=1.5, retries=2).chat(MESSAGES, on_delta=pieces.append if stream else None)
+        message = str(info.value)
+        assert "within 1.5s" in message and "\n" not in message, message
+        assert len(s.chat_bodies()) == 1  # no retry starts past the deadline
+        if kind in ("empty_deltas", "trickle"):  # text came: it is kept, as what arrived before the cut
+            assert isinstance(info.value, AnswerCut) and info.value.text
+            assert ("The sources say so [docs/a.md:L1-3]." * 3).startswith(info.value.text)
+            assert "".join(pieces) == (info.value.text if stream else "")
+        else:
+            assert not isinstance(info.value, AnswerCut)
+
+
+def test_the_deadline_covers_the_retries_and_their_waits():
+    with ChatServer(model="m", hang_limit=120.0) as s:
+        s.queue(Fault("status", status=503, retry_after="30"))
+        c = ChatClient(s.url, "m", timeout=2.0, retries=3)  # the real sleep: a 30 s wait would pass the deadline
+        with pytest.raises(LLMError, match=r"failed after 1 attempt\(s\): HTTP 503.*no time was left for a retry"):
+            c.chat(MESSAGES)
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_an_answer_past_max_tokens_is_cut(stream):
+    with ChatServer(model="m", hang_limit=120.0) as s:
+        s.queue(Fault("endless"))  # text as fast as it can be read, never an end
+        with pytest.raises(AnswerCut, match="ran past max_tokens = 20") as info:
+            client(s, timeout=60.0).chat(MESSAGES, on_delta=(lambda _t: None) if stream else None, max_tokens=20)
+        pieces, most = answer_limits(20)
+        assert 0 < len(info.value.text.encode("utf-8")) <= most
+        s.reply = "many words " * 2000  # one plain body, far longer than 20 tokens
+        with pytest.raises(AnswerCut, match="longer than max_tokens = 20") as info:
+            client(s).chat(MESSAGES, max_tokens=20)
+        assert s.reply.startswith(info.value.text) and len(info.value.text.encode("utf-8")) <= most
+
+
+# -- the model's context length ------------------------------------------------------------------------------------
+
+
+def test_the_context_window_is_read_from_the_server_or_the_settings(server):
+    assert client(server).context_window() is None  # /props absent, /v1/models without a length
+    server.n_ctx = 3072
+    c = client(server)
+    assert c.context_window() == 3072 and c.window_source == "GET /props"
+    server.props = False  # a server that gives it in /v1/models only is read below
+    c = ChatClient.from_settings({"base_url": server.url, "model": "m", "context_window": 1500}, {})
+    assert c.context_window() == 1500 and c.window_source == "[llm] context_window"
+    with pytest.raises(UsageError, match="context_window"):
+        ChatClient.from_settings({"base_url": server.url, "model": "m", "context_window": 0}, {})
+
+
+def test_a_context_length_in_v1_models_is_read():
+    from ragtui.core.llm import _models_window
+
+    assert _models_window({"data": [{"id": "m", "max_model_len": 8192}]}, "m") == 8192  # vLLM
+    assert _models_window({"data": [{"id": "x", "context_length": 4096}]}, "m") == 4096  # the only model
+    assert _models_window({"data": [{"id": "a", "n_ctx": 5}, {"id": "b"}]}, "m") is None
+    assert _models_window({"data": [{"id": "m", "meta": {"n_ctx_train": 8192}}]}, "m") is None  # training length
+    assert _models_window({"data": [{"id": "m", "max_model_len": True}]}, "m") is None
+
+
+def test_an_http_400_about_the_context_names_the_fix(server):
+    server.n_ctx = 20
+    with pytest.raises(LLMError, match=r"exceeds the available context size.*set \[llm\] context_window"):
         client(server).chat(MESSAGES)

@@ -1,4 +1,4 @@
-"""Long single-line documents (issue #18 item 10): linear work, bounded memory, unchanged chunks.
+"""Long single-line documents: linear work, bounded memory, unchanged chunks.
 
 Work is measured by what the tokenizer is handed (characters and calls) and
 what the chunker's regular expressions scan, never by the clock.

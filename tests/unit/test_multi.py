@@ -142,4 +142,4 @@ def test_pooled_refuses_a_malformed_query():
     from ragtui.core.errors import QueryError
 
     with pytest.raises(QueryError, match="query column 6: this quote is never closed"):
-        search_many({"x": None}, 'flow "layer', mode="bm25")  # type: ignore[dict-item]
+        search_many({"x": None}, 'flow "layer', mode="bm25", strict=True)  # type: ignore[dict-item]

@@ -188,7 +188,7 @@ def test_hostile_ignore_files_are_reported_and_never_read_outside(tmp_path):
     assert reasons["sub/.gitignore"] == "ignore file not applied: resolves outside the folder (not followed)"
     assert reasons["big/.gitignore"] == f"ignore file not applied: larger than {IGNORE_FILE_MAX_BYTES:,} bytes"
     assert reasons["bad/.gitignore"] == "line 1 (and 1 more) of this ignore file is not a pattern: left out"
-    assert reasons["fifo/.gitignore"] == "ignore file not applied: not a regular file"
+    assert reasons["fifo/.gitignore"] == "ignore file not applied: is a FIFO, not a regular file (never opened)"
 
 
 def test_patterns_that_backtrack_for_ever_in_python_re_match_at_once(tmp_path):

@@ -1,4 +1,9 @@
-"""The query parser: what each form means, where a mistake is reported, and properties over arbitrary text."""
+"""The query parser: what each form means, where a mistake is reported, and properties over arbitrary text.
+
+These read queries strictly (``parse_query(text, strict=True)``), the grammar as written; how a front end
+reads what people paste (unknown ``word:`` as text, a malformed query as plain text) is
+tests/unit/test_query_lenient.py.
+"""
 
 from __future__ import annotations
 
@@ -21,8 +26,12 @@ from ragtui.core.search.query import (
     Prefix,
     Word,
     literal,
-    parse_query,
 )
+from ragtui.core.search.query import parse_query as _parse_query
+
+
+def parse_query(text: str) -> ParsedQuery:
+    return _parse_query(text, strict=True)
 
 
 def clauses(text: str) -> tuple[Clause, ...]:

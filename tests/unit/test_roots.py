@@ -1,4 +1,4 @@
-"""Where indexes live and which one is opened (issue 15): the root's decision, the clear choice among several."""
+"""Where indexes live and which one is opened: the root's decision, the clear choice among several."""
 
 from __future__ import annotations
 

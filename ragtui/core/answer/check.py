@@ -16,7 +16,7 @@ Sources are read again for the check (a new ``Resolver``), inside the ingested f
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ragtui.core.citations import FRESH, Label, Resolver, parse_labels
 from ragtui.core.errors import RagtuiError
@@ -83,6 +83,14 @@ def _freshness(snippet: Snippet, resolver: Resolver) -> str:
 
 
 def _classify(label: Label, pack: Pack, resolver: Resolver) -> CitationCheck:
+    if label.page is not None and label.start_line is not None and label.end_line is not None:
+        # A page citation names lines of pages: the same lines of the document's text, as read now.
+        a = resolver.document_line(label.doc_id, label.page, label.start_line)
+        b = resolver.document_line(label.doc_id, label.page_end or label.page, label.end_line)
+        if a is None or b is None:
+            return CitationCheck(label.text, UNRESOLVABLE, None, (), f"{label.doc_id!r} has no such page and line "
+                                 "(pages and their lines are numbered from 1)")
+        label = replace(label, start_line=a, end_line=b)
     if label.start_line is not None and label.end_line is not None and not 1 <= label.start_line <= label.end_line:
         return CitationCheck(label.text, UNRESOLVABLE, None, (), "lines are numbered from 1, and a range ends "
                              "at or after its start")

@@ -5,15 +5,21 @@ from __future__ import annotations
 from ragtui.core.llm import Message
 from ragtui.core.pack import Pack
 
-__all__ = ["ANSWER_SYSTEM", "HYDE_SYSTEM", "PROMPT_VERSION", "answer_messages", "hyde_messages", "repair_messages"]
+__all__ = ["ANSWER_SYSTEM", "EXAMPLE_LABEL", "HYDE_SYSTEM", "PROMPT_VERSION", "answer_messages", "hyde_messages",
+           "repair_messages"]
 
-PROMPT_VERSION = "2"
+PROMPT_VERSION = "3"
 """Changes whenever a prompt below changes (it is part of the HyDE cache key)."""
+
+EXAMPLE_LABEL = "EXAMPLE:L1-2"
+"""The label of the worked example's source: a placeholder that names no document (every doc_id holds a ``/``),
+so a model that copies it gets ``unresolvable``, never a citation of something it was not shown."""
 
 ANSWER_SYSTEM = (
     "You answer questions using only the numbered sources given. After every claim, cite the source it "
-    "comes from by writing that source's label in square brackets exactly as it is given, for example "
-    "[docs/guide.md:L12-30]. Cite only labels that appear among the sources. If the sources do not hold "
+    "comes from by writing that source's label in square brackets exactly as it is given above the source's "
+    "text. Cite only labels that appear among the sources of the question. The worked example's label "
+    f"[{EXAMPLE_LABEL}] is a placeholder that names no real source: never cite it. If the sources do not hold "
     "the answer, say that they do not."
 )
 
@@ -24,10 +30,10 @@ HYDE_SYSTEM = (
 
 
 # One worked exchange before the real one: small models follow an example of the citation form far
-# more often than an instruction alone.
-EXAMPLE_QUESTION = "Sources:\n\nSource 1: [notes/tea.md:L1-2]\nTea is a drink made by steeping leaves in hot " \
+# more often than an instruction alone. Its label is the placeholder above.
+EXAMPLE_QUESTION = f"Sources:\n\nSource 1: [{EXAMPLE_LABEL}]\nTea is a drink made by steeping leaves in hot " \
                    "water.\n\nQuestion: What is tea?"
-EXAMPLE_ANSWER = "Tea is a drink made by steeping leaves in hot water [notes/tea.md:L1-2]."
+EXAMPLE_ANSWER = f"Tea is a drink made by steeping leaves in hot water [{EXAMPLE_LABEL}]."
 
 
 def answer_messages(question: str, pack: Pack) -> list[Message]:

@@ -19,6 +19,11 @@ Works with Ollama, llama.cpp's server, vLLM, TEI and hosted APIs
   tokenizer when one is configured, else estimated as UTF-8 bytes + 1 (an
   upper bound for byte-level BPE, byte-fallback SentencePiece and WordPiece),
   so no second round trip per text is needed.
+* Every request has ``timeout`` seconds in all, from connecting to the last
+  byte of the answer (a server that trickles its answer is cut off then),
+  and an answer may be at most ``answer_bound(n, dim)`` bytes: ``n`` vectors
+  of ``dim`` floats at ``BYTES_PER_FLOAT`` each, plus slack (``UNKNOWN_DIM``
+  dimensions until the first answer fixes ``dim``).
 * The empty string is never sent (hosted APIs reject it); it gets
   ``empty_text_vector(dim)`` like every embedder.
 * The API key is read from the environment variable *named* by
@@ -30,6 +35,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import math
 import os
 import random as _random
 import threading
@@ -44,7 +50,7 @@ import numpy as np
 
 from ragtui import __version__
 from ragtui.core.embedders._httpx import httpx
-from ragtui.core.embedders._transport import JSONPoster, RequestTimeout, RetryPolicy
+from ragtui.core.embedders._transport import JSONPoster, RequestTimeout, RetryPolicy, check_url_path
 from ragtui.core.embedders.base import Tokenizer, check_texts, empty_text_vector, normalize_rows
 from ragtui.core.embedders.hf_tokenizer import HFTokenizer
 from ragtui.core.embedders.http_tokenizer import (
@@ -54,12 +60,22 @@ from ragtui.core.embedders.http_tokenizer import (
 )
 from ragtui.core.errors import EmbeddingError, UsageError
 
-__all__ = ["EMBEDDINGS_PATH", "HTTPEmbedder", "Pace", "plan_batches"]
+__all__ = ["BYTES_PER_FLOAT", "EMBEDDINGS_PATH", "UNKNOWN_DIM", "HTTPEmbedder", "Pace", "answer_bound",
+           "plan_batches"]
 
 log = logging.getLogger("ragtui.core.embedders.http")
 
 EMBEDDINGS_PATH = "/v1/embeddings"
 _PROBE_TEXT = "dimension probe"
+BYTES_PER_FLOAT = 40
+"""JSON spells a float32 in at most about 16 characters and a float64 in about 24: 40 with its separator is generous."""
+UNKNOWN_DIM = 16384
+"""The dimensions an answer is allowed before the first one fixes ``dim`` (the largest models have 4,096-8,192)."""
+
+
+def answer_bound(n: int, dim: int | None) -> int:
+    """The most bytes an embeddings answer for ``n`` texts of ``dim`` dimensions is read to."""
+    return n * ((dim or UNKNOWN_DIM) * BYTES_PER_FLOAT + 512) + (256 << 10)
 
 
 class HTTPEmbedder:
@@ -113,6 +129,8 @@ class HTTPEmbedder:
         _check(type(retries) is int and retries >= 0, "retries must be >= 0")
         _check(backoff >= 0 and backoff_max >= 0 and retry_after_max >= 0 and jitter >= 0,
                "backoff, backoff_max, retry_after_max and jitter must be >= 0")
+        if tokenize_path is not None:  # checked before anything is built or sent (it may come from a folder's config)
+            check_url_path(tokenize_path, "[embedder] tokenize_path")
         local = tokenizer
         if local is None and tokenizer_file is not None:
             local = HFTokenizer.from_file(tokenizer_file, model)
@@ -150,7 +168,7 @@ class HTTPEmbedder:
         if local is not None:
             self.tokenizer: Tokenizer = local
         else:
-            path = tokenize_path or DEFAULT_TOKENIZE_PATHS[tokenize_style]
+            path = DEFAULT_TOKENIZE_PATHS[tokenize_style] if tokenize_path is None else tokenize_path
             self.tokenizer = HTTPTokenizer(self._poster, model=model, style=tokenize_style,
                                            path=path, concurrency=concurrency)
 
@@ -224,13 +242,18 @@ class HTTPEmbedder:
         """The adaptive batch budget and concurrency, as they stand after the last answer."""
         return self._pace
 
+    @property
+    def retried(self) -> int:
+        """Requests (embeddings, tokenize) repeated after a failure: HTTP 429/5xx, a broken connection."""
+        return self._poster.retried
+
     def _stream(self, texts: list[str], counts: list[int]) -> Iterator[tuple[list[int], np.ndarray]]:
         """Send ``texts`` in batches sized by ``self._pace``; yield ``(indices, rows)`` as answers arrive."""
         pace = self._pace
         todo: deque[int] = deque(range(len(texts)))
         timeouts = [0] * len(texts)
         abort = threading.Event()
-        inflight: dict[Future[tuple[np.ndarray, float]], tuple[list[int], int]] = {}
+        inflight: dict[Future[tuple[np.ndarray, float]], tuple[list[int], int, float]] = {}
         pool = ThreadPoolExecutor(max_workers=self._concurrency, thread_name_prefix="ragtui-embed")
         finished = False
         try:
@@ -239,14 +262,14 @@ class HTTPEmbedder:
                     batch = _take(todo, counts, pace.batch_texts, pace.batch_tokens)
                     tokens = sum(counts[i] for i in batch)
                     future = pool.submit(self._timed_batch, [texts[i] for i in batch], abort)
-                    inflight[future] = (batch, tokens)
+                    inflight[future] = (batch, tokens, self._monotonic())
                 done, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
                 for future in sorted(done, key=lambda f: inflight[f][0][0]):
-                    batch, tokens = inflight.pop(future)
+                    batch, tokens, sent_at = inflight.pop(future)
                     try:
                         rows, seconds = future.result()
                     except RequestTimeout as exc:
-                        pace.timed_out(tokens)
+                        pace.timed_out(tokens, len(batch), self._monotonic() - sent_at)
                         for i in batch:
                             timeouts[i] += 1
                         if len(batch) == 1 and timeouts[batch[0]] > self._retries:
@@ -279,7 +302,7 @@ class HTTPEmbedder:
     def _embed_batch(self, texts: list[str], abort: threading.Event | None, *,
                      retry_timeouts: bool = True) -> np.ndarray:
         answer = self._poster.post(EMBEDDINGS_PATH, {"model": self.model, "input": texts}, abort=abort,
-                                   retry_timeouts=retry_timeouts)
+                                   retry_timeouts=retry_timeouts, max_bytes=answer_bound(len(texts), self._dim))
         source = f"POST {self._poster.display_url(EMBEDDINGS_PATH)}"
         matrix = _read_embeddings(answer, len(texts), source)
         with self._lock:
@@ -311,9 +334,14 @@ class Pace:
     Starts small (``START_TOKENS`` per request, one request at a time), since
     a slow server (one slot, hundreds of tokens a second) must succeed with the
     defaults. An answer that came within ``GROW`` of the timeout for a batch
-    that used at least half the budget grows the budget (doubling it, up to
-    ``max_batch_tokens``), then, with the budget at its maximum, the
-    concurrency (by one, up to ``concurrency``). An answer slower than
+    that used at least half the budget grows the budget, by the speed it
+    measured: to the batch that speed answers in ``TARGET`` of the timeout
+    when work grows as the square of the batch (``tokens * sqrt(TARGET *
+    timeout / seconds)``), at most double, up to ``max_batch_tokens``, so a
+    server whose work grows faster than its batch (attention, a batch past
+    its own batch size) still answers the next one well inside the timeout;
+    then, with the budget at its maximum, the concurrency (by one, up to
+    ``concurrency``). An answer slower than
     ``SHRINK`` of the timeout takes one request away, or halves the budget at
     one request. A timeout halves both and sets a ceiling that growth stays
     under: with one request in flight, the largest batch answered so far (or
@@ -327,6 +355,7 @@ class Pace:
 
     START_TOKENS = 512
     GROW = 0.25
+    TARGET = 0.25
     SHRINK = 0.5
     RELAX_AFTER = 16
 
@@ -348,7 +377,18 @@ class Pace:
         self._streak = 0
         self.requests = 0
         self.timeouts = 0
+        self.resent_texts = 0
+        """Texts sent again because the request that held them timed out."""
+        self.resent_tokens = 0
+        self.lost_seconds = 0.0
+        """Seconds spent waiting for answers that did not come in time."""
         self._lock = threading.Lock()
+
+    def counters(self) -> dict[str, float]:
+        """What an ingest reports: requests, timeouts and the work they cost (differences of two give one run's)."""
+        with self._lock:
+            return {"requests": self.requests, "timeouts": self.timeouts, "resent_texts": self.resent_texts,
+                    "resent_tokens": self.resent_tokens, "lost_seconds": self.lost_seconds}
 
     def __repr__(self) -> str:
         return (f"Pace(batch_tokens={self.batch_tokens}, concurrency={self.concurrency}, "
@@ -362,8 +402,14 @@ class Pace:
                 return
             full = tokens * 2 >= self.batch_tokens or texts >= self.batch_texts
             if seconds <= self.GROW * self.timeout and full:
+                # The batch this answer's speed should answer in TARGET of the timeout, if the work grew as the
+                # square of the batch (as attention's does): exact then, on the safe side for linear work. A
+                # fixed cost per request makes small batches look slower than they are: safe too.
                 if self.batch_tokens < self.token_ceiling and texts < self.batch_texts:
-                    self.batch_tokens = min(self.token_ceiling, self.batch_tokens * 2)
+                    reach = (int(tokens * math.sqrt(self.TARGET * self.timeout / seconds)) if seconds > 0
+                             else self.token_ceiling)
+                    # Below the budget: not fast enough to grow by its speed, so it holds.
+                    self.batch_tokens = max(self.batch_tokens, min(self.token_ceiling, self.batch_tokens * 2, reach))
                 elif self.concurrency < self.concurrency_ceiling:
                     self.concurrency += 1
                 else:
@@ -390,17 +436,20 @@ class Pace:
             self.concurrency_ceiling += 1
         log.debug("lifting the ceiling after %d fast answers: %r", self._relax_after, self)
 
-    def timed_out(self, tokens: int) -> None:
+    def timed_out(self, tokens: int, texts: int = 0, seconds: float = 0.0) -> None:
         with self._lock:
             self.requests += 1
             self.timeouts += 1
+            self.resent_texts += texts
+            self.resent_tokens += tokens
+            self.lost_seconds += seconds
             self._streak = 0
             self._relax_after *= 2
             if self.concurrency > 1:  # answers waited behind each other: fewer at a time
                 self.concurrency_ceiling = self.concurrency - 1
                 self.concurrency = max(1, self.concurrency // 2)
             else:  # this batch alone was too much: stay at what worked (or half of this)
-                known = self.largest_ok if self.largest_ok < tokens else tokens // 2
+                known = self.largest_ok if 0 < self.largest_ok < tokens else tokens // 2
                 self.token_ceiling = max(1, min(self.token_ceiling, known))
             self.batch_tokens = max(1, min(self.batch_tokens, tokens) // 2)
             log.info("no embedding answer within %gs for %d tokens; now %r", self.timeout, tokens, self)

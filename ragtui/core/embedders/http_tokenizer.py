@@ -12,6 +12,10 @@ tei         ``/tokenize``       ``{"inputs", "add_special_tokens": false}``
                                 -> ``[[{"id", "text", "special", "start", "stop"}]]``
 ==========  ==================  ===========================================================
 
+Answers are read to a bound from the request: ``tokenize_bound(text)`` (a
+token per byte of the text at most, each with its id, offsets or piece) and
+``detokenize_bound(ids)``; each request has ``timeout`` seconds in all.
+
 ``count`` needs only token ids. ``spans`` needs positions: native and tei give
 offsets; llama.cpp and vllm give token pieces, which ``align_pieces`` lays over
 the text's UTF-8 bytes. When a server gives neither, or its pieces do not fit
@@ -21,7 +25,11 @@ the text (a normalising tokenizer: lowercasing, NFKC), ``spans`` raises
 
 from __future__ import annotations
 
+import os
 import re
+import threading
+import time
+import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -30,10 +38,11 @@ import numpy as np
 
 from ragtui.core.embedders._transport import JSONPoster
 from ragtui.core.embedders.base import tile_spans
+from ragtui.core.embedders.vocab_cache import SAMPLE, VocabCache, server_identity
 from ragtui.core.errors import EmbeddingError
 
 __all__ = ["DEFAULT_TOKENIZE_PATHS", "DETOKENIZE_PATHS", "TOKENIZE_STYLES", "HTTPTokenizer", "align_by_decoding",
-           "align_pieces"]
+           "align_pieces", "detokenize_bound", "tokenize_bound"]
 
 DEFAULT_TOKENIZE_PATHS = {
     "native": "/v1/tokenize",
@@ -51,7 +60,23 @@ MAX_GROUP = 8
 """Tokens decoded together, at most, when one alone is not text (a character split over byte tokens)."""
 PIECE_CACHE = 1 << 18
 """Decoded single tokens remembered per tokenizer (a vocabulary is at most a few hundred thousand)."""
+SAVE_SECONDS = 2.0
+"""How often, at most, newly decoded pieces are written to the vocabulary cache (and once more at exit)."""
 TOKENIZE_STYLES = (*DEFAULT_TOKENIZE_PATHS, "none")
+
+
+def tokenize_bound(text: str) -> int:
+    """The most bytes a tokenize answer for ``text`` is read to.
+
+    At most a token per UTF-8 byte (plus a few special ones), and at most 160 bytes of JSON per token: TEI's
+    ``{"id", "text", "special", "start", "stop"}`` object with an escaped character is under 100.
+    """
+    return (len(text.encode("utf-8")) + 16) * 160 + (64 << 10)
+
+
+def detokenize_bound(ids: Sequence[int]) -> int:
+    """The most bytes a detokenize answer for ``ids`` is read to (a token's text, escaped, is far under 2 KiB)."""
+    return len(ids) * 2048 + (64 << 10)
 
 _UNAVAILABLE = (
     "token spans are unavailable from this server; configure a local tokenizer "
@@ -66,11 +91,16 @@ class HTTPTokenizer:
     """Counts tokens and finds their spans through the server's tokenize endpoint.
 
     Same guarantees as every ``Tokenizer`` (``embedders.base``); ``""`` costs no
-    request. ``count_many`` sends up to ``concurrency`` requests at once.
+    request. ``count_many`` sends up to ``concurrency`` requests at once. The
+    pieces decoded for spans are kept in the vocabulary cache
+    (``core.embedders.vocab_cache``, in ``vocab_dir`` or the user's cache
+    folder; ``remember=False``: not at all), so the next run asks only for
+    tokens it has not seen.
     """
 
     def __init__(self, poster: JSONPoster, *, model: str, style: str, path: str,
-                 concurrency: int, name: str | None = None) -> None:
+                 concurrency: int, name: str | None = None, remember: bool = True,
+                 vocab_dir: str | os.PathLike[str] | None = None) -> None:
         if style not in DEFAULT_TOKENIZE_PATHS:
             raise ValueError(f"unknown tokenize style {style!r}")
         self.name = name or model
@@ -81,6 +111,15 @@ class HTTPTokenizer:
         self._concurrency = concurrency
         self._detokenize_path = DETOKENIZE_PATHS.get(style)
         self._pieces: dict[int, str | None] = {}
+        self._groups: dict[tuple[int, ...], str | None] = {}
+        """Texts of several tokens decoded together (a character split over byte tokens)."""
+        self._remember, self._vocab_dir = remember, vocab_dir
+        self._cache: VocabCache | None = None
+        self._cache_lock = threading.Lock()
+        self._cache_opened = False
+        self._saved = {"count": 0, "at": 0.0}
+        self.cached_pieces = 0
+        """Pieces taken from the vocabulary cache (not asked of the server) when it was opened."""
 
     def __repr__(self) -> str:
         return f"HTTPTokenizer(name={self.name!r}, style={self._style!r})"
@@ -114,7 +153,7 @@ class HTTPTokenizer:
         body: dict[str, Any] = {"tokens": ids}
         if self._style == "llama-cpp-python":
             body["model"] = self._model
-        status, answer = self._poster.post_once(self._detokenize_path, body)
+        status, answer = self._poster.post_once(self._detokenize_path, body, max_bytes=detokenize_bound(ids))
         if status >= 500:  # llama-cpp-python answers 500 for bytes that are not UTF-8
             return None
         if status >= 300:
@@ -124,6 +163,15 @@ class HTTPTokenizer:
         if not isinstance(text, str):
             raise EmbeddingError(f"POST {self._poster.display_url(self._detokenize_path)}: unexpected answer shape")
         return text
+
+    def _decode_group(self, ids: list[int]) -> str | None:
+        key = tuple(ids)
+        if key not in self._groups:
+            text = self._decode(ids)
+            if len(self._groups) < PIECE_CACHE:
+                self._groups[key] = text
+            return text
+        return self._groups[key]
 
     def _piece(self, token: int) -> str | None:
         if token not in self._pieces:
@@ -135,14 +183,59 @@ class HTTPTokenizer:
 
     def _spans_by_decoding(self, text: str, ids: list[int]) -> list[tuple[int, int]]:
         """Spans from decoding the ids back to text, token by token (few at a time where one is no text)."""
+        self._open_cache()
         unknown = list(dict.fromkeys(t for t in ids if t not in self._pieces))
         if len(unknown) > 1 and self._concurrency > 1:
             with ThreadPoolExecutor(max_workers=min(self._concurrency, len(unknown))) as pool:
                 list(pool.map(self._piece, unknown))
         try:
-            return align_by_decoding(text, ids, self._piece, self._decode)
+            spans = align_by_decoding(text, ids, self._piece, self._decode_group)
         except EmbeddingError as exc:
             raise EmbeddingError(f"{self._where()}: {exc}") from None
+        if self._cache is not None and len(self._pieces) + len(self._groups) > self._saved["count"] and (
+                time.monotonic() - self._saved["at"] >= SAVE_SECONDS):
+            _save(self._cache, self._pieces, self._groups, self._saved)
+        return spans
+
+    def _open_cache(self) -> None:
+        """Take the pieces the vocabulary cache holds for the server's model (once per tokenizer)."""
+        with self._cache_lock:
+            if self._cache_opened:
+                return
+            self._cache_opened = True
+            if not self._remember or self._detokenize_path is None:
+                return
+            try:
+                identity = server_identity(lambda path: self._poster.get_once(path, max_bytes=1 << 20), self._model)
+            except EmbeddingError:
+                return  # no identity, no cache: the pieces are asked for as before
+            if identity is None:
+                return
+            cache = VocabCache({"server": self._poster.display_base, "style": self._style, "model": self._model,
+                                "detokenize": self._detokenize_path, "identity": identity}, self._vocab_dir)
+            stored = cache.load()
+            if stored and not self._sample_agrees(stored):
+                cache.forget()
+                stored = {}
+            for ids, piece in list(stored.items())[:PIECE_CACHE]:
+                if len(ids) == 1:
+                    self._pieces.setdefault(ids[0], piece)
+                else:
+                    self._groups.setdefault(ids, piece)
+            self.cached_pieces = len(stored)
+            self._saved.update(count=len(self._pieces) + len(self._groups), at=time.monotonic())
+            self._cache = cache
+            # What was decoded after the last save is written when the tokenizer goes (at the latest at exit).
+            weakref.finalize(self, _save, cache, self._pieces, self._groups, self._saved)
+
+    def _sample_agrees(self, stored: dict[tuple[int, ...], str | None]) -> bool:
+        """Whether the server decodes ``SAMPLE`` of the stored pieces (spread over the ids) as stored."""
+        known = sorted(ids for ids, piece in stored.items() if piece and len(ids) == 1)
+        picks = {known[i * (len(known) - 1) // max(1, SAMPLE - 1)] for i in range(SAMPLE)} if known else set()
+        try:
+            return all(self._decode(list(ids)) == stored[ids] for ids in sorted(picks))
+        except EmbeddingError:
+            return False
 
     def _where(self) -> str:
         return f"{self._style} tokenizer at {self._poster.display_url(self._path)}"
@@ -150,7 +243,7 @@ class HTTPTokenizer:
     def _ask(self, text: str, *, positions: bool) -> tuple[list[int], list[tuple[int, int]] | None]:
         build, parse = _DIALECTS[self._style]
         try:
-            answer = self._poster.post(self._path, build(self._model, text, positions))
+            answer = self._poster.post(self._path, build(self._model, text, positions), max_bytes=tokenize_bound(text))
         except EmbeddingError as exc:
             if "HTTP 404" not in str(exc):
                 raise
@@ -474,3 +567,14 @@ def _bytes_to_char_spans(text: str, data: bytes, raw: Sequence[tuple[int, int]])
     char_of = np.cumsum((arr & 0xC0) != 0x80) - 1
     starts = [int(char_of[s]) if s < len(data) else len(text) for s, _ in raw]
     return tile_spans([(s, s) for s in starts], len(text))  # tile_spans reads only starts
+
+
+def _save(cache: VocabCache, pieces: dict[int, str | None], groups: dict[tuple[int, ...], str | None],
+          saved: dict[str, float]) -> None:
+    """Write what was decoded to ``cache`` if there is more than at the last save (``saved``: its count and time)."""
+    if len(pieces) + len(groups) > saved["count"]:
+        # Copies first: decoding threads may add to them meanwhile.
+        snapshot: dict[tuple[int, ...], str | None] = {(t,): p for t, p in list(pieces.items())}
+        snapshot.update(list(groups.items()))
+        if cache.save(snapshot):
+            saved.update(count=len(snapshot), at=time.monotonic())

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -55,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from ragtui.core.errors import UsageError
+from ragtui.core.files import read_file
 
 __all__ = ["NATIVE_FORMAT", "Dataset", "detect_kind", "load_dataset", "parse_smart", "validate_native_ids"]
 
@@ -105,14 +107,15 @@ class Dataset:
 
 def detect_kind(path: Path) -> str:
     """The dataset kind at ``path`` (raises ``UsageError`` naming what was looked for)."""
-    if path.is_file():
+    # What is there, not only regular files: a FIFO or a device in a file's place is refused by name when read.
+    if os.path.exists(path) and not path.is_dir():
         return "native"
     if not path.is_dir():
         raise UsageError(f"{path}: no such file or folder (give a BEIR or SMART collection folder, or a dataset .json)")
-    if (path / "corpus.jsonl").is_file():
+    if os.path.exists(path / "corpus.jsonl"):
         return "beir"
     for kind, files in _SMART_FILES.items():
-        if (path / files[0]).is_file():
+        if os.path.exists(path / files[0]):
             return kind
     raise UsageError(
         f"{path}: not a dataset folder (expected corpus.jsonl for BEIR, or cran.all.1400 / CISI.ALL / ADI.ALL / MED.ALL)"
@@ -133,16 +136,24 @@ def load_dataset(path: str | Path, *, split: str = "test") -> Dataset:
     return _load_smart(path, kind)
 
 
+MAX_DATASET_FILE_BYTES = 1 << 30
+"""The largest file of a collection read: 1 GiB (read whole; BEIR's larger corpora are a few hundred MB)."""
+
+
 def _read_text(path: Path) -> str:
     try:
-        # Universal newlines: CISI and ADI use CRLF.
-        return path.read_text(encoding="utf-8", errors="strict")
+        data = read_file(path, MAX_DATASET_FILE_BYTES, what="a collection's file")
     except FileNotFoundError:
         raise UsageError(f"{path}: missing (the dataset needs this file)") from None
+    except OSError as e:
+        raise UsageError(f"{path}: cannot read: {e.strerror or e} (give the collection's files as regular files)"
+                         ) from None
+    try:
+        # Universal newlines: CISI and ADI use CRLF.
+        text = data.decode("utf-8", errors="strict")
     except UnicodeDecodeError as e:
         raise UsageError(f"{path}: not UTF-8 text (byte {e.start})") from None
-    except OSError as e:
-        raise UsageError(f"{path}: cannot read ({e.strerror})") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 # -- BEIR --------------------------------------------------------------------------------------
@@ -207,7 +218,7 @@ def _load_beir(path: Path, split: str) -> Dataset:
             raise UsageError(f"{path / 'queries.jsonl'}:{n}: duplicate _id {obj['_id']!r}")
         all_queries[obj["_id"]] = str(obj.get("text") or "")
     qrels_path = path / "qrels" / f"{split}.tsv"
-    if not qrels_path.is_file():
+    if not os.path.exists(qrels_path):
         have = sorted(p.stem for p in (path / "qrels").glob("*.tsv"))
         raise UsageError(f"{qrels_path}: missing; splits here: {', '.join(have) or 'none'} (choose one with --split)")
     judged: dict[str, dict[str, float]] = {}

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import shutil
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ import numpy as np
 from ragtui.core.errors import StorageError, UsageError
 from ragtui.core.eval import metrics
 from ragtui.core.eval.datasets import Dataset
+from ragtui.core.files import TooLargeError, open_regular, read_file
 from ragtui.core.search.query import ParsedQuery, literal
 
 if TYPE_CHECKING:
@@ -125,10 +127,18 @@ def prepare_collection(
             path = folder / names[did]
             data = text.encode("utf-8")
             try:
-                if path.read_bytes() == data:
+                if read_file(path, len(data), follow=False) == data:
                     continue  # unchanged: keep its stat, so sync need not even read it
             except FileNotFoundError:
                 pass
+            except TooLargeError:
+                pass  # longer than it should be: rewritten below
+            except OSError:
+                # Not a regular file (a FIFO, a link, a folder): never read, replaced by the document.
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path)
+                else:
+                    os.unlink(path)
             path.write_bytes(data)
     except OSError as e:
         raise StorageError(f"cannot write the collection's documents under {folder}: {e.strerror or e}") from None
@@ -149,7 +159,8 @@ def index_fingerprint(index_dir: Path) -> Report:
         h = hashlib.sha256()
         size = 0
         try:
-            with open(real / name, "rb") as f:
+            fd, _ = open_regular(real / name)
+            with open(fd, "rb") as f:
                 for block in iter(lambda: f.read(1 << 20), b""):
                     h.update(block)
                     size += len(block)

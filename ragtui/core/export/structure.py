@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import quote
 
+from ragtui.core.documents import PAGE_BREAK, by_extension
+
 __all__ = ["ChunkPlace", "HEADING_SEPARATOR", "chunk_url", "document_places", "heading_kind", "overlap_length"]
 
 HEADING_SEPARATOR = " > "
@@ -52,6 +54,9 @@ class ChunkPlace:
     headings: tuple[str, ...]
     """The heading path in force at the chunk's start, outermost first (a heading on the chunk's first
     line counts)."""
+    page: int | None = None
+    """For a paged document (a PDF, by its name): the 1-based page the chunk starts on, one more than the
+    page breaks (form feeds) before it."""
 
 
 def heading_kind(doc_id: str) -> str | None:
@@ -205,10 +210,14 @@ def document_places(doc_id: str, texts: Sequence[str]) -> tuple[str, list[ChunkP
         first = heads.first
     places = []
     line, at = 1, 0
+    paged_kind = by_extension(doc_id)
+    page = 1 if paged_kind is not None and paged_kind.paged else None
     for s in starts:
+        if page is not None:
+            page += doc.count(PAGE_BREAK, at, s)
         line += doc.count("\n", at, s) if plain else len(_LINE_BREAK.findall(doc, at, s))
         at = s
-        places.append(ChunkPlace(line, after[line - 1] if after else ()))
+        places.append(ChunkPlace(line, after[line - 1] if after else (), page))
     title = first or _clean(doc_id.rsplit("/", 1)[-1])
     return title, places
 
@@ -219,6 +228,7 @@ def _underline(kind: str, line: str) -> bool:
     return bool(_RST_ADORN.match(line))
 
 
-def chunk_url(doc_id: str, line: int) -> str:
-    """The chunk's URL: its document's path, each segment percent-encoded, with a ``#L<line>`` anchor."""
-    return f"{quote(doc_id, safe='/')}#L{line}"
+def chunk_url(doc_id: str, line: int, page: int | None = None) -> str:
+    """The chunk's URL: its document's path, each segment percent-encoded, with a ``#L<line>`` anchor, or
+    for a paged document ``#page=<page>`` (the PDF open parameter browsers' PDF viewers follow)."""
+    return f"{quote(doc_id, safe='/')}#page={page}" if page else f"{quote(doc_id, safe='/')}#L{line}"

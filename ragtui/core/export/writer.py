@@ -17,6 +17,7 @@ that are easiest to check side by side in one module.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -35,13 +36,15 @@ import numpy.typing as npt
 from ragtui.core.errors import StorageError, UsageError
 from ragtui.core.export import seekite as sk
 from ragtui.core.export.structure import HEADING_SEPARATOR, document_places
+from ragtui.core.files import owner_is_gone, read_file, remove_dead_temporaries
+from ragtui.core.fsops import OS_OPS
 from ragtui.core.index import leb128
 from ragtui.core.index.analyzer import analyze
 from ragtui.core.index.index_format import IndexData
 from ragtui.core.search.quant import quantize_rows, release_pages
 
-__all__ = ["PAGE", "Sink", "Written", "check_generated_at", "export_files", "export_to", "is_previous_export",
-           "write_export"]
+__all__ = ["PAGE", "Sink", "Target", "Written", "check_generated_at", "check_target", "export_files", "export_to",
+           "is_previous_export", "write_export"]
 
 PAGE = "index.html"
 SEARCH = "search"
@@ -134,6 +137,7 @@ def write_export(data: IndexData, sink: Sink, *, generated_at: str | None = None
     headings: dict[str, int] = {}
     doc_of = np.empty(n, dtype=np.int64)
     line_of = np.empty(n, dtype=np.int64)
+    page_of = np.zeros(n, dtype=np.int64)  # 0: not a paged document
     heading_of = np.empty(n, dtype=np.int64)
     content = _ContentShards(put, base, n)
     i = 0
@@ -152,6 +156,8 @@ def write_export(data: IndexData, sink: Sink, *, generated_at: str | None = None
         doc_of[start:i] = d
         for j, place in enumerate(places, start):
             line_of[j] = place.line
+            if place.page is not None:
+                page_of[j] = place.page
             heading_of[j] = headings.setdefault(HEADING_SEPARATOR.join(place.headings), len(headings))
         for text in texts:
             content.add(text)
@@ -177,7 +183,7 @@ def write_export(data: IndexData, sink: Sink, *, generated_at: str | None = None
         if e:
             facets[e] = facets.get(e, 0) + doc_start[d + 1] - doc_start[d]
     put(base + "corpus.json", _corpus_parts(meta.index_id, doc_ids, doc_start, doc_title, doc_ext, list(titles),
-                                            list(headings), line_of, heading_of, (content.shard_at, content.index_at), facets))
+                                            list(headings), line_of, page_of, heading_of, (content.shard_at, content.index_at), facets))
     title_of = np.asarray(doc_title, dtype=np.int64)[doc_of] if n else np.zeros(0, dtype=np.int64)
     entry: dict[str, object] = {
         "name": meta.index_id,
@@ -266,7 +272,7 @@ def _json_array(items: Iterable[bytes]) -> Iterator[bytes]:
 
 
 def _corpus_parts(name: str, doc_ids: list[str], doc_start: list[int], doc_title: list[int], doc_ext: list[str],
-                  titles: list[str], headings: list[str], line_of: np.ndarray, heading_of: np.ndarray,
+                  titles: list[str], headings: list[str], line_of: np.ndarray, page_of: np.ndarray, heading_of: np.ndarray,
                   content_at: tuple[np.ndarray, np.ndarray], facets: dict[str, int]) -> Iterator[bytes]:
     """corpus.json in parts (the same bytes as ``_json`` of the whole object)."""
 
@@ -284,8 +290,9 @@ def _corpus_parts(name: str, doc_ids: list[str], doc_start: list[int], doc_title
 
     def urls(d: int, doc_id: str) -> Iterator[bytes]:
         path = quote(doc_id, safe="/")
-        for line in line_of[doc_start[d] : doc_start[d + 1]].tolist():
-            yield _json(f"{path}#L{line}")
+        lo, hi = doc_start[d], doc_start[d + 1]
+        for line, page in zip(line_of[lo:hi].tolist(), page_of[lo:hi].tolist()):
+            yield _json(f"{path}#page={page}" if page else f"{path}#L{line}")
 
     yield b'{"version":' + _json(sk.VERSION) + b',"name":' + _json(name) + b',"documents":'
     yield from _json_array(_json(d) for d in doc_ids)
@@ -511,52 +518,182 @@ _SMALL_VARINTS = [leb128.encode_one(v) for v in range(16384)]
 
 
 def is_previous_export(out: Path) -> bool:
-    """Whether ``out`` holds only what an export writes: index.html and search/ with a Seekite manifest."""
+    """Whether ``out`` holds only what an export writes: index.html and search/ with a Seekite manifest,
+    and the documents an export ``--with-sources`` copied (the one folder its sources.json names)."""
+    from ragtui.core.export.sources import SOURCES, sources_folder_of
+
     try:
         names = set(os.listdir(out))
     except OSError:
         return False
-    if not names <= {PAGE, SEARCH} or SEARCH not in names:
+    allowed = {PAGE, SEARCH}
+    folder = sources_folder_of(out) if SOURCES in names else None
+    if folder is not None:
+        allowed |= {SOURCES, folder}
+    if not names <= allowed or SEARCH not in names:
         return False
-    manifest = out / SEARCH / "manifest.json"
     try:
-        if not manifest.is_file() or manifest.stat().st_size > 1 << 20:
-            return False
-        obj = json.loads(manifest.read_bytes())
+        obj = json.loads(read_file(out / SEARCH / "manifest.json", 1 << 20, follow=False))
     except (OSError, ValueError, RecursionError):
         return False
     return isinstance(obj, dict) and obj.get("format") == "seekite"
 
 
-def export_to(out: str | os.PathLike[str], files: Mapping[str, bytes] | Callable[[Sink], object]) -> Path:
+@dataclass(frozen=True)
+class Target:
+    """Where an export goes: ``parent/name``, both resolved; ``replacing`` when a previous export is there."""
+
+    path: Path
+    replacing: bool
+
+    @property
+    def parent(self) -> Path:
+        return self.path.parent
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+def _place(out: str | os.PathLike[str]) -> Path:
+    """``out`` as an absolute path whose folder is resolved and whose last part is a name (never "." or "..")."""
+    given = os.fspath(out)
+    if not given:
+        raise UsageError("the export folder is empty: give a folder to write to")
+    if os.path.lexists(given) and not _is_link(given) and os.path.isdir(given):
+        return Path(os.path.realpath(given))  # "." and ".." and "a/.." name a real folder: its own path
+    absolute = os.path.abspath(given)
+    return Path(os.path.realpath(os.path.dirname(absolute))) / os.path.basename(absolute)
+
+
+def _is_link(given: str) -> bool:
+    """Whether the last part of ``given`` is a symbolic link (``out/`` too: a trailing slash would follow it)."""
+    return os.path.islink(given.rstrip(os.sep) or os.sep)
+
+
+def _mount_points() -> set[str]:
+    """Where something is mounted (/proc/self/mountinfo): a bind mount of the same filesystem has the same st_dev."""
+    try:
+        raw = read_file("/proc/self/mountinfo", 16 << 20)
+    except OSError:
+        return set()
+    points = set()
+    for line in raw.decode("utf-8", "surrogateescape").splitlines():
+        fields = line.split(" ")
+        if len(fields) > 4:
+            points.add(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), fields[4]))
+    return points
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def check_target(out: str | os.PathLike[str], *, keep_clear: tuple[str | os.PathLike[str], ...] = ()) -> Target:
+    """Where ``export_to(out, ...)`` writes, refused with ``UsageError`` (exit 2) before any work when it cannot.
+
+    An export replaces the folder ``out`` as a whole, in one rename. So ``out``
+    must be a new name, an empty folder or a previous export, and a folder that
+    can be renamed and replaced: not a symbolic link, not a mount point or the
+    root (the kernel refuses to rename those), not the current directory or one
+    holding it (the shell inside would be left in the removed folder), and
+    neither inside nor holding any of ``keep_clear`` (the index's ``rag/``).
+    """
+    target = _place(out)
+    shown = os.fspath(out)
+    if _is_link(shown) or (os.path.lexists(target) and not target.is_dir()):
+        raise UsageError(f"{shown} is not a folder: give a new or empty folder, or a previous export, to write to")
+    here = os.path.realpath(os.getcwd())
+    real = os.fspath(target)
+    if real == here:
+        raise UsageError(f"{shown} is the current directory, which an export cannot replace (it replaces the whole "
+                         f"folder, and this shell would be left in the removed one): run it from the folder above, "
+                         f"e.g. `cd .. && ragtui export {target.name} ...`, or give a folder inside it such as "
+                         f"{os.path.join(shown, 'site')}")
+    if _inside(here, real):
+        raise UsageError(f"{shown} holds the current directory, which an export cannot replace (it replaces the "
+                         f"whole folder): run it from outside {shown}, or give a new folder")
+    for path in keep_clear:
+        clear = os.path.realpath(path)
+        if _inside(real, clear) or _inside(clear, real):
+            raise UsageError(f"{shown} is inside or holds the index's folder {clear}: give a folder outside it")
+    if os.path.lexists(target):
+        try:
+            st, up = os.stat(target), os.stat(target.parent)
+        except OSError as e:
+            raise StorageError(f"cannot read {shown}: {e.strerror}") from None
+        if st.st_dev != up.st_dev or st.st_ino == up.st_ino or real in _mount_points():
+            raise UsageError(f"{shown} is a mount point, which an export cannot replace (it replaces the whole folder "
+                             f"with one rename): give a folder inside it, e.g. {os.path.join(shown, 'site')}")
+        try:
+            empty = not os.listdir(target)
+        except OSError as e:
+            raise StorageError(f"cannot list {shown}: {e.strerror}") from None
+        if not empty:
+            if not is_previous_export(target):
+                raise UsageError(f"{shown} is not empty and does not hold a previous export: "
+                                 "give a new or empty folder (nothing was written)")
+            return Target(target, True)
+    return Target(target, False)
+
+
+def _temporaries(name: str, kinds: str = "export|old") -> re.Pattern[str]:
+    """The names of the temporary folders an export of ``name`` makes beside it: ``.<name>.export-<pid>``, ..."""
+    return re.compile(rf"\.{re.escape(name)}\.(?:{kinds})-(?P<pid>[0-9]+)", re.DOTALL)
+
+
+def _tidy(parent: Path, name: str) -> None:
+    """Clean up after exports of ``parent/name`` that were killed (their pids no longer run).
+
+    A half-written ``.<name>.export-<pid>`` is deleted; so is a ``.<name>.old-<pid>`` (the previous
+    export, kept aside only where the filesystem cannot swap two names), unless nothing is at
+    ``name`` any more: then it is the last export there and is put back.
+    """
+    if not os.path.lexists(parent / name):
+        old = _temporaries(name, "old")
+        try:
+            names = sorted(os.listdir(parent))
+        except OSError:
+            names = []
+        for entry in names:
+            match = old.fullmatch(entry)
+            path = parent / entry
+            if match and owner_is_gone(int(match["pid"])) and not path.is_symlink() and path.is_dir():
+                try:
+                    os.rename(path, parent / name)
+                except OSError:
+                    pass
+                break
+    remove_dead_temporaries(parent, _temporaries(name))
+
+
+_NO_EXCHANGE = (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP)
+"""What renameat2 answers where the filesystem (or the C library) cannot swap two names."""
+
+
+def export_to(out: str | os.PathLike[str], files: Mapping[str, bytes] | Callable[[Sink], object], *,
+              keep_clear: tuple[str | os.PathLike[str], ...] = ()) -> Path:
     """Write ``files`` as the folder ``out``, replacing a previous export there, never anything else.
 
     ``files`` is either every file by relative path, or a function that writes
     them into the sink it is given, one at a time (``write_export``: nothing
-    is held in memory past the file being written). ``out`` must not exist, be
-    an empty folder, or hold a previous export (``is_previous_export``);
-    otherwise ``UsageError``. The files are written under a temporary folder
-    beside ``out`` and renamed into place: a reader sees the old export or the
-    new one, and a failure (of writing, or an error the function raises) leaves
-    ``out`` as it was and removes the temporary folder.
+    is held in memory past the file being written). ``out`` must be what
+    ``check_target`` accepts (else ``UsageError``, before anything is written).
+    The files are written under a temporary folder beside ``out``
+    (``.<name>.export-<pid>``) which then takes the place of ``out`` in one step:
+    where ``out`` exists, the two names are swapped (``renameat2`` with
+    ``RENAME_EXCHANGE``, as the index publish does) and the old export, now
+    under the temporary name, is deleted; else the folder is renamed to ``out``.
+    A reader sees the old export or the new one, a process killed at any point
+    leaves one of them at ``out``, and what it leaves beside ``out`` is deleted
+    by the next export there. A failure (of writing, or an error the function
+    raises) leaves ``out`` as it was and removes the temporary folder.
     """
-    target = Path(out)
-    if target.is_symlink() or (target.exists() and not target.is_dir()):
-        raise UsageError(f"{target} is not a folder: give a new or empty folder, or a previous export, to write to")
-    replacing = False
-    if target.exists():
-        try:
-            empty = not os.listdir(target)
-        except OSError as e:
-            raise StorageError(f"cannot list {target}: {e.strerror}") from None
-        if not empty:
-            if not is_previous_export(target):
-                raise UsageError(f"{target} is not empty and does not hold a previous export: "
-                                 "give a new or empty folder (nothing was written)")
-            replacing = True
-    parent = target.absolute().parent
-    temp = parent / f".{target.name}.export-{os.getpid()}"
-    old = parent / f".{target.name}.old-{os.getpid()}"
+    place = _place(out)
+    _tidy(place.parent, place.name)
+    target = check_target(out, keep_clear=keep_clear)
+    parent, name = target.parent, target.name
+    temp = parent / f".{name}.export-{os.getpid()}"
 
     def write(rel: str, parts: Iterable[bytes]) -> None:
         path = temp / rel
@@ -573,22 +710,34 @@ def export_to(out: str | os.PathLike[str], files: Mapping[str, bytes] | Callable
         else:
             for rel, content in sorted(files.items()):
                 write(rel, (content,))
-        if replacing:
-            os.rename(target, old)
-            try:
-                os.rename(temp, target)
-            except OSError:
-                os.rename(old, target)
-                raise
-            shutil.rmtree(old, ignore_errors=True)
+        if os.path.lexists(target.path):
+            _swap_in(temp, target.path, parent / f".{name}.old-{os.getpid()}")
         else:
-            if target.exists():
-                os.rmdir(target)  # empty: checked above
-            os.rename(temp, target)
+            os.rename(temp, target.path)
     except OSError as e:
         shutil.rmtree(temp, ignore_errors=True)
-        raise StorageError(f"cannot write the export to {target}: {e.strerror or e}") from None
+        raise StorageError(f"cannot write the export to {os.fspath(out)}: {e.strerror or e}") from None
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)
         raise
-    return target
+    return target.path
+
+
+def _swap_in(temp: Path, target: Path, old: Path) -> None:
+    """Put the folder ``temp`` at ``target`` (a previous export or an empty folder) and delete what was there."""
+    try:
+        OS_OPS.exchange(temp, target)
+    except OSError as e:
+        if e.errno not in _NO_EXCHANGE:
+            raise
+        # No atomic swap on this filesystem: for a moment between the two renames nothing is at target;
+        # a process killed then leaves the old export as ``old``, which the next export puts back.
+        os.rename(target, old)
+        try:
+            os.rename(temp, target)
+        except OSError:
+            os.rename(old, target)
+            raise
+        shutil.rmtree(old, ignore_errors=True)
+        return
+    shutil.rmtree(temp, ignore_errors=True)  # the old export, now under the temporary name

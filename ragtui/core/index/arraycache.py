@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ragtui.core.files import remove_dead_temporaries
+
 __all__ = ["StagedArrays", "cached_arrays", "evict", "load_entry", "remove_dead_temporaries", "store_arrays"]
 
 _MARKER = "complete"
@@ -187,24 +189,6 @@ def _store(entry: Path, arrays: dict[str, np.ndarray]) -> None:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     os.utime(entry)
-
-
-def remove_dead_temporaries(cache_dir: Path) -> None:
-    """Delete half-written entries (``<entry>.tmp<pid>``) of processes that no longer run."""
-    try:
-        names = os.listdir(cache_dir)
-    except OSError:
-        return
-    for name in names:
-        _, sep, pid = name.rpartition(".tmp")
-        if not sep or not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            shutil.rmtree(Path(cache_dir) / name, ignore_errors=True)
-        except OSError:
-            pass  # alive under another user: not ours to judge
 
 
 def _evict(cache_dir: Path, prefix: str, keep: int) -> None:

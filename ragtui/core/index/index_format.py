@@ -23,6 +23,7 @@ from typing import BinaryIO, TypeVar, cast
 import numpy as np
 
 from ragtui.core.errors import IndexFormatError, IndexMissingError, StorageError
+from ragtui.core.files import kind_of
 from ragtui.core.index import verified
 from ragtui.core.index.bm25 import BM25Index, bm25_params_problem
 from ragtui.core.index.docs_file import MAX_DOCS_LINE_BYTES, DocsFile, ends_fit
@@ -152,7 +153,7 @@ def _open_all(dir_fd: int, real: str, path: Path) -> dict[str, BinaryIO]:
     try:
         for name in FILES:
             try:
-                kind = _not_regular(os.stat(name, dir_fd=dir_fd).st_mode)
+                kind = kind_of(os.stat(name, dir_fd=dir_fd).st_mode)
                 if kind is not None:
                     raise IndexFormatError(path / name, f"is {kind}, not a regular file (never opened)")
                 fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
@@ -163,7 +164,7 @@ def _open_all(dir_fd: int, real: str, path: Path) -> dict[str, BinaryIO]:
                 raise StorageError(f"cannot read {os.path.join(real, name)}: {e.strerror}") from None
             f: BinaryIO = os.fdopen(fd, "rb")
             files[name] = f
-            kind = _not_regular(os.fstat(fd).st_mode)
+            kind = kind_of(os.fstat(fd).st_mode)
             if kind is not None:
                 raise IndexFormatError(path / name, f"is {kind}, not a regular file (never read)")
     except BaseException:
@@ -171,17 +172,6 @@ def _open_all(dir_fd: int, real: str, path: Path) -> dict[str, BinaryIO]:
             f.close()
         raise
     return files
-
-
-def _not_regular(mode: int) -> str | None:
-    """None for a regular file, else what it is ("a FIFO", "a directory", ...)."""
-    if stat.S_ISREG(mode):
-        return None
-    for test, kind in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return kind
-    return "not a regular file"
 
 
 def _kind_at(path: str) -> str | None:
@@ -192,7 +182,7 @@ def _kind_at(path: str) -> str | None:
         return None
     if stat.S_ISDIR(mode):
         return None
-    return _not_regular(mode) or "a regular file"
+    return kind_of(mode) or "a regular file"
 
 
 def _read_bounded(f: BinaryIO, where: str, limit: int) -> bytes:

@@ -22,11 +22,13 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from ragtui.core.code.languages import code_language, grammar
 from ragtui.core.embedders.base import Embedder, Tokenizer
 from ragtui.core.errors import EmbeddingError
 from ragtui.core.index.index_format import bad_vector_rows, vector_row_problem
 from ragtui.core.index.records import ChunkRecord, fingerprint
 from ragtui.core.ingest.chunker import LONG_DOCUMENT_CHARS, Chunk, chunk_text
+from ragtui.core.ingest.code_chunks import chunk_code
 from ragtui.core.ingest.journal import EmbedJournal
 from ragtui.core.ingest.report import Progress, SyncReport
 
@@ -253,6 +255,7 @@ def chunk_all(
     """Each new document's chunks (with their token ids when ``keep_ids``: ``chunk_text``)."""
     t0 = time.perf_counter()
     new_chunks: dict[str, list[Chunk]] = {}
+    no_grammar: dict[str, int] = {}
     done = 0
     items = list(new_texts.items())
     spans_many = getattr(tokenizer, "spans_many", None)
@@ -297,12 +300,24 @@ def chunk_all(
             spans, tokens = ahead.result()
             ahead = pool.submit(tokenize, batches[k + 1]) if k + 1 < len(batches) else None
             for (doc_id, text), doc_spans, doc_tokens in zip(batch, spans, tokens):
-                new_chunks[doc_id] = chunk_text(text, tokenizer, max_tokens, overlap, spans=doc_spans,
-                                                keep_ids=keep_ids, tokens=doc_tokens)
+                language = code_language(doc_id)
+                if language is not None and grammar(language) is not None:
+                    new_chunks[doc_id] = chunk_code(text, language, tokenizer, max_tokens, overlap, spans=doc_spans,
+                                                    keep_ids=keep_ids, tokens=doc_tokens)
+                else:
+                    if language is not None:
+                        no_grammar[language] = no_grammar.get(language, 0) + 1
+                    new_chunks[doc_id] = chunk_text(text, tokenizer, max_tokens, overlap, spans=doc_spans,
+                                                    keep_ids=keep_ids, tokens=doc_tokens)
             del spans, tokens
             done += len(batch)
             tick("chunk", done, len(new_texts))
     tick("chunk", len(new_texts), len(new_texts))
+    if no_grammar:
+        # Said once per sync: which source files were cut as plain text, and how to have them cut at definitions.
+        langs = ", ".join(f"{lang} ({n})" for lang, n in sorted(no_grammar.items()))
+        report.warnings.append(f"source files cut as plain text, no grammar installed for: {langs}; "
+                               "install ragtui[code] to cut them at their definitions (spec/chunker.md, Code)")
     report.seconds["chunk"] = time.perf_counter() - t0
     return new_chunks
 
@@ -375,6 +390,9 @@ def embed_pending(asm: Assembly, embedder: Embedder, journal: EmbedJournal, repo
         n_unsaved, saved_at = 0, clock()
 
     parts = getattr(embedder, "embed_parts", None)
+    pace = getattr(embedder, "pace", None)
+    paced = pace.counters() if pace is not None and callable(getattr(pace, "counters", None)) else None
+    retried = getattr(embedder, "retried", 0)
     try:
         if parts is not None and fps:
             answers = parts([texts_for[f] for f in fps])
@@ -399,5 +417,26 @@ def embed_pending(asm: Assembly, embedder: Embedder, journal: EmbedJournal, repo
         raise EmbeddingError(f"embedder {embedder.model}: answered {done} of {len(fps)} texts")
     pending.clear()
     asm.ids.clear()
+    if paced is not None and fps:
+        _report_pace(report, embedder, paced, retried)
     report.chunks_embedded = len(fps)
     report.seconds["embed"] = time.perf_counter() - t0
+
+
+def _report_pace(report: SyncReport, embedder: Any, before: dict[str, float], retried_before: int) -> None:
+    """This run's embedding requests in ``report.embedding``, and a warning for each kind of work done twice."""
+    pace: Any = embedder.pace
+    now = pace.counters()
+    run = {k: now[k] - before.get(k, 0) for k in now}
+    retried = int(getattr(embedder, "retried", 0)) - int(retried_before)
+    report.embedding = {**run, "lost_seconds": round(run["lost_seconds"], 3), "retried": retried,
+                        "batch_tokens": pace.batch_tokens, "concurrency": pace.concurrency}
+    if run["timeouts"]:
+        report.warnings.append(
+            f"the embedding server did not answer {run['timeouts']:.0f} request(s) within {pace.timeout:g}s: "
+            f"{run['resent_texts']:.0f} text(s) (about {run['resent_tokens']:,.0f} tokens) were sent again in smaller "
+            f"batches, {run['lost_seconds']:.1f} s lost; the batch is now {pace.batch_tokens:,} tokens (raise "
+            "[embedder] timeout or lower max_batch_tokens if this recurs)")
+    if retried:
+        report.warnings.append(f"{retried} request(s) to the embedding server were repeated after a failure "
+                               "(HTTP 429/5xx or a broken connection)")

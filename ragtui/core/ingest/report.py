@@ -36,6 +36,9 @@ class SyncReport:
     """One line each: an ``--include``/``--exclude`` pattern that matched nothing (whole-folder syncs)."""
     seconds: dict[str, float] = field(default_factory=dict)
     bytes_written: int = 0
+    embedding: dict[str, float] | None = None
+    """The embedding server's requests of this run, with those that timed out or were retried and the work they
+    cost (embedders that pace their requests: the HTTP one); None for the others."""
 
     def summary(self) -> str:
         files = f"{len(self.added)} added, {len(self.changed)} changed, {len(self.removed)} removed, {self.unchanged} unchanged"
@@ -64,5 +67,6 @@ class SyncReport:
             "rebuilt": self.rebuilt,
             "warnings": self.warnings,
             "bytes_written": self.bytes_written,
+            "embedding": self.embedding,
             "seconds": {k: round(v, 4) for k, v in self.seconds.items()},
         }

@@ -6,12 +6,14 @@ import hashlib
 import os
 import stat
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ragtui.core.documents import HEAD_BYTES, Unreadable, detect
+from ragtui.core.documents.worker import Job, shared
 from ragtui.core.ingest.patterns import PathFilter
-from ragtui.core.ingest.reader import decode_document, read_file
+from ragtui.core.ingest.reader import read_file
 from ragtui.core.ingest.report import Progress, SyncReport
 from ragtui.core.ingest.state import FileEntry, FileTable, Stamp
 from ragtui.core.ingest.walk import (
@@ -44,6 +46,8 @@ class Scan:
     """The text of each new or changed document."""
     unreadable: list[str] = field(default_factory=list)
     """doc_ids (files or folders) that exist but could not be read now."""
+    skips: dict[str, tuple[tuple[int, int, int, int], str]] = field(default_factory=dict)
+    """Files a reader skipped, by doc_id: (stamp, reason), to be remembered for the next sync."""
     same: Mapping[str, FileEntry] | None = None
     """The previous documents when the walk found exactly them, each with its stamp unchanged (a no-op):
     ``seen`` is then these, made into a dict only if asked for."""
@@ -59,19 +63,26 @@ class Scan:
 
 def scan(
     folder: Path, rules: WalkRules, paths: Iterable[PathLike] | None, old_files: Mapping[str, FileEntry],
-    report: SyncReport, tick: Progress,
+    report: SyncReport, tick: Progress, skips: Mapping[str, tuple[tuple[int, int, int, int], str]] | None = None,
 ) -> Scan:
     """What changed in ``folder`` against ``old_files``.
 
     With ``paths``, only what they name is looked at; every other document of
-    ``old_files`` is carried over as it was.
+    ``old_files`` is carried over as it was. ``skips`` are the files a reader
+    skipped last time: one whose stamp is the same is skipped again, for the
+    same reason, without being read.
     """
+    skips = skips or {}
     t0 = time.perf_counter()
     out = Scan()
     missed: list[Path] = []
     if paths is None:
         listing = walk_listing(folder, rules, report.skipped, unreadable=missed, warnings=report.warnings)
-        if not missed and _unchanged(listing, old_files):
+        checked, remembered = listing.without(skips) if skips and not missed else (listing, {})
+        if not missed and _unchanged(checked, old_files):
+            for doc_id, (_stamp, why) in remembered.items():
+                report.skipped.append((str(folder.parent / doc_id), why))
+            out.skips = remembered
             # Nothing to read, nothing to build: the state's documents stand as they are.
             tick("scan", len(listing), len(listing))
             out.same = old_files
@@ -91,6 +102,9 @@ def scan(
         # A Stamp is a tuple of these four: a plain tuple compares equal without building one per file.
         if prev is not None and prev.stamp == (cand.size, cand.mtime_ns, cand.ctime_ns, cand.ino):
             seen[doc_id] = prev
+        elif prev is None and doc_id in skips and skips[doc_id][0] == (cand.size, cand.mtime_ns, cand.ctime_ns, cand.ino):
+            out.skips[doc_id] = skips[doc_id]
+            report.skipped.append((cand.where, skips[doc_id][1]))
         else:
             to_read.append((cand, prev, Stamp(cand.size, cand.mtime_ns, cand.ctime_ns, cand.ino)))
     report.seconds["scan"] = time.perf_counter() - t0
@@ -99,29 +113,61 @@ def scan(
     t0 = time.perf_counter()
     out.unreadable = [d for d in (doc_id_for(folder, p) for p in missed) if d is not None]
     real_folder = os.path.realpath(folder)
-    for cand, prev, stamp in to_read:
-        try:
-            data = read_file(cand.path, rules.max_bytes, inside=real_folder)
-        except FileNotFoundError:
-            report.skipped.append((str(cand.path), "vanished"))
-            continue
-        except OSError as e:
-            if unreadable_now(e):
-                report.skipped.append((str(cand.path), f"unreadable: {e.strerror or e} (kept as it was until it can be read)"))
+    # What each file read came to, applied in doc_id order once every reader has answered (the
+    # workers answer in the order they finish).
+    outcome: dict[str, tuple[str, object, object]] = {}
+    waiting: dict[str, tuple[Candidate, Stamp, str]] = {}
+    extractor = shared()
+
+    def jobs() -> Iterator[Job]:
+        for cand, prev, stamp in to_read:
+            try:
+                data = read_file(cand.path, rules.max_bytes, inside=real_folder)
+            except FileNotFoundError:
+                outcome[cand.doc_id] = ("skip", "vanished", None)
+                continue
+            except OSError as e:
+                if unreadable_now(e):
+                    outcome[cand.doc_id] = (
+                        "unreadable", f"unreadable: {e.strerror or e} (kept as it was until it can be read)", None)
+                else:
+                    outcome[cand.doc_id] = ("skip", f"unreadable: {e.strerror or e}", None)
+                continue
+            digest = hashlib.sha256(data).hexdigest()
+            if prev is not None and prev.sha256 == digest:
+                outcome[cand.doc_id] = ("seen", prev._replace(stamp=stamp), None)
+                continue
+            kind = detect(cand.doc_id, data[:HEAD_BYTES])
+            if kind.isolated:
+                waiting[cand.doc_id] = (cand, stamp, digest)
+                yield Job(cand.doc_id, kind, data)
+                continue
+            try:
+                text = kind.read(data, extractor.limits).text
+            except Unreadable as e:
+                outcome[cand.doc_id] = ("skip", str(e) or "not text", None)
+                out.skips[cand.doc_id] = (tuple(stamp), str(e) or "not text")  # type: ignore[assignment]
+                continue
+            outcome[cand.doc_id] = ("new", FileEntry(stamp, digest), text)
+
+    for doc_id, got in extractor.run(jobs()):
+        _cand, stamp, digest = waiting.pop(doc_id)
+        if isinstance(got, Unreadable):
+            outcome[doc_id] = ("skip", str(got), None)
+            out.skips[doc_id] = (tuple(stamp), str(got))  # type: ignore[assignment]
+        else:
+            outcome[doc_id] = ("new", FileEntry(stamp, digest), got.text)
+    for cand, _prev, _stamp in to_read:
+        what, entry, text = outcome[cand.doc_id]
+        if what == "skip" or what == "unreadable":
+            report.skipped.append((str(cand.path), str(entry)))
+            if what == "unreadable":
                 out.unreadable.append(cand.doc_id)
-            else:
-                report.skipped.append((str(cand.path), f"unreadable: {e.strerror or e}"))
-            continue
-        digest = hashlib.sha256(data).hexdigest()
-        if prev is not None and prev.sha256 == digest:
-            seen[cand.doc_id] = prev._replace(stamp=stamp)
-            continue
-        text, reason = decode_document(data)
-        if text is None:
-            report.skipped.append((str(cand.path), reason or "not text"))
-            continue
-        out.new_texts[cand.doc_id] = text
-        seen[cand.doc_id] = FileEntry(stamp, digest)
+        elif what == "seen":
+            seen[cand.doc_id] = entry  # type: ignore[assignment]
+        else:
+            out.new_texts[cand.doc_id] = text  # type: ignore[assignment]
+            seen[cand.doc_id] = entry  # type: ignore[assignment]
     report.seconds["read"] = time.perf_counter() - t0
     return out
 

@@ -98,12 +98,18 @@ class Settings:
     overlap: int
     k1: float
     b: float
+    code: str = ""
+    """The code chunker and the grammars that cut source files (``code_chunks.chunker_identity``); "" when
+    no grammar is installed, as every state written before syntax-aware chunks."""
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "embedding_model": self.embedding_model, "dim": self.dim, "tokenizer": self.tokenizer,
             "max_tokens": self.max_tokens, "overlap": self.overlap, "k1": self.k1, "b": self.b,
         }
+        if self.code:
+            out["code"] = self.code
+        return out
 
     @classmethod
     def of_meta(cls, m: IndexMeta) -> Settings:
@@ -351,13 +357,14 @@ def _stamp(v: object) -> Stamp:
 
 
 def _settings(v: object) -> Settings:
-    if not isinstance(v, dict) or set(v) != {"embedding_model", "dim", "tokenizer", "max_tokens", "overlap", "k1", "b"}:
+    keys = {"embedding_model", "dim", "tokenizer", "max_tokens", "overlap", "k1", "b"}
+    if not isinstance(v, dict) or set(v) - {"code"} != keys:
         raise StateError
     k1, b = v["k1"], v["b"]
     if type(k1) not in (int, float) or type(b) not in (int, float):
         raise StateError
     return Settings(_str(v["embedding_model"]), _int(v["dim"]), _str(v["tokenizer"]), _int(v["max_tokens"]),
-                    _int(v["overlap"]), k1, b)
+                    _int(v["overlap"]), k1, b, _str(v.get("code", "")))
 
 
 def _index_files(v: object) -> IndexStamp | None:

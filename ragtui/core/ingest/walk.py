@@ -13,11 +13,12 @@ import fnmatch
 import os
 import re
 import stat
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from ragtui.core.documents.registry import KINDS, reader_versions
 from ragtui.core.ingest.patterns import IGNORE_FILES, Chain, PathFilter
 
 __all__ = [
@@ -33,18 +34,9 @@ __all__ = [
     "walk_listing",
 ]
 
-DEFAULT_INCLUDE = tuple(
-    f"*{ext}"
-    for ext in (
-        ".md", ".markdown", ".mdx", ".rst", ".txt", ".text", ".adoc", ".asciidoc", ".org", ".tex", ".d2",
-        ".json", ".jsonl", ".yaml", ".yml", ".toml", ".ini", ".cfg", ".csv", ".tsv", ".xml", ".html", ".htm",
-        ".py", ".pyi", ".go", ".rs", ".js", ".mjs", ".ts", ".tsx", ".jsx", ".java", ".kt", ".c", ".h",
-        ".cc", ".cpp", ".hpp", ".cs", ".rb", ".php", ".swift", ".scala", ".sh", ".bash", ".zsh", ".fish",
-        ".sql", ".lua", ".r", ".jl", ".ex", ".exs", ".erl", ".hs", ".ml", ".css", ".scss", ".vue", ".svelte",
-        ".proto", ".graphql", ".tf", ".nix", ".dockerfile", ".mk", ".cmake",
-    )
-) + ("README", "LICENSE", "Makefile", "Dockerfile", "*.rst.txt")
-"""Text-like files by name; anything else is left out unless an ``--include`` pattern names it."""
+DEFAULT_INCLUDE = tuple(p for kind in KINDS for p in kind.patterns)
+"""The files of every kind ragtui reads, by name (spec/documents.md); anything else is left out unless an
+``--include`` pattern names it."""
 
 DEFAULT_EXCLUDE = (
     ".git", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".mypy_cache", ".pytest_cache",
@@ -137,6 +129,7 @@ class WalkRules:
             "exclude": list(self.exclude),
             "ignore_files": self.ignore_files,
             "max_bytes": self.max_bytes,
+            "readers": reader_versions(),
         }
 
     def path_filter(
@@ -212,6 +205,21 @@ class Listing:
     def candidate(self, i: int) -> Candidate:
         doc_id = self.doc_ids[i]
         return Candidate(self._root + doc_id[self._cut :], doc_id, *self.stamps[i])
+
+    def without(self, skips: Mapping[str, tuple[tuple[int, int, int, int], str]]) -> tuple[Listing, dict[str, tuple[tuple[int, int, int, int], str]]]:
+        """This listing less the files of ``skips`` whose stamp is the one recorded, and those entries."""
+        keep = Listing.__new__(Listing)
+        keep._root, keep._cut = self._root, self._cut
+        keep.doc_ids, keep.stamps = [], []
+        taken = {}
+        for doc_id, stamp in zip(self.doc_ids, self.stamps):
+            old = skips.get(doc_id)
+            if old is not None and old[0] == stamp:
+                taken[doc_id] = old
+            else:
+                keep.doc_ids.append(doc_id)
+                keep.stamps.append(stamp)
+        return keep, taken
 
     def candidates(self) -> list[Candidate]:
         """Every candidate, sorted by doc_id bytes (doc_ids are valid UTF-8, whose byte order is code point order)."""

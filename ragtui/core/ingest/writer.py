@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ragtui.core.code.languages import chunker_identity
+from ragtui.core.documents.registry import reader_versions
 from ragtui.core.embedders.base import Embedder, known_dim, tokenizer_name
 from ragtui.core.errors import IndexFormatError, IndexMissingError, UsageError
 from ragtui.core.index import verified
@@ -46,10 +48,12 @@ from ragtui.core.ingest.publish import (
     rag_root,
     remove_leftovers,
     remove_stale_generations,
+    state_dir,
     utc_now,
 )
 from ragtui.core.ingest.report import Progress, SyncReport
 from ragtui.core.ingest.scan import Scan, by_bytes, classify, keep_unreadable, scan
+from ragtui.core.ingest.skips import Skips, load_skips, save_skips
 from ragtui.core.ingest.splice import Generation, following, open_generation, publish_splice, warm
 from ragtui.core.ingest.state import FileEntry, FileTable, Settings, WriterState, chunk_total, index_stamp
 from ragtui.core.ingest.state_store import StateStore
@@ -128,7 +132,8 @@ class IndexWriter:
         if dim is None:
             same_model = recorded is not None and recorded.embedding_model == e.model
             dim = recorded.dim if recorded is not None and same_model else e.dim
-        return Settings(e.model, dim, tokenizer_name(e), self.max_tokens, self.overlap, self.k1, self.b)
+        return Settings(e.model, dim, tokenizer_name(e), self.max_tokens, self.overlap, self.k1, self.b,
+                        chunker_identity())
 
     def prepare(self, *, warm_up: bool = False, should_stop: Callable[[], bool] | None = None) -> bool:
         """Open the current generation for the next sync, so that it does not pay for reading it.
@@ -156,6 +161,15 @@ class IndexWriter:
             return True
 
     # -- the sync ---------------------------------------------------------------------------------
+
+    def _remember_skips(self, found: Scan, old: Skips, partial: bool) -> None:
+        """Keep what the readers skipped (a partial sync keeps what it did not look at too)."""
+        now = dict(found.skips)
+        if partial:
+            for doc_id, entry in old.items():
+                if doc_id not in now and doc_id not in found.seen:
+                    now[doc_id] = entry
+        save_skips(state_dir(self.artifacts, self.index_id), now, old)
 
     def sync(self, paths: Iterable[PathLike] | None = None, *, progress: Progress | None = None,
              replace: bool = False) -> SyncReport:
@@ -201,13 +215,21 @@ class IndexWriter:
             and state.index_files is not None
             and state.index_files == index_stamp(self.target)
         )
+        if state is not None and state.settings.code != settings.code:
+            report.rebuilt = ("the code grammars installed changed: every document read again, source files "
+                              "re-chunked (spec/chunker.md, Code)")
         old_files: Mapping[str, FileEntry] = state.files if state is not None and trusted else {}
+        if state is not None and trusted:
+            old_files = _read_again(old_files, state.walk.get("readers"), reader_versions())
         # Other patterns or limits than the last sync's choose other documents: only a whole walk
         # finds them (the files it already knows keep their stamps and vectors).
         same_walk = state is not None and state.walk == self.walk
 
         # 1-2. Which documents exist now, and the text of those that changed.
-        found = scan(self.folder, self.rules, paths if trusted and same_walk else None, old_files, report, tick)
+        skips = load_skips(state_dir(self.artifacts, self.index_id))
+        partial = paths if trusted and same_walk else None
+        found = scan(self.folder, self.rules, partial, old_files, report, tick, skips)
+        self._remember_skips(found, skips, partial is not None)
         if found.same is None and isinstance(old_files, FileTable):
             old_files = old_files.as_dict()  # (made once by the scan already)
         if trusted and found.unreadable:
@@ -307,10 +329,13 @@ class IndexWriter:
             # (or when it does not hold what the state says), read them all.
             trusted = False
             report.skipped.clear()
-            found = scan(self.folder, self.rules, None, {}, report, tick)
+            skips = load_skips(state_dir(self.artifacts, self.index_id))
+            found = scan(self.folder, self.rules, None, {}, report, tick, skips)
+            self._remember_skips(found, skips, False)
         prev = _previous_of(old, e) if old is not None else None
         if old is not None and not trusted:
-            old_settings = Settings.of_meta(old.meta)
+            # meta.json does not record the code chunker: that difference re-chunks, it is not reported.
+            old_settings = dataclasses.replace(Settings.of_meta(old.meta), code=settings.code)
             if old_settings != settings:
                 report.rebuilt = f"settings changed ({', '.join(settings.differing(old_settings))}); every document re-chunked"
         if not trusted:
@@ -390,6 +415,25 @@ def _state_matches(old: IndexData, old_files: Mapping[str, FileEntry]) -> bool:
         held[r.doc_id] = held.get(r.doc_id, 0) + 1
     wanted = {d: f.n_chunks for d, f in old_files.items() if f.n_chunks != 0}
     return held == wanted
+
+
+def _read_again(files: Mapping[str, FileEntry], before: object, now: dict[str, int]) -> Mapping[str, FileEntry]:
+    """``files`` with every document of a kind whose reader changed since ``before`` (the state's reader
+    versions; absent in a state from before the document readers: every kind but text) to be read
+    again: its entry keeps its chunk count and loses its stamp and hash, as one taken from an index."""
+    from ragtui.core.documents import TEXT, by_extension
+
+    old = before if isinstance(before, dict) else {}
+    changed = {k for k, v in now.items() if old.get(k) != v}
+    if not changed:
+        return files
+    stale = [d for d in files if (by_extension(d) or TEXT).name in changed]
+    if not stale:
+        return files
+    out = dict(files.as_dict() if isinstance(files, FileTable) else files)
+    for d in stale:
+        out[d] = FileEntry(None, None, out[d].n_chunks)
+    return out
 
 
 def _refuse_other_folder(state: WriterState | None, folder: Path, index_id: str, current_gen: str | None) -> None:

@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Unpack
 import numpy as np
 
 from ragtui.core.index.analyzer import analyze
+from ragtui.core.search.modes import mode_spec
+from ragtui.core.search.query import ParsedQuery
 from ragtui.core.search.retriever import Hit, SearchParams, SearchTrace
 
 if TYPE_CHECKING:
@@ -130,9 +132,14 @@ class Explained:
     """ivf: the number of chunks in each probed list, in ``probed`` order."""
     notes: tuple[str, ...] = ()
     """What the search said a user should know (``Hits.notes``: e.g. a prefix cut to its most frequent terms)."""
+    stages: tuple[str, ...] = ()
+    """What each step after the ranking did to the hits (``Hits.stages``: a score floor, MMR, merging);
+    a front end adds the steps it ran itself (a reranker)."""
 
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {"mode": self.mode}
+        if self.stages:
+            out["stages"] = list(self.stages)
         if self.bm25_params:
             out["bm25"] = self.bm25_params
         if self.nlist is not None:
@@ -168,7 +175,8 @@ def bm25_terms(bm25: BM25Index, query: str, row: int) -> tuple[TermPart, ...]:
 
 
 def explain_search(
-    retriever: Retriever, query: str, mode: str = "bm25", k: int = 10, *, trace: SearchTrace | None = None,
+    retriever: Retriever, query: str | ParsedQuery, mode: str = "bm25", k: int = 10, *,
+    trace: SearchTrace | None = None,
     **params: Unpack[SearchParams],
 ) -> Explained:
     """Search as ``retriever.search`` does (same hits, same scores) and explain every hit from that search.
@@ -178,8 +186,8 @@ def explain_search(
     trace = SearchTrace() if trace is None else trace
     hits = retriever.search(query, mode=mode, k=k, trace=trace, **params)
     # Under the query syntax, the words ranked are the searched ones (phrases and filters only admit).
-    words = hits.query.search_text if hits.query is not None else query
-    seconds = retriever.last_search_seconds
+    words = hits.query.search_text if hits.query is not None else str(query)
+    seconds = hits.seconds
     data = trace.data
     assert data is not None  # search always records its snapshot
     bm25 = data.bm25
@@ -188,7 +196,8 @@ def explain_search(
     probed: tuple[int, ...] = ()
     sizes: tuple[int, ...] = ()
     nlist: int | None = None
-    if mode in ("bm25", "bm25doc", "hybrid"):
+    spec = mode_spec(mode)
+    if spec is not None and spec.kind in ("lexical", "fusion"):
         bm25_params = {"k1": bm25.k1, "b": bm25.b, "avgdl": bm25.avgdl, "n_docs": bm25.n_docs}
     if mode == "bm25":
         for h in hits:
@@ -220,14 +229,16 @@ def explain_search(
             nlist = trace.ivf.nlist
             probed = tuple(int(c) for c in trace.probed)
             sizes = tuple(int(offsets[c + 1] - offsets[c]) for c in probed)
-    else:
+    elif mode == "hybrid":
         if trace.arm == "bm25stem":  # the stemmed arm's parameters, not the index's
             stemmed_chunks = retriever._stemlex_for(data).chunks
             bm25_params = {"k1": stemmed_chunks.k1, "b": stemmed_chunks.b, "avgdl": stemmed_chunks.avgdl,
                            "n_docs": stemmed_chunks.n_docs}
         explanations.extend(_hybrid(trace, hits, trace.arm or params.get("lexical") or "bm25doc"))
+    else:  # a mode with no explanation of its own yet: its score, as ranked
+        explanations.extend(HitExplanation(h, mode, h.score) for h in hits)
     return Explained(mode, tuple(hits), tuple(explanations), seconds, bm25_params, probed, nlist, sizes,
-                     tuple(hits.notes))
+                     tuple(hits.notes), tuple(hits.stages))
 
 
 def _list_of(trace: SearchTrace) -> dict[int, int]:

@@ -66,7 +66,7 @@ _TRAIN_PER_LIST = 64
 _PROBE_FRACTION_DIV = 16  # probe 1/16 of the lists...
 _MIN_PROBED_ROWS = 2048  # ...but enough lists to score about this many rows
 
-# Self-calibration of the default nprobe (spec/ivf.md, "Calibrated nprobe"; issue 12).
+# Self-calibration of the default nprobe (spec/ivf.md, "Calibrated nprobe").
 CALIBRATION_QUERIES = 200
 """Pseudo-queries drawn from the index's own vectors."""
 CALIBRATION_TARGET = 0.95

@@ -42,6 +42,7 @@ import numpy as np
 
 from ragtui.core.errors import UsageError
 from ragtui.core.index.analyzer import analyze
+from ragtui.core.search.modes import mode_spec
 from ragtui.core.topk import top_k
 
 if TYPE_CHECKING:
@@ -163,7 +164,7 @@ def _ranked(hit: Hit, rank: int, score: float) -> Hit:
 
 def search_many(retrievers: Mapping[str, Retriever], query: str | ParsedQuery, *, mode: str = "bm25", k: int = 10,
                 depth: int | None = None, merge: str = "pooled", merge_rrf_k: float = DEFAULT_RRF_K,
-                **params: Any) -> MultiResult:
+                strict: bool = False, **params: Any) -> MultiResult:
     """Search every index in ``retrievers`` (index id -> retriever, in this order) and rank the chunks together.
 
     ``params`` are the single-index search parameters (``nprobe``; hybrid's
@@ -172,10 +173,18 @@ def search_many(retrievers: Mapping[str, Retriever], query: str | ParsedQuery, *
     hits each index and each arm contributes. ``merge_rrf_k`` is the
     constant of the merges by rank (``rrf``, and vector lists of different models).
     """
-    from ragtui.core.search.retriever import check_search
+    from ragtui.core.search.query import ParsedQuery
+    from ragtui.core.search.retriever import EMPTY_QUERY, check_search
 
     if not retrievers:
         raise UsageError("no index to search")
+    if not (query.text if isinstance(query, ParsedQuery) else query).strip():
+        raise UsageError(EMPTY_QUERY)
+    if isinstance(query, str):
+        from ragtui.core.search.query import parse_query
+        from ragtui.core.search.retriever import check_query
+
+        query = parse_query(check_query(query), strict=strict)
     depth = max(k, DEFAULT_DEPTH) if depth is None else depth
     rrf = _check(merge, merge_rrf_k, k, depth)
     if depth < k:
@@ -284,15 +293,17 @@ def _pooled(retrievers: Mapping[str, Retriever], query: str | ParsedQuery, mode:
         fused = np.concatenate([1.0 / (rrf_k + np.arange(1, len(r) + 1, dtype=np.float64)) for r in rows])
         return top_k(fused, np.concatenate(rows), n)
 
-    if mode in ("bm25", "bm25doc", "bm25stem"):
+    kind = mode_spec(mode)
+    if kind is not None and kind.kind == "lexical":
         rows, scores = pooled_lexical(k)
-    elif mode in ("flat", "ivf"):
+    elif kind is not None and kind.kind == "vector":
         rows, scores = merged_vectors(k)
     else:
         from ragtui.core.search import fusion
 
         rows, scores = fusion.fuse(pooled_lexical(depth), merged_vectors(depth), k, method=params.get("fusion"),
                                    weight=params.get("weight"), rrf_k=params.get("rrf_k"))
+    result.notes.extend(note for note in parsed.notes if note not in result.notes)
     for plan in plans or ():
         result.notes.extend(note for note in plan.notes if note not in result.notes)
     owner = np.searchsorted(starts, rows, side="right") - 1

@@ -7,9 +7,12 @@ expansion, filters, phrase checks) is ``query_plan``.
 
 What callers may rely on:
 
-- ``parse_query(text)`` returns a ``ParsedQuery`` or raises ``QueryError``
-  (exit 2) whose message names the 1-based column of the problem; it raises
-  nothing else, for any ``str``.
+- ``parse_query(text)`` returns a ``ParsedQuery`` for any ``str`` and raises
+  nothing: only the known filters are filters, and text that cannot be read
+  as syntax is plain text, with a note saying why (``ParsedQuery.notes``).
+- ``parse_query(text, strict=True)`` returns a ``ParsedQuery`` or raises
+  ``QueryError`` (exit 2) whose message names the 1-based column of the
+  problem; it raises nothing else, for any ``str``.
 - A query made only of plain words (no quote, filter, ``-word``, ``OR``,
   ``word*`` or escape) is ``plain``: it is searched as the original text,
   exactly as before the syntax existed.
@@ -48,8 +51,9 @@ MAX_SYNTAX_ITEMS = 64
 """A query holds at most this many phrases, prefixes, filters, excluded items and OR-joined items (plain words
 are not counted): each is a condition evaluated over every row of the index."""
 
-FILTERS = ("path", "ext", "lang")
-"""The filter names, in the order ``describe`` lists them."""
+FILTERS = ("path", "ext", "lang", "sym")
+"""The filter names, in the order ``describe`` lists them. ``sym:`` tests a chunk's symbols (the definitions it
+is in or holds, ``core.search.symbols``); the others the document's path."""
 
 ESCAPABLE = frozenset('"\\-*:')
 """The characters a backslash makes literal; before any other character a backslash is itself literal."""
@@ -155,7 +159,8 @@ class Phrase:
 
 @dataclass(frozen=True)
 class Filter:
-    """``name:value``: a condition on the chunk's document path (``value`` normalised: see ``parse_query``)."""
+    """``name:value``: a condition on the chunk's document path, or (``sym``) on its symbols (``value``
+    normalised: see ``parse_query``)."""
 
     name: str
     value: str
@@ -209,6 +214,9 @@ class ParsedQuery:
     text: str
     clauses: tuple[Clause, ...]
     plain: bool
+    notes: tuple[str, ...] = field(default=(), compare=False)
+    """What a user should know about how the text was read: a query that could not be read as syntax and
+    is searched as plain text instead, a ``name:`` that looks like a mistyped filter (lenient parsing)."""
 
     @property
     def filters(self) -> tuple[Clause, ...]:
@@ -301,9 +309,11 @@ class _Scanned:
 
 
 class _Scanner:
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, strict: bool = True) -> None:
         self.s = text
         self.pos = 0
+        self.strict = strict
+        self.notes: list[str] = []
 
     def tokens(self) -> list[_Scanned]:
         s = self.s
@@ -343,8 +353,13 @@ class _Scanner:
                 raise _error(column, "the phrase has no letters or digits to match")
             return _Scanned(column, Phrase(text, terms, column), syntax=True)
         head = _FILTER_HEAD.match(s, self.pos)
-        if head:
+        if head and (self.strict or head.group(1) in FILTERS):
             return self.filter(column, head)
+        if head:
+            close = difflib.get_close_matches(head.group(1).lower(), FILTERS, n=1, cutoff=0.75)
+            if close:
+                self.notes.append(f"{head.group(1)}: is not a filter and was searched as text "
+                                  f"(did you mean {close[0]}:?)")
         text, star, escaped = self.word()
         if star:
             stem_terms = analyze(text)
@@ -408,7 +423,8 @@ class _Scanner:
         if name not in FILTERS:
             close = difflib.get_close_matches(name.lower(), FILTERS, n=1, cutoff=0.5)
             hint = f"did you mean {close[0]}:? " if close else ""
-            raise _error(column, f"unknown filter {name + ':'!r} (the filters are path:, ext: and lang:)",
+            names = ", ".join(f"{f}:" for f in FILTERS[:-1]) + f" and {FILTERS[-1]}:"
+            raise _error(column, f"unknown filter {name + ':'!r} (the filters are {names})",
                          f"{hint}to search for the text, write {name}\\: or put it in quotes")
         self.pos = head.end()
         s = self.s
@@ -429,6 +445,12 @@ def _filter_value(name: str, value: str, column: int) -> str:
         if not value or value == "/":
             raise _error(column, "the filter path: has no value", "write path:FOLDER/ or path:NAME")
         return value
+    if name == "sym":
+        parts = value.split(".")
+        if not value or any(not p or p != p.strip() for p in parts):
+            raise _error(column, f"sym: takes a symbol such as search, Retriever or Retriever.search (got {value!r})",
+                         "names joined by single dots, no spaces")
+        return value
     if name == "ext":
         ext = value[1:] if value.startswith(".") else value
         if not ext or ext.startswith(".") or "/" in ext:
@@ -443,9 +465,32 @@ def _filter_value(name: str, value: str, column: int) -> str:
     return lang
 
 
-def parse_query(text: str) -> ParsedQuery:
-    """Parse ``text`` (already checked by ``check_query``); raise ``QueryError`` naming the column of a mistake."""
-    tokens = _Scanner(text).tokens()
+def parse_query(text: str, *, strict: bool = False) -> ParsedQuery:
+    """Parse ``text`` (already checked by ``check_query``) as every front end reads a query.
+
+    Lenient (the default): only the known filters (``FILTERS``) are filters, so any other ``word:``
+    (``TypeError:``, ``https://...``, ``std::fs``) is text, and a query that cannot be read as syntax
+    is searched as plain text, with a note in ``ParsedQuery.notes`` saying why. ``strict``: every
+    ``name:`` is a filter and a mistake raises ``QueryError`` naming its column (spec/query-syntax.md).
+    """
+    if strict:
+        return _parse(text, strict=True)
+    try:
+        return _parse(text, strict=False)
+    except QueryError as e:
+        return _as_plain(text, f"searched as plain text: {e} (strict parsing refuses such a query)")
+
+
+def _as_plain(text: str, note: str) -> ParsedQuery:
+    """``text`` read as plain words (what it was searched as before the syntax), with ``note``."""
+    words = tuple(Clause((Word(m.group(), tuple(analyze(m.group())), m.start() + 1),), False, m.start() + 1)
+                  for m in re.finditer(r"\S+", text))
+    return ParsedQuery(text, words, True, (note,))
+
+
+def _parse(text: str, *, strict: bool) -> ParsedQuery:
+    scanner = _Scanner(text, strict)
+    tokens = scanner.tokens()
     clauses: list[Clause] = []
     pending_or: int | None = None
     syntax = False
@@ -482,11 +527,12 @@ def parse_query(text: str) -> ParsedQuery:
     if len(counted) > MAX_SYNTAX_ITEMS:
         raise _error(counted[MAX_SYNTAX_ITEMS].column, f"more than {MAX_SYNTAX_ITEMS} phrases, prefixes, filters, "
                      "exclusions and OR-joined items in one query", "search with fewer")
+    notes = tuple(scanner.notes)
     if not syntax:
-        return ParsedQuery(text, tuple(clauses), True)
+        return ParsedQuery(text, tuple(clauses), True, notes)
     if not any(not c.excluded and not c.is_filter for c in clauses):
         raise QueryError("the query has only filters or excluded words: add a word to search for")
-    return ParsedQuery(text, tuple(clauses), False)
+    return ParsedQuery(text, tuple(clauses), False, notes)
 
 
 def _check_matchable(item: Item) -> None:

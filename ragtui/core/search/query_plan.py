@@ -31,6 +31,7 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -249,12 +250,14 @@ class QueryPlan:
         return self.parsed.search_text
 
     @classmethod
-    def bind(cls, parsed: ParsedQuery, data: IndexData, *, pooled: Sequence[BM25Index] | None = None) -> QueryPlan:
+    def bind(cls, parsed: ParsedQuery, data: IndexData, *, pooled: Sequence[BM25Index] | None = None,
+             cache_dir: Path | None = None) -> QueryPlan:
         """The plan of ``parsed`` over the generation ``data``.
 
         ``pooled``: the BM25 indexes of several indexes searched as one (``core.search.multi``); prefixes
         then expand over their dictionaries together, ranked by the chunks holding each term in all of them,
-        so every index's plan scores the same text.
+        so every index's plan scores the same text. ``cache_dir`` keeps the symbols ``sym:`` derives
+        (``core.search.symbols``) outside the index between processes.
         """
         bm25 = data.bm25
         vocabularies = list(pooled) if pooled is not None else [bm25]
@@ -269,7 +272,7 @@ class QueryPlan:
 
         for clause in parsed.clauses:
             if clause.is_filter:
-                narrow(_filter_rows(clause, data))
+                narrow(_filter_rows(clause, data, cache_dir))
                 continue
             if not clause.excluded:
                 for item in clause.items:
@@ -450,13 +453,22 @@ def _scores_of(v: np.ndarray, q: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return row_scores(v[rows], q)
 
 
-def _filter_rows(clause: Clause, data: IndexData) -> np.ndarray:
+def _filter_rows(clause: Clause, data: IndexData, cache_dir: Path | None = None) -> np.ndarray:
     table = doc_table(data.records)
     per_doc = np.zeros(len(table.doc_ids), dtype=bool)
+    per_row: np.ndarray | None = None
     for item in clause.items:
-        if isinstance(item, Filter):
+        if isinstance(item, Filter) and item.name == "sym":
+            from ragtui.core.search.symbols import symbol_table  # parses code only when a query asks
+
+            found = symbol_table(data.records, table, cache_dir, data.meta.index_id).matches(item.value)
+            per_row = found if per_row is None else per_row | found
+        elif isinstance(item, Filter):
             per_doc |= table.matches(item)
-    return table.rows(~per_doc if clause.excluded else per_doc)
+    rows = table.rows(per_doc)
+    if per_row is not None:
+        rows = rows | per_row
+    return ~rows if clause.excluded else rows
 
 
 def _term_rows(bm25: BM25Index, t: int, n: int) -> np.ndarray:

@@ -34,6 +34,7 @@ import numpy.typing as npt
 from ragtui.core.errors import ModelMismatchError, QueryError, UsageError
 from ragtui.core.index.index_format import IndexData, generation_of, read_index
 from ragtui.core.index.records import IndexMeta
+from ragtui.core.search.modes import COMMON, LEXICAL, MODES, PARAMS, mode_spec
 from ragtui.core.search.query import ParsedQuery, parse_query
 
 if TYPE_CHECKING:
@@ -45,28 +46,13 @@ if TYPE_CHECKING:
     from ragtui.core.search.stemmed import StemLexical
 
 __all__ = [
-    "MAX_QUERY_CHARS", "MODES", "PARAMS", "VECTOR_SCANS", "Hit", "Hits", "Retriever", "SearchParams", "SearchTrace",
-    "check_query", "check_search",
+    "COMMON", "EMPTY_QUERY", "LEXICAL", "MAX_QUERY_CHARS", "MODES", "PARAMS", "VECTOR_SCANS", "Hit", "Hits",
+    "Retriever", "SearchParams", "SearchTrace", "check_floor", "check_query", "check_search",
 ]
 
-MODES = ("flat", "ivf", "bm25", "bm25doc", "bm25stem", "hybrid")
 VECTOR_SCANS = ("f32", "i8")
 """How vector modes score rows: float32 directly (the default: measured faster, bench/bench_int8.py), or an
 int8 copy first with the candidates re-scored exactly in float32 (a quarter of the bytes read per query; the same answers)."""
-PARAMS = {
-    "flat": (),
-    "ivf": ("nprobe",),
-    "bm25": (),
-    "bm25doc": ("chunk_weight",),
-    "bm25stem": ("chunk_weight",),
-    "hybrid": ("fusion", "weight", "rrf_k", "depth", "lexical", "chunk_weight"),
-}
-"""The keyword parameters ``Retriever.search`` accepts, per mode."""
-COMMON = ("mmr", "min_score", "merge")
-"""Parameters every mode takes: MMR diversity, a score floor, merging neighbouring chunks (postrank)."""
-LEXICAL = ("bm25doc", "bm25", "bm25stem")
-"""What hybrid fuses with the vectors: document-aware BM25, plain chunk BM25, or document-aware BM25 over
-stemmed terms (``stemmed.StemLexical``); the default is the index's embedder's (``fusion_fit``)."""
 
 
 class SearchParams(TypedDict, total=False):
@@ -136,6 +122,19 @@ def check_search(mode: str, params: Mapping[str, object] | None = None) -> None:
     for name in COMMON + (("depth",) if mode == "hybrid" else ()):
         if params.get(name) is not None:
             check_option(name, params[name])
+    check_floor(mode, params.get("min_score"))
+
+
+def check_floor(mode: str, floor: object, label: str = "min_score") -> None:
+    """Refuse a ``min_score`` outside the range of the score ``mode`` compares it with (``UsageError``)."""
+    spec = mode_spec(mode)
+    if floor is None or spec is None or isinstance(floor, bool) or not isinstance(floor, int | float):
+        return
+    lo, hi = spec.score_range
+    if not lo <= floor <= hi:
+        upper = f"to {hi:g}" if hi < 1e12 else "or more"
+        raise UsageError(f"{label} {floor:g} is outside what {mode} scores: {spec.score_text} "
+                         f"(give a floor from {lo:g} {upper})")
 
 
 def _whole(name: str, value: object) -> int | None:
@@ -149,6 +148,9 @@ def _whole(name: str, value: object) -> int | None:
     if number < 1:
         raise UsageError(f"{name} must be a whole number of at least 1 (got {value!r})")
     return number
+
+EMPTY_QUERY = "the query is empty: give the words to search for, e.g. 'tar archive'"
+"""The one message for an empty or blank query, in every front end (``UsageError``, exit 2)."""
 
 MAX_QUERY_CHARS = 8192
 """The longest query searched, in characters (at most 32 KiB of UTF-8): a query is not a document."""
@@ -197,15 +199,21 @@ class Hits(list[Hit]):
 
     ``query``: the ``ParsedQuery`` searched (None for a query vector);
     ``expansions``: each prefix's term -> the index terms ranked for it;
-    ``notes``: what a user should know (a prefix cut to ``MAX_EXPANSIONS`` terms, or matching none).
+    ``notes``: what a user should know (a prefix cut to ``MAX_EXPANSIONS`` terms, or matching none, a query
+    searched as plain text); ``seconds``: how long the search took.
     """
 
     def __init__(self, hits: Iterable[Hit] = (), *, query: ParsedQuery | None = None,
-                 expansions: Mapping[str, tuple[str, ...]] | None = None, notes: Iterable[str] = ()) -> None:
+                 expansions: Mapping[str, tuple[str, ...]] | None = None, notes: Iterable[str] = (),
+                 seconds: float = 0.0, stages: Iterable[str] = ()) -> None:
         super().__init__(hits)
         self.query = query
         self.expansions = dict(expansions or {})
         self.notes = tuple(notes)
+        self.stages = tuple(stages)
+        """What each step after the ranking did, in order (a score floor, MMR, merging), one line each."""
+        self.seconds = seconds
+        """Wall seconds the search took (this search's own: nothing is kept on the ``Retriever``)."""
 
     def describe(self) -> str:
         """The parsed query, one line per part (``ParsedQuery.describe`` with this search's expansions)."""
@@ -236,6 +244,8 @@ class SearchTrace:
     """IVF: the list numbers probed, best first."""
     ivf: IVFIndex | None = None
     """IVF: the lists searched."""
+    stages: tuple[str, ...] = ()
+    """What each step after the ranking did (``Hits.stages``)."""
 
 
 class Retriever:
@@ -271,7 +281,8 @@ class Retriever:
         """The stemmed BM25 of one generation (bm25stem, hybrid over it), built or read from the cache on first use."""
         self._stemlex_lock = threading.Lock()
         """Its own lock: a build (seconds at 100k chunks) does not hold up bm25doc searches."""
-        self.last_search_seconds = 0.0
+        self._parent: Retriever | None = None
+        """For a ``snapshot``: the retriever whose caches (IVF lists, int8 copy, document and stemmed BM25) it uses."""
 
     @classmethod
     def open(
@@ -306,8 +317,26 @@ class Retriever:
     def meta(self) -> IndexMeta:
         return self._data.meta
 
+    def snapshot(self) -> Retriever:
+        """A retriever fixed on the current generation: every search and every ``data`` read through it
+        sees that one generation (``reload`` does nothing on it), so a request that searches, then
+        packs or cites, never mixes generations. It shares this retriever's embedder and caches."""
+        pinned = Retriever(self._data, embedder=self.embedder, ivf_params=self.ivf_params, cache_dir=self.cache_dir,
+                           full=self.full, vector_scan=self.vector_scan)
+        pinned._parent = self if self._parent is None else self._parent
+        return pinned
+
+    def built_ivf(self) -> IVFIndex | None:
+        """The IVF lists of the current generation when they are built already (None: not yet); cheap."""
+        owner = self if self._parent is None else self._parent
+        held = owner._ivf
+        return held[1] if held is not None and held[0] is self._data else None
+
     def reload(self) -> bool:
-        """Re-read the index if a new generation was published; return whether it changed."""
+        """Re-read the index if a new generation was published; return whether it changed (never for a
+        ``snapshot``)."""
+        if self._parent is not None:
+            return False
         path = self._data.path
         if generation_of(path) == self._data.generation:
             return False
@@ -361,6 +390,8 @@ class Retriever:
         """The IVF lists of generation ``data``; kept only while ``data`` is the current one."""
         from ragtui.core.search.ivf import IVFParams, build_ivf_cached
 
+        if self._parent is not None:
+            return self._parent._ivf_for(data)
         with self._ivf_lock:
             if self._ivf is not None and self._ivf[0] is data:
                 return self._ivf[1]
@@ -376,6 +407,8 @@ class Retriever:
         """The int8 copy of generation ``data``'s vectors, built on first use (kept while it is current)."""
         from ragtui.core.search.quant import QuantizedVectors
 
+        if self._parent is not None:
+            return self._parent._quant_for(data)
         with self._ivf_lock:
             if self._quant is not None and self._quant[0] is data:
                 return self._quant[1]
@@ -398,6 +431,8 @@ class Retriever:
     def _doclex_for(self, data: IndexData) -> DocLexical:
         from ragtui.core.search.docaware import DocLexical, doc_groups_of
 
+        if self._parent is not None:
+            return self._parent._doclex_for(data)
         with self._doclex_lock:
             if self._doclex is not None and self._doclex[0] is data:
                 return self._doclex[1]
@@ -414,6 +449,8 @@ class Retriever:
     def _stemlex_for(self, data: IndexData) -> StemLexical:
         from ragtui.core.search.stemmed import StemLexical
 
+        if self._parent is not None:
+            return self._parent._stemlex_for(data)
         groups = self._doclex_for(data).doc_of_row
         with self._stemlex_lock:
             if self._stemlex is not None and self._stemlex[0] is data:
@@ -427,7 +464,7 @@ class Retriever:
 
     def search(
         self, query: str | np.ndarray | ParsedQuery, mode: str = "bm25", k: int = 10, *,
-        trace: SearchTrace | None = None, **params: Unpack[SearchParams],
+        trace: SearchTrace | None = None, strict: bool = False, **params: Unpack[SearchParams],
     ) -> Hits:
         """Rank chunks for ``query`` with ``mode`` (flat, ivf, bm25, bm25doc, bm25stem, hybrid); at most ``k`` hits.
 
@@ -446,9 +483,11 @@ class Retriever:
         Query text is checked by ``check_query`` (``QueryError``: over
         ``MAX_QUERY_CHARS`` characters, or not UTF-8)
         and parsed by ``parse_query`` (spec/query-syntax.md: phrases, prefixes,
-        exclusions, OR, path/ext/lang filters; ``QueryError`` naming the column
-        of a mistake); a ``ParsedQuery`` is searched as given (``query.literal``
-        searches text with no syntax). Plain text is searched exactly as it
+        exclusions, OR, path/ext/lang filters): text that cannot be read as
+        syntax is searched as plain text with a note (``Hits.notes``), or with
+        ``strict`` refused with ``QueryError`` naming the column of the mistake.
+        An empty or blank query is a ``UsageError``. A ``ParsedQuery`` is
+        searched as given (``query.literal`` searches text with no syntax). Plain text is searched exactly as it
         always was. The returned ``Hits`` carry the parsed query. With ``trace``,
         what the search computed is recorded there (see ``SearchTrace``).
         """
@@ -459,7 +498,9 @@ class Retriever:
         if isinstance(query, ParsedQuery):
             parsed, query = query, check_query(query.text)
         elif isinstance(query, str):
-            parsed = parse_query(check_query(query))
+            parsed = parse_query(check_query(query), strict=strict)
+        if isinstance(query, str) and not query.strip():
+            raise UsageError(EMPTY_QUERY)
         data = self._data  # the one generation this search reads, start to end
         if trace is not None:
             trace.data = data
@@ -473,13 +514,14 @@ class Retriever:
         if parsed is not None and not parsed.plain:
             from ragtui.core.search.query_plan import QueryPlan
 
-            plan = QueryPlan.bind(parsed, data)
+            plan = QueryPlan.bind(parsed, data, cache_dir=self.cache_dir)
             query = plan.search_text
         lam, merge, floor = params.get("mmr"), bool(params.get("merge")), params.get("min_score")
         diverse = lam is not None and lam < 1.0
         # MMR and merging choose among more candidates than they return.
         fetch = min(max(1, data.n_chunks), max(4 * k, k + 20)) if (diverse or merge) else k
         rows, scores = self._rank(data, query, mode, fetch, params, plan, trace)
+        stages: list[str] = []
         if floor is not None:
             from ragtui.core.search import fusion
             from ragtui.core.search.postrank import floor_scores
@@ -488,20 +530,39 @@ class Retriever:
             if mode == "hybrid":
                 method, _, rrf_k = fusion.resolve(params.get("fusion"), params.get("weight"), params.get("rrf_k"))
             keep = floor_scores(mode, scores, method, rrf_k) >= float(floor)
+            dropped = int(rows.size - np.count_nonzero(keep))
             rows, scores = rows[keep], scores[keep]
+            stages.append(f"min_score {float(floor):g}: dropped {dropped} candidate(s) scoring below it"
+                          if dropped else f"min_score {float(floor):g}: every candidate scored above it")
         if diverse:
             from ragtui.core.search.postrank import mmr
 
             assert lam is not None
+            before = rows[:k].tolist()
             rows, scores = mmr(rows, scores, fetch, float(lam), vectors=self._mmr_vectors(data),
                                terms=lambda r: _terms(data.records[r].text))
+            after = rows[:k].tolist()
+            if after == before:
+                stages.append(f"mmr {float(lam):g}: kept the order of the top {len(after)}")
+            else:
+                moved = len(set(after) - set(before))
+                stages.append(f"mmr {float(lam):g}: reordered the hits for diversity ({moved} of the top "
+                              f"{len(after)} brought in from lower ranks)")
         hits = self.hits(rows, scores, data)
         if merge:
+            n_before = len(hits)
             hits = _merge(hits, data)
-        self.last_search_seconds = time.perf_counter() - start
+            joined = n_before - len(hits)
+            stages.append(f"merge: joined {joined} neighbouring chunk(s) into the hit ranked above them"
+                          if joined else "merge: no neighbouring chunks to join")
+        seconds = time.perf_counter() - start
+        notes = parsed.notes if parsed is not None else ()
+        if trace is not None:
+            trace.stages = tuple(stages)
         if plan is None:
-            return Hits(hits[:k], query=parsed)
-        return Hits(hits[:k], query=parsed, expansions=plan.expansions, notes=plan.notes)
+            return Hits(hits[:k], query=parsed, notes=notes, seconds=seconds, stages=stages)
+        return Hits(hits[:k], query=parsed, expansions=plan.expansions, notes=(*notes, *plan.notes),
+                    seconds=seconds, stages=stages)
 
     @staticmethod
     def _mmr_vectors(data: IndexData) -> np.ndarray | None:
@@ -512,35 +573,56 @@ class Retriever:
         self, data: IndexData, query: str | np.ndarray, mode: str, k: int, params: SearchParams,
         plan: QueryPlan | None = None, trace: SearchTrace | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        if mode == "bm25":
-            if not isinstance(query, str):
-                raise UsageError("bm25 search needs query text")
-            return data.bm25.search(query, k) if plan is None else plan.bm25(data, k)
-        if mode in ("bm25doc", "bm25stem"):
-            if not isinstance(query, str):
-                raise UsageError(f"{mode} search needs query text")
-            lex = self._bm25stem if mode == "bm25stem" else self._bm25doc
-            return lex(data, query, k, params.get("chunk_weight"), plan)
-        if mode == "flat":
-            vec = self._query_vector(query, data)
-            # The int8 scan serves plain queries; a plan (filters, phrases) scores its allowed rows in float32.
-            if trace is not None:
-                trace.query_vector = vec
-            return self._flat(data, vec, k) if plan is None else plan.flat(data.vectors, vec, k)
-        if mode == "ivf":
-            vec = self._query_vector(query, data)
-            lists = self._ivf_for(data)
-            nprobe = params.get("nprobe")
-            if trace is not None:
-                trace.query_vector, trace.ivf = vec, lists
-                trace.probed = lists.probe(vec, min(nprobe or lists.default_nprobe, lists.nlist))
-            if plan is not None:
-                return plan.ivf(lists, data.vectors, vec, k, nprobe)
-            if self.vector_scan == "i8":
-                from ragtui.core.search.quant import ivf_search_i8
+        rank = getattr(self, f"_rank_{mode}")
+        rows_scores: tuple[np.ndarray, np.ndarray] = rank(data, query, k, params, plan, trace)
+        return rows_scores
 
-                return ivf_search_i8(lists, self._quant_for(data), vec, k, nprobe=nprobe)
-            return lists.search(vec, k, nprobe)
+    # One method per mode of ``modes.MODE_TABLE``: (data, query, k, params, plan, trace) -> (rows, scores).
+
+    def _rank_bm25(self, data: IndexData, query: str | np.ndarray, k: int, params: SearchParams,
+                   plan: QueryPlan | None, trace: SearchTrace | None) -> tuple[np.ndarray, np.ndarray]:
+        if not isinstance(query, str):
+            raise UsageError("bm25 search needs query text")
+        return data.bm25.search(query, k) if plan is None else plan.bm25(data, k)
+
+    def _rank_bm25doc(self, data: IndexData, query: str | np.ndarray, k: int, params: SearchParams,
+                      plan: QueryPlan | None, trace: SearchTrace | None) -> tuple[np.ndarray, np.ndarray]:
+        if not isinstance(query, str):
+            raise UsageError("bm25doc search needs query text")
+        return self._bm25doc(data, query, k, params.get("chunk_weight"), plan)
+
+    def _rank_bm25stem(self, data: IndexData, query: str | np.ndarray, k: int, params: SearchParams,
+                       plan: QueryPlan | None, trace: SearchTrace | None) -> tuple[np.ndarray, np.ndarray]:
+        if not isinstance(query, str):
+            raise UsageError("bm25stem search needs query text")
+        return self._bm25stem(data, query, k, params.get("chunk_weight"), plan)
+
+    def _rank_flat(self, data: IndexData, query: str | np.ndarray, k: int, params: SearchParams,
+                   plan: QueryPlan | None, trace: SearchTrace | None) -> tuple[np.ndarray, np.ndarray]:
+        vec = self._query_vector(query, data)
+        # The int8 scan serves plain queries; a plan (filters, phrases) scores its allowed rows in float32.
+        if trace is not None:
+            trace.query_vector = vec
+        return self._flat(data, vec, k) if plan is None else plan.flat(data.vectors, vec, k)
+
+    def _rank_ivf(self, data: IndexData, query: str | np.ndarray, k: int, params: SearchParams,
+                  plan: QueryPlan | None, trace: SearchTrace | None) -> tuple[np.ndarray, np.ndarray]:
+        vec = self._query_vector(query, data)
+        lists = self._ivf_for(data)
+        nprobe = params.get("nprobe")
+        if trace is not None:
+            trace.query_vector, trace.ivf = vec, lists
+            trace.probed = lists.probe(vec, min(nprobe or lists.default_nprobe, lists.nlist))
+        if plan is not None:
+            return plan.ivf(lists, data.vectors, vec, k, nprobe)
+        if self.vector_scan == "i8":
+            from ragtui.core.search.quant import ivf_search_i8
+
+            return ivf_search_i8(lists, self._quant_for(data), vec, k, nprobe=nprobe)
+        return lists.search(vec, k, nprobe)
+
+    def _rank_hybrid(self, data: IndexData, query: str | np.ndarray, k: int, params: SearchParams,
+                     plan: QueryPlan | None, trace: SearchTrace | None) -> tuple[np.ndarray, np.ndarray]:
         return self._hybrid(data, query, k, params, plan, trace)
 
     def _hybrid(

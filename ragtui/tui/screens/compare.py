@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -16,11 +18,17 @@ from ragtui.tui.messages import CompareDone
 from ragtui.tui.widgets.compare_panel import ComparePanel, common_folder
 from ragtui.tui.widgets.mode_bar import MODE_LABELS
 
+if TYPE_CHECKING:
+    from ragtui.tui.app import RagtuiApp
+
 __all__ = ["CompareScreen"]
 
 
 class CompareScreen(Screen):
     """``outcome`` is the ``backend.CompareOutcome`` shown (None while the searches run)."""
+
+    if TYPE_CHECKING:
+        app: RagtuiApp  # the app this runs in, with its session (so mypy checks what is used of it)
 
     DEFAULT_CSS = """
     CompareScreen #compare-head {

@@ -10,11 +10,14 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from ragtui.core.search.modes import MODE_TABLE
+from ragtui.tui.keys import mode_keys_text
+
 __all__ = ["KEYS", "HelpScreen"]
 
 KEYS: list[tuple[str, list[tuple[str, str]]]] = [
     ("Anywhere", [
-        ("F1 F2 F3 F4 F5", "mode: flat · IVF · BM25 · hybrid · BM25doc"),
+        mode_keys_text(function_keys=True),
         ("ctrl+p", "command palette (commands, previous queries)"),
         ("ctrl+q", "quit"),
     ]),
@@ -26,8 +29,8 @@ KEYS: list[tuple[str, list[tuple[str, str]]]] = [
         ("ctrl+g", "this help (? types a ?)"),
     ]),
     ("Results", [
-        ("1 2 3 4 5", "mode: flat · IVF · BM25 · hybrid · BM25doc"),
-        ("f", "hybrid's fusion: weighted ↔ rrf"),
+        mode_keys_text(function_keys=False),
+        ("f", "hybrid's fusion: rrf ↔ the fitted or configured"),
         ("+ −", "k: more or fewer results"),
         ("] [", "nprobe ±1 (IVF lists probed);  } {  ×2 ÷2"),
         ("↑ ↓ pgup pgdn", "select a result (the detail pane follows)"),
@@ -64,10 +67,9 @@ KEYS: list[tuple[str, list[tuple[str, str]]]] = [
 ]
 
 MODES_TEXT = (
-    "flat: exact cosine over every vector · IVF: only the nprobe nearest of nlist lists "
-    "(fast, may miss) · BM25: the index's term scores · BM25doc: a chunk's document's BM25 plus its own "
-    "· hybrid: BM25doc (or BM25) and flat fused, weighted or by rrf ([search] in ragtui.toml, f toggles). "
-    "Vector modes need the index's embedding model; BM25 and BM25doc always work."
+    " · ".join(f"{m.label}: {m.short}" for m in MODE_TABLE) + ". "
+    "Vector modes need the index's embedding model; "
+    + " and ".join(m.label for m in MODE_TABLE if not m.needs_embedder) + " always work."
 )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -14,6 +16,9 @@ from ragtui.core.textsafe import inline
 from ragtui.tui.messages import IndexListed, StatsReady
 from ragtui.tui.widgets.index_stats import IndexStatsView
 
+if TYPE_CHECKING:
+    from ragtui.tui.app import RagtuiApp
+
 __all__ = ["IndexScreen"]
 
 
@@ -21,6 +26,9 @@ class IndexScreen(ModalScreen[str | list[str] | None]):
     """Dismisses with the chosen index id, the ids marked with space (two or more: searched together, in
     the list's order), or None (esc). ``names`` holds the ids listed; ``broken`` the (name, problem) of
     entries under rag/ that cannot be opened (listed after them, disabled); ``marked`` the ids marked."""
+
+    if TYPE_CHECKING:
+        app: RagtuiApp  # the app this runs in, with its session (so mypy checks what is used of it)
 
     DEFAULT_CSS = """
     IndexScreen {

@@ -7,6 +7,8 @@ person does to the app and shows what the app tells it to.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Horizontal
@@ -14,7 +16,7 @@ from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Footer, Input, Static
 
 from ragtui.tui import backend
-from ragtui.tui.keys import k_nprobe_bindings
+from ragtui.tui.keys import k_nprobe_bindings, mode_bindings
 from ragtui.tui.widgets.detail_pane import DetailPane
 from ragtui.tui.widgets.mode_bar import ModeBar, ModeBarState, ModeChip
 from ragtui.tui.widgets.notice import Notice
@@ -22,12 +24,18 @@ from ragtui.tui.widgets.query_input import QueryInput
 from ragtui.tui.widgets.results_table import ResultsTable
 from ragtui.tui.widgets.status_line import StatusLine, StatusState
 
+if TYPE_CHECKING:
+    from ragtui.tui.app import RagtuiApp
+
 __all__ = ["SearchScreen"]
 
 
 class SearchScreen(Screen):
     """Widgets by id: ``#query`` (QueryInput), ``#modes`` (ModeBar), ``#results`` (ResultsTable),
     ``#detail`` (DetailPane), ``#notice`` (Notice), ``#status`` (StatusLine)."""
+
+    if TYPE_CHECKING:
+        app: RagtuiApp  # the app this runs in, with its session (so mypy checks what is used of it)
 
     DEFAULT_CSS = """
     SearchScreen #query-row {
@@ -70,11 +78,7 @@ class SearchScreen(Screen):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
 
     BINDINGS = [
-        Binding("1", "app.set_mode('flat')", "flat", show=False),
-        Binding("2", "app.set_mode('ivf')", "IVF", show=False),
-        Binding("3", "app.set_mode('bm25')", "BM25", show=False),
-        Binding("4", "app.set_mode('hybrid')", "hybrid", show=False),
-        Binding("5", "app.set_mode('bm25doc')", "BM25doc", show=False),
+        *mode_bindings(function_keys=False),
         Binding("f", "app.toggle_fusion", "Fusion", show=False),
         *k_nprobe_bindings(show=False),
         Binding("o", "app.jump", "Open source"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -13,6 +15,9 @@ from ragtui.core.textsafe import inline
 from ragtui.tui.widgets.detail_pane import FRESHNESS_STYLES
 from ragtui.tui.widgets.source_view import MORE_RIGHT, LongLineMarks, SourceView
 
+if TYPE_CHECKING:
+    from ragtui.tui.app import RagtuiApp
+
 __all__ = ["SourceScreen"]
 
 _WHY_UNMARKED = {
@@ -23,6 +28,9 @@ _WHY_UNMARKED = {
 
 class SourceScreen(Screen):
     """Shows ``text`` (the source as ``citation`` located the chunk in it). ``citation`` is public."""
+
+    if TYPE_CHECKING:
+        app: RagtuiApp  # the app this runs in, with its session (so mypy checks what is used of it)
 
     DEFAULT_CSS = """
     SourceScreen #source-head {
@@ -76,7 +84,7 @@ class SourceScreen(Screen):
     def _measured(self) -> None:
         """After layout, the view's width is known: say whether lines are cut."""
         view = self.view
-        self.long_lines = bool(view.line_cells) and max(view.line_cells) + view.gutter > view.scrollable_content_region.width
+        self.long_lines = bool(view.line_cells) and max(view.line_cells) + view.gutter_cells > view.scrollable_content_region.width
         if self.long_lines:
             self._show_head()
 
@@ -86,7 +94,9 @@ class SourceScreen(Screen):
         head.append(inline(c.doc_id), "bold")
         head.append("  ")
         head.append(c.status, FRESHNESS_STYLES.get(c.status, "bold"))
-        if c.start_line is not None:
+        if c.page is not None:
+            head.append(f"  {c.place}  (lines {c.start_line}–{c.end_line} of {self.view.n_lines} of the extracted text)")
+        elif c.start_line is not None:
             head.append(f"  lines {c.start_line}–{c.end_line} of {self.view.n_lines}")
         head.append(f"  {self.view.lexer}", "dim")
         if self.long_lines:

@@ -54,9 +54,10 @@ class DetailPane(VerticalScroll):
         yield Static(id="detail-head")
         yield Static(id="detail-body")
 
-    def clear(self, message: str = "") -> None:
+    def clear(self, message: str = "", *, error: bool = False) -> None:
+        """Show no chunk, only ``message`` (``error``: in the error style, e.g. why a search could not run)."""
         self.chunk_id, self.citation, self._hit, self._record, self._problem = None, None, None, None, None
-        self.query_one("#detail-head", Static).update(Text(message, style="dim italic"))
+        self.query_one("#detail-head", Static).update(Text(message, style="bold red" if error else "dim italic"))
         self._head_lines = 0  # a message may wrap: the next head is laid out
         self.query_one("#detail-body", Static).update("")
 
@@ -95,7 +96,9 @@ class DetailPane(VerticalScroll):
         if c is not None:
             head.append("  ")
             head.append(c.status, FRESHNESS_STYLES.get(c.status, "bold"))
-            if c.start_line is not None:
+            if c.page is not None:
+                head.append(f"  {c.place}")
+            elif c.start_line is not None:
                 span = f"line {c.start_line}" if c.start_line == c.end_line else f"lines {c.start_line}–{c.end_line}"
                 head.append(f"  {span}")
         elif self._problem:

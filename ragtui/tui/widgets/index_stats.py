@@ -44,7 +44,8 @@ class IndexStatsView(Static):
             ("tokenizer", stats.tokenizer),
             ("chunker", f"max_tokens {stats.max_tokens}, overlap {stats.overlap}"),
             ("created_at", fmt.when(stats.created_at)),
-            ("IVF", f"nlist {stats.nlist}, nprobe {stats.nprobe}"),
+            ("IVF", f"nlist {stats.nlist}, nprobe "
+                    + (str(stats.nprobe) if stats.nprobe else "auto")),
             ("IVF lists", stats.ivf_state),
         ):
             table.add_row(label, Text(neutralize(value), overflow="fold"))

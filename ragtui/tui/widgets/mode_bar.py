@@ -10,12 +10,16 @@ from textual.containers import Horizontal
 from textual.message import Message
 from textual.widgets import Static
 
+from ragtui.core.search import modes
+from ragtui.tui.keys import MODES_BY_KEY
+
 __all__ = ["LEXICAL_MODES", "MODE_KEYS", "MODE_LABELS", "ModeBar", "ModeBarState"]
 
-MODE_LABELS = {"flat": "flat", "ivf": "IVF", "bm25": "BM25", "hybrid": "hybrid", "bm25doc": "BM25doc"}
-MODE_KEYS = {"flat": "F1", "ivf": "F2", "bm25": "F3", "hybrid": "F4", "bm25doc": "F5"}
-"""The key that selects each mode anywhere (``1``–``5`` also work outside the query box)."""
-LEXICAL_MODES = ("bm25", "bm25doc")
+MODE_LABELS = {m.name: m.label for m in MODES_BY_KEY}
+"""Each mode's label (``core.search.modes.MODE_TABLE``), in the order of the chips."""
+MODE_KEYS = {m.name: f"F{m.key}" for m in MODES_BY_KEY}
+"""The key that selects each mode anywhere (its digit also works outside the query box)."""
+LEXICAL_MODES = modes.LEXICAL_MODES
 """The modes that need no embedder (they work while vectors are loading or off)."""
 
 
@@ -28,12 +32,14 @@ class ModeBarState:
     nprobe: int | None
     """The user's nprobe; None: the index's default."""
     default_nprobe: int
+    """The lists IVF probes without a user's nprobe: the calibrated number once the lists are built; 0 before
+    (shown as "–": no figure is shown that IVF would not probe)."""
     nlist: int
     vectors: str
     """"ready", "loading" or "off"."""
     query_time: str = ""
     ranking: str = ""
-    """Hybrid's fusion as the search uses it ("weighted 0.6 · bm25doc", "rrf 60 · bm25doc"); shown in
+    """Hybrid's fusion as the search uses it ("zscore 0.6 · bm25stem", "rrf 60 · bm25stem"); shown in
     hybrid mode in place of nprobe, which hybrid does not use."""
     rerank: str = ""
     """The reranker's marker ("reranking 20…", "reranked 20 · 1.2 s", "reranked 7 of 20 (time budget)"); "" when off."""
@@ -118,7 +124,7 @@ class ModeBar(Horizontal):
             line.append(state.ranking, "bold")
         elif state.indexes > 1:
             pass  # nprobe is one index's: each of several is probed with its own default
-        elif state.nlist:
+        elif state.nlist and (state.nprobe or state.default_nprobe):
             line.append(" │ nprobe ", "dim")
             line.append(str(state.nprobe or state.default_nprobe), "bold")
             line.append(f"/{state.nlist}", "dim")

@@ -7,6 +7,8 @@ F1 to F4 choose the mode here, as everywhere.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual import events
 from textual.binding import Binding
 from textual.widgets import Input
@@ -14,12 +16,18 @@ from textual.widgets import Input
 from ragtui.core.search.retriever import MAX_QUERY_CHARS
 from ragtui.tui.history import QueryHistory
 
+if TYPE_CHECKING:
+    from ragtui.tui.app import RagtuiApp
+
 __all__ = ["QueryInput"]
 
 
 class QueryInput(Input):
     """Where the query is typed. ``history`` is shared with the app (the app records queries into it).
     Each change goes straight to the app's ``query_changed``."""
+
+    if TYPE_CHECKING:
+        app: RagtuiApp  # the app this runs in, with its session (so mypy checks what is used of it)
 
     DEFAULT_CSS = """
     QueryInput {

@@ -111,7 +111,7 @@ class SourceView(ScrollableContainer):
 
 
     @property
-    def gutter(self) -> int:
+    def gutter_cells(self) -> int:
         """Columns of the line-number gutter (the drawn width less the widest line)."""
         return max(0, self.virtual_size.width - max(self.line_cells, default=0))
 
@@ -120,7 +120,7 @@ class SourceView(ScrollableContainer):
         it starts before the left edge (scrolled), else " "."""
         x, width = round(self.scroll_x), self.scrollable_content_region.width
         top = round(self.scroll_y)
-        gutter = self.gutter
+        gutter = self.gutter_cells
         out = []
         for row in range(top, top + self.scrollable_content_region.height):
             cells = self.line_cells[row] + gutter if row < len(self.line_cells) else 0
