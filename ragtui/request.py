@@ -19,7 +19,7 @@ Importing this module loads neither numpy nor a UI library.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -47,6 +47,7 @@ __all__ = [
     "pack_hits",
     "pack_json",
     "pack_result",
+    "pooled_params",
     "request_params",
     "rerank_values",
     "run_search",
@@ -315,6 +316,15 @@ def index_params(mode: str, params: Mapping[str, Any], meta: Any) -> dict[str, A
     return dict(params)
 
 
+def pooled_params(mode: str, params: Mapping[str, Any], metas: Iterable[Any]) -> dict[str, Any]:
+    """``index_params`` for several indexes searched together (their ``metas``): hybrid's defaults fitted to
+    the embedder they share, else those of an embedder the fit does not know (``fusion_fit.UNKNOWN``)."""
+    models = {meta.embedding_model for meta in metas}
+    if mode == "hybrid":
+        return dict(HYBRID_DEFAULTS(models.pop() if len(models) == 1 else "", params))
+    return dict(params)
+
+
 def run_search(searcher: Searcher, request: SearchRequest, *, explain: bool = False, reranker: Any = None,
                should_stop: Callable[[], bool] | None = None, clock: Callable[[], float] | None = None) -> SearchResult:
     """Search ``request`` in ``searcher``'s indexes, one snapshot of each for the whole request.
@@ -331,10 +341,9 @@ def run_search(searcher: Searcher, request: SearchRequest, *, explain: bool = Fa
 
         from ragtui.core.search.multi import search_many
 
-        first = next(iter(snapshots.values()))
         start = time.perf_counter()
         many = search_many(snapshots, request.query, mode=request.mode, k=request.k,
-                           **request_params(request, first.meta))
+                           **pooled_params(request.mode, request.params, (r.meta for r in snapshots.values())))
         seconds = time.perf_counter() - start
         return SearchResult(request, [m.hit for m in many.hits], [m.index_id for m in many.hits], snapshots,
                             seconds, tuple(many.notes), ())

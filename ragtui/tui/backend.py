@@ -350,10 +350,12 @@ def run_search_many(retrievers: dict[str, Retriever], request: SearchRequest) ->
     the outcome's ``sources`` name each hit's index. nprobe and reranking are single-index matters: not used."""
     from ragtui.core.search import kwic
     from ragtui.core.search.multi import search_many
+    from ragtui.request import pooled_params
 
     snapshots = {index_id: r.snapshot() for index_id, r in retrievers.items()}
+    params = pooled_params(request.mode, request.params, (r.meta for r in snapshots.values()))
     start = time.perf_counter()
-    result = search_many(snapshots, request.query, mode=request.mode, k=request.k, **request.params)
+    result = search_many(snapshots, request.query, mode=request.mode, k=request.k, **params)
     seconds = time.perf_counter() - start
     first = next(iter(snapshots.values()))
     weights = kwic.salient(kwic.term_weights(first.data.bm25, request.query))

@@ -271,3 +271,18 @@ def test_hybrids_defaults_are_one_hook_every_front_end_asks(index, monkeypatch):
     tui = backend.run_search(retriever, backend.search_request(settings, 1, "pods files", "hybrid", 5))
     assert [h.score for h in tui.hits] == after
     assert backend.ranking_text(backend.search_params(settings, "hybrid"), model) == "weighted 0.1 · bm25doc"
+
+
+def test_several_indexes_get_the_fit_of_the_embedder_they_share_else_the_unknown_one():
+    from types import SimpleNamespace
+
+    from ragtui.core.search.fusion_fit import FITTED, fusion_defaults
+    from ragtui.request import pooled_params
+
+    bge, wordllama = (m for m in sorted(FITTED) if m.startswith(("bge", "wordllama")))
+    same = [SimpleNamespace(embedding_model=bge)] * 2
+    mixed = [SimpleNamespace(embedding_model=bge), SimpleNamespace(embedding_model=wordllama)]
+    assert pooled_params("hybrid", {}, same) == fusion_defaults(bge) != fusion_defaults(wordllama)
+    assert pooled_params("hybrid", {}, mixed) == fusion_defaults("")
+    assert pooled_params("hybrid", {"fusion": "rrf", "rrf_k": 7.0}, mixed)["rrf_k"] == 7.0
+    assert pooled_params("bm25", {"mmr": 0.5}, mixed) == {"mmr": 0.5}
