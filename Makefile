@@ -2,7 +2,7 @@
 PYTHON ?= python3
 .DEFAULT_GOAL := help
 
-.PHONY: help install test e2e-llm bench figures lint format typecheck ci clean
+.PHONY: help install test e2e-llm bench figures quality lint format typecheck ci clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -25,6 +25,9 @@ bench: ## run the benchmarks against their named peers (needs: pip install -e '.
 
 figures: ## run the retrieval-quality evaluations and draw assets/eval-*.png (needs ../shared/data and '.[eval]')
 	$(PYTHON) bench/plots.py --run
+
+quality: ## every table and figure of docs/quality.md, both shipped embedders (needs ../shared/data and '.[eval,onnx]')
+	nice $(PYTHON) bench/plots.py --run --write docs/quality.md
 
 lint: ## static checks: ruff, then the type check
 	$(PYTHON) -m ruff check ragtui tests bench

@@ -6,7 +6,8 @@ import json
 import re
 from pathlib import Path
 
-SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+SHARED = next((p for p in (Path(__file__).resolve().parents[n] / "shared" / "data" for n in (2, 3)) if p.exists()),
+              Path(__file__).resolve().parents[2] / "shared" / "data")
 
 
 def need(path: Path) -> Path:

@@ -1,6 +1,7 @@
-"""The README's retrieval-quality figures, from `ragtui eval` reports.
+"""The retrieval-quality figures and tables, from `ragtui eval` reports.
 
-    python bench/plots.py --run     # run the evaluations (about 2 minutes), then draw
+    nice python bench/plots.py --run --write docs/quality.md   # everything docs/quality.md shows
+    python bench/plots.py --run     # run the evaluations (a few minutes), then draw
     python bench/plots.py           # draw from the reports already in bench/out/eval/
 
 Needs matplotlib (pip install -e '.[eval]') and ../shared/data beside the
@@ -9,9 +10,13 @@ repository for --run. Writes:
 * ``assets/eval-ndcg.png``  — nDCG@10 and Recall@100 per mode on each collection;
 * ``assets/eval-nprobe.png`` — IVF recall@10 against flat (and nDCG@10) as nprobe varies, SciFact.
 
+With --write MD the table of every mode is put into MD between its markers, and
+bench/loco.py (both shipped embedders; the leave-one-collection-out tables that chose
+the defaults) fills its own section of MD: one command for the whole page.
+
 With --run every report is produced by exactly the commands printed (and
 listed in spec/eval.md), into bench/out/eval/; the collection indexes go to
-<artifacts>/rag/eval-<name> (--artifacts; default $RAGTUI_ARTIFACTS, else bench/out/artifacts).
+<cache>/rag/eval-<name> (--artifacts, passed to `ragtui eval --cache`; default $RAGTUI_ARTIFACTS, else bench/out/artifacts).
 """
 
 from __future__ import annotations
@@ -25,20 +30,22 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-EVAL_DATA = ROOT.parent / "shared" / "data" / "eval"
+EVAL_DATA = next((p for p in (ROOT.parent / "shared" / "data" / "eval", ROOT.parent.parent / "shared" / "data" / "eval")
+                  if p.exists()), ROOT.parent / "shared" / "data" / "eval")
 REPORTS = ROOT / "bench" / "out" / "eval"
 ASSETS = ROOT / "assets"
 COLLECTIONS = ("scifact", "cranfield", "cisi", "adi")
-MODES = ("bm25", "bm25doc", "flat", "ivf", "hybrid", "hybrid-bm25")
-"""hybrid-bm25 is hybrid over plain chunk BM25 (``--lexical bm25``: the default before bm25doc), run apart."""
-RUN_MODES = "flat,ivf,bm25,bm25doc,hybrid"
+MODES = ("bm25", "bm25doc", "bm25stem", "flat", "ivf", "hybrid", "hybrid-prev")
+"""hybrid-prev is the previous default hybrid (weighted 0.6 over bm25doc, the same for every embedder), run apart."""
+PREVIOUS = ["--lexical", "bm25doc", "--fusion", "weighted", "--weight", "0.6", "--chunk-weight", "0.5"]
+RUN_MODES = "flat,ivf,bm25,bm25doc,bm25stem,hybrid"
 SWEEP = "1,2,3,4,6,8,12,16,20,32,48,64,128"
 PUBLISHED_SCIFACT_BM25 = {"BEIR multifield": 0.665, "Anserini flat": 0.679}
 
 
 def commands(artifacts: str | None) -> list[list[str]]:
     """The `ragtui eval` runs behind the figures, one report each."""
-    extra = ["--artifacts", artifacts] if artifacts else []
+    extra = ["--cache", artifacts] if artifacts else []  # eval builds the collections there
     out = []
     for name in COLLECTIONS:
         split = ["--split", "train"] if name == "scifact" else []
@@ -48,8 +55,7 @@ def commands(artifacts: str | None) -> list[list[str]]:
             out.append(["ragtui", "eval", str(EVAL_DATA / name), *split, "-k", str(k), "--modes", RUN_MODES,
                         *sweep, "--json", str(report), "--quiet", *extra])
             out.append(["ragtui", "eval", str(EVAL_DATA / name), *split, "-k", str(k), "--modes", "hybrid",
-                        "--lexical", "bm25", "--json", str(REPORTS / f"{name}-k{k}-hybrid-bm25.json"), "--quiet",
-                        *extra])
+                        *PREVIOUS, "--json", str(REPORTS / f"{name}-k{k}-hybrid-prev.json"), "--quiet", *extra])
     return out
 
 
@@ -72,11 +78,11 @@ def _read(path: Path) -> dict:
 
 
 def load(name: str, k: int) -> dict:
-    """The report of ``name`` at cutoff ``k``, with the hybrid-bm25 run's mode added to it."""
+    """The report of ``name`` at cutoff ``k``, with the hybrid-prev run's mode added to it."""
     report = _read(REPORTS / f"{name}-k{k}.json")
-    extra = REPORTS / f"{name}-k{k}-hybrid-bm25.json"
+    extra = REPORTS / f"{name}-k{k}-hybrid-prev.json"
     if extra.exists():
-        report["modes"]["hybrid-bm25"] = _read(extra)["modes"]["hybrid"]
+        report["modes"]["hybrid-prev"] = _read(extra)["modes"]["hybrid"]
     return report
 
 
@@ -113,9 +119,9 @@ def plot_modes(out: Path) -> None:
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), constrained_layout=True)
     x = np.arange(len(COLLECTIONS))
-    width = 0.14
-    colors = {"bm25": "#4c72b0", "bm25doc": "#8172b3", "flat": "#dd8452", "ivf": "#c9a227", "hybrid": "#55a868",
-              "hybrid-bm25": "#a6d5a0"}
+    width = 0.12
+    colors = {"bm25": "#4c72b0", "bm25doc": "#8172b3", "bm25stem": "#64b5cd", "flat": "#dd8452", "ivf": "#c9a227",
+              "hybrid": "#55a868", "hybrid-prev": "#a6d5a0"}
     for ax, (k, metric, label) in zip(axes, ((10, "ndcg", "nDCG@10"), (100, "recall", "Recall@100"))):
         for i, mode in enumerate(MODES):
             vals = [load(name, k)["modes"][mode]["metrics"][metric] for name in COLLECTIONS]
@@ -173,6 +179,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--artifacts", default=os.environ.get("RAGTUI_ARTIFACTS") or str(ROOT / "bench" / "out" / "artifacts"),
                     help="artifacts root for the collection indexes (default: $RAGTUI_ARTIFACTS, else bench/out/artifacts)")
     ap.add_argument("--out", type=Path, default=ASSETS, help="where the PNGs go (default: assets/)")
+    ap.add_argument("--write", type=Path, metavar="MD", help="put the tables into MD (docs/quality.md), loco.py's too")
     args = ap.parse_args(argv)
     if args.run:
         run_all(args.artifacts)
@@ -182,8 +189,20 @@ def main(argv: list[str] | None = None) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     plot_modes(args.out / "eval-ndcg.png")
     plot_nprobe(args.out / "eval-nprobe.png")
-    print(table())
+    text = table()
+    print(text)
     print(f"wrote {args.out / 'eval-ndcg.png'} and {args.out / 'eval-nprobe.png'}")
+    if args.write:
+        import sys
+
+        sys.path.insert(0, str(ROOT / "bench"))
+        import loco
+
+        loco.write_into(args.write, text + "\n", begin=BEGIN, end=END)
+        loco.main(["--write", str(args.write)])
+
+
+BEGIN, END = "<!-- bench/plots.py: begin -->", "<!-- bench/plots.py: end -->"
 
 
 if __name__ == "__main__":

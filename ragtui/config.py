@@ -48,11 +48,11 @@ another). Every key is optional:
     [vectors]
     scan = "f32"                      # or "i8": an int8 copy scanned first, re-scored exactly (same answers)
     [search]                          # ranking options (spec/ranking.md); flags override them
-    fusion = "weighted"               # or "rrf": how hybrid fuses BM25 and the vectors
+    fusion = "weighted"               # or "zscore", "rrf": how hybrid fuses (unset: fitted to the embedder)
     weight = 0.6                      # weighted fusion: the lexical share, 0..1
     rrf_k = 60                        # rrf fusion: 0..1e6
     depth = 100                       # hybrid: candidates fused from each list, whatever -k
-    lexical = "bm25doc"               # hybrid's lexical side: "bm25doc" or "bm25"
+    lexical = "bm25doc"               # hybrid's lexical side: "bm25doc", "bm25" or "bm25stem" (unset: fitted)
     chunk_weight = 0.5                # bm25doc: a chunk's own BM25 added to its document's, 0..100
     mmr = 1.0                         # 1: off; below 1 trades relevance for diversity (0..1)
     min_score = 0.0                   # a floor on the score (hybrid: its normalised 0..1 score)

@@ -19,7 +19,7 @@ Importing this module loads neither numpy nor a UI library.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -41,12 +41,13 @@ __all__ = [
     "Searcher",
     "build_request",
     "cite_hits",
-    "default_hybrid_weight",
+    "hybrid_defaults",
     "index_params",
     "label",
     "pack_hits",
     "pack_json",
     "pack_result",
+    "pooled_params",
     "request_params",
     "rerank_values",
     "run_search",
@@ -107,17 +108,20 @@ class SearchRequest:
         return self.query.notes
 
 
-def default_hybrid_weight(embedding_model: str) -> float | None:
-    """The hybrid weighted fusion's lexical share when neither a value nor ``[search] weight`` says,
-    for an index embedded with ``embedding_model``; None: the fusion's own default (``fusion.DEFAULT_WEIGHT``).
+def hybrid_defaults(embedding_model: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """Hybrid's ``params`` with what neither a value nor ``[search]`` set taken from the fit for an index
+    embedded with ``embedding_model`` (``fusion_fit.fill_hybrid``: the lexical arm, the fusion and its
+    weight or rrf_k, the arm's chunk_weight; an embedder the table does not know gets its ``UNKNOWN`` row).
 
-    The one place where a weight fitted per embedder plugs in.
+    The one place where the defaults fitted per embedder plug in.
     """
-    return None
+    from ragtui.core.search.fusion_fit import fill_hybrid
+
+    return dict(fill_hybrid(embedding_model, dict(params)))
 
 
-WEIGHT_DEFAULT: Callable[[str], float | None] = default_hybrid_weight
-"""The function ``app.run_search`` asks for hybrid's default weight (replaceable as one value)."""
+HYBRID_DEFAULTS: Callable[[str, Mapping[str, Any]], dict[str, Any]] = hybrid_defaults
+"""The function ``app.run_search`` (and the TUI) asks for hybrid's defaults (replaceable as one value)."""
 
 
 def _nearest(name: str, choices: tuple[str, ...]) -> str:
@@ -144,8 +148,8 @@ def search_options(settings: Settings, mode: str, given: Mapping[str, Any] | Non
     """The ranking options for ``mode``: ``given`` over ``[search]`` over the defaults, each checked.
 
     A ``[search]`` key that ``mode`` does not take is left out (one file serves every mode), as is
-    the config's weight under rrf fusion, its rrf_k under weighted and its chunk_weight under
-    lexical bm25. A given option ``mode`` does not take is a ``UsageError`` when ``strict`` (search,
+    the config's weight under rrf fusion, its rrf_k under another fusion (or none named: the index's fit
+    decides) and its chunk_weight under lexical bm25. A given option ``mode`` does not take is a ``UsageError`` when ``strict`` (search,
     pack, MCP), else left out (eval runs several modes with one set of flags; the TUI keeps its
     toggles across modes). ``given`` values of None count as not given.
     """
@@ -167,9 +171,10 @@ def search_options(settings: Settings, mode: str, given: Mapping[str, Any] | Non
         name = next(k for k in flags if k not in takes)
         owners = [m for m, names in PARAMS.items() if name in names]
         raise UsageError(f"{label(name, style)} applies to {' and '.join(owners)} search, not {mode}")
-    fusion = chosen.get("fusion", out.get("fusion", "weighted"))
-    lexical = chosen.get("lexical", out.get("lexical", "bm25doc"))
-    for key, off in (("weight", fusion == "rrf"), ("rrf_k", fusion == "weighted"), ("chunk_weight", lexical == "bm25")):
+    fusion = chosen.get("fusion", out.get("fusion"))
+    lexical = chosen.get("lexical", out.get("lexical"))
+    # No fusion named: the index's fit decides (``hybrid_defaults``), and a config's rrf_k is not this run's.
+    for key, off in (("weight", fusion == "rrf"), ("rrf_k", fusion != "rrf"), ("chunk_weight", lexical == "bm25")):
         if off and key not in chosen and mode == "hybrid":
             out.pop(key, None)  # the config's value for the other method: not this run's
     if "min_score" in out and "min_score" not in chosen:
@@ -304,14 +309,20 @@ def request_params(request: SearchRequest, meta: Any) -> dict[str, Any]:
 
 
 def index_params(mode: str, params: Mapping[str, Any], meta: Any) -> dict[str, Any]:
-    """``params`` with what depends on the index searched (its ``meta``): hybrid's default weight when
-    neither a value nor ``[search]`` gave one (``WEIGHT_DEFAULT``, asked at each call)."""
-    out = dict(params)
-    if mode == "hybrid" and out.get("fusion", "weighted") == "weighted" and "weight" not in out:
-        weight = WEIGHT_DEFAULT(meta.embedding_model)
-        if weight is not None:
-            out["weight"] = weight
-    return out
+    """``params`` with what depends on the index searched (its ``meta``): hybrid's defaults fitted to the
+    index's embedder where neither a value nor ``[search]`` gave one (``HYBRID_DEFAULTS``, asked at each call)."""
+    if mode == "hybrid":
+        return dict(HYBRID_DEFAULTS(meta.embedding_model, params))
+    return dict(params)
+
+
+def pooled_params(mode: str, params: Mapping[str, Any], metas: Iterable[Any]) -> dict[str, Any]:
+    """``index_params`` for several indexes searched together (their ``metas``): hybrid's defaults fitted to
+    the embedder they share, else those of an embedder the fit does not know (``fusion_fit.UNKNOWN``)."""
+    models = {meta.embedding_model for meta in metas}
+    if mode == "hybrid":
+        return dict(HYBRID_DEFAULTS(models.pop() if len(models) == 1 else "", params))
+    return dict(params)
 
 
 def run_search(searcher: Searcher, request: SearchRequest, *, explain: bool = False, reranker: Any = None,
@@ -330,10 +341,9 @@ def run_search(searcher: Searcher, request: SearchRequest, *, explain: bool = Fa
 
         from ragtui.core.search.multi import search_many
 
-        first = next(iter(snapshots.values()))
         start = time.perf_counter()
         many = search_many(snapshots, request.query, mode=request.mode, k=request.k,
-                           **request_params(request, first.meta))
+                           **pooled_params(request.mode, request.params, (r.meta for r in snapshots.values())))
         seconds = time.perf_counter() - start
         return SearchResult(request, [m.hit for m in many.hits], [m.index_id for m in many.hits], snapshots,
                             seconds, tuple(many.notes), ())

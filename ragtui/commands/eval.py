@@ -45,6 +45,9 @@ def register(sub, common) -> None:
                    help="where a collection's documents and index are built (default: $XDG_CACHE_HOME/ragtui, "
                    "i.e. ~/.cache/ragtui; never the artifacts root, which holds your own indexes)")
     p.add_argument("--quiet", action="store_true", help="no progress display")
+    p.add_argument("--fit-fusion", action="store_true",
+                   help="instead of measuring the modes: fit hybrid's fusion to the configured embedder on DATASET and "
+                   "print the [search] values for ragtui.toml (for an embedder ragtui has no fit for, docs/quality.md)")
     from ragtui.commands.options import add_ranking_options, add_rerank_options
 
     add_ranking_options(p)  # each applies to the modes that take it
@@ -93,7 +96,7 @@ def _evaluate(args, modes: list[str], sweep_values: list[int] | None) -> int:
     from ragtui.core.eval.evaluate import make_report, mode_params, nprobe_sweep, prepare_collection, run_mode
     from ragtui.core.ingest.publish import index_dir
     from ragtui.core.search.retriever import Retriever, SearchParams
-    from ragtui.request import rerank_values
+    from ragtui.request import index_params, rerank_values
 
     settings = settings_of(args)
     n_rerank, budget = rerank_values(settings, getattr(args, "rerank", None), getattr(args, "rerank_budget_ms", None))
@@ -103,7 +106,8 @@ def _evaluate(args, modes: list[str], sweep_values: list[int] | None) -> int:
     # Decided as for every request (ragtui.request.search_options), checked before any work; a flag a
     # mode does not take is left out of that mode's run (one set of flags serves every mode).
     ranking = {m: search_options(settings, m, flags, strict=False) for m in modes}
-    need_embedder = any(m in VECTOR_MODES for m in modes) or sweep_values is not None
+    fit = getattr(args, "fit_fusion", False)
+    need_embedder = any(m in VECTOR_MODES for m in modes) or sweep_values is not None or fit
     show = not args.quiet and sys.stderr.isatty()
     # A collection is indexed with the configured embedder; an index of your own is searched with its own.
     embedder = open_embedder(settings) if dataset.docs is not None else None
@@ -133,31 +137,44 @@ def _evaluate(args, modes: list[str], sweep_values: list[int] | None) -> int:
             records = retriever.data.records
             rows = [records[i] for i in range(len(records))]
             validate_native_ids(dataset, {r.doc_id for r in rows}, {r.chunk_id for r in rows})
-        results = []
-        for mode in modes:
-            params: dict[str, Any] = {"nprobe": args.nprobe} if (mode == "ivf" and args.nprobe) else {}
-            params.update(ranking[mode])
-            result = run_mode(retriever, dataset, mode, args.k, params=cast("SearchParams", params), to_doc=doc_map, progress=progress.update)
-            result.params = mode_params(retriever, mode, args.nprobe, ranking[mode])
-            results.append(result)
-        if reranker is not None:
-            from ragtui.core.rerank import RerankingRetriever
+        if fit:
+            from ragtui.core.eval.fit import fit_fusion, search_table
 
+            chosen, _, alone = fit_fusion(retriever, dataset, to_doc=doc_map, progress=progress.update)
+        else:
+            # What depends on the index (hybrid's defaults fitted to its embedder), as for every request.
+            ranking = {m: index_params(m, ranking[m], retriever.meta) for m in modes}
+            results = []
             for mode in modes:
-                params = {"nprobe": args.nprobe} if (mode == "ivf" and args.nprobe) else {}
+                params: dict[str, Any] = {"nprobe": args.nprobe} if (mode == "ivf" and args.nprobe) else {}
                 params.update(ranking[mode])
-                wrapped = RerankingRetriever(retriever, reranker, n_rerank, budget)
-                name = mode + RerankingRetriever.SUFFIX
-                # A reranking retriever searches as a Retriever does (run_mode uses its search alone).
-                result = run_mode(cast("Retriever", wrapped), dataset, name, args.k, params=cast("SearchParams", params),
-                                  to_doc=doc_map,
+                result = run_mode(retriever, dataset, mode, args.k, params=cast("SearchParams", params), to_doc=doc_map,
                                   progress=progress.update)
-                result.params = {"rerank": n_rerank, "reranker": reranker.model, "budget_ms": budget,
-                                 "partial_asks": wrapped.partial, "first_stage": mode_params(retriever, mode, args.nprobe, ranking[mode])}
+                result.params = mode_params(retriever, mode, args.nprobe, ranking[mode])
                 results.append(result)
-        sweep = None
-        if sweep_values is not None:
-            sweep = nprobe_sweep(retriever, dataset, args.k, sweep_values, to_doc=doc_map, progress=progress.update)
+            if reranker is not None:
+                from ragtui.core.rerank import RerankingRetriever
+
+                for mode in modes:
+                    params = {"nprobe": args.nprobe} if (mode == "ivf" and args.nprobe) else {}
+                    params.update(ranking[mode])
+                    wrapped = RerankingRetriever(retriever, reranker, n_rerank, budget)
+                    name = mode + RerankingRetriever.SUFFIX
+                    # A reranking retriever searches as a Retriever does (run_mode uses its search alone).
+                    result = run_mode(cast("Retriever", wrapped), dataset, name, args.k,
+                                      params=cast("SearchParams", params), to_doc=doc_map, progress=progress.update)
+                    result.params = {"rerank": n_rerank, "reranker": reranker.model, "budget_ms": budget,
+                                     "partial_asks": wrapped.partial,
+                                     "first_stage": mode_params(retriever, mode, args.nprobe, ranking[mode])}
+                    results.append(result)
+            sweep = None
+            if sweep_values is not None:
+                sweep = nprobe_sweep(retriever, dataset, args.k, sweep_values, to_doc=doc_map, progress=progress.update)
+    if fit:
+        n = sum(1 for q in dataset.queries if dataset.qrels.get(q))
+        sys.stdout.write(search_table(chosen, alone, model=retriever.meta.embedding_model, dataset=dataset.name,
+                                      n_queries=n))
+        return 0
     emb_settings = {k: v for k, v in settings.embedder.items() if k in ("kind", "model", "base_url")}
     report = make_report(dataset, results, k=args.k, index_path=path, retriever=retriever,
                          embedder_settings=emb_settings, sweep=sweep, command=["ragtui", *sys.argv[1:]])

@@ -107,8 +107,8 @@ def add_ranking_options(p: argparse.ArgumentParser) -> None:
     from ragtui.core.search.ranking_options import BOOLEANS, DESCRIPTIONS, NAMES, RANGES
 
     g = p.add_argument_group("ranking (defaults: [search] in ragtui.toml, else spec/ranking.md)")
-    metavars = {"fusion": "weighted|rrf", "weight": "W", "rrf_k": "K", "depth": "N", "lexical": "bm25doc|bm25",
-                "chunk_weight": "X", "mmr": "LAMBDA", "min_score": "S"}
+    metavars = {"fusion": "weighted|zscore|rrf", "weight": "W", "rrf_k": "K", "depth": "N",
+                "lexical": "bm25doc|bm25|bm25stem", "chunk_weight": "X", "mmr": "LAMBDA", "min_score": "S"}
     for name in NAMES:
         flag = "--" + name.replace("_", "-")
         if name in BOOLEANS:

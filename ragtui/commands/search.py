@@ -186,7 +186,10 @@ def _explain_head(explained) -> list[str]:
     lines = []
     p = explained.bm25_params
     if p:
-        lines.append(f"bm25: k1 {p['k1']:g}, b {p['b']:g}, avgdl {p['avgdl']:.1f}, {int(p['n_docs']):,} chunks; "
+        arms = [e.arms[0].arm for e in explained.explanations if e.arms]
+        stemmed = explained.mode == "bm25stem" or (arms and arms[0] == "bm25stem")
+        what = "bm25stem (Snowball English stems)" if stemmed else "bm25"
+        lines.append(f"{what}: k1 {p['k1']:g}, b {p['b']:g}, avgdl {p['avgdl']:.1f}, {int(p['n_docs']):,} chunks; "
                      "a term adds  weight × idf × tf·(k1+1) / (tf + k1·(1 − b + b·dl/avgdl))")
     if explained.nlist is not None:
         probed = ", ".join(f"{c} ({n:,})" for c, n in zip(explained.probed, explained.list_sizes))
@@ -198,9 +201,10 @@ def _explain_head(explained) -> list[str]:
 def _explain_hit(e) -> list[str]:
     from ragtui.core.textsafe import inline
 
-    if e.mode == "bm25doc":
+    if e.mode in ("bm25doc", "bm25stem"):
         chunk = sum(t.contribution for t in e.terms)
-        lines = [f"= document BM25 {e.score - e.chunk_weight * chunk:.4f} + {e.chunk_weight:g} × chunk BM25 "
+        what = "stemmed BM25" if e.mode == "bm25stem" else "BM25"
+        lines = [f"= document {what} {e.score - e.chunk_weight * chunk:.4f} + {e.chunk_weight:g} × chunk {what} "
                  f"{chunk:.4f} (the chunk's own terms below)"]
         for t in e.terms:
             lines.append(f"  {inline(t.term)!s:<16} {t.contribution:9.4f} = idf {t.idf:.4f} (df {t.df:,}), tf {t.tf}")

@@ -35,6 +35,7 @@ class Actions:
     # The state these actions set, with the types ``Session`` gives it.
     index_id: str | None
     nprobe: int | None
+    fusion: str | None
 
     def action_pick_index(self: Session) -> None:
         """Open the index picker (its choice is opened in a worker; esc keeps the open index)."""
@@ -86,8 +87,13 @@ class Actions:
             self._refresh()
 
     def action_toggle_fusion(self: Session) -> None:
-        """f: hybrid's fusion weighted ↔ rrf (the other keys of ``[search]`` stay); searches again in hybrid."""
-        self.fusion = "rrf" if self.fusion == "weighted" else "weighted"
+        """f: hybrid's fusion rrf ↔ the configured one (the index's fit when none is; weighted when rrf is);
+        the other keys of ``[search]`` stay; searches again in hybrid."""
+        configured = self.settings.search.get("fusion")
+        if self.fusion != "rrf":
+            self.fusion = "rrf"
+        else:
+            self.fusion = configured if configured not in (None, "rrf") else ("weighted" if configured else None)
         if self.mode == "hybrid":
             self.search_now()
         else:
@@ -275,7 +281,7 @@ class Actions:
         yield from super().get_system_commands(screen)  # type: ignore[misc]  # App is further along the MRO
         for mode, label in MODE_LABELS.items():
             yield SystemCommand(f"Mode: {label}", f"search with {label}", lambda m=mode: self.action_set_mode(m))
-        yield SystemCommand("Toggle fusion", "hybrid's fusion: weighted ↔ rrf", self.action_toggle_fusion)
+        yield SystemCommand("Toggle fusion", "hybrid's fusion: rrf ↔ the fitted or configured", self.action_toggle_fusion)
         yield SystemCommand("Compare modes", "flat, IVF and BM25 side by side for this query", self.action_compare)
         yield SystemCommand("Pick index", "choose the index and see its stats", self.action_pick_index)
         yield SystemCommand("Jump to citation", "open the selected chunk's source", self.action_jump)

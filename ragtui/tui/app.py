@@ -131,8 +131,8 @@ class RagtuiApp(Actions, Workers, App[int]):
         self.ivf_state = "not built"
         self.ivf_info: backend.IvfInfo | None = None
         self.mode, self.k, self.nprobe = "bm25", 10, None
-        self.fusion: str = settings.search.get("fusion") or "weighted"
-        """Hybrid's fusion, "weighted" or "rrf" (``[search] fusion``; ``f`` toggles it)."""
+        self.fusion: str | None = settings.search.get("fusion")
+        """Hybrid's fusion as chosen (``[search] fusion``; ``f`` toggles rrf); None: the index's embedder's fit."""
         self.query_text = ""
         self.results: backend.SearchOutcome | None = None
         self.terms: dict[str, float] = {}
@@ -458,9 +458,10 @@ class RagtuiApp(Actions, Workers, App[int]):
             self.screen.check_idle()  # what changed meanwhile is painted in the next frame
 
     def ranking_shown(self) -> str:
-        """Hybrid's fusion as the mode bar shows it ("weighted 0.6 · bm25doc")."""
+        """Hybrid's fusion as the mode bar shows it ("zscore 0.7 · bm25stem"), as the open index's search fills it."""
         try:
-            return backend.ranking_text(backend.search_params(self.settings, "hybrid", self.fusion))
+            model = self.retriever.meta.embedding_model if self.retriever is not None else ""
+            return backend.ranking_text(backend.search_params(self.settings, "hybrid", self.fusion), model)
         except RagtuiError as e:
             return f"[search]: {e}"
 

@@ -298,19 +298,23 @@ def compare_params(settings: Settings) -> dict[str, dict | str]:
 
 def search_params(settings: Settings, mode: str, fusion: str | None = None) -> dict:
     """The ``Retriever.search`` options for ``mode``, chosen as ``ragtui search`` chooses them
-    (``ragtui.app.search_params``): ``[search]`` over the defaults, with ``fusion`` (the TUI's
-    weighted/rrf toggle) as if given as ``--fusion``. Options ``mode`` does not take are left out."""
+    (``ragtui.request.search_options``): ``[search]`` over the defaults, with ``fusion`` (the TUI's
+    rrf toggle; None: the index's fit) as if given as ``--fusion``. Options ``mode`` does not take are left out."""
     return app_layer.search_options(settings, mode, {"fusion": fusion}, strict=False, style="name")
 
 
-def ranking_text(params: dict) -> str:
-    """Hybrid's fusion as the mode bar shows it: "weighted 0.6 · bm25doc" or "rrf 60 · bm25doc"."""
+def ranking_text(params: dict, embedding_model: str = "") -> str:
+    """Hybrid's fusion as the mode bar shows it ("zscore 0.6 · bm25stem", "rrf 60 · bm25stem"): ``params``
+    completed as the search completes them for an index of ``embedding_model`` (``request.HYBRID_DEFAULTS``)."""
+    from ragtui import request as request_module
     from ragtui.core.search.fusion import DEFAULT_FUSION, DEFAULT_RRF_K, DEFAULT_WEIGHT
 
+    params = request_module.HYBRID_DEFAULTS(embedding_model, params)
     lexical = params.get("lexical", "bm25doc")
-    if params.get("fusion", DEFAULT_FUSION) == "rrf":
+    fusion = params.get("fusion", DEFAULT_FUSION)
+    if fusion == "rrf":
         return f"rrf {params.get('rrf_k', DEFAULT_RRF_K):g} · {lexical}"
-    return f"weighted {params.get('weight', DEFAULT_WEIGHT):g} · {lexical}"
+    return f"{fusion} {params.get('weight', DEFAULT_WEIGHT):g} · {lexical}"
 
 
 def search_request(settings: Settings, seq: int, query: str, mode: str, k: int, nprobe: int | None = None,
@@ -334,7 +338,7 @@ def run_search(retriever: Retriever, request: SearchRequest) -> SearchOutcome:
     from ragtui.request import index_params
 
     snapshot = retriever.snapshot()
-    params = index_params(request.mode, params, snapshot.meta)  # what the index's embedder decides (weight)
+    params = index_params(request.mode, params, snapshot.meta)  # what the index's embedder decides (hybrid's fit)
     hits = snapshot.search(request.query, mode=request.mode, k=max(request.k, request.rerank), **params)
     words = hits.query.search_text if hits.query is not None else request.query
     return SearchOutcome(request, tuple(hits), hits.seconds, kwic.salient(kwic.term_weights(snapshot.data.bm25, words)),
@@ -346,10 +350,12 @@ def run_search_many(retrievers: dict[str, Retriever], request: SearchRequest) ->
     the outcome's ``sources`` name each hit's index. nprobe and reranking are single-index matters: not used."""
     from ragtui.core.search import kwic
     from ragtui.core.search.multi import search_many
+    from ragtui.request import pooled_params
 
     snapshots = {index_id: r.snapshot() for index_id, r in retrievers.items()}
+    params = pooled_params(request.mode, request.params, (r.meta for r in snapshots.values()))
     start = time.perf_counter()
-    result = search_many(snapshots, request.query, mode=request.mode, k=request.k, **request.params)
+    result = search_many(snapshots, request.query, mode=request.mode, k=request.k, **params)
     seconds = time.perf_counter() - start
     first = next(iter(snapshots.values()))
     weights = kwic.salient(kwic.term_weights(first.data.bm25, request.query))

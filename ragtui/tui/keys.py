@@ -21,8 +21,12 @@ def mode_bindings(*, function_keys: bool) -> list[Binding]:
 
 
 def mode_keys_text(*, function_keys: bool) -> tuple[str, str]:
-    """The help screen's line for the mode keys: ("F1 F2 ...", "mode: flat · IVF · ...")."""
-    keys = " ".join(f"F{m.key}" if function_keys else m.key for m in MODES_BY_KEY)
+    """The help screen's line for the mode keys: ("F1–F6", "mode: flat · IVF · ..."); keys that do not run
+    on from one digit to the next are listed one by one ("F1 F2 F4")."""
+    names = [f"F{m.key}" if function_keys else m.key for m in MODES_BY_KEY]
+    digits = [int(m.key) if m.key.isdigit() else -1 for m in MODES_BY_KEY]
+    running = len(names) > 2 and digits[0] >= 0 and digits == list(range(digits[0], digits[0] + len(digits)))
+    keys = f"{names[0]}–{names[-1]}" if running else " ".join(names)
     return keys, "mode: " + " · ".join(m.label for m in MODES_BY_KEY)
 
 

@@ -48,7 +48,7 @@ class Session(Protocol):
     index_embedders: dict[str, Any]
     results: SearchOutcome | None
     mode: str
-    fusion: str
+    fusion: str | None
     k: int
     nprobe: int | None
     query_text: str

@@ -90,7 +90,7 @@ def test_explain_bm25_terms_sum_to_the_score(indexed):
     assert "bm25: k1 1.2, b 0.75" in text and "idf" in text and "tf 1" in text
 
 
-@pytest.mark.parametrize(("mode", "needle"), [("hybrid", "bm25doc rank 1"), ("ivf", "probed"), ("flat", "cosine")])
+@pytest.mark.parametrize(("mode", "needle"), [("hybrid", "bm25stem rank 1"), ("ivf", "probed"), ("flat", "cosine")])
 def test_explain_vector_modes(indexed, mode, needle):
     base, art = indexed
     r = ragtui("search", "cat", "--mode", mode, "--artifacts", str(art), "--explain", cwd=base)
@@ -99,7 +99,7 @@ def test_explain_vector_modes(indexed, mode, needle):
     hits = json.loads(ragtui("search", "cat", "--mode", mode, "--artifacts", str(art), "--explain", "--json").stdout)
     if mode == "hybrid":
         arms = hits[0]["explain"]["arms"]
-        assert [a["arm"] for a in arms] == ["bm25doc", "flat"]
+        assert [a["arm"] for a in arms] == ["bm25stem", "flat"]  # wordllama's fit (fusion_fit)
         assert abs(sum(a["added"] for a in arms) - hits[0]["score"]) <= 1e-12
     if mode == "ivf":
         ivf = hits[0]["explain"]["ivf"]

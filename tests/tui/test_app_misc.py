@@ -53,6 +53,10 @@ def test_the_help_lists_every_key_of_every_screen():
              "question_mark": "?", "slash": "/", "escape": "esc", "up": "↑", "down": "↓"}
     listed = {section: " ".join(key for key, _ in rows).split() for section, rows in KEYS}
     every = {k for keys in listed.values() for k in keys}
+    for run in [k for k in every if "–" in k]:  # a run of keys, "F1–F6" or "1–6": each of them listed
+        first, last = run.split("–")
+        prefix = first.rstrip("0123456789")
+        every |= {f"{prefix}{n}" for n in range(int(first[len(prefix):]), int(last[len(prefix):]) + 1)}
     from ragtui.tui.screens.indexes import IndexScreen
 
     for owner in (RagtuiApp, SearchScreen, CompareScreen, SourceScreen, QueryInput, IndexScreen):

@@ -51,7 +51,8 @@ async def test_the_search_table_sets_the_defaults_and_f_toggles_the_fusion(demo_
         # The CLI's parameters for `ragtui search --mode hybrid` with this [search] table.
         cli = app_layer.search_options(settings, "hybrid")
         assert app.results.request.params == cli and cli["fusion"] == "rrf" and cli["rrf_k"] == 30
-        assert "rrf 30 · bm25doc" in bar(app) and "nprobe" not in bar(app)
+        # No lexical in [search]: the arm of the index's embedder's fit (fusion_fit; the test embedder is unknown).
+        assert "rrf 30 · bm25stem" in bar(app) and "nprobe" not in bar(app)
         want = app.retriever.search("vectors", mode="hybrid", k=app.k, **cli)
         assert [h.chunk_id for h in app.results.hits] == [h.chunk_id for h in want]
 
@@ -60,7 +61,7 @@ async def test_the_search_table_sets_the_defaults_and_f_toggles_the_fusion(demo_
         assert app.fusion == "weighted"
         params = app.results.request.params
         assert params["fusion"] == "weighted" and params["weight"] == 0.8 and "rrf_k" not in params
-        assert "weighted 0.8 · bm25doc" in bar(app)
+        assert "weighted 0.8 · bm25stem" in bar(app)
         want = app.retriever.search("vectors", mode="hybrid", k=app.k, **params)
         assert [h.chunk_id for h in app.results.hits] == [h.chunk_id for h in want]
 

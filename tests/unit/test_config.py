@@ -57,11 +57,11 @@ def put(path: Path, text: str) -> Path:
         ("[search]\nwieght = 0.5\n", "unknown key search.wieght (did you mean search.weight?)"),
         ("[search]\nrrfk = 10\n", "unknown key search.rrfk (did you mean search.rrf_k?)"),
         ("[search]\nweight = 1.5\n", "search.weight must be from 0 to 1 (got 1.5)"),
-        ("[search]\nfusion = 'rfr'\n", "search.fusion must be one of rrf, weighted (got 'rfr') (did you mean 'rrf'?)"),
+        ("[search]\nfusion = 'rfr'\n", "search.fusion must be one of rrf, weighted, zscore (got 'rfr') (did you mean 'rrf'?)"),
         ("[search]\ndepth = 0\n", "search.depth must be a whole number from 1 to 100000 (got 0)"),
         ("[search]\nmmr = 2\n", "search.mmr must be from 0 to 1 (got 2)"),
         ("[search]\nmerge = 1\n", "search.merge must be true or false (got 1)"),
-        ("[search]\nlexical = 'bm52'\n", "search.lexical must be one of bm25doc, bm25"),
+        ("[search]\nlexical = 'bm52'\n", "search.lexical must be one of bm25doc, bm25, bm25stem"),
     ],
 )
 def test_typos_and_wrong_types_name_the_file_the_key_and_the_nearest_key(dirs, text, words):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from ragtui.core.search.explain import bm25_terms, explain_search
+from ragtui.core.search.fusion_fit import fill_hybrid
 from ragtui.core.search.ivf import IVFParams
 from ragtui.core.search.retriever import Retriever
 from tests.unit.fakes import HashEmbedder
@@ -63,15 +64,18 @@ def test_hybrid_arms_add_up_to_the_fused_score(retriever, fusion):
     explained = explain_search(retriever, "cat chmod file", "hybrid", k=10, **fusion)
     plain = retriever.search("cat chmod file", "hybrid", k=10, **fusion)
     assert [(h.chunk_id, h.score) for h in explained.hits] == [(h.chunk_id, h.score) for h in plain]
-    lex = fusion.get("lexical", "bm25doc")  # hybrid's lexical side: bm25doc unless told
-    bm25_rank = {h.row: h.rank for h in retriever.search("cat chmod file", lex, k=100)}
+    # What the search fills in for the index's embedder (fusion_fit), unless told.
+    eff = fill_hybrid(retriever.meta.embedding_model, dict(fusion))
+    lex = eff["lexical"]
+    cw = {} if lex == "bm25" else {"chunk_weight": eff.get("chunk_weight")}
+    bm25_rank = {h.row: h.rank for h in retriever.search("cat chmod file", lex, k=100, **cw)}
     for e in explained.explanations:
         lexical, vector = e.arms
         assert (lexical.arm, vector.arm) == (lex, "flat")
         assert lexical.added + vector.added == pytest.approx(e.score, abs=1e-12)
         assert lexical.rank == bm25_rank.get(e.hit.row)
         assert (lexical.rank is None) == (lexical.score is None)
-    assert explained.explanations[0].fusion.startswith(fusion.get("fusion", "weighted"))
+    assert explained.explanations[0].fusion.startswith(eff.get("fusion") or "weighted")
 
 
 def test_ivf_names_the_lists_probed_and_each_hits_list(retriever):

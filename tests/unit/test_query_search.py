@@ -15,10 +15,13 @@ from ragtui.core.errors import QueryError
 from ragtui.core.index.analyzer import analyze
 from ragtui.core.search import fusion
 from ragtui.core.search.flat import flat_search, row_scores
+from ragtui.core.search.fusion_fit import fusion_defaults
 from ragtui.core.search.ivf import IVFParams
 from ragtui.core.search.query import LANGUAGES, Filter, Phrase, Prefix, Word, literal, parse_query
 from ragtui.core.search.query_plan import MAX_EXPANSIONS, DocTable, _Match, doc_table, path_matches, phrase_in
 from ragtui.core.search.retriever import MODES, Hits, Retriever
+from ragtui.core.search.stemmed import DEFAULT_STEM_CHUNK_WEIGHT
+from ragtui.core.topk import top_k
 from tests.unit.fakes import HashEmbedder
 from tests.unit.indexgen import build
 
@@ -121,6 +124,15 @@ def _ranked(scores: np.ndarray, rows: list[int], k: int):
     return np.asarray(order, dtype=np.int64), scores[order]
 
 
+def _arm_scores(retriever, text: str, eff: dict):
+    """The dense scores of hybrid's lexical arm ``eff["lexical"]`` at ``eff``'s chunk_weight."""
+    if eff["lexical"] == "bm25stem":
+        return retriever.stem_lexical().chunk_scores(text, eff["chunk_weight"])
+    if eff["lexical"] == "bm25doc":
+        return retriever.doc_lexical().chunk_scores(retriever.data.bm25, text, eff.get("chunk_weight", 0.5))
+    return retriever.data.bm25.scores(text)
+
+
 def _reference(retriever, records, vectors, query: str, mode: str, k: int, *, nprobe=None, depth=None):
     parsed = parse_query(query)
     passing = [i for i, rec in enumerate(records) if _passes_ref(parsed, rec)]
@@ -133,6 +145,9 @@ def _reference(retriever, records, vectors, query: str, mode: str, k: int, *, np
         return _ranked(bm25, [r for r in passing if bm25[r] > 0], k)
     if mode == "bm25doc":
         return _ranked(doc, [r for r in passing if doc[r] > 0], k)
+    if mode == "bm25stem":  # bm25doc's score over the stemmed arm
+        stem = retriever.stem_lexical().chunk_scores(_lexical_ref(parsed, retriever), DEFAULT_STEM_CHUNK_WEIGHT)
+        return _ranked(stem, [r for r in passing if stem[r] > 0], k)
     if mode == "flat":
         return _ranked(dense, passing, k)
     if mode == "ivf":
@@ -143,9 +158,14 @@ def _reference(retriever, records, vectors, query: str, mode: str, k: int, *, np
             probed = {int(r) for c in lists.probe(qvec, nprobe) for r in lists.lists[c]}
             passing = [r for r in passing if r in probed]
         return _ranked(dense, passing, k)
+    # hybrid: what the search fills in for the index's embedder (fusion_fit), fused as fusion.fuse does.
+    eff = fusion_defaults(retriever.meta.embedding_model)
+    arm = _arm_scores(retriever, _lexical_ref(parsed, retriever), eff)
+
     def fused(at: int):
-        lexical = _ranked(doc, [r for r in passing if doc[r] > 0], at)
-        return fusion.fuse(lexical, _ranked(dense, passing, at), k)
+        lexical = _ranked(arm, [r for r in passing if arm[r] > 0], at)
+        return fusion.fuse(lexical, _ranked(dense, passing, at), k, method=eff["fusion"], weight=eff.get("weight"),
+                           rrf_k=eff.get("rrf_k"))
 
     rows, scores = fused(depth or fusion.DEFAULT_DEPTH)  # the depth does not depend on k
     return (rows, scores) if k <= rows.size else fusion.extend(rows, scores, fused(k), k)
@@ -231,6 +251,8 @@ def test_plain_text_searches_exactly_as_before(index, query, mode):
         rows, scores = data.bm25.search(query, 7)
     elif mode == "bm25doc":
         rows, scores = retriever.doc_lexical().search(data.bm25, query, 7, 0.5)
+    elif mode == "bm25stem":
+        rows, scores = retriever.stem_lexical().search(query, 7, DEFAULT_STEM_CHUNK_WEIGHT)
     else:
         vec = retriever.query_vector(query)
         if mode == "flat":
@@ -238,8 +260,12 @@ def test_plain_text_searches_exactly_as_before(index, query, mode):
         elif mode == "ivf":
             rows, scores = retriever.ivf().search(vec, 7)
         else:
-            doc = retriever.doc_lexical().search(data.bm25, query, 100, 0.5)  # hybrid's lexical side
-            rows, scores = fusion.fuse(doc, flat_search(vectors, vec, 100), 7)
+            eff = fusion_defaults(retriever.meta.embedding_model)  # hybrid's options for this embedder
+            arm = _arm_scores(retriever, query, eff)
+            matched = np.flatnonzero(arm > 0)
+            lexical = top_k(arm[matched], matched, 100)
+            rows, scores = fusion.fuse(lexical, flat_search(vectors, vec, 100), 7, method=eff["fusion"],
+                                       weight=eff.get("weight"), rrf_k=eff.get("rrf_k"))
     for q in (query, literal(query)):
         hits = retriever.search(q, mode=mode, k=7)
         assert [h.row for h in hits] == rows.tolist()

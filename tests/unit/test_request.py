@@ -237,32 +237,52 @@ def test_pack_packs_the_generation_it_searched_even_after_a_reload(tmp_path):
     assert "Bananas are yellow" in packed.snippets[0].text
 
 
-def test_hybrids_default_weight_is_one_hook_every_front_end_asks(index, monkeypatch):
-    """The default lexical share may depend on the index's embedder: one function decides, for the CLI, MCP,
-    the app layer and the TUI alike; a weight given (or in [search]) wins over it."""
+def test_hybrids_defaults_are_one_hook_every_front_end_asks(index, monkeypatch):
+    """Hybrid's defaults depend on the index's embedder (fusion_fit): one function decides, for the CLI, MCP,
+    the app layer and the TUI alike; a value given (or in [search]) wins over it."""
     import ragtui.request as request_module
+    from ragtui.core.search.fusion_fit import fusion_defaults
     from ragtui.tui import backend
 
     _, art = index
     settings = Settings(artifacts=art)
     asked: list[str] = []
 
-    def fitted(model: str) -> float:
+    def fitted(model: str, params) -> dict:
         asked.append(model)
-        return 0.1
+        return {"lexical": "bm25doc", "fusion": "weighted", "weight": 0.1, **params}
 
     def scores(**options) -> list[float]:
         request = build_request(settings, "pods files", mode="hybrid", k=5, options=options)
         return [h.score for h in app.run_search(app.open_searcher(settings, request, note=None), request).hits]
 
     before = scores()
-    monkeypatch.setattr(request_module, "WEIGHT_DEFAULT", fitted)
+    model = app.open_index(app.resolve_index(settings, note=None), settings).meta.embedding_model
+    assert model.startswith("wordllama") and scores(**fusion_defaults(model)) == before  # the table's row
+    monkeypatch.setattr(request_module, "HYBRID_DEFAULTS", fitted)
     after = scores()
-    assert after != before and asked and asked[0].startswith("wordllama")
-    assert scores(weight=0.1) == after and scores(weight=0.6) == before
+    assert after != before and asked == [model]
+    assert scores(lexical="bm25doc", fusion="weighted", weight=0.1) == after
+    assert scores(**fusion_defaults(model)) == before
     mcp = Toolbox(settings).call("search", {"query": "pods files", "mode": "hybrid", "k": 5})
     assert [h["score"] for h in mcp["results"]] == after
     retriever = app.open_index(app.resolve_index(settings, note=None), settings)
     retriever.embedder = app.embedder_for(settings, retriever.meta)
     tui = backend.run_search(retriever, backend.search_request(settings, 1, "pods files", "hybrid", 5))
     assert [h.score for h in tui.hits] == after
+    assert backend.ranking_text(backend.search_params(settings, "hybrid"), model) == "weighted 0.1 · bm25doc"
+
+
+def test_several_indexes_get_the_fit_of_the_embedder_they_share_else_the_unknown_one():
+    from types import SimpleNamespace
+
+    from ragtui.core.search.fusion_fit import FITTED, fusion_defaults
+    from ragtui.request import pooled_params
+
+    bge, wordllama = (m for m in sorted(FITTED) if m.startswith(("bge", "wordllama")))
+    same = [SimpleNamespace(embedding_model=bge)] * 2
+    mixed = [SimpleNamespace(embedding_model=bge), SimpleNamespace(embedding_model=wordllama)]
+    assert pooled_params("hybrid", {}, same) == fusion_defaults(bge) != fusion_defaults(wordllama)
+    assert pooled_params("hybrid", {}, mixed) == fusion_defaults("")
+    assert pooled_params("hybrid", {"fusion": "rrf", "rrf_k": 7.0}, mixed)["rrf_k"] == 7.0
+    assert pooled_params("bm25", {"mmr": 0.5}, mixed) == {"mmr": 0.5}

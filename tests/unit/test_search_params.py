@@ -67,7 +67,7 @@ def test_bad_parameters_are_refused_before_any_work(retriever, mode, params, mat
 
 
 def test_unknown_mode_names_the_nearest(retriever):
-    _refused(retriever, r"unknown mode 'hybird' \(did you mean 'hybrid'\?\): choose one of flat, ivf, bm25, bm25doc, hybrid",
+    _refused(retriever, r"unknown mode 'hybird' \(did you mean 'hybrid'\?\): choose one of flat, ivf, bm25, bm25doc, bm25stem, hybrid",
              "cats", mode="hybird")
     with pytest.raises(UsageError, match=r"unknown mode 'vector': choose one of"):
         check_search("vector")
@@ -104,7 +104,7 @@ def test_valid_parameters_still_work(retriever):
 
 
 def test_every_parameter_has_one_mode():
-    # chunk_weight is the one shared name: hybrid's lexical side is bm25doc, with the same knob.
+    # chunk_weight is the one shared name: hybrid's lexical side is bm25doc or bm25stem, with the same knob.
     names = [n for params in PARAMS.values() for n in params if n != "chunk_weight"]
     assert len(names) == len(set(names)) and set(PARAMS) == set(MODES)
-    assert [m for m, params in PARAMS.items() if "chunk_weight" in params] == ["bm25doc", "hybrid"]
+    assert [m for m, params in PARAMS.items() if "chunk_weight" in params] == ["bm25doc", "bm25stem", "hybrid"]

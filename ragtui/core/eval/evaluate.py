@@ -268,15 +268,24 @@ def mode_params(retriever: Retriever, mode: str, nprobe: int | None = None,
 
     given = dict(given or {})
     out: dict[str, object]
+    from ragtui.core.search.stemmed import DEFAULT_STEM_B, DEFAULT_STEM_CHUNK_WEIGHT, DEFAULT_STEM_K1
+
     if mode == "hybrid":
         from ragtui.core.search import fusion
+        from ragtui.core.search.fusion_fit import fill_hybrid
 
-        method, weight, rrf_k = fusion.resolve(given.get("fusion"), given.get("weight"), given.get("rrf_k"))
-        out = {"fusion": method, **({"weight": weight} if method == "weighted" else {"rrf_k": rrf_k}),
-               "depth": given.get("depth", fusion.DEFAULT_DEPTH), "lexical": given.get("lexical", "bm25doc"),
+        # As the search fills them: what the run left unset comes from the index's embedder's fit.
+        eff = fill_hybrid(retriever.meta.embedding_model,
+                          {k: given.get(k) for k in ("fusion", "weight", "rrf_k", "lexical", "chunk_weight")})
+        method, weight, rrf_k = fusion.resolve(eff.get("fusion"), eff.get("weight"), eff.get("rrf_k"))
+        out = {"fusion": method, **({"weight": weight} if method != "rrf" else {"rrf_k": rrf_k}),
+               "depth": given.get("depth", fusion.DEFAULT_DEPTH), "lexical": eff["lexical"],
                "k1": retriever.meta.k1, "b": retriever.meta.b}
         if out["lexical"] == "bm25doc":
-            out["chunk_weight"] = given.get("chunk_weight", DEFAULT_CHUNK_WEIGHT)
+            out["chunk_weight"] = eff.get("chunk_weight", DEFAULT_CHUNK_WEIGHT)
+        elif out["lexical"] == "bm25stem":
+            out.update(chunk_weight=eff.get("chunk_weight", DEFAULT_STEM_CHUNK_WEIGHT), k1=DEFAULT_STEM_K1,
+                       b=DEFAULT_STEM_B, stemmer="snowball english")
     elif mode == "ivf":
         ivf = retriever.ivf()
         p = ivf.params
@@ -288,6 +297,9 @@ def mode_params(retriever: Retriever, mode: str, nprobe: int | None = None,
     elif mode == "bm25doc":
         out = {"k1": retriever.meta.k1, "b": retriever.meta.b,
                "chunk_weight": given.get("chunk_weight", DEFAULT_CHUNK_WEIGHT)}
+    elif mode == "bm25stem":
+        out = {"k1": DEFAULT_STEM_K1, "b": DEFAULT_STEM_B, "stemmer": "snowball english",
+               "chunk_weight": given.get("chunk_weight", DEFAULT_STEM_CHUNK_WEIGHT)}
     else:
         out = {}
     for name in ("mmr", "min_score", "merge"):

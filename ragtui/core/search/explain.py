@@ -82,13 +82,14 @@ class HitExplanation:
     mode: str
     score: float
     terms: tuple[TermPart, ...] = ()
-    """bm25 (and bm25doc, for the chunk's own part): every distinct query term the index knows, in query order."""
+    """bm25 (and bm25doc, bm25stem, for the chunk's own part): every distinct query term the index knows (bm25stem:
+    every stem the stemmed arm knows), in query order."""
     chunk_weight: float | None = None
     """bm25doc: the score is the document's BM25 plus ``chunk_weight`` times the chunk's own (``terms``)."""
     arms: tuple[ArmPart, ...] = ()
     """hybrid: the BM25 arm, then the flat arm."""
     fusion: str = ""
-    """hybrid: "weighted 0.6" or "rrf 60"."""
+    """hybrid: "weighted 0.6", "zscore 0.7" or "rrf 60"."""
     cosine: float | None = None
     """flat and ivf: the cosine of chunk and query."""
     ivf_list: int | None = None
@@ -96,7 +97,7 @@ class HitExplanation:
 
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {"mode": self.mode, "score": self.score}
-        if self.mode in ("bm25", "bm25doc"):
+        if self.mode in ("bm25", "bm25doc", "bm25stem"):
             out["terms"] = [t.to_json() for t in self.terms]
         if self.chunk_weight is not None:
             chunk = sum(t.contribution for t in self.terms)
@@ -207,6 +208,18 @@ def explain_search(
         cw = check_chunk_weight(params.get("chunk_weight"))
         for h in hits:
             explanations.append(HitExplanation(h, mode, h.score, terms=bm25_terms(bm25, words, h.row), chunk_weight=cw))
+    elif mode == "bm25stem":
+        from ragtui.core.search.docaware import check_chunk_weight
+        from ragtui.core.search.stemmed import DEFAULT_STEM_CHUNK_WEIGHT
+
+        got = params.get("chunk_weight")
+        cw = DEFAULT_STEM_CHUNK_WEIGHT if got is None else check_chunk_weight(got)
+        stem = retriever._stemlex_for(data)  # the stemmed arm of the search's own generation
+        stemmed = stem.query_text(words)
+        bm25_params = {"k1": stem.chunks.k1, "b": stem.chunks.b, "avgdl": stem.chunks.avgdl, "n_docs": stem.chunks.n_docs}
+        for h in hits:
+            explanations.append(HitExplanation(h, mode, h.score, terms=bm25_terms(stem.chunks, stemmed, h.row),
+                                               chunk_weight=cw))
     elif mode in ("flat", "ivf"):
         owner = _list_of(trace) if mode == "ivf" else {}
         for h in hits:
@@ -217,7 +230,11 @@ def explain_search(
             probed = tuple(int(c) for c in trace.probed)
             sizes = tuple(int(offsets[c + 1] - offsets[c]) for c in probed)
     elif mode == "hybrid":
-        explanations.extend(_hybrid(trace, hits, params.get("lexical") or "bm25doc"))
+        if trace.arm == "bm25stem":  # the stemmed arm's parameters, not the index's
+            stemmed_chunks = retriever._stemlex_for(data).chunks
+            bm25_params = {"k1": stemmed_chunks.k1, "b": stemmed_chunks.b, "avgdl": stemmed_chunks.avgdl,
+                           "n_docs": stemmed_chunks.n_docs}
+        explanations.extend(_hybrid(trace, hits, trace.arm or params.get("lexical") or "bm25doc"))
     else:  # a mode with no explanation of its own yet: its score, as ranked
         explanations.extend(HitExplanation(h, mode, h.score) for h in hits)
     return Explained(mode, tuple(hits), tuple(explanations), seconds, bm25_params, probed, nlist, sizes,
@@ -246,13 +263,14 @@ def _hybrid(trace: SearchTrace, hits: list[Hit], lexical: str) -> list[HitExplan
         if method == "rrf":
             added = 1.0 / (rrf_k + np.arange(1, rows.size + 1, dtype=np.float64))
         elif s.size:
-            lo, hi = float(s.min()), float(s.max())
-            added = share * ((s - lo) / (hi - lo) if hi > lo else np.ones_like(s))
+            from ragtui.core.search.fusion import normalise
+
+            added = share * normalise(s, method)
         else:
             added = s
         where = {int(r): i for i, r in enumerate(rows.tolist())}
         arms.append((name, where, s, added))
-    label = f"rrf {rrf_k:g}" if method == "rrf" else f"weighted {weight:g}"
+    label = f"rrf {rrf_k:g}" if method == "rrf" else f"{method} {weight:g}"
     out = []
     for h in hits:
         parts = []

@@ -1,11 +1,19 @@
 """Hybrid retrieval: fuse a lexical (BM25) and a vector ranking into one.
 
-Two methods, both over each retriever's top ``depth`` candidates:
+Three methods, all over each retriever's top ``depth`` candidates:
 
 * ``rrf`` — reciprocal-rank fusion: score = Σ 1 / (rrf_k + rank), rank from 1.
 * ``weighted`` — each list's scores min–max normalised to [0, 1] over its
   candidates (a chunk missing from a list gets 0 there), then
   ``weight · bm25 + (1 − weight) · vector``.
+* ``zscore`` — as ``weighted``, but each list's scores are shifted to start
+  at 0 and divided by their standard deviation over the candidates
+  (z-scores, a missing chunk at the list's lowest): a list whose best
+  scores stand far above the rest (a peaked query) weighs more than one
+  whose scores are all alike, where min–max gives every list's best a 1.
+
+Which method and weight hybrid uses by default depends on the embedder
+(``fusion_fit``).
 
 Ties are broken by ascending chunk number, as everywhere else.
 """
@@ -23,14 +31,14 @@ from ragtui.core.search.ranking_options import RANGES
 from ragtui.core.topk import top_k
 
 __all__ = [
-    "DEFAULT_DEPTH", "DEFAULT_FUSION", "DEFAULT_RRF_K", "DEFAULT_WEIGHT", "FUSIONS", "RRF_K_RANGE", "WEIGHT_RANGE",
-    "extend", "fuse", "resolve",
+    "DEFAULT_DEPTH", "DEFAULT_FUSION", "DEFAULT_RRF_K", "DEFAULT_WEIGHT", "FUSIONS", "RRF_K_RANGE", "WEIGHTED",
+    "WEIGHT_RANGE", "extend", "fuse", "normalise", "resolve",
 ]
 
-FUSIONS = ("rrf", "weighted")
-# Chosen leave-one-collection-out over SciFact train, Cranfield, CISI and ADI with the
-# embedded default embedder (spec/ranking.md; bench/loco.py): weighted 0.6 over document-aware
-# BM25 was the choice in three of the four folds and beat BM25 on every held-out collection.
+FUSIONS = ("rrf", "weighted", "zscore")
+WEIGHTED = ("weighted", "zscore")
+"""The methods that take a ``weight`` (the lexical share)."""
+# For an embedder fusion_fit.FITTED does not know: weighted 0.6 over document-aware BM25.
 DEFAULT_FUSION = "weighted"
 DEFAULT_WEIGHT = 0.6
 DEFAULT_RRF_K = 60
@@ -64,11 +72,20 @@ def fuse(
         if method == "rrf":
             fused[pos] += 1.0 / (rrf_k + np.arange(1, lrows.size + 1, dtype=np.float64))
         else:
-            s = np.asarray(lscores, dtype=np.float64)
-            lo, hi = float(s.min()), float(s.max())
-            norm = (s - lo) / (hi - lo) if hi > lo else np.ones_like(s)
-            fused[pos] += share * norm
+            fused[pos] += share * normalise(lscores, method)
     return top_k(fused, rows, k)
+
+
+def normalise(scores: np.ndarray, method: str) -> np.ndarray:
+    """One list's scores as ``method`` (weighted or zscore) adds them up; a list of equal scores gives ones."""
+    s = np.asarray(scores, dtype=np.float64)
+    if s.size == 0:
+        return s
+    lo, hi = float(s.min()), float(s.max())
+    if method == "zscore":
+        sd = float(s.std())
+        return (s - lo) / sd if sd > 0 else np.ones_like(s)
+    return (s - lo) / (hi - lo) if hi > lo else np.ones_like(s)
 
 
 def extend(
@@ -92,9 +109,9 @@ def extend(
 def resolve(method: object, weight: object = None, rrf_k: object = None) -> tuple[str, float, float]:
     """Check fusion parameters and fill in defaults: (method, weight, rrf_k).
 
-    ``weight`` (default ``DEFAULT_WEIGHT``) belongs to weighted fusion and
-    ``rrf_k`` (default ``DEFAULT_RRF_K``) to rrf: giving one to the other
-    method is a ``UsageError``, not a value silently ignored.
+    ``weight`` (default ``DEFAULT_WEIGHT``) belongs to weighted and zscore
+    fusion and ``rrf_k`` (default ``DEFAULT_RRF_K``) to rrf: giving one to
+    the other method is a ``UsageError``, not a value silently ignored.
     """
     method = DEFAULT_FUSION if method is None else method
     if method not in FUSIONS:
@@ -103,8 +120,8 @@ def resolve(method: object, weight: object = None, rrf_k: object = None) -> tupl
         raise UsageError(f"unknown fusion {method!r}{hint}: choose one of {', '.join(FUSIONS)}")
     if method == "rrf" and weight is not None:
         raise UsageError("weight applies to weighted fusion, not rrf (leave it out, or use fusion 'weighted')")
-    if method == "weighted" and rrf_k is not None:
-        raise UsageError("rrf_k applies to rrf fusion, not weighted (leave it out, or use fusion 'rrf')")
+    if method in WEIGHTED and rrf_k is not None:
+        raise UsageError(f"rrf_k applies to rrf fusion, not {method} (leave it out, or use fusion 'rrf')")
     weight = DEFAULT_WEIGHT if weight is None else _number("fusion weight", weight)
     if not WEIGHT_RANGE[0] <= weight <= WEIGHT_RANGE[1]:
         raise UsageError(f"fusion weight must be from 0 to 1 (got {weight:g})")

@@ -67,10 +67,13 @@ MODE_TABLE: tuple[ModeSpec, ...] = (
     ModeSpec("bm25doc", "lexical", ("chunk_weight",), "BM25doc", "5",
              "document-aware BM25: the document's BM25 plus chunk_weight times the chunk's own",
              (0.0, _UNBOUNDED), "the raw BM25 score, 0 or more", "a chunk's document's BM25 plus its own"),
+    ModeSpec("bm25stem", "lexical", ("chunk_weight",), "BM25stem", "6",
+             "bm25doc over Snowball English stems (retrieval, retrieved, retrieving match)",
+             (0.0, _UNBOUNDED), "the raw BM25 score, 0 or more", "bm25doc over stemmed words"),
     ModeSpec("hybrid", "fusion", ("fusion", "weight", "rrf_k", "depth", "lexical", "chunk_weight"), "hybrid", "4",
-             "a lexical ranking (bm25doc by default) fused with flat vectors",
+             "a lexical ranking fused with flat vectors (by default the arm and fusion fitted to the index's embedder)",
              (0.0, 1.0), "the fused score, 0..1",
-             "BM25doc (or BM25) and flat fused, weighted or by rrf ([search] in ragtui.toml, f toggles)"),
+             "a lexical ranking and flat fused as fitted to the embedder ([search] in ragtui.toml, f toggles rrf)"),
 )
 """Every mode, in the order the CLI and ``ragtui eval`` list them."""
 
@@ -83,8 +86,9 @@ PARAMS: dict[str, tuple[str, ...]] = {m.name: m.options for m in MODE_TABLE}
 """The keyword parameters ``Retriever.search`` accepts, per mode (beyond ``COMMON``)."""
 COMMON = ("mmr", "min_score", "merge")
 """Parameters every mode takes: MMR diversity, a score floor, merging neighbouring chunks (postrank)."""
-LEXICAL = ("bm25doc", "bm25")
-"""What hybrid fuses with the vectors: document-aware BM25 (the default) or plain chunk BM25."""
+LEXICAL = ("bm25doc", "bm25", "bm25stem")
+"""What hybrid fuses with the vectors: document-aware BM25, plain chunk BM25, or document-aware BM25 over
+stemmed terms (``stemmed.StemLexical``); the default is the index's embedder's (``fusion_fit``)."""
 
 
 def mode_spec(name: str) -> ModeSpec | None:
@@ -93,6 +97,6 @@ def mode_spec(name: str) -> ModeSpec | None:
 
 
 def modes_text(names: tuple[str, ...] = MODES, default: str | None = None) -> str:
-    """"flat, ivf, bm25, bm25doc or hybrid (default: bm25)": the modes for a help line."""
+    """"flat, ivf, bm25, bm25doc, bm25stem or hybrid (default: bm25)": the modes for a help line."""
     listed = ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else "".join(names)
     return listed + (f" (default: {default})" if default else "")

@@ -221,20 +221,38 @@ def _pooled(retrievers: Mapping[str, Retriever], query: str | ParsedQuery, mode:
     lexical_text = parsed.text if plans is None else plans[0].lexical_text
     vector_text = parsed.search_text
 
-    # bm25doc (and hybrid's default lexical side): document BM25 with pooled document statistics,
-    # so the pooled ranking is still that of one index holding every chunk (spec/ranking.md).
-    use_doc = mode == "bm25doc" or (mode == "hybrid" and params.get("lexical") in (None, "bm25doc"))
+    if mode == "hybrid":
+        from ragtui.core.search.fusion_fit import fill_hybrid
+
+        # What the caller left unset: the fit for the indexes' embedder (when they share one).
+        models = {d.meta.embedding_model for d in datas}
+        params = fill_hybrid(models.pop() if len(models) == 1 else "", params)
+    # bm25doc and bm25stem (and hybrid's lexical side over them): document BM25 with pooled document
+    # statistics, so the pooled ranking is still that of one index holding every chunk (spec/ranking.md).
+    arm = mode if mode != "hybrid" else params.get("lexical") or "bm25doc"
 
     def lexical_scores() -> list[np.ndarray]:
-        chunk_scores = pooled_bm25_scores([d.bm25 for d in datas], lexical_text)
-        if not use_doc:
-            return chunk_scores
-        from ragtui.core.search.docaware import check_chunk_weight
+        if arm == "bm25stem":
+            from ragtui.core.search.docaware import check_chunk_weight
+            from ragtui.core.search.stemmed import DEFAULT_STEM_CHUNK_WEIGHT
 
-        weight = check_chunk_weight(params.get("chunk_weight"))
-        lexes = [retrievers[i]._doclex_for(d) for i, d in zip(ids, datas)]
+            stems = [retrievers[i]._stemlex_for(d) for i, d in zip(ids, datas)]
+            text = stems[0].query_text(lexical_text)
+            got = params.get("chunk_weight")
+            weight = DEFAULT_STEM_CHUNK_WEIGHT if got is None else check_chunk_weight(got)
+            chunk_scores = pooled_bm25_scores([x.chunks for x in stems], text)
+            lexes = [x.docs for x in stems]
+        else:
+            text = lexical_text
+            chunk_scores = pooled_bm25_scores([d.bm25 for d in datas], lexical_text)
+            if arm not in ("bm25doc",):
+                return chunk_scores
+            from ragtui.core.search.docaware import check_chunk_weight
+
+            weight = check_chunk_weight(params.get("chunk_weight"))
+            lexes = [retrievers[i]._doclex_for(d) for i, d in zip(ids, datas)]
         out = []
-        for own, docs, lex in zip(chunk_scores, pooled_bm25_scores([x.docs for x in lexes], lexical_text), lexes):
+        for own, docs, lex in zip(chunk_scores, pooled_bm25_scores([x.docs for x in lexes], text), lexes):
             combined = docs[lex.doc_of_row] + weight * own
             combined[own <= 0.0] = 0.0
             out.append(combined)

@@ -30,6 +30,10 @@ def floor_scores(mode: str, scores: np.ndarray, fusion_method: str | None = None
     s = np.asarray(scores, dtype=np.float64)
     if mode == "hybrid" and fusion_method == "rrf":
         return s / (2.0 / ((rrf_k if rrf_k is not None else 60.0) + 1.0))
+    if mode == "hybrid" and fusion_method == "zscore":
+        # z-scores have no fixed top: relative to the best of the query's candidates.
+        top = float(s.max()) if s.size else 0.0
+        return s / top if top > 0 else np.zeros_like(s)
     return s
 
 

@@ -26,22 +26,24 @@ RANGES: dict[str, tuple[float, float]] = {
     "min_score": (-1e12, 1e12),
 }
 """Inclusive ranges of the numeric options (depth is a whole number)."""
-CHOICES: dict[str, tuple[str, ...]] = {"fusion": ("rrf", "weighted"), "lexical": ("bm25doc", "bm25")}
+CHOICES: dict[str, tuple[str, ...]] = {"fusion": ("rrf", "weighted", "zscore"), "lexical": ("bm25doc", "bm25", "bm25stem")}
 BOOLEANS = ("merge",)
 
 NAMES = ("fusion", "weight", "rrf_k", "depth", "lexical", "chunk_weight", "mmr", "min_score", "merge")
 """Every ranking option, in the order help and schemas list them (``[search]`` keys, ``--flag`` names)."""
 
 DESCRIPTIONS: dict[str, str] = {
-    "fusion": "hybrid: how the lexical and the vector rankings are fused, weighted or rrf (default: weighted)",
-    "weight": "hybrid weighted fusion: the LEXICAL share, 0..1; the vectors get 1 - weight (default: 0.6)",
+    "fusion": "hybrid: how the lexical and the vector rankings are fused, weighted, zscore or rrf "
+              "(default: fitted to the index's embedder)",
+    "weight": "hybrid weighted and zscore fusion: the LEXICAL share, 0..1; the vectors get 1 - weight "
+              "(default: fitted to the index's embedder)",
     "rrf_k": "hybrid rrf fusion: the rank offset, 0..1e6 (default: 60)",
     "depth": "hybrid: candidates fused from each ranking, whatever k, 1..100000 (default: 100)",
-    "lexical": "hybrid: the lexical side, bm25doc or bm25 (default: bm25doc)",
-    "chunk_weight": "bm25doc (and hybrid's bm25doc side): a chunk's own BM25 added to its document's, 0..100 "
-                    "(default: 0.5)",
+    "lexical": "hybrid: the lexical side, bm25doc, bm25 or bm25stem (default: fitted to the index's embedder)",
+    "chunk_weight": "bm25doc, bm25stem (and hybrid's side over them): a chunk's own BM25 added to its document's, "
+                    "0..100 (default: bm25doc 0.5, bm25stem 1; under hybrid fitted)",
     "mmr": "diversify with MMR over chunk vectors, 0..1 (1: off; lower: more diverse)",
-    "min_score": "drop hits scoring below this (bm25, bm25doc: the raw score, 0 or more; flat, ivf: the cosine, "
+    "min_score": "drop hits scoring below this (bm25, bm25doc, bm25stem: the raw score, 0 or more; flat, ivf: the cosine, "
                  "-1..1; hybrid: the fused score, 0..1)",
     "merge": "merge neighbouring chunks of one document into one hit",
 }

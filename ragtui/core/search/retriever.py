@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from ragtui.core.search.ivf import IVFIndex, IVFParams
     from ragtui.core.search.quant import QuantizedVectors
     from ragtui.core.search.query_plan import QueryPlan
+    from ragtui.core.search.stemmed import StemLexical
 
 __all__ = [
     "COMMON", "EMPTY_QUERY", "LEXICAL", "MAX_QUERY_CHARS", "MODES", "PARAMS", "VECTOR_SCANS", "Hit", "Hits",
@@ -111,8 +112,8 @@ def check_search(mode: str, params: Mapping[str, object] | None = None) -> None:
                 f"unknown lexical ranking {lexical!r}{_nearest(str(lexical), LEXICAL)}: choose one of {', '.join(LEXICAL)}"
             )
         if lexical == "bm25" and params.get("chunk_weight") is not None:
-            raise UsageError("chunk_weight applies to the bm25doc lexical ranking, not bm25")
-    if mode in ("bm25doc", "hybrid"):
+            raise UsageError("chunk_weight applies to the bm25doc lexical ranking (and bm25stem), not bm25")
+    if mode in ("bm25doc", "bm25stem", "hybrid"):
         from ragtui.core.search.docaware import check_chunk_weight
 
         check_chunk_weight(params.get("chunk_weight"))
@@ -237,6 +238,8 @@ class SearchTrace:
     """Hybrid: flat's (rows, scores) at the fusion depth."""
     fusion: tuple[str, float, float] | None = None
     """Hybrid: (method, weight, rrf_k) as resolved."""
+    arm: str | None = None
+    """Hybrid: the lexical ranking fused (the caller's, else the index's embedder's default)."""
     probed: np.ndarray | None = None
     """IVF: the list numbers probed, best first."""
     ivf: IVFIndex | None = None
@@ -274,8 +277,12 @@ class Retriever:
         self._doclex: tuple[IndexData, DocLexical] | None = None
         """The document-level BM25 of one generation (bm25doc and hybrid), built on first use."""
         self._doclex_lock = threading.Lock()
+        self._stemlex: tuple[IndexData, StemLexical] | None = None
+        """The stemmed BM25 of one generation (bm25stem, hybrid over it), built or read from the cache on first use."""
+        self._stemlex_lock = threading.Lock()
+        """Its own lock: a build (seconds at 100k chunks) does not hold up bm25doc searches."""
         self._parent: Retriever | None = None
-        """For a ``snapshot``: the retriever whose caches (IVF lists, int8 copy, document BM25) it uses."""
+        """For a ``snapshot``: the retriever whose caches (IVF lists, int8 copy, document and stemmed BM25) it uses."""
 
     @classmethod
     def open(
@@ -343,6 +350,7 @@ class Retriever:
         self._ivf = None
         self._quant = None
         self._doclex = None
+        self._stemlex = None
         return True
 
     # -- vectors -------------------------------------------------------------
@@ -434,22 +442,42 @@ class Retriever:
                 self._doclex = (data, built)
             return built
 
+    def stem_lexical(self) -> StemLexical:
+        """The stemmed BM25 of the current generation (built, or read from ``cache_dir``, on first use)."""
+        return self._stemlex_for(self._data)
+
+    def _stemlex_for(self, data: IndexData) -> StemLexical:
+        from ragtui.core.search.stemmed import StemLexical
+
+        if self._parent is not None:
+            return self._parent._stemlex_for(data)
+        groups = self._doclex_for(data).doc_of_row
+        with self._stemlex_lock:
+            if self._stemlex is not None and self._stemlex[0] is data:
+                return self._stemlex[1]
+            built = StemLexical.load(data.bm25, groups, self.cache_dir, data.meta.index_id)
+            if data is self._data:
+                self._stemlex = (data, built)
+            return built
+
     # -- search --------------------------------------------------------------
 
     def search(
         self, query: str | np.ndarray | ParsedQuery, mode: str = "bm25", k: int = 10, *,
         trace: SearchTrace | None = None, strict: bool = False, **params: Unpack[SearchParams],
     ) -> Hits:
-        """Rank chunks for ``query`` with ``mode`` (flat, ivf, bm25, bm25doc, hybrid); at most ``k`` hits.
+        """Rank chunks for ``query`` with ``mode`` (flat, ivf, bm25, bm25doc, bm25stem, hybrid); at most ``k`` hits.
 
-        Ranking is by descending score, ties by ascending chunk number. BM25,
-        bm25doc and hybrid need query text; vector modes take text (embedded with the
+        Ranking is by descending score, ties by ascending chunk number. The
+        lexical modes and hybrid need query text; vector modes take text (embedded with the
         index's model) or a vector of the index's dimension. IVF accepts
         ``nprobe``; bm25doc accepts ``chunk_weight`` (its document's BM25 plus
-        chunk_weight times the chunk's own, spec/ranking.md); hybrid accepts
-        ``fusion`` (rrf, weighted), ``weight``, ``rrf_k``, ``depth`` (candidates
-        fused from each list, whatever ``k``), ``lexical`` (bm25doc, the
-        default, or bm25) and ``chunk_weight``. Every mode accepts ``mmr``
+        chunk_weight times the chunk's own, spec/ranking.md), and so does
+        bm25stem (the same over stemmed terms, ``stemmed.StemLexical``); hybrid
+        accepts ``fusion`` (rrf, weighted, zscore), ``weight``, ``rrf_k``, ``depth``
+        (candidates fused from each list, whatever ``k``), ``lexical`` (bm25doc,
+        bm25 or bm25stem) and ``chunk_weight``; what hybrid's caller leaves unset
+        comes from the fit for the index's embedder (``fusion_fit``). Every mode accepts ``mmr``
         (0..1; 1 is off), ``min_score`` (a floor, ``postrank.floor_scores``)
         and ``merge`` (neighbouring chunks of one document become one hit).
         Query text is checked by ``check_query`` (``QueryError``: over
@@ -476,6 +504,11 @@ class Retriever:
         data = self._data  # the one generation this search reads, start to end
         if trace is not None:
             trace.data = data
+        if mode == "hybrid":
+            from ragtui.core.search.fusion_fit import fill_hybrid
+
+            # What the caller left unset: the fit for this index's embedder (fusion_fit.FITTED).
+            params = fill_hybrid(data.meta.embedding_model, dict(params))  # type: ignore[assignment]
         start = time.perf_counter()
         plan = None
         if parsed is not None and not parsed.plain:
@@ -558,6 +591,12 @@ class Retriever:
             raise UsageError("bm25doc search needs query text")
         return self._bm25doc(data, query, k, params.get("chunk_weight"), plan)
 
+    def _rank_bm25stem(self, data: IndexData, query: str | np.ndarray, k: int, params: SearchParams,
+                       plan: QueryPlan | None, trace: SearchTrace | None) -> tuple[np.ndarray, np.ndarray]:
+        if not isinstance(query, str):
+            raise UsageError("bm25stem search needs query text")
+        return self._bm25stem(data, query, k, params.get("chunk_weight"), plan)
+
     def _rank_flat(self, data: IndexData, query: str | np.ndarray, k: int, params: SearchParams,
                    plan: QueryPlan | None, trace: SearchTrace | None) -> tuple[np.ndarray, np.ndarray]:
         vec = self._query_vector(query, data)
@@ -596,11 +635,12 @@ class Retriever:
             raise UsageError("hybrid search needs query text")
         depth = _whole("depth", params.get("depth")) or fusion.DEFAULT_DEPTH
         vec = self._query_vector(query, data)
-        use_doc = params.get("lexical") in (None, "bm25doc")
+        arm = params.get("lexical") or "bm25doc"
 
         def lexical(n: int) -> tuple[np.ndarray, np.ndarray]:
-            if use_doc:
-                return self._bm25doc(data, query, n, params.get("chunk_weight"), plan)
+            if arm != "bm25":
+                lex = self._bm25stem if arm == "bm25stem" else self._bm25doc
+                return lex(data, query, n, params.get("chunk_weight"), plan)
             return data.bm25.search(query, n) if plan is None else plan.bm25(data, n)
 
         def vector(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -618,6 +658,7 @@ class Retriever:
         if trace is not None:
             trace.query_vector, trace.lexical, trace.vector = vec, lex_at, vec_at
             trace.fusion = fusion.resolve(params.get("fusion"), params.get("weight"), params.get("rrf_k"))
+            trace.arm = arm
         rows, scores = fusion.fuse(lex_at, vec_at, k, method=params.get("fusion"), weight=params.get("weight"),
                                    rrf_k=params.get("rrf_k"))
         if k <= rows.size or rows.size >= data.n_chunks:
@@ -634,6 +675,18 @@ class Retriever:
         if plan is None:
             return lex.search(data.bm25, query, k, weight)
         return plan.lexical(lex.chunk_scores(data.bm25, plan.lexical_text, weight), k)
+
+    def _bm25stem(
+        self, data: IndexData, query: str, k: int, chunk_weight: object, plan: QueryPlan | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        from ragtui.core.search.docaware import check_chunk_weight
+        from ragtui.core.search.stemmed import DEFAULT_STEM_CHUNK_WEIGHT
+
+        weight = DEFAULT_STEM_CHUNK_WEIGHT if chunk_weight is None else check_chunk_weight(chunk_weight)
+        lex = self._stemlex_for(data)
+        if plan is None:
+            return lex.search(query, k, weight)
+        return plan.lexical(lex.chunk_scores(plan.lexical_text, weight), k)
 
     @staticmethod
     def hits(rows: np.ndarray, scores: np.ndarray, data: IndexData) -> list[Hit]:

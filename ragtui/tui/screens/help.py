@@ -30,7 +30,7 @@ KEYS: list[tuple[str, list[tuple[str, str]]]] = [
     ]),
     ("Results", [
         mode_keys_text(function_keys=False),
-        ("f", "hybrid's fusion: weighted ↔ rrf"),
+        ("f", "hybrid's fusion: rrf ↔ the fitted or configured"),
         ("+ −", "k: more or fewer results"),
         ("] [", "nprobe ±1 (IVF lists probed);  } {  ×2 ÷2"),
         ("↑ ↓ pgup pgdn", "select a result (the detail pane follows)"),

@@ -39,7 +39,7 @@ class ModeBarState:
     """"ready", "loading" or "off"."""
     query_time: str = ""
     ranking: str = ""
-    """Hybrid's fusion as the search uses it ("weighted 0.6 · bm25doc", "rrf 60 · bm25doc"); shown in
+    """Hybrid's fusion as the search uses it ("zscore 0.6 · bm25stem", "rrf 60 · bm25stem"); shown in
     hybrid mode in place of nprobe, which hybrid does not use."""
     rerank: str = ""
     """The reranker's marker ("reranking 20…", "reranked 20 · 1.2 s", "reranked 7 of 20 (time budget)"); "" when off."""
