@@ -14,11 +14,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 
 from ragtui.core.answer.prompt import PROMPT_VERSION
-from ragtui.core.ingest.reader import read_file
+from ragtui.core.files import read_file, replace_file
 
 __all__ = ["MAX_ENTRY_BYTES", "HydeCache", "default_cache_dir"]
 
@@ -66,17 +65,7 @@ class HydeCache:
             return False
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".hyde-", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                os.replace(tmp, self.path(key))
-            except BaseException:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-                raise
+            replace_file(self.path(key), data)
         except OSError:
             return False
         return True

@@ -25,11 +25,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import stat
-import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+
+from ragtui.core.files import read_file, replace_file
 
 __all__ = ["MAX_FILE_BYTES", "MAX_PIECES", "VocabCache", "default_cache_dir", "server_identity"]
 
@@ -89,7 +89,7 @@ class VocabCache:
     def load(self) -> Pieces:
         """The pieces stored for this key; {} when there is no usable file."""
         try:
-            entry = json.loads(_read_bounded(self.path, MAX_FILE_BYTES))
+            entry = json.loads(read_file(self.path, MAX_FILE_BYTES, follow=False))
         except (OSError, ValueError):
             return {}
         if not isinstance(entry, dict) or entry.get("format") != FORMAT or entry.get("key") != self.key:
@@ -115,17 +115,7 @@ class VocabCache:
             return False
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".vocab-", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                os.replace(tmp, self.path)
-            except BaseException:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-                raise
+            replace_file(self.path, data)
         except OSError:
             return False
         return True
@@ -137,22 +127,3 @@ class VocabCache:
             pass
 
 
-def _read_bounded(path: Path, max_bytes: int) -> bytes:
-    """A regular file's bytes, opened without blocking on a FIFO, at most ``max_bytes`` (else ``OSError``)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(0, "not a regular file")
-        chunks, remaining = [], max_bytes + 1
-        while remaining > 0:
-            block = os.read(fd, min(remaining, 1 << 20))
-            if not block:
-                break
-            chunks.append(block)
-            remaining -= len(block)
-        data = b"".join(chunks)
-        if len(data) > max_bytes:
-            raise OSError(0, f"larger than {max_bytes:,} bytes")
-        return data
-    finally:
-        os.close(fd)

@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from ragtui.core.ingest.reader import read_file
+from ragtui.core.files import read_file, replace_file
 
 __all__ = ["SKIPS_NAME", "Skips", "load_skips", "save_skips"]
 
@@ -55,19 +55,8 @@ def save_skips(folder: Path, skips: Mapping[str, tuple[tuple[int, int, int, int]
         return
     body = {"version": _VERSION, "skipped": {d: [*stamp, why] for d, (stamp, why) in sorted(skips.items())}}
     data = json.dumps(body, ensure_ascii=False, indent=0).encode("utf-8")
-    tmp = folder / f".{SKIPS_NAME}.{os.getpid()}.tmp"
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
+        replace_file(path, data)
     except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        pass  # what was skipped is only remembered to save work: the next sync reads those files again
