@@ -35,8 +35,13 @@ def test_bash_completes_commands_options_and_values(capsys, tmp_path):
     assert _complete(script, ["ragtui", "se"], tmp_path) == ["search"]
     assert set(_complete(script, ["ragtui", ""], tmp_path)) >= set(COMMANDS)
     assert _complete(script, ["ragtui", "search", "--mo"], tmp_path) == ["--mode"]
-    assert _complete(script, ["ragtui", "search", "--mode", "bm"], tmp_path) == ["bm25", "bm25doc"]
-    assert _complete(script, ["ragtui", "search", "--fusion", ""], tmp_path) == ["weighted", "rrf"]
+    from ragtui.core.search.modes import MODES
+    from ragtui.core.search.ranking_options import CHOICES
+
+    # The values come from the mode table and the option ranges, in their order.
+    assert _complete(script, ["ragtui", "search", "--mode", "bm"], tmp_path) == [m for m in MODES if m.startswith("bm")]
+    assert "bm25stem" in MODES and _complete(script, ["ragtui", "search", "--mode", "bm25s"], tmp_path) == ["bm25stem"]
+    assert sorted(_complete(script, ["ragtui", "search", "--fusion", ""], tmp_path)) == sorted(CHOICES["fusion"])
     assert _complete(script, ["ragtui", "completion", ""], tmp_path) == ["bash", "zsh", "fish"]
     (tmp_path / "notes").mkdir()
     assert _complete(script, ["ragtui", "--artifacts", "no"], tmp_path) == ["notes"]
@@ -53,7 +58,9 @@ def test_fish_names_every_command_with_its_help(capsys):
     fish = _script(capsys, "fish")
     for name, line in COMMANDS.items():
         assert f"-a {name} -d " in fish and line.split()[0] in fish
-    assert "complete -c ragtui -n '__fish_seen_subcommand_from search' -l mode -x -a 'flat ivf bm25 bm25doc hybrid'" in fish
+    from ragtui.core.search.modes import MODES
+
+    assert f"complete -c ragtui -n '__fish_seen_subcommand_from search' -l mode -x -a '{' '.join(MODES)}'" in fish
 
 
 def test_an_unknown_shell_is_a_usage_error(capsys):
