@@ -215,18 +215,26 @@ def hostile_cases(embedder) -> dict[str, callable]:
     return cases
 
 
-def run_hostile_config(base: Path, embedder=None) -> tuple[Tally, str]:
-    """Every hostile-config case and the trusted controls, each a real command against real servers."""
+def _run_cases(title: str, make_cases, base: Path, embedder) -> tuple[Tally, int, int]:
+    """Each case of ``make_cases(embedder)`` as one row case, in its own folder; (tally, refusals, controls)."""
     if embedder is None:
         from ragtui.core.embedders.wordllama import WordLlamaEmbedder
 
         embedder = WordLlamaEmbedder()
-    tally = Tally("hostile project config (network keys or `artifacts` in ./ragtui.toml, in the ingested folder)")
-    cases = hostile_cases(embedder)
+    tally = Tally(title)
+    cases = make_cases(embedder)
     for i, (name, check) in enumerate(cases.items()):
         tally.check(name, lambda check=check, i=i: check(base / f"case{i}"))
     controls = sum(name.startswith("control") for name in cases)
-    return tally, f"{len(cases) - controls} refusals (exit 2, 0 requests received), {controls} trusted controls"
+    return tally, len(cases) - controls, controls
+
+
+def run_hostile_config(base: Path, embedder=None) -> tuple[Tally, str]:
+    """Every hostile-config case and the trusted controls, each a real command against real servers."""
+    tally, refusals, controls = _run_cases(
+        "hostile project config (network keys or `artifacts` in ./ragtui.toml, in the ingested folder)",
+        hostile_cases, base, embedder)
+    return tally, f"{refusals} refusals (exit 2, 0 requests received), {controls} trusted controls"
 
 
 # -- URL audit ---------------------------------------------------------------------------------
@@ -294,15 +302,10 @@ def url_audit_cases(embedder) -> dict[str, callable]:
 
 def run_url_audit(base: Path, embedder=None) -> tuple[Tally, str]:
     """Every hostile request path from a project file, each a real ``ragtui ingest`` against real servers."""
-    if embedder is None:
-        from ragtui.core.embedders.wordllama import WordLlamaEmbedder
-
-        embedder = WordLlamaEmbedder()
-    tally = Tally("URL audit: a folder's config key that reaches a URL, hostile values (no request to another host or port)")
-    cases = url_audit_cases(embedder)
-    for i, (name, check) in enumerate(cases.items()):
-        tally.check(name, lambda check=check, i=i: check(base / f"case{i}"))
-    return tally, f"{len(cases) - 1} hostile paths (exit 2, 0 requests to the other port), 1 control"
+    tally, refusals, controls = _run_cases(
+        "URL audit: a folder's config key that reaches a URL, hostile values (no request to another host or port)",
+        url_audit_cases, base, embedder)
+    return tally, f"{refusals} hostile paths (exit 2, 0 requests to the other port), {controls} control"
 
 
 # -- out-of-root doc_ids ----------------------------------------------------------------------
