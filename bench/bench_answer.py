@@ -64,11 +64,11 @@ def main() -> None:
     parser.add_argument("--mode", default="hybrid")
     args = parser.parse_args()
 
+    from ragtui.core.answer.pack import pack
     from ragtui.core.citations import Resolver
     from ragtui.core.embedders.wordllama import WordLlamaEmbedder
     from ragtui.core.ingest.publish import index_dir
     from ragtui.core.ingest.sync import sync
-    from ragtui.core.pack import pack
     from ragtui.core.search.retriever import Retriever
 
     corpus = need(SHARED / "corpora" / "python-docs")
@@ -120,7 +120,7 @@ def main() -> None:
 
 def ask_figures(args, retriever, emb) -> None:
     from ragtui.core.answer import ask
-    from ragtui.core.llm import ChatClient
+    from ragtui.core.answer.llm import ChatClient
 
     print()
     print(f"ask against {args.llm} ({args.model}), --fast, budget 1000 tokens, max_tokens {args.max_tokens}, "

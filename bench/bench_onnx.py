@@ -61,7 +61,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from ragtui.core.embedders import make_embedder
-    from ragtui.core.rerank import make_reranker, rerank
+    from ragtui.core.search.rerank import make_reranker, rerank
     from ragtui.core.search.retriever import Hit, Retriever
 
     print(f"cores {len(os.sched_getaffinity(0))}, load {os.getloadavg()[0]:.1f} at start")

@@ -109,8 +109,8 @@ def summary(values: list[float]) -> str:
 async def measure(artifacts: Path, queries: list[str], embedder, profile: cProfile.Profile | None = None) -> dict:
     """One app run: start-up, typing in BM25 and IVF, a reload. ``embedder`` is used for publishing;
     ``profile``, when given, runs over the BM25 typing (the app's thread; the search workers' are not in it)."""
-    from ragtui.tui.app import create_app
     from ragtui.tui.history import QueryHistory
+    from ragtui.tui.ragtui_app import create_app
 
     out: dict = {}
     # The app loads the configured embedder itself (wordllama: about a second, in a worker).
@@ -200,8 +200,8 @@ def tmux_start(artifacts: Path) -> float | None:
 
 
 async def _screenshots(artifacts: Path, out: Path, size: tuple[int, int]) -> None:
-    from ragtui.tui.app import create_app
     from ragtui.tui.history import QueryHistory
+    from ragtui.tui.ragtui_app import create_app
     from ragtui.tui.screens.compare import CompareScreen
 
     app = create_app(Settings(artifacts=artifacts), debounce=0.0, history=QueryHistory(None))

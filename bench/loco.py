@@ -168,7 +168,7 @@ def arm_lists(entry: dict, art: Path, name: str) -> dict[tuple, tuple[np.ndarray
         stem = StemLexical.build(bm25, d["group"], k1, b)
         for cw in CHUNK_WEIGHTS:
             keep(("stem", k1, b, cw), lambda q, i, s=stem, cw=cw: s.search(q, DEEP, cw))
-    from ragtui.core.topk import top_k
+    from ragtui.core.index.topk import top_k
 
     vec = np.asarray(r.data.vectors)
     keep(("flat",), lambda q, i: top_k((vec @ entry["qvec"][i]).astype(np.float64), None, min(DEEP, n)))

@@ -24,11 +24,11 @@ if TYPE_CHECKING:  # what a type checker sees of the lazy exports below (the pac
     from ragtui.core.index.index_format import read_index as read_index
     from ragtui.core.ingest.sync import SyncReport as SyncReport
     from ragtui.core.ingest.sync import sync as sync
-    from ragtui.core.rerank import make_reranker as make_reranker
-    from ragtui.core.rerank import rerank as rerank
     from ragtui.core.search.ivf import IVFParams as IVFParams
     from ragtui.core.search.query import literal as literal
     from ragtui.core.search.query import parse_query as parse_query
+    from ragtui.core.search.rerank import make_reranker as make_reranker
+    from ragtui.core.search.rerank import rerank as rerank
     from ragtui.core.search.retriever import Hit as Hit
     from ragtui.core.search.retriever import Hits as Hits
     from ragtui.core.search.retriever import Retriever as Retriever
@@ -48,10 +48,10 @@ _EXPORTS = {
     "analyze": "ragtui.core.index.analyzer",
     "literal": "ragtui.core.search.query",
     "make_embedder": "ragtui.core.embedders",
-    "make_reranker": "ragtui.core.rerank",
+    "make_reranker": "ragtui.core.search.rerank",
     "parse_query": "ragtui.core.search.query",
     "read_index": "ragtui.core.index.index_format",
-    "rerank": "ragtui.core.rerank",
+    "rerank": "ragtui.core.search.rerank",
     "resolve": "ragtui.core.citations",
     "sync": "ragtui.core.ingest.sync",
 }

@@ -519,7 +519,7 @@ def with_rerank(settings: Settings, n: int, budget_ms: float | None, model: str 
 
 def open_reranker(settings: Settings, model: str | None = None):
     """The cross-encoder the ``[rerank]`` settings (or ``model``: a preset name or a folder) name."""
-    from ragtui.core.rerank import make_reranker
+    from ragtui.core.search.rerank import make_reranker
 
     return make_reranker(settings.rerank, model=model)
 

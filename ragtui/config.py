@@ -215,7 +215,7 @@ class Settings:
     rerank: dict = field(default_factory=dict)
     """The ``[rerank]`` table: n, budget_ms, model or model_dir, threads (flags override n and budget_ms)."""
     llm: dict = field(default_factory=dict)
-    """The ``[llm]`` table: the chat model of ``ragtui ask`` (``core.llm.ChatClient`` checks the values)."""
+    """The ``[llm]`` table: the chat model of ``ragtui ask`` (``core.answer.llm.ChatClient`` checks the values)."""
     kinds: tuple[str, ...] | None = None
     """``[ingest] kinds``: the kinds of document the walk takes by name (None: every kind; spec/documents.md)."""
     config_file: Path | None = None

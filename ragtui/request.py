@@ -29,7 +29,7 @@ from ragtui.core.search.modes import COMMON, MODES, PARAMS, mode_spec
 from ragtui.core.search.query import ParsedQuery
 
 if TYPE_CHECKING:
-    from ragtui.core.pack import Pack
+    from ragtui.core.answer.pack import Pack
     from ragtui.core.search.retriever import Hit, Retriever
 
 __all__ = [
@@ -300,7 +300,7 @@ class SearchResult(NamedTuple):
     explained: Any = None
     """``core.search.explain.Explained`` when asked for."""
     reranked: Any = None
-    """``core.rerank.Reranked`` when a reranker ran."""
+    """``core.search.rerank.Reranked`` when a reranker ran."""
 
 
 def request_params(request: SearchRequest, meta: Any) -> dict[str, Any]:
@@ -363,7 +363,7 @@ def run_search(searcher: Searcher, request: SearchRequest, *, explain: bool = Fa
         hits, notes, seconds, stages = list(found), found.notes, found.seconds, found.stages
     reranked = None
     if reranker is not None and request.rerank:
-        from ragtui.core.rerank import rerank
+        from ragtui.core.search.rerank import rerank
 
         extra: dict[str, Any] = {} if clock is None else {"clock": clock}
         # The cross-encoder reads the words searched for, not the syntax around them.
@@ -426,7 +426,7 @@ def _where(resolver: Any, chunk_id: str) -> dict[str, Any]:
 
 
 def pack_result(result: SearchResult, budget: int) -> Pack:
-    """``core.pack.pack`` over a result's hits, from the generation they came from (``ragtui pack``, MCP ``pack``)."""
+    """``core.answer.pack.pack`` over a result's hits, from the generation they came from (``ragtui pack``, MCP ``pack``)."""
     if len(result.snapshots) != 1:
         raise UsageError("a pack is cut from one index: choose one with --index")
     (retriever,) = result.snapshots.values()
@@ -444,10 +444,10 @@ def pack_json(result: SearchResult, packed: Any) -> dict[str, Any]:
 
 def pack_hits(snapshot: Retriever, text: str, hits: list[Hit], *, mode: str, budget: int,
               tokenizer: Any = None) -> Pack:
-    """``core.pack.pack`` over ``hits`` of the generation ``snapshot`` holds, counted with the index's own
+    """``core.answer.pack.pack`` over ``hits`` of the generation ``snapshot`` holds, counted with the index's own
     tokenizer (``tokenizer``, else its embedder's), reading sources where ingest recorded the folder."""
+    from ragtui.core.answer.pack import check_budget, check_tokenizer, pack
     from ragtui.core.citations import Resolver
-    from ragtui.core.pack import check_budget, check_tokenizer, pack
 
     check_budget(budget)
     data = snapshot.data

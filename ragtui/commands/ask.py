@@ -53,7 +53,7 @@ def run(args) -> int:
     from typing import cast
 
     from ragtui.core.answer import ask
-    from ragtui.core.llm import AnswerCut, ChatClient
+    from ragtui.core.answer.llm import AnswerCut, ChatClient
     from ragtui.core.search.retriever import SearchParams
 
     if args.fast and args.hyde:

@@ -153,7 +153,7 @@ def _evaluate(args, modes: list[str], sweep_values: list[int] | None) -> int:
                 result.params = mode_params(retriever, mode, args.nprobe, ranking[mode])
                 results.append(result)
             if reranker is not None:
-                from ragtui.core.rerank import RerankingRetriever
+                from ragtui.core.search.rerank import RerankingRetriever
 
                 for mode in modes:
                     params = {"nprobe": args.nprobe} if (mode == "ivf" and args.nprobe) else {}

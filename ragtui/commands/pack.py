@@ -24,7 +24,7 @@ DEFAULT_CANDIDATES = 50
 
 def add_pack_options(p) -> None:
     """--budget, --mode, -k, --nprobe and the ranking options (pack and ask: the same request as search)."""
-    from ragtui.core.pack import DEFAULT_BUDGET
+    from ragtui.core.answer.pack import DEFAULT_BUDGET
 
     p.add_argument("-b", "--budget", type=int, metavar="TOKENS", default=None,
                    help=f"tokens of context, counted with the index's tokenizer (default: {DEFAULT_BUDGET})")
@@ -56,7 +56,7 @@ def register(sub, common) -> None:
 
 
 def budget_of(args, settings) -> int:
-    from ragtui.core.pack import DEFAULT_BUDGET, check_budget
+    from ragtui.core.answer.pack import DEFAULT_BUDGET, check_budget
 
     if args.budget is not None:
         return check_budget(args.budget)

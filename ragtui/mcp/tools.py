@@ -188,7 +188,7 @@ class Toolbox:
                 "stages": list(result.stages), "query_ms": result.seconds * 1000, "results": app.cite_hits(result)}
 
     def _pack(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        from ragtui.core.pack import DEFAULT_BUDGET, check_budget
+        from ragtui.core.answer.pack import DEFAULT_BUDGET, check_budget
 
         request = self._request(args, default_mode=PACK_MODE, default_k=PACK_K)
         budget = check_budget(args.get("budget", self.settings.llm.get("context_tokens", DEFAULT_BUDGET)))

@@ -222,8 +222,8 @@ class Actions:
     def action_pack(self: Session) -> None:
         """Pack the results on screen into the pack budget (counted with the index's tokenizer), write the
         Markdown to the packs folder and copy it (``PackDone`` says where and how many tokens)."""
+        from ragtui.core.answer.pack import DEFAULT_BUDGET, check_budget
         from ragtui.core.errors import RagtuiError
-        from ragtui.core.pack import DEFAULT_BUDGET, check_budget
 
         if self.one_index_only("packing"):
             return

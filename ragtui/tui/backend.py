@@ -103,7 +103,7 @@ class SearchOutcome:
 
 @dataclass(frozen=True)
 class RerankOutcome:
-    """A search's candidates reordered by the cross-encoder (``reranked``: a ``core.rerank.Reranked``)."""
+    """A search's candidates reordered by the cross-encoder (``reranked``: a ``core.search.rerank.Reranked``)."""
 
     outcome: SearchOutcome
     """The first-stage results it reorders."""
@@ -365,7 +365,7 @@ def run_search_many(retrievers: dict[str, Retriever], request: SearchRequest) ->
 
 def load_reranker(settings: Settings):
     """The cross-encoder of the ``[rerank]`` settings (raises ``UsageError`` when the onnx extra is missing)."""
-    from ragtui.core.rerank import make_reranker
+    from ragtui.core.search.rerank import make_reranker
 
     return make_reranker(settings.rerank)
 
@@ -377,8 +377,8 @@ RERANK_CLOCK: Callable[[], float] = time.perf_counter
 def rerank_outcome(reranker, outcome: SearchOutcome, budget_ms: float | None,
                    should_stop: Callable[[], bool] | None = None) -> RerankOutcome:
     """Rerank the first ``outcome.request.rerank`` candidates of ``outcome`` (stops early when asked)."""
-    from ragtui.core.rerank import rerank
     from ragtui.core.search.query import parse_query
+    from ragtui.core.search.rerank import rerank
 
     # The cross-encoder reads the words searched for, not the syntax around them (as `ragtui search --rerank`).
     result = rerank(parse_query(outcome.request.query).search_text, outcome.hits, reranker, outcome.request.rerank, budget_ms=budget_ms,
@@ -430,10 +430,10 @@ def compare(retriever: Retriever, query: str, k: int, nprobe: int | None, vector
 
 @dataclass(frozen=True)
 class PackOutcome:
-    """The shown results packed into a token budget (``core.pack.Pack``), written to ``path``."""
+    """The shown results packed into a token budget (``core.answer.pack.Pack``), written to ``path``."""
 
     pack: object
-    """A ``ragtui.core.pack.Pack``."""
+    """A ``ragtui.core.answer.pack.Pack``."""
     text: str
     """Its Markdown form (what was written and copied)."""
     path: Path
@@ -451,8 +451,8 @@ def pack_results(retriever: Retriever, tokenizer, query: str, hits: tuple[Hit, .
     """Pack ``hits`` (the results on screen) into ``budget`` tokens counted with the index's own
     ``tokenizer`` (``ModelMismatchError`` when it is another one), and write the Markdown form to
     ``<directory>/<index>-<time>.md`` (written beside, then renamed: never half a file; ``StorageError``)."""
+    from ragtui.core.answer.pack import check_tokenizer
     from ragtui.core.errors import StorageError
-    from ragtui.core.pack import check_tokenizer
 
     check_tokenizer(tokenizer, retriever.data)
     result = app_layer.pack_hits(retriever, query, list(hits), mode=mode, budget=budget, tokenizer=tokenizer)

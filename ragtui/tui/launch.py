@@ -21,7 +21,7 @@ def launch(args) -> int:
 
     from ragtui.app import settings_from, with_rerank
     from ragtui.request import rerank_values
-    from ragtui.tui.app import create_app
+    from ragtui.tui.ragtui_app import create_app
 
     settings = settings_from(config=getattr(args, "config", None), artifacts=getattr(args, "artifacts", None),
                              index=getattr(args, "index", None))

@@ -43,7 +43,7 @@ def setup(server, tmp_path_factory):
 
 
 def test_a_streamed_answer_from_the_real_server(server):
-    from ragtui.core.llm import ChatClient
+    from ragtui.core.answer.llm import ChatClient
 
     pieces: list[str] = []
     with ChatClient(server, MODEL_ALIAS, max_tokens=24, timeout=300) as client:

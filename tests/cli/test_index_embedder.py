@@ -90,8 +90,8 @@ def test_indexes_of_different_models_search_together_merged_by_rank(two_models):
 
 
 async def test_the_tui_opens_an_onnx_index_with_its_own_embedder(two_models):
-    from ragtui.tui.app import create_app
     from ragtui.tui.history import QueryHistory
+    from ragtui.tui.ragtui_app import create_app
     from tests.tui import ready, search, settled
 
     app_ = create_app(Settings(artifacts=two_models, index="papers"), debounce=0.0, poll_seconds=0.1,

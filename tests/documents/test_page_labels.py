@@ -1,11 +1,11 @@
 """Packs label PDF snippets by page and line within the page; an answer citing them that way is checked."""
 
 from ragtui.core.answer.check import check_answer
+from ragtui.core.answer.pack import pack
 from ragtui.core.citations import Resolver, parse_labels
 from ragtui.core.embedders.wordllama import WordLlamaEmbedder
 from ragtui.core.ingest.publish import index_dir
 from ragtui.core.ingest.sync import sync
-from ragtui.core.pack import pack
 from ragtui.core.search.retriever import Hit, Retriever
 from tests.documents.producers import fpdf_pages
 

@@ -1,4 +1,4 @@
-"""A real OpenAI-compatible chat server on 127.0.0.1, for tests of ``ragtui ask`` and ``core.llm``.
+"""A real OpenAI-compatible chat server on 127.0.0.1, for tests of ``ragtui ask`` and ``core.answer.llm``.
 
 ``POST /v1/chat/completions`` answers ``reply`` (default: a sentence citing
 the first ``Source n: [label]`` of the last user message, so a citation check has

@@ -16,8 +16,8 @@ import socket
 import stat
 from pathlib import Path
 
+from ragtui.core import files as reader
 from ragtui.core.index.index_format import read_index
-from ragtui.core.ingest import reader
 from tests.reliability.helpers import Tally, write
 
 INDEXED = "indexed"

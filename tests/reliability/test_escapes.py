@@ -23,7 +23,7 @@ from tests.reliability.helpers_escapes import (
 
 @pytest.fixture(autouse=True)
 def _quiet_tui(monkeypatch, tmp_path):
-    from ragtui.tui.app import RagtuiApp
+    from ragtui.tui.ragtui_app import RagtuiApp
 
     monkeypatch.setattr(RagtuiApp, "CURSOR_BLINK", False)
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))

@@ -16,7 +16,7 @@ import pytest
 
 from ragtui.core.errors import IndexFormatError
 from ragtui.core.index.index_format import FILES, read_index
-from ragtui.tui import app as app_module
+from ragtui.tui import ragtui_app as app_module
 from tests.reliability.helpers_fuzz import invalid_cases
 from tests.reliability.helpers_mutations import INDEX_ID, base_files
 from tests.unit.fakes import HashEmbedder

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from ragtui.tui import app as app_module
+from ragtui.tui import ragtui_app as app_module
 from tests.reliability.helpers import run_sync
 from tests.reliability.helpers_terminal import HOSTILE, build, markers, unsafe
 from tests.unit.fakes import HashEmbedder

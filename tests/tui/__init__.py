@@ -16,8 +16,8 @@ from unittest import mock
 
 from ragtui.config import Settings
 from ragtui.core.ingest.sync import sync
-from ragtui.tui.app import RagtuiApp, create_app
 from ragtui.tui.history import QueryHistory
+from ragtui.tui.ragtui_app import RagtuiApp, create_app
 from tests.unit.fakes import HashEmbedder
 
 DEMO = Path(__file__).resolve().parents[2] / "assets" / "demo"

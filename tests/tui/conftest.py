@@ -3,7 +3,7 @@ import os
 import pytest
 
 from ragtui.tui import fmt
-from ragtui.tui.app import RagtuiApp
+from ragtui.tui.ragtui_app import RagtuiApp
 from tests.tui import build_demo
 
 

@@ -41,7 +41,7 @@ async def test_help_is_reachable_from_the_query_box_and_the_footer_says_how(demo
 
 def test_the_help_lists_every_key_of_every_screen():
     """Each key a screen binds appears in the help (x, the reranker's, was once missing)."""
-    from ragtui.tui.app import RagtuiApp
+    from ragtui.tui.ragtui_app import RagtuiApp
     from ragtui.tui.screens.compare import CompareScreen
     from ragtui.tui.screens.help import KEYS
     from ragtui.tui.screens.search import SearchScreen

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from ragtui.core.pack import DEFAULT_BUDGET
+from ragtui.core.answer.pack import DEFAULT_BUDGET
 from tests.tui import make_app, ready, search, wait_for
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from ragtui import app as app_layer
 from ragtui.config import Settings
 from ragtui.core.errors import EmbeddingError
-from ragtui.tui.app import create_app
 from ragtui.tui.history import QueryHistory
+from ragtui.tui.ragtui_app import create_app
 from ragtui.tui.widgets.mode_bar import ModeBar, ModeChip
 from tests.tui import make_app, ready, search, settled
 from tests.unit.fakes import HashEmbedder

@@ -9,8 +9,8 @@ from textual.widgets import Static
 
 from ragtui.config import Settings
 from ragtui.tui import backend
-from ragtui.tui.app import create_app
 from ragtui.tui.history import QueryHistory
+from ragtui.tui.ragtui_app import create_app
 from tests.helpers.onnx_models import require_onnx
 from tests.tui import idle, ready, search, settled, wait_for
 from tests.unit.fakes import HashEmbedder

@@ -132,8 +132,8 @@ async def test_no_index_suggests_the_artifacts_root_the_ui_was_started_with(tmp_
     from dataclasses import replace
 
     from ragtui.config import Settings
-    from ragtui.tui.app import create_app
     from ragtui.tui.history import QueryHistory
+    from ragtui.tui.ragtui_app import create_app
 
     artifacts = tmp_path / "my artifacts"
     app = make_app(artifacts)

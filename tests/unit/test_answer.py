@@ -6,12 +6,12 @@ import pytest
 
 from ragtui.core.answer.check import check_answer
 from ragtui.core.answer.hyde import MAX_ENTRY_BYTES, HydeCache
+from ragtui.core.answer.pack import pack
 from ragtui.core.answer.run import fuse
 from ragtui.core.citations import Resolver, parse_labels
 from ragtui.core.embedders.wordllama import WordLlamaEmbedder
 from ragtui.core.ingest.publish import index_dir
 from ragtui.core.ingest.sync import sync
-from ragtui.core.pack import pack
 from ragtui.core.search.retriever import Hit, Retriever
 
 CATS = "# Cats\n\nCats are small domesticated carnivorous mammals.\nThey sleep a lot.\n"

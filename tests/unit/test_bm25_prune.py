@@ -11,7 +11,7 @@ from ragtui.core.index import bm25_prune
 from ragtui.core.index.bm25 import BM25Index
 from ragtui.core.index.bm25_prune import SearchStats, dense_scores_top_k, term_keys
 from ragtui.core.index.bm25_write import build_postings, encode_bm25
-from ragtui.core.topk import top_k
+from ragtui.core.index.topk import top_k
 
 WORDS = ["a", "b", "c", "the", "of", "zeta", "αβγ", "東京", "longerthaneight", "longerthaneigh", "x1", "x2"]
 

@@ -90,8 +90,9 @@ MAY_IMPORT = {
 
 # Inside core, the groups follow the data flow: the index is read by search, which ingest and
 # eval build on; export reads the index and search's int8 encoding, and nothing in core imports
-# it. (The root modules errors, textsafe, topk and citations, and embedders/, are
-# shared; citations reads the index and the ingested folder's record.)
+# it. (The root modules errors, files, fsops and textsafe, and embedders/ and documents/, are
+# shared; citations/ reads the index and the ingested folder's record; answer/ builds on search
+# and citations.)
 CORE_MAY_NOT_IMPORT = {
     "ragtui.core.index": ("ragtui.core.search", "ragtui.core.ingest", "ragtui.core.eval", "ragtui.core.export"),
     "ragtui.core.search": ("ragtui.core.ingest", "ragtui.core.eval", "ragtui.core.export"),

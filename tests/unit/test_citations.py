@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragtui.core import citations
 from ragtui.core.citations import (
     Citation,
     Resolver,
     parse_refs,
     resolve,
     resolve_many,
+    resolver,
     source_root,
     split_ref,
 )
@@ -236,8 +236,8 @@ def test_root_given_explicitly_finds_a_moved_tree(corpus, tmp_path):
 def test_resolve_many_reads_each_document_once(corpus, monkeypatch):
     _folder, _art, data = corpus
     reads: list[str] = []
-    real = citations.read_file
-    monkeypatch.setattr(citations, "read_file", lambda p, n, **k: reads.append(p) or real(p, n, **k))
+    real = resolver.read_file
+    monkeypatch.setattr(resolver, "read_file", lambda p, n, **k: reads.append(p) or real(p, n, **k))
     refs = [data.records[r].chunk_id for r in rows_of(data, "docs/a.md")] + ["docs/crlf.txt#0", "docs#0"]
     cites = resolve_many(data, refs)
     assert [c.ref for c in cites] == refs and all(isinstance(c, Citation) for c in cites)
@@ -272,7 +272,7 @@ def test_doc_ids_escaping_the_folder_are_refused_before_any_read(tmp_path, monke
     write(tmp_path / "root" / "docs" / "a.txt", "inside words here")
     write(tmp_path / "secret.txt", "secret words here")
     data = hand_made_index(tmp_path / "art", "evil", [doc_id], "secret words here")
-    monkeypatch.setattr(citations, "read_file", lambda *a, **k: pytest.fail("read a file"))
+    monkeypatch.setattr(resolver, "read_file", lambda *a, **k: pytest.fail("read a file"))
     with pytest.raises(IndexFormatError, match="outside the indexed folder"):
         resolve(data, f"{doc_id}#0", root=tmp_path / "root")
 
@@ -280,7 +280,7 @@ def test_doc_ids_escaping_the_folder_are_refused_before_any_read(tmp_path, monke
 def test_absolute_doc_id_is_refused(tmp_path, monkeypatch):
     secret = write(tmp_path / "secret.txt", "secret words here")
     data = hand_made_index(tmp_path / "art", "evil", [str(secret)], "secret words here")
-    monkeypatch.setattr(citations, "read_file", lambda *a, **k: pytest.fail("read a file"))
+    monkeypatch.setattr(resolver, "read_file", lambda *a, **k: pytest.fail("read a file"))
     with pytest.raises(IndexFormatError, match="outside the indexed folder"):
         resolve(data, "evil#0", root=tmp_path)
 
@@ -400,7 +400,7 @@ def test_ordered_search_finds_every_chunk_of_an_unchanged_document(tmp_path_fact
 @pytest.mark.parametrize("window", [(256, 32), (64, 8)])
 def test_every_chunk_of_a_real_corpus_is_found_where_the_chunker_put_it(tmp_path, window):
     """On real documents the ordered search reports the chunker's own offsets for every chunk."""
-    from ragtui.core.ingest.reader import decode_document
+    from ragtui.core.documents.text import decode_document
     from tests.conftest import shared_data
 
     folder = shared_data("corpora", "python-docs")

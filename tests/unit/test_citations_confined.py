@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ragtui.core import citations
-from ragtui.core.citations import Resolver, resolve, source_folder, source_root
+from ragtui.core.citations import Resolver, resolve, resolver, source_folder, source_root
 from ragtui.core.errors import IndexFormatError, UsageError
 from ragtui.core.index.index_format import read_index
 from ragtui.core.ingest.publish import state_dir
@@ -36,7 +35,7 @@ def crafted(home: Path, doc_id: str, text: str = SECRET):
 
 @pytest.fixture()
 def no_reads(monkeypatch):
-    monkeypatch.setattr(citations, "read_file", lambda *a, **k: pytest.fail("a source was read"))
+    monkeypatch.setattr(resolver, "read_file", lambda *a, **k: pytest.fail("a source was read"))
 
 
 @pytest.mark.parametrize(
@@ -118,10 +117,10 @@ def test_a_link_out_of_the_real_folder_is_missing(tmp_path):
 def test_sources_are_read_by_the_walks_reader(tmp_path, monkeypatch):
     _art, data = crafted(tmp_path / "home", "docs/a.md")
     seen = []
-    real = citations.read_file
-    monkeypatch.setattr(citations, "read_file",
+    real = resolver.read_file
+    monkeypatch.setattr(resolver, "read_file",
                         lambda p, n, **k: seen.append((p, n, k)) or real(p, n, **k))
     assert resolve(data, "docs#0").status == "fresh"
     [(path, bound, options)] = seen
     folder = os.path.realpath(tmp_path / "home" / "docs")
-    assert path == Path(folder) / "a.md" and bound == citations.MAX_SOURCE_BYTES and options == {"inside": folder}
+    assert path == Path(folder) / "a.md" and bound == resolver.MAX_SOURCE_BYTES and options == {"inside": folder}

@@ -295,7 +295,7 @@ def test_loads_offline_with_sockets_forbidden(tmp_path):
         socket.create_connection = refuse
         socket.getaddrinfo = refuse
         from ragtui.core.embedders import make_embedder
-        from ragtui.core.rerank import make_reranker
+        from ragtui.core.search.rerank import make_reranker
         e = make_embedder("onnx:bge-small")
         assert e.embed_query(["offline"]).shape == (1, 384)
         r = make_reranker()

@@ -1,11 +1,11 @@
-"""core.llm.ChatClient against a real chat server on loopback, with injected faults."""
+"""core.answer.llm.ChatClient against a real chat server on loopback, with injected faults."""
 
 from __future__ import annotations
 
 import pytest
 
+from ragtui.core.answer.llm import AnswerCut, ChatClient, answer_limits
 from ragtui.core.errors import LLMError, UsageError
-from ragtui.core.llm import AnswerCut, ChatClient, answer_limits
 from tests.helpers.chat_server import ChatServer, Fault
 
 MESSAGES = [{"role": "system", "content": "Cite sources."},
@@ -162,7 +162,7 @@ def test_a_lone_surrogate_in_the_answer_cannot_break_printing(server, stream):
 
 
 def test_an_answer_larger_than_the_bound_is_refused(server):
-    from ragtui.core.llm import MAX_ANSWER_BYTES
+    from ragtui.core.answer.llm import MAX_ANSWER_BYTES
 
     server.reply = "x" * (MAX_ANSWER_BYTES + 10)
     with pytest.raises(LLMError, match="larger than"):
@@ -232,7 +232,7 @@ def test_the_context_window_is_read_from_the_server_or_the_settings(server):
 
 
 def test_a_context_length_in_v1_models_is_read():
-    from ragtui.core.llm import _models_window
+    from ragtui.core.answer.llm import _models_window
 
     assert _models_window({"data": [{"id": "m", "max_model_len": 8192}]}, "m") == 8192  # vLLM
     assert _models_window({"data": [{"id": "x", "context_length": 4096}]}, "m") == 4096  # the only model

@@ -1,4 +1,4 @@
-"""core.pack: the budget, greedy by score per token, merging adjacent chunks, order, fingerprint, freshness."""
+"""core.answer.pack: the budget, greedy by score per token, merging adjacent chunks, order, fingerprint, freshness."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ import dataclasses
 
 import pytest
 
+from ragtui.core.answer.pack import MAX_BUDGET, SEPARATOR, pack
 from ragtui.core.citations import Resolver
 from ragtui.core.embedders.wordllama import WordLlamaEmbedder
 from ragtui.core.errors import ModelMismatchError, UsageError
 from ragtui.core.ingest.publish import index_dir
 from ragtui.core.ingest.sync import sync
-from ragtui.core.pack import MAX_BUDGET, SEPARATOR, pack
 from ragtui.core.search.retriever import Hit, Retriever
 
 LONG = "\n".join(f"Line {i}: the lighthouse keeper counts {i} ships passing the northern cape." for i in range(1, 61))

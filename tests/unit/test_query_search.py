@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from ragtui.core.errors import QueryError
 from ragtui.core.index.analyzer import analyze
+from ragtui.core.index.topk import top_k
 from ragtui.core.search import fusion
 from ragtui.core.search.flat import flat_search, row_scores
 from ragtui.core.search.fusion_fit import fusion_defaults
@@ -21,7 +22,6 @@ from ragtui.core.search.query import LANGUAGES, Filter, Phrase, Prefix, Word, li
 from ragtui.core.search.query_plan import MAX_EXPANSIONS, DocTable, _Match, doc_table, path_matches, phrase_in
 from ragtui.core.search.retriever import MODES, Hits, Retriever
 from ragtui.core.search.stemmed import DEFAULT_STEM_CHUNK_WEIGHT
-from ragtui.core.topk import top_k
 from tests.unit.fakes import HashEmbedder
 from tests.unit.indexgen import build
 

@@ -31,7 +31,7 @@ QUERY = "what is the capital of france"
 @pytest.fixture(scope="module")
 def encoder():
     require_onnx()
-    from ragtui.core.rerank import make_reranker
+    from ragtui.core.search.rerank import make_reranker
 
     return make_reranker({"threads": 2})  # a budget's batches (one pair per thread) are the same on any machine
 
@@ -73,7 +73,7 @@ def test_scores_match_the_raw_model_outputs(encoder):
 
 
 def test_full_rerank_orders_by_the_cross_encoder(encoder):
-    from ragtui.core.rerank import rerank
+    from ragtui.core.search.rerank import rerank
 
     hits = hits_for(PASSAGES)
     result = rerank(QUERY, hits, encoder, n=len(hits))
@@ -88,7 +88,7 @@ def test_full_rerank_orders_by_the_cross_encoder(encoder):
 
 
 def test_only_the_top_n_move(encoder):
-    from ragtui.core.rerank import rerank
+    from ragtui.core.search.rerank import rerank
 
     hits = hits_for(PASSAGES)
     result = rerank(QUERY, hits, encoder, n=4)
@@ -100,7 +100,7 @@ def test_only_the_top_n_move(encoder):
 
 def test_random_candidates_budgets_and_cancellations_never_drop_or_duplicate(encoder):
     """Many random cases, with a clock that advances a fixed step per reading (no real time)."""
-    from ragtui.core.rerank import rerank
+    from ragtui.core.search.rerank import rerank
 
     rng = random.Random(7)
     for case in range(40):
@@ -119,7 +119,7 @@ def test_random_candidates_budgets_and_cancellations_never_drop_or_duplicate(enc
 
 
 def test_a_spent_budget_merges_what_was_scored_and_says_so(encoder):
-    from ragtui.core.rerank import rerank
+    from ragtui.core.search.rerank import rerank
 
     hits = hits_for(PASSAGES)
     ticks = iter([0.0, 0.010, 0.020, 0.030, 0.040])  # start, then before each batch
@@ -130,7 +130,7 @@ def test_a_spent_budget_merges_what_was_scored_and_says_so(encoder):
 
 
 def test_bad_n_and_bad_folders(tmp_path, encoder):
-    from ragtui.core.rerank import make_reranker, rerank
+    from ragtui.core.search.rerank import make_reranker, rerank
 
     with pytest.raises(UsageError, match="n must be"):
         rerank(QUERY, hits_for(PASSAGES), encoder, 0)
@@ -149,7 +149,7 @@ def test_reranking_retriever_for_eval(tmp_path, encoder):
     """``<mode>+rerank`` returns the reranked top k; other modes pass through."""
     from ragtui.core.embedders import make_embedder
     from ragtui.core.ingest.sync import sync
-    from ragtui.core.rerank import RerankingRetriever, search_reranked
+    from ragtui.core.search.rerank import RerankingRetriever, search_reranked
     from ragtui.core.search.retriever import Retriever
 
     docs = tmp_path / "docs"

@@ -12,14 +12,14 @@ import pytest
 from ragtui.core.index.index_format import FILES
 from ragtui.core.ingest import scan as scan_module
 from ragtui.core.ingest import state_store as state_module
-from ragtui.core.ingest.state import FileEntry, FileTable, IndexStamp, Settings, Stamp, WriterState, chunk_total
+from ragtui.core.ingest.state import FileEntry, FileTable, IndexSettings, IndexStamp, Stamp, WriterState, chunk_total
 from ragtui.core.ingest.state_store import MAGIC, StateStore, load_state, read_state, recorded_folder
 from ragtui.core.ingest.sync import sync
 from tests.files import write
 
 from .fakes import HashEmbedder
 
-SETTINGS = Settings("m", 4, "t", 12, 3, 1.2, 0.75)
+SETTINGS = IndexSettings("m", 4, "t", 12, 3, 1.2, 0.75)
 
 
 def a_state(n: int = 50) -> WriterState:

@@ -1,5 +1,7 @@
-"""Answers with checked citations: the prompt, HyDE and its cache, the citation check, the pipeline.
+"""Answers with checked citations: the pack, the chat model, the prompt, HyDE, the check, the pipeline.
 
+    pack      hits to a token budget: whole chunks, merged neighbours, each with its source lines
+    llm       the OpenAI-compatible chat client: one deadline per request, bounded answers
     prompt    the chat messages: numbered sources with their [path:Lstart-Lend] labels
     hyde      the hypothetical answer searched beside the question, cached on disk by model and question
     check     each citation of an answer: verified, stale, not-in-context or unresolvable

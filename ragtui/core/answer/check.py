@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ragtui.core.answer.pack import Pack, Snippet
 from ragtui.core.citations import FRESH, Label, Resolver, parse_labels
 from ragtui.core.errors import RagtuiError
 from ragtui.core.index.index_format import IndexData
-from ragtui.core.pack import Pack, Snippet
 
 __all__ = ["NOT_IN_CONTEXT", "STALE", "UNRESOLVABLE", "VERDICTS", "VERIFIED", "CitationCheck", "check_answer"]
 

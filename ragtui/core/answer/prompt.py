@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ragtui.core.llm import Message
-from ragtui.core.pack import Pack
+from ragtui.core.answer.llm import Message
+from ragtui.core.answer.pack import Pack
 
 __all__ = ["ANSWER_SYSTEM", "EXAMPLE_LABEL", "HYDE_SYSTEM", "PROMPT_VERSION", "answer_messages", "hyde_messages",
            "repair_messages"]

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 
 from ragtui.core.answer.check import CitationCheck, check_answer
 from ragtui.core.answer.hyde import HydeCache
+from ragtui.core.answer.llm import ChatAnswer, ChatClient, Message
+from ragtui.core.answer.pack import Pack, pack
 from ragtui.core.answer.prompt import (
     ANSWER_SYSTEM,
     EXAMPLE_ANSWER,
@@ -33,8 +35,6 @@ from ragtui.core.answer.prompt import (
 from ragtui.core.citations import Resolver, parse_labels
 from ragtui.core.embedders.base import Tokenizer
 from ragtui.core.errors import NotFoundError, UsageError
-from ragtui.core.llm import ChatAnswer, ChatClient, Message
-from ragtui.core.pack import Pack, pack
 from ragtui.core.search.query import literal
 from ragtui.core.search.retriever import MAX_QUERY_CHARS, Hit, Retriever, SearchParams, check_query, check_search
 

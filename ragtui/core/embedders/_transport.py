@@ -201,7 +201,7 @@ class JSONPoster:
         error: Callable[[str], Exception] = EmbeddingError,
     ) -> None:
         # ``what`` names the server in the base_url checks and in stream()'s messages, and ``error`` is
-        # what stream() raises: core.llm's chat client passes "chat" and LLMError. post() stays the
+        # what stream() raises: core.answer.llm's chat client passes "chat" and LLMError. post() stays the
         # embedder's (EmbeddingError).
         self._what, self._error = what, error
         try:

@@ -1,7 +1,7 @@
 """A transformer in a folder, run with onnxruntime: finding, checking and loading its files.
 
 Shared by the ONNX embedder (``embedders.onnx``) and the cross-encoder
-reranker (``core.rerank``). A model folder holds ``model.onnx`` and
+reranker (``core.search.rerank``). A model folder holds ``model.onnx`` and
 ``tokenizer.json`` (a Hugging Face tokenizer), and says how to use them in
 ``ragtui-model.json`` (``MANIFEST``, spec/embedders.md) or, for a
 sentence-transformers export, in its own config files (``1_Pooling/``,

@@ -37,7 +37,7 @@ from ragtui.core.errors import IndexFormatError, StorageError
 from ragtui.core.export import seekite as sk
 from ragtui.core.index import leb128
 from ragtui.core.index.analyzer import analyze
-from ragtui.core.topk import top_k
+from ragtui.core.index.topk import top_k
 
 __all__ = ["Corpus", "Export", "ExportHit", "read_export"]
 

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ragtui.core.topk import top_k
+from ragtui.core.index.topk import top_k
 
 __all__ = [
     "BLOCK", "PruneArrays", "SearchStats", "dense_scores_top_k", "exhaustive_top_k", "prune_arrays",

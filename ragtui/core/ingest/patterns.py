@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ragtui.core.errors import UsageError
-from ragtui.core.ingest.reader import read_file
+from ragtui.core.files import read_file
 
 __all__ = [
     "IGNORE_FILES",

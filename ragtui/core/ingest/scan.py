@@ -12,8 +12,8 @@ from pathlib import Path
 
 from ragtui.core.documents import HEAD_BYTES, Unreadable, detect
 from ragtui.core.documents.worker import Job, shared
+from ragtui.core.files import read_file
 from ragtui.core.ingest.patterns import PathFilter
-from ragtui.core.ingest.reader import read_file
 from ragtui.core.ingest.report import Progress, SyncReport
 from ragtui.core.ingest.state import FileEntry, FileTable, Stamp
 from ragtui.core.ingest.walk import (

@@ -27,7 +27,7 @@ from ragtui.core.index.index_format import FILES
 from ragtui.core.index.records import IndexMeta
 
 __all__ = [
-    "STATE_VERSION", "FileEntry", "FileTable", "IndexStamp", "Settings", "Stamp", "StateError", "WriterState",
+    "STATE_VERSION", "FileEntry", "FileTable", "IndexStamp", "IndexSettings", "Stamp", "StateError", "WriterState",
     "chunk_total", "file_stamp",
     "index_stamp", "stat_stamp", "state_from_head", "state_from_json",
 ]
@@ -88,7 +88,7 @@ def index_stamp(target: str | os.PathLike[str]) -> IndexStamp | None:
 
 
 @dataclass(frozen=True)
-class Settings:
+class IndexSettings:
     """What makes two indexes of the same folder differ: any change re-chunks every document."""
 
     embedding_model: str
@@ -112,10 +112,10 @@ class Settings:
         return out
 
     @classmethod
-    def of_meta(cls, m: IndexMeta) -> Settings:
+    def of_meta(cls, m: IndexMeta) -> IndexSettings:
         return cls(m.embedding_model, m.dim, m.tokenizer, m.max_tokens, m.overlap, m.k1, m.b)
 
-    def differing(self, other: Settings) -> list[str]:
+    def differing(self, other: IndexSettings) -> list[str]:
         """The names of the settings that differ, in declaration order."""
         mine, theirs = self.to_json(), other.to_json()
         return [k for k in mine if mine[k] != theirs[k]]
@@ -302,7 +302,7 @@ class WriterState:
     """Everything the writer remembers of the index it published last."""
 
     folder: str
-    settings: Settings
+    settings: IndexSettings
     walk: dict[str, Any]
     """The walk rules (``WalkRules.describe()``)."""
     generation: str | None
@@ -356,14 +356,14 @@ def _stamp(v: object) -> Stamp:
     return Stamp(*(_int(x) for x in v))
 
 
-def _settings(v: object) -> Settings:
+def _settings(v: object) -> IndexSettings:
     keys = {"embedding_model", "dim", "tokenizer", "max_tokens", "overlap", "k1", "b"}
     if not isinstance(v, dict) or set(v) - {"code"} != keys:
         raise StateError
     k1, b = v["k1"], v["b"]
     if type(k1) not in (int, float) or type(b) not in (int, float):
         raise StateError
-    return Settings(_str(v["embedding_model"]), _int(v["dim"]), _str(v["tokenizer"]), _int(v["max_tokens"]),
+    return IndexSettings(_str(v["embedding_model"]), _int(v["dim"]), _str(v["tokenizer"]), _int(v["max_tokens"]),
                     _int(v["overlap"]), k1, b, _str(v.get("code", "")))
 
 

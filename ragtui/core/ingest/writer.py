@@ -55,7 +55,7 @@ from ragtui.core.ingest.report import Progress, SyncReport
 from ragtui.core.ingest.scan import Scan, by_bytes, classify, keep_unreadable, scan
 from ragtui.core.ingest.skips import Skips, load_skips, save_skips
 from ragtui.core.ingest.splice import Generation, following, open_generation, publish_splice, warm
-from ragtui.core.ingest.state import FileEntry, FileTable, Settings, WriterState, chunk_total, index_stamp
+from ragtui.core.ingest.state import FileEntry, FileTable, IndexSettings, WriterState, chunk_total, index_stamp
 from ragtui.core.ingest.state_store import StateStore
 from ragtui.core.ingest.walk import WalkRules
 
@@ -119,7 +119,7 @@ class IndexWriter:
     def _save(self, state: WriterState) -> bool:
         return self._store.save(state)
 
-    def settings(self, recorded: Settings | None = None) -> Settings:
+    def settings(self, recorded: IndexSettings | None = None) -> IndexSettings:
         """The settings this writer builds with.
 
         With ``recorded`` (the last sync's), an embedder that would have to ask
@@ -132,7 +132,7 @@ class IndexWriter:
         if dim is None:
             same_model = recorded is not None and recorded.embedding_model == e.model
             dim = recorded.dim if recorded is not None and same_model else e.dim
-        return Settings(e.model, dim, tokenizer_name(e), self.max_tokens, self.overlap, self.k1, self.b,
+        return IndexSettings(e.model, dim, tokenizer_name(e), self.max_tokens, self.overlap, self.k1, self.b,
                         chunker_identity())
 
     def prepare(self, *, warm_up: bool = False, should_stop: Callable[[], bool] | None = None) -> bool:
@@ -281,7 +281,7 @@ class IndexWriter:
         return IndexMeta(self.index_id, utc_now(), n_chunks, e.dim, e.model, e.tokenizer.name,
                          self.max_tokens, self.overlap, self.k1, self.b)
 
-    def _next_state(self, settings: Settings, seen: dict[str, FileEntry], counts: Mapping[str, int]) -> WriterState:
+    def _next_state(self, settings: IndexSettings, seen: dict[str, FileEntry], counts: Mapping[str, int]) -> WriterState:
         for doc_id, entry in seen.items():
             n = counts.get(doc_id, 0)
             if entry.n_chunks != n:
@@ -289,7 +289,7 @@ class IndexWriter:
         return WriterState(str(self.folder), settings, self.walk, generation_of(self.target),
                            index_stamp(self.target), seen)
 
-    def _splice(self, gen: Generation, found: Scan, settings: Settings, report: SyncReport, tick: Progress,
+    def _splice(self, gen: Generation, found: Scan, settings: IndexSettings, report: SyncReport, tick: Progress,
                 journal: EmbedJournal) -> None:
         e = self.embedder
         new_chunks = chunk_all(found.new_texts, e.tokenizer, self.max_tokens, self.overlap, report, tick,
@@ -313,7 +313,7 @@ class IndexWriter:
             self._generation = nxt
         report.seconds["state"] = time.perf_counter() - t0
 
-    def _rebuild(self, found: Scan, state: WriterState | None, current_gen: str | None, settings: Settings,
+    def _rebuild(self, found: Scan, state: WriterState | None, current_gen: str | None, settings: IndexSettings,
                  report: SyncReport, tick: Progress, journal: EmbedJournal) -> None:
         """3. The full path: the previous index is read and checked in full; its chunks and vectors are reused where they fit."""
         e = self.embedder
@@ -335,7 +335,7 @@ class IndexWriter:
         prev = _previous_of(old, e) if old is not None else None
         if old is not None and not trusted:
             # meta.json does not record the code chunker: that difference re-chunks, it is not reported.
-            old_settings = dataclasses.replace(Settings.of_meta(old.meta), code=settings.code)
+            old_settings = dataclasses.replace(IndexSettings.of_meta(old.meta), code=settings.code)
             if old_settings != settings:
                 report.rebuilt = f"settings changed ({', '.join(settings.differing(old_settings))}); every document re-chunked"
         if not trusted:

@@ -31,8 +31,8 @@ import numpy.typing as npt
 
 from ragtui.core.errors import UsageError
 from ragtui.core.index.bm25 import BM25Index, Postings
+from ragtui.core.index.topk import top_k
 from ragtui.core.search.ranking_options import RANGES
-from ragtui.core.topk import top_k
 
 if TYPE_CHECKING:
     from ragtui.core.index.docs_file import DocsFile

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ragtui.core.errors import UsageError
-from ragtui.core.topk import top_k
+from ragtui.core.index.topk import top_k
 
 __all__ = ["as_query", "as_vectors", "flat_search", "flat_search_batch", "row_scores", "top_k", "vecdot"]
 

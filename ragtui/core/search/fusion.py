@@ -27,8 +27,8 @@ from typing import SupportsFloat, SupportsIndex
 import numpy as np
 
 from ragtui.core.errors import UsageError
+from ragtui.core.index.topk import top_k
 from ragtui.core.search.ranking_options import RANGES
-from ragtui.core.topk import top_k
 
 __all__ = [
     "DEFAULT_DEPTH", "DEFAULT_FUSION", "DEFAULT_RRF_K", "DEFAULT_WEIGHT", "FUSIONS", "RRF_K_RANGE", "WEIGHTED",

@@ -42,8 +42,8 @@ import numpy as np
 
 from ragtui.core.errors import UsageError
 from ragtui.core.index.analyzer import analyze
+from ragtui.core.index.topk import top_k
 from ragtui.core.search.modes import mode_spec
-from ragtui.core.topk import top_k
 
 if TYPE_CHECKING:
     from ragtui.core.index.bm25 import BM25Index

@@ -32,8 +32,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ragtui.core.errors import UsageError
+from ragtui.core.index.topk import top_k
 from ragtui.core.search.flat import as_query, as_vectors, row_scores
-from ragtui.core.topk import top_k
 
 if TYPE_CHECKING:
     from ragtui.core.search.ivf import IVFIndex

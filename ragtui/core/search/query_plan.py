@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ragtui.core.index.analyzer import analyze
+from ragtui.core.index.topk import top_k
 from ragtui.core.search.query import LANGUAGES, Clause, Filter, ParsedQuery, Phrase, Prefix, Word
-from ragtui.core.topk import top_k
 
 if TYPE_CHECKING:
     from ragtui.core.index.bm25 import BM25Index

@@ -39,8 +39,8 @@ import numpy.typing as npt
 from ragtui.core.index.analyzer import analyze
 from ragtui.core.index.arraycache import cached_arrays
 from ragtui.core.index.bm25 import BM25Index, Postings
+from ragtui.core.index.topk import top_k
 from ragtui.core.search.docaware import DocLexical
-from ragtui.core.topk import top_k
 
 __all__ = ["DEFAULT_STEM_B", "DEFAULT_STEM_CHUNK_WEIGHT", "DEFAULT_STEM_K1", "STEMMER", "StemLexical", "stem_terms"]
 

@@ -19,7 +19,7 @@ from ragtui.tui.widgets.compare_panel import ComparePanel, common_folder
 from ragtui.tui.widgets.mode_bar import MODE_LABELS
 
 if TYPE_CHECKING:
-    from ragtui.tui.app import RagtuiApp
+    from ragtui.tui.ragtui_app import RagtuiApp
 
 __all__ = ["CompareScreen"]
 

@@ -17,7 +17,7 @@ from ragtui.tui.messages import IndexListed, StatsReady
 from ragtui.tui.widgets.index_stats import IndexStatsView
 
 if TYPE_CHECKING:
-    from ragtui.tui.app import RagtuiApp
+    from ragtui.tui.ragtui_app import RagtuiApp
 
 __all__ = ["IndexScreen"]
 

@@ -25,7 +25,7 @@ from ragtui.tui.widgets.results_table import ResultsTable
 from ragtui.tui.widgets.status_line import StatusLine, StatusState
 
 if TYPE_CHECKING:
-    from ragtui.tui.app import RagtuiApp
+    from ragtui.tui.ragtui_app import RagtuiApp
 
 __all__ = ["SearchScreen"]
 

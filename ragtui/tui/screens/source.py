@@ -16,7 +16,7 @@ from ragtui.tui.widgets.detail_pane import FRESHNESS_STYLES
 from ragtui.tui.widgets.source_view import MORE_RIGHT, LongLineMarks, SourceView
 
 if TYPE_CHECKING:
-    from ragtui.tui.app import RagtuiApp
+    from ragtui.tui.ragtui_app import RagtuiApp
 
 __all__ = ["SourceScreen"]
 

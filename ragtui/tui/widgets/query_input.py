@@ -17,7 +17,7 @@ from ragtui.core.search.retriever import MAX_QUERY_CHARS
 from ragtui.tui.history import QueryHistory
 
 if TYPE_CHECKING:
-    from ragtui.tui.app import RagtuiApp
+    from ragtui.tui.ragtui_app import RagtuiApp
 
 __all__ = ["QueryInput"]
 

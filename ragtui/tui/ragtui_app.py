@@ -27,7 +27,6 @@ from ragtui.core.search.retriever import Retriever
 from ragtui.core.textsafe import inline, neutralize
 from ragtui.tui import backend, fmt, states
 from ragtui.tui.actions import Actions
-from ragtui.tui.commands import HistoryCommands
 from ragtui.tui.history import QueryHistory, default_history_path
 from ragtui.tui.keys import mode_bindings
 from ragtui.tui.live import LiveAgent, LiveFollower
@@ -46,6 +45,7 @@ from ragtui.tui.messages import (
     WatchActivity,
     while_running,
 )
+from ragtui.tui.palette import HistoryCommands
 from ragtui.tui.safe import SAFE_TEXT
 from ragtui.tui.screens.search import SearchScreen
 from ragtui.tui.screens.source import SourceScreen
@@ -100,7 +100,7 @@ class RagtuiApp(Actions, Workers, App[int]):
     ``frames_held`` (a typed key's echo waits for its results, ``FRAME_HOLD``).
     """
 
-    CSS_PATH = "app.tcss"
+    CSS_PATH = "ragtui_app.tcss"
     TITLE = "ragtui"
     COMMANDS = App.COMMANDS | {HistoryCommands}
     CURSOR_BLINK: ClassVar[bool] = True
