@@ -97,12 +97,32 @@ def run(args) -> int:
 # -- references and indexes --------------------------------------------------------------
 
 
+MAX_STDIN_BYTES = 16 << 20
+"""The most ``inspect -`` reads from stdin (16 MiB: far more than any answer's citations)."""
+
+
+def _read_stdin() -> str:
+    """stdin as text, read within ``MAX_STDIN_BYTES``: a stream that never ends is refused, not held."""
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is not None:
+        data = stream.read(MAX_STDIN_BYTES + 1)
+    else:
+        data = sys.stdin.read(MAX_STDIN_BYTES + 1).encode("utf-8", errors="surrogateescape")
+    if len(data) > MAX_STDIN_BYTES:
+        raise UsageError(f"stdin holds more than {MAX_STDIN_BYTES >> 20} MiB: pass the references as arguments, "
+                         "or pipe only the answer or list that holds them")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UsageError(f"stdin is not UTF-8 text (byte {e.start}): pipe the references as text") from None
+
+
 def _collect_refs(items: list[str]) -> list[str]:
     """Each argument is one reference, unless it is '-' (stdin) or holds a citation string or JSON list."""
     refs: list[str] = []
     for item in items:
         if item == "-":
-            refs.extend(parse_refs(sys.stdin.read()))
+            refs.extend(parse_refs(_read_stdin()))
         elif "[" in item or "\n" in item:
             refs.extend(parse_refs(item))
         else:
