@@ -1,10 +1,15 @@
-"""The retriever selector: one chip per mode (click or press its key), then k, nprobe and the query time."""
+"""The retriever selector: one chip per mode (click or press its key), then k, nprobe and the query time.
+
+On a narrow terminal (80 columns) the chips of the other modes show only their keys (the current one keeps
+its name, and each chip's tooltip names its mode), so k, nprobe or the fusion, and the query time still fit.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.message import Message
@@ -76,8 +81,21 @@ class ModeChip(Static):
             self.mode = mode
 
     def __init__(self, mode: str) -> None:
-        super().__init__(f"{MODE_KEYS[mode]} {MODE_LABELS[mode]}", id=f"mode-{mode}")
+        super().__init__(self.full_text(mode), id=f"mode-{mode}")
         self.mode = mode
+        self.tooltip = f"{MODE_LABELS[mode]} ({MODE_KEYS[mode]})"
+        self._text = self.full_text(mode)
+
+    @staticmethod
+    def full_text(mode: str) -> str:
+        return f"{MODE_KEYS[mode]} {MODE_LABELS[mode]}"
+
+    def show_name(self, shown: bool) -> None:
+        """The key and the mode's name, or (``shown`` false) the key alone."""
+        text = self.full_text(self.mode) if shown else MODE_KEYS[self.mode]
+        if text != self._text:
+            self._text = text
+            self.update(text)
 
     def on_click(self) -> None:
         self.post_message(self.Clicked(self.mode))
@@ -100,9 +118,26 @@ class ModeBar(Horizontal):
     }
     """
 
+    PARAMS_ROOM = 44
+    """Columns kept for k, nprobe or the fusion, and the query time before the chips are shortened."""
+    FULL_WIDTH = sum(len(ModeChip.full_text(m)) + 2 for m in MODE_LABELS) + PARAMS_ROOM
+    """Below this width, only the current mode's chip shows its name."""
+
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self._shown: Text | None = None
+        self._mode: str | None = None
+        self._compact = False
+
+    def on_resize(self, event: events.Resize) -> None:
+        compact = event.size.width < self.FULL_WIDTH
+        if compact != self._compact:
+            self._compact = compact
+            self._name_chips()
+
+    def _name_chips(self) -> None:
+        for chip in self.query(ModeChip):
+            chip.show_name(not self._compact or chip.mode == self._mode)
 
     def compose(self) -> ComposeResult:
         for mode in MODE_LABELS:
@@ -113,6 +148,9 @@ class ModeBar(Horizontal):
         for chip in self.query(ModeChip):
             chip.set_class(chip.mode == state.mode, "-current")
             chip.set_class(chip.mode not in LEXICAL_MODES and state.vectors == "off", "-off")
+        if state.mode != self._mode:
+            self._mode = state.mode
+            self._name_chips()
         line = Text()
         if state.indexes > 1:
             line.append(f"{state.indexes} indexes", "bold")
