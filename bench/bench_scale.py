@@ -271,15 +271,33 @@ def child_env(home: Path) -> dict[str, str]:
 LAUNCHER = r"""
 import json, os, sys, time
 t0 = time.perf_counter()
+limit = int(os.environ.pop("BENCH_SCALE_RSS_LIMIT_KIB", "0"))
 pid = os.posix_spawn(sys.argv[2], sys.argv[2:], os.environ)
-_, status, usage = os.wait4(pid, 0)
+killed = False
+while True:
+    done, status, usage = os.wait4(pid, os.WNOHANG if limit else 0)
+    if done:
+        break
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            rss = next((int(l.split()[1]) for l in f if l.startswith("VmRSS:")), 0)
+    except OSError:
+        rss = 0
+    if rss > limit:
+        os.kill(pid, 9)
+        killed = True
+    time.sleep(0.1)
 wall = time.perf_counter() - t0
 with open(sys.argv[1], "w") as f:
     json.dump({"s": wall, "rss_kib": usage.ru_maxrss, "cpu_s": usage.ru_utime + usage.ru_stime,
-               "code": os.waitstatus_to_exitcode(status)}, f)
+               "code": os.waitstatus_to_exitcode(status), "killed": killed}, f)
 """
 """Runs a command and writes its wall time and rusage. The command is spawned by this small process, not
-by the benchmark: a child's peak RSS as the kernel counts it starts from its parent's RSS at the fork."""
+by the benchmark: a child's peak RSS as the kernel counts it starts from its parent's RSS at the fork.
+With BENCH_SCALE_RSS_LIMIT_KIB set it polls the command's RSS every 0.1 s and kills it past the limit."""
+
+RSS_LIMIT_KIB = 0
+"""--max-rss, in KiB (0: no limit): a child past it is killed and the run stops."""
 
 
 def run_child(cmd: Sequence[str], env: dict[str, str]) -> dict:
@@ -287,14 +305,18 @@ def run_child(cmd: Sequence[str], env: dict[str, str]) -> dict:
     exe = shutil.which(cmd[0], path=env.get("PATH")) or cmd[0]
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
             tempfile.NamedTemporaryFile(suffix=".json") as usage_file:
+        limited = {**env, "BENCH_SCALE_RSS_LIMIT_KIB": str(RSS_LIMIT_KIB)} if RSS_LIMIT_KIB else env
         subprocess.run([sys.executable, "-S", "-c", LAUNCHER, usage_file.name, exe, *cmd[1:]],
-                       stdout=out, stderr=err, env=env, check=True)
+                       stdout=out, stderr=err, env=limited, check=True)
         usage = json.loads(Path(usage_file.name).read_text())
         out.seek(0)
         err.seek(0)
         res = {"s": usage["s"], "rss_mib": usage["rss_kib"] / 1024, "cpu_s": usage["cpu_s"],
                "code": usage["code"], "stdout": out.read().decode("utf-8", "replace"),
                "stderr": err.read().decode("utf-8", "replace")}
+    if usage.get("killed"):
+        raise SystemExit(f"{' '.join(cmd[:2])} ... passed --max-rss ({RSS_LIMIT_KIB / 2**20:.1f} GiB) and was killed "
+                         f"(peak {res['rss_mib']:,.0f} MiB)")
     if res["code"] not in (0, 1):
         raise SystemExit(f"{' '.join(cmd[:3])} ... exited with {res['code']}: {res['stderr'].strip()[-500:]}")
     return res
@@ -638,9 +660,13 @@ def plot(runs: Sequence[dict], path: Path) -> None:
     t = TARGETS["save_median_ms"]
     a.plot(list(t), list(t.values()), "k:", marker="x", label="target (median)")
     a.legend(fontsize=8)
-    panel(axes[0][1], [("ingest_rss_mib", "full ingest, peak"), ("watch_hwm_mib", "watch agent, peak"),
-                       ("cli_hybrid_rss_mib", "ragtui search hybrid, peak"), ("cli_bm25_rss_mib", "ragtui search bm25, peak")],
+    m = axes[0][1]
+    panel(m, [("ingest_rss_mib", "full ingest, peak"), ("watch_hwm_mib", "watch agent, peak"),
+              ("cli_hybrid_rss_mib", "ragtui search hybrid, peak"), ("cli_bm25_rss_mib", "ragtui search bm25, peak")],
           "memory", "MiB")
+    m.plot([1_000_000], [2e9 / 2**20], "kx", label="target: ingest ≤ 2 GB at 1M")
+    m.plot([1_000_000], [1.5e9 / 2**20], "k+", markersize=10, label="target: watch ≤ 1.5 GB at 1M")
+    m.legend(fontsize=8)
     panel(axes[1][0], [(f"cli_{m}_s", m) for m in MODES], "`ragtui search`, fresh process, one query", "s")
     panel(axes[1][1], [(f"warm_{m}_ms", m) for m in MODES], "warm query, median", "ms")
     fig.tight_layout()
@@ -671,9 +697,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--one-file-runs", type=int, default=3, help="one-file `ragtui ingest` runs per size (default 3)")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved BM25 rounds against tantivy (default 5)")
     ap.add_argument("--no-tantivy", action="store_true", help="leave out the tantivy comparison")
+    ap.add_argument("--max-rss", type=float, metavar="GiB", default=0,
+                    help="kill a child (ingest, search) whose RSS passes this, and stop (default: no limit)")
     ap.add_argument("--json", type=Path, metavar="FILE", help="write every figure as JSON")
     ap.add_argument("--plot", type=Path, metavar="PNG", help="draw the growth (needs two sizes or more)")
+    ap.add_argument("--from-json", type=Path, nargs="+", metavar="FILE",
+                    help="measure nothing: print the table (and --plot) of the sizes in --json files")
     args = ap.parse_args(argv)
+    if args.from_json:
+        runs = sorted((r for f in args.from_json for r in json.loads(f.read_text(encoding="utf-8"))["runs"]),
+                      key=lambda r: r["chunks"])
+        print(growth_table(runs))
+        if args.plot:
+            plot(runs, args.plot)
+        return 0
     if args.quick:
         sizes = [2_000]
         args.queries, args.saves = min(args.queries, 30), min(args.saves, 5)
@@ -685,6 +722,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             import tantivy  # noqa: F401
         except ImportError:
             raise SystemExit("tantivy is needed for the BM25 comparison: pip install -e '.[bench]' (or --no-tantivy)") from None
+    global RSS_LIMIT_KIB
+    RSS_LIMIT_KIB = int(args.max_rss * 2**20)
     queries = real_queries(args.queries)
     print(f"bench_scale: {os.cpu_count()} CPUs, {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.1f} GiB, "
           f"python {sys.version.split()[0]}; {len(queries)} queries; load average {load():.1f}")
