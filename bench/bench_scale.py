@@ -577,7 +577,7 @@ ROWS = [
     ("ingest_s", "full `ragtui ingest`, s"),
     ("ingest_rss_mib", "full ingest peak RSS, MiB"),
     ("index_mb", "index on disk (four files), MB"),
-    ("cache_mb", "readers' cache on disk, MB"),
+    ("cache_mb", "readers' cache on disk after the queries, MB"),
     ("state_mb", "writer state on disk, MB"),
     ("save_median_ms", "watch save -> searchable, median ms"),
     ("save_p95_ms", "watch save -> searchable, p95 ms"),
