@@ -209,6 +209,7 @@ def build_corpus(folder: Path, target: int, seed: int, counts_cache: Path | None
     folder.mkdir(parents=True)
     digest = hashlib.sha256()
     edit = None
+    edit_tldr = False
     for copy, i in sorted(picks):
         rel, data = base[i]
         name = f"c{copy:03d}/{rel}"
@@ -217,8 +218,12 @@ def build_corpus(folder: Path, target: int, seed: int, counts_cache: Path | None
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(woven)
         digest.update(name.encode() + b"\0" + hashlib.sha256(woven).digest())
-        if edit is None and rel.startswith("tldr-pages/") and rel != "tldr-pages/LICENSE.md" and len(woven) < 2048:
-            edit = name
+        # The file the saves edit: the first small tldr page, else the first small file.
+        tldr = rel.startswith("tldr-pages/")
+        if len(woven) < 2048 and not rel.endswith("LICENSE.md") and (edit is None or (tldr and not edit_tldr)):
+            edit, edit_tldr = name, tldr
+    if edit is None:
+        raise SystemExit(f"a {target}-chunk corpus holds no file under 2 KiB for the saves to edit: ask for more chunks")
     manifest = {
         "layout": LAYOUT, "seed": seed, "target": target, "chunks_estimated": estimated, "files": len(picks),
         "copies": 1 + max((c for c, _ in picks), default=-1), "edit": edit, "sha256": digest.hexdigest(),
