@@ -23,13 +23,13 @@ import numpy as np
 import numpy.typing as npt
 
 from ragtui.core.errors import IndexFormatError, IndexMissingError
-from ragtui.core.index import verified
 from ragtui.core.index.analyzer import analyze
 from ragtui.core.index.bm25 import BM25Index
 from ragtui.core.index.bm25_write import PostingBytes, encode_spliced_carried, splice_postings
 from ragtui.core.index.docs_file import DocsFile
-from ragtui.core.index.index_format import BM25, DOCS, FILES, META, VECTORS, IndexData, generation_of, read_index
+from ragtui.core.index.index_format import BM25, DOCS, META, VECTORS, IndexData, generation_of, read_index
 from ragtui.core.index.records import IndexMeta, encode_docs, encode_meta
+from ragtui.core.ingest import derive
 from ragtui.core.ingest.assemble import Assembly, Previous
 from ragtui.core.ingest.publish import FileRange, NewGeneration, file_size
 from ragtui.core.ingest.report import Progress, SyncReport
@@ -152,7 +152,8 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
     thread copies and flushes them (``NewGeneration.write_behind``) while this one
     splices the postings, works out the weights and encodes bm25.idx; a
     third thread writes the decoded arrays to the cache for readers during the
-    encoding, named by the new file's SHA-256 before the link is renamed.
+    encoding, named by the new file's SHA-256 before the link is renamed; the
+    document-level BM25 is then stored for readers too (``derive``).
     """
     old = gen.data
     t0 = time.perf_counter()
@@ -190,10 +191,13 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
             ends = _docs_ends(gen, asm, pieces[DOCS])
             report.seconds["cache"] = time.perf_counter() - t0
             t0 = time.perf_counter()
+            doclex_key = derive.derive(cache_dir, index_id, decoded, bm25_key, asm.rows.values())
+            report.seconds["derive"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
             files[BM25] = [bm25_bytes]
             new.write({BM25: files[BM25]})
-            new.commit(tidy=False, before_swap=lambda d: verified.record(
-                cache_dir, index_id, [d / n for n in FILES], ends=ends, bm25_key=bm25_key))
+            new.commit(tidy=False, before_swap=lambda d: derive.before_swap(
+                cache_dir, index_id, d, ends=ends, bm25_key=bm25_key, doclex_key=doclex_key))
     finally:
         for fd in (sources or {}).values():
             os.close(fd)

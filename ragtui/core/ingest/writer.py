@@ -30,12 +30,12 @@ from ragtui.core.code.languages import chunker_identity
 from ragtui.core.documents.registry import reader_versions
 from ragtui.core.embedders.base import Embedder, known_dim, tokenizer_name
 from ragtui.core.errors import IndexFormatError, IndexMissingError, UsageError
-from ragtui.core.index import verified
 from ragtui.core.index.analyzer import analyze
 from ragtui.core.index.bm25 import BM25Index, check_bm25_params
 from ragtui.core.index.bm25_write import build_postings
-from ragtui.core.index.index_format import BM25, DOCS, FILES, IndexData, generation_of, read_index
+from ragtui.core.index.index_format import BM25, DOCS, IndexData, generation_of, read_index
 from ragtui.core.index.records import IndexMeta
+from ragtui.core.ingest import derive
 from ragtui.core.ingest.assemble import Previous, assemble, chunk_all, embed_pending, expand
 from ragtui.core.ingest.journal import EmbedJournal
 from ragtui.core.ingest.patterns import IGNORE_FILES
@@ -305,7 +305,7 @@ class IndexWriter:
         t0 = time.perf_counter()
         nxt = following(self.target, gen, asm, done)
         remove_stale_generations(self.artifacts, self.index_id)
-        BM25Index.evict(self._cache_dir, self.index_id)
+        derive.tidy(self._cache_dir, self.index_id)
         journal.clear()
         report.seconds["tidy"] = time.perf_counter() - t0
         t0 = time.perf_counter()
@@ -373,15 +373,20 @@ class IndexWriter:
                 new.write_behind({name: data for name, data in files.items() if name != BM25})
                 # Readers find the decoded BM25 arrays ready instead of decoding the new file, and what this
                 # writer checked of the files instead of checking it again (core.index.verified).
-                key = BM25Index.from_postings(postings, self.k1, self.b).store(files[BM25], self._cache_dir, self.index_id)
+                decoded = BM25Index.from_postings(postings, self.k1, self.b)
+                key = decoded.store(files[BM25], self._cache_dir, self.index_id)
                 ends = np.flatnonzero(np.frombuffer(files[DOCS], dtype=np.uint8) == 10)
+                t1 = time.perf_counter()
+                doclex_key = derive.derive(self._cache_dir, self.index_id, decoded, key, asm.rows.values())
+                report.seconds["derive"] = time.perf_counter() - t1
+                del decoded
                 new.write({BM25: files[BM25]})
-                new.commit(before_swap=lambda d: verified.record(self._cache_dir, self.index_id, [d / n for n in FILES],
-                                                                 ends=ends, bm25_key=key))
+                new.commit(before_swap=lambda d: derive.before_swap(self._cache_dir, self.index_id, d, ends=ends,
+                                                                    bm25_key=key, doclex_key=doclex_key))
             report.published = True
             report.bytes_written = sum(len(v) for v in files.values())
             tick("write", 1, 1)
-            BM25Index.evict(self._cache_dir, self.index_id)
+            derive.tidy(self._cache_dir, self.index_id)
         journal.clear()
         report.seconds["write"] = time.perf_counter() - t0
         self._save(self._next_state(settings, found.seen, asm.counts))
