@@ -8,10 +8,9 @@ built here only once a reader has used it for an earlier generation, so an
 index nobody searches that way does not pay for it at every save) and the
 facts the writer checked (``verified``).
 The writer has everything they are made of in memory, so it builds them
-once, into ``<artifacts>/rag/.cache/``, while the new generation is still a
-directory nobody reads: ``derive`` once bm25.idx's key is known, ``before_swap``
-once the four files are complete and flushed (the link not yet renamed), and
-``tidy`` once the generation is current.
+once, into ``<artifacts>/rag/.cache/``: ``Derivation`` keys them while the
+generation is written and builds them once it is current; ``tidy`` then
+keeps the two newest entries of each kind.
 
 Every step is best effort and leaves either no entry or a complete one (an
 ``arraycache`` entry is written under a temporary name with a ``complete``
@@ -24,6 +23,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -35,26 +35,62 @@ from ragtui.core.index.index_format import FILES
 from ragtui.core.search.docaware import DocLexical, doc_groups_of_rows, doclex_key
 from ragtui.core.search.stemmed import STEM_KIND, StemLexical
 
-__all__ = ["before_swap", "derive", "tidy"]
+__all__ = ["Derivation", "tidy"]
 
 
-def derive(cache_dir: Path, index_id: str, bm25: BM25Index, bm25_key: str | None,
-           spans: Iterable[tuple[int, int]]) -> str | None:
-    """Store the document-level BM25 of the generation whose chunk index is ``bm25`` (keyed ``bm25_key``), its
-    documents' rows [lo, hi) ``spans`` in index order; the entry's key, or None when nothing was stored."""
-    if bm25_key is None:
-        return None
-    try:
-        doc_of_row = doc_groups_of_rows(list(spans), bm25.n_docs)
-        lex = DocLexical.build(bm25, doc_of_row, doclex_key(bm25_key, doc_of_row))
-        if not lex.store(cache_dir, index_id, tidy=False):
-            return None
-        if _stem_in_use(cache_dir, index_id):
-            # Some reader searched the stemmed arm (bm25stem, hybrid's default arm): the next one finds it ready.
-            StemLexical.load(bm25, doc_of_row, cache_dir, index_id, source_key=lex.key)
-        return lex.key
-    except (OSError, ValueError, MemoryError):
-        return None  # the readers build it: time, not a wrong answer
+@dataclass
+class Derivation:
+    """The derived entries of one generation being published: keyed before the link's rename, built right after.
+
+    ``plan`` (cheap: the rows' documents and the entry's key) runs while the
+    generation is written; ``before_swap`` records the key with the other
+    facts of the generation (``verified``), so a reader that opens it finds
+    the entry without scanning docs.jsonl once it exists; ``after_swap``
+    builds and stores the entries. Building after the rename keeps a save
+    searchable as soon as its files are (the build takes seconds at 100k
+    chunks); a reader that opens the generation before the entry is there
+    builds its own, with the same result.
+    """
+
+    cache_dir: Path
+    index_id: str
+    bm25: BM25Index
+    doc_of_row: npt.NDArray[np.int64] | None
+    key: str | None
+    """The document-level BM25 entry's key (``docaware.doclex_key``); None: nothing will be stored."""
+
+    @classmethod
+    def plan(cls, cache_dir: Path, index_id: str, bm25: BM25Index, bm25_key: str | None,
+             spans: Iterable[tuple[int, int]]) -> Derivation:
+        """The entries of the generation whose chunk index is ``bm25`` (keyed ``bm25_key``, ``BM25Index.store``),
+        its documents' rows [lo, hi) ``spans`` in index order."""
+        doc_of_row = key = None
+        if bm25_key is not None:
+            try:
+                doc_of_row = doc_groups_of_rows(list(spans), bm25.n_docs)
+                key = doclex_key(bm25_key, doc_of_row)
+            except ValueError:
+                doc_of_row = key = None
+        return cls(cache_dir, index_id, bm25, doc_of_row, key)
+
+    def before_swap(self, generation_dir: Path, *, ends: npt.NDArray[np.int64], bm25_key: str | None) -> None:
+        """Once the generation in ``generation_dir`` is complete and flushed, just before it becomes current:
+        record what the writer verified of it. Must not raise (``NewGeneration.commit``)."""
+        paths = [generation_dir / name for name in FILES]
+        verified.record(self.cache_dir, self.index_id, paths, ends=ends, bm25_key=bm25_key, doclex_key=self.key)
+
+    def after_swap(self) -> None:
+        """Once the generation is current: build and store its derived entries (best effort, never raises)."""
+        if self.key is None or self.doc_of_row is None:
+            return
+        try:
+            lex = DocLexical.build(self.bm25, self.doc_of_row, self.key)
+            if lex.store(self.cache_dir, self.index_id, tidy=False) and _stem_in_use(self.cache_dir, self.index_id):
+                # A reader searched the stemmed arm (bm25stem, hybrid's default) before: the next one finds it ready.
+                StemLexical.load(self.bm25, self.doc_of_row, self.cache_dir, self.index_id, source_key=lex.key)
+        except (OSError, ValueError, MemoryError):
+            pass  # the readers build it: time, not a wrong answer
+        # IVF lists: the call that warms the IVF cache for this generation goes here.
 
 
 def _stem_in_use(cache_dir: Path, index_id: str) -> bool:
@@ -64,17 +100,6 @@ def _stem_in_use(cache_dir: Path, index_id: str) -> bool:
         return any(n.startswith(prefix) and ".tmp" not in n for n in os.listdir(cache_dir))
     except OSError:
         return False
-
-
-def before_swap(cache_dir: Path, index_id: str, generation_dir: Path, *, ends: npt.NDArray[np.int64],
-                bm25_key: str | None, doclex_key: str | None) -> None:
-    """What runs once the generation in ``generation_dir`` is complete and flushed, just before it becomes current.
-
-    Must not raise (``NewGeneration.commit``).
-    """
-    paths = [generation_dir / name for name in FILES]
-    # IVF lists: warming the IVF cache for this generation belongs here, before the generation is current.
-    verified.record(cache_dir, index_id, paths, ends=ends, bm25_key=bm25_key, doclex_key=doclex_key)
 
 
 def tidy(cache_dir: Path, index_id: str) -> None:

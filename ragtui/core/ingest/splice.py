@@ -29,8 +29,8 @@ from ragtui.core.index.bm25_write import PostingBytes, encode_spliced_carried, s
 from ragtui.core.index.docs_file import DocsFile
 from ragtui.core.index.index_format import BM25, DOCS, META, VECTORS, IndexData, generation_of, read_index
 from ragtui.core.index.records import IndexMeta, encode_docs, encode_meta
-from ragtui.core.ingest import derive
 from ragtui.core.ingest.assemble import Assembly, Previous
+from ragtui.core.ingest.derive import Derivation
 from ragtui.core.ingest.publish import FileRange, NewGeneration, file_size
 from ragtui.core.ingest.report import Progress, SyncReport
 from ragtui.core.ingest.state import FileEntry, FileTable, IndexStamp, index_stamp, stat_stamp
@@ -142,6 +142,8 @@ class Spliced:
     posting_bytes: PostingBytes
     ends: npt.NDArray[np.int64]
     """The offset of each newline of the docs.jsonl published."""
+    derived: Derivation
+    """Its derived entries, keyed; built once the caller is done with what readers wait for (``after_swap``)."""
 
 
 def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembly, meta: IndexMeta,
@@ -152,8 +154,9 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
     thread copies and flushes them (``NewGeneration.write_behind``) while this one
     splices the postings, works out the weights and encodes bm25.idx; a
     third thread writes the decoded arrays to the cache for readers during the
-    encoding, named by the new file's SHA-256 before the link is renamed; the
-    document-level BM25 is then stored for readers too (``derive``).
+    encoding, named by the new file's SHA-256 before the link is renamed. The
+    other derived entries are keyed here and built by the caller
+    (``Spliced.derived``).
     """
     old = gen.data
     t0 = time.perf_counter()
@@ -190,14 +193,12 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
             bm25_key = place(bm25_bytes)
             ends = _docs_ends(gen, asm, pieces[DOCS])
             report.seconds["cache"] = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            doclex_key = derive.derive(cache_dir, index_id, decoded, bm25_key, asm.rows.values())
-            report.seconds["derive"] = time.perf_counter() - t0
+            derived = Derivation.plan(cache_dir, index_id, decoded, bm25_key, asm.rows.values())
+            report.seconds["cache"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             files[BM25] = [bm25_bytes]
             new.write({BM25: files[BM25]})
-            new.commit(tidy=False, before_swap=lambda d: derive.before_swap(
-                cache_dir, index_id, d, ends=ends, bm25_key=bm25_key, doclex_key=doclex_key))
+            new.commit(tidy=False, before_swap=lambda d: derived.before_swap(d, ends=ends, bm25_key=bm25_key))
     finally:
         for fd in (sources or {}).values():
             os.close(fd)
@@ -206,7 +207,7 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
     # What the publish adds once the BM25 work is done: the wait for the thread, bm25.idx, the renames.
     report.seconds["write"] = time.perf_counter() - t0
     tick("write", 1, 1)
-    return Spliced(meta, pieces, decoded, bm25_bytes, layout, ends)
+    return Spliced(meta, pieces, decoded, bm25_bytes, layout, ends, derived)
 
 
 def _docs_ends(gen: Generation, asm: Assembly, docs: Sequence[Piece]) -> npt.NDArray[np.int64]:

@@ -301,7 +301,10 @@ class IndexWriter:
         embed_pending(asm, e, journal, report, tick)
         done = publish_splice(self.artifacts, self.index_id, gen, asm, self._meta(asm.n_rows), report, tick,
                               self._cache_dir)
-        # Readers already see the new generation; what follows only tidies up.
+        # Readers already see the new generation; what follows only saves readers time and tidies up.
+        t0 = time.perf_counter()
+        done.derived.after_swap()
+        report.seconds["derive"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         nxt = following(self.target, gen, asm, done)
         remove_stale_generations(self.artifacts, self.index_id)
@@ -376,16 +379,17 @@ class IndexWriter:
                 decoded = BM25Index.from_postings(postings, self.k1, self.b)
                 key = decoded.store(files[BM25], self._cache_dir, self.index_id)
                 ends = np.flatnonzero(np.frombuffer(files[DOCS], dtype=np.uint8) == 10)
-                t1 = time.perf_counter()
-                doclex_key = derive.derive(self._cache_dir, self.index_id, decoded, key, asm.rows.values())
-                report.seconds["derive"] = time.perf_counter() - t1
+                derived = derive.Derivation.plan(self._cache_dir, self.index_id, decoded, key, asm.rows.values())
                 del decoded
                 new.write({BM25: files[BM25]})
-                new.commit(before_swap=lambda d: derive.before_swap(self._cache_dir, self.index_id, d, ends=ends,
-                                                                    bm25_key=key, doclex_key=doclex_key))
+                new.commit(before_swap=lambda d: derived.before_swap(d, ends=ends, bm25_key=key))
             report.published = True
             report.bytes_written = sum(len(v) for v in files.values())
             tick("write", 1, 1)
+            t1 = time.perf_counter()
+            derived.after_swap()
+            report.seconds["derive"] = time.perf_counter() - t1
+            del derived
             derive.tidy(self._cache_dir, self.index_id)
         journal.clear()
         report.seconds["write"] = time.perf_counter() - t0
