@@ -238,24 +238,30 @@ class DocLexical:
         """Sum the chunk postings of ``chunks`` per document (``doc_of_row`` non-decreasing); ``key`` is kept."""
         doc_of_row = np.asarray(doc_of_row, dtype=np.int64)
         n_docs = int(doc_of_row[-1]) + 1 if doc_of_row.size else 0
-        df = np.diff(chunks.offsets)
-        n_terms = int(df.size)
-        post_doc = np.asarray(chunks.post_doc, dtype=np.int64)
-        post_tf = np.asarray(chunks.post_tf, dtype=np.int64)
-        if post_doc.size:
-            term_of = np.repeat(np.arange(n_terms, dtype=np.int64), df)
-            doc = doc_of_row[post_doc]
+        chunk_offsets = np.asarray(chunks.offsets, dtype=np.int64)
+        n_post = int(chunks.post_doc.size)
+        if n_post:
+            # Four bytes per posting where the documents' numbers fit (they do below 2^31 documents).
+            narrow = doc_of_row.astype(np.int32) if n_docs < (1 << 31) else doc_of_row
+            doc = narrow[chunks.post_doc]
             # Postings run term by term in ascending chunk order, and a document's chunks are
-            # contiguous rows: equal (term, document) pairs are neighbours.
-            new = np.ones(doc.size, dtype=bool)
-            new[1:] = (term_of[1:] != term_of[:-1]) | (doc[1:] != doc[:-1])
+            # contiguous rows: equal (term, document) pairs are neighbours. A document posting
+            # starts where the document changes or a term's postings begin.
+            new = np.empty(n_post, dtype=bool)
+            new[0] = True
+            np.not_equal(doc[1:], doc[:-1], out=new[1:])
+            firsts = chunk_offsets[:-1][chunk_offsets[:-1] < chunk_offsets[1:]]
+            new[firsts] = True
             starts = np.flatnonzero(new)
-            tf = np.add.reduceat(post_tf, starts)
-            ddoc, dterm = doc[starts], term_of[starts]
+            del new
+            tf = np.add.reduceat(chunks.post_tf, starts, dtype=np.int64)
+            ddoc = doc[starts]
+            del doc
+            # Every term's first posting starts a document posting: its offset is the count of starts before it.
+            offsets = np.searchsorted(starts, chunk_offsets, side="left").astype(np.int64)
         else:
-            tf = ddoc = dterm = np.zeros(0, dtype=np.int64)
-        offsets = np.zeros(n_terms + 1, dtype=np.int64)
-        np.cumsum(np.bincount(dterm, minlength=n_terms), out=offsets[1:])
+            tf = ddoc = np.zeros(0, dtype=np.int64)
+            offsets = np.zeros(chunk_offsets.size, dtype=np.int64)
         lengths = np.bincount(doc_of_row, weights=np.asarray(chunks.doc_len, dtype=np.float64), minlength=n_docs)
         postings = Postings(
             doc_len=np.minimum(lengths, np.iinfo(np.uint32).max).astype(np.uint32),
