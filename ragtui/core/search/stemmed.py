@@ -169,14 +169,11 @@ def stem_postings(chunks: BM25Index) -> Postings:
     starts = chunks.term_starts.tolist()
     terms = [blob[starts[t] : starts[t + 1]].decode("utf-8") for t in range(n_terms)]
     stems = stem_terms(terms)
-    # numpy compares str arrays by code point, which is UTF-8 byte order: the dictionary stays sorted as
-    # bm25.idx's is (an analyzer term holds no NUL, which numpy's strings would drop).
-    if stems:
-        uniq, inverse = np.unique(np.array(stems), return_inverse=True)
-        vocab: list[str] = uniq.tolist()
-        stem_of = inverse.astype(np.int64).reshape(-1)
-    else:
-        vocab, stem_of = [], np.zeros(0, dtype=np.int64)
+    # Python compares str by code point, which is UTF-8 byte order: the dictionary stays sorted as bm25.idx's
+    # is. (A set and a dict here, not numpy's unique over fixed-width strings: 0.02 s instead of 0.9 s at 52k terms.)
+    vocab: list[str] = sorted(set(stems))
+    number = {stem: i for i, stem in enumerate(vocab)}
+    stem_of = np.fromiter((number[stem] for stem in stems), dtype=np.int64, count=len(stems))
     df = np.diff(chunks.offsets)
     post_doc = np.asarray(chunks.post_doc, dtype=np.int64)
     post_tf = np.asarray(chunks.post_tf, dtype=np.int64)
