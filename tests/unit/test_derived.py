@@ -247,3 +247,22 @@ def test_the_stemmed_arm_is_stored_at_publish_once_a_reader_used_it(published, m
     monkeypatch.undo()
     want = Retriever.open(link, embedder=embedder(), cache_dir=None).search("otters rivers", mode="bm25stem", k=20)
     assert [(h.row, h.score) for h in got] == [(h.row, h.score) for h in want]
+
+
+def test_a_long_running_writer_derives_behind_and_the_newest_generation_gets_its_entry(tmp_path):
+    from ragtui.core.ingest.writer import IndexWriter
+
+    folder, art = tmp_path / "docs", tmp_path / "art"
+    make_docs(folder)
+    writer = IndexWriter(folder, artifacts=art, embedder=embedder(), max_tokens=12, overlap=3, derive_behind=True)
+    link, cache = art / "rag" / "docs", art / "rag" / ".cache"
+    for i in range(3):  # saves one after another, each published while the last one's entries may still be building
+        (folder / "d1.md").write_text(f"round {i} of otters and cats " * 5, encoding="utf-8")
+        assert writer.sync().published
+    writer.wait_derived()
+    key = read_index(link, full=False, cache_dir=cache).stats["doclex_key"]
+    assert key is not None and (cache / f"doclex-docs-{key}" / "complete").is_file()
+    assert len(doclex_entries(cache)) <= 2 and not [p for p in cache.iterdir() if ".tmp" in p.name]
+    reader = Retriever.open(link, embedder=embedder(), cache_dir=cache)
+    assert isinstance(reader.doc_lexical().docs.weights, np.memmap)
+    assert results(reader) == rebuilt(link)

@@ -22,7 +22,7 @@ wrong answer, and never fails the publish.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,13 +79,18 @@ class Derivation:
         paths = [generation_dir / name for name in FILES]
         verified.record(self.cache_dir, self.index_id, paths, ends=ends, bm25_key=bm25_key, doclex_key=self.key)
 
-    def after_swap(self) -> None:
-        """Once the generation is current: build and store its derived entries (best effort, never raises)."""
-        if self.key is None or self.doc_of_row is None:
+    def after_swap(self, still_wanted: Callable[[], bool] = lambda: True) -> None:
+        """Once the generation is current: build and store its derived entries (best effort, never raises).
+
+        ``still_wanted()`` is asked before each build: False (a newer generation was published meanwhile)
+        stops here, since nobody will open this one any more.
+        """
+        if self.key is None or self.doc_of_row is None or not still_wanted():
             return
         try:
             lex = DocLexical.build(self.bm25, self.doc_of_row, self.key)
-            if lex.store(self.cache_dir, self.index_id, tidy=False) and _stem_in_use(self.cache_dir, self.index_id):
+            if (lex.store(self.cache_dir, self.index_id, tidy=False) and still_wanted()
+                    and _stem_in_use(self.cache_dir, self.index_id)):
                 # A reader searched the stemmed arm (bm25stem, hybrid's default) before: the next one finds it ready.
                 StemLexical.load(self.bm25, self.doc_of_row, self.cache_dir, self.index_id, source_key=lex.key)
         except (OSError, ValueError, MemoryError):

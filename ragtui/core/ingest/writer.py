@@ -89,6 +89,7 @@ class IndexWriter:
         k1: float = 1.2,
         b: float = 0.75,
         rules: WalkRules | None = None,
+        derive_behind: bool = False,
     ) -> None:
         check_bm25_params(k1, b)
         self.folder = Path(os.path.abspath(folder))
@@ -110,6 +111,12 @@ class IndexWriter:
         """The writer state, kept in memory while the file is the one this writer read or wrote last."""
         self._generation: Generation | None = None
         """The generation this writer published (or opened) last, the next splice's starting point."""
+        self._derive_behind = derive_behind
+        """Build a published generation's derived entries in a thread (a long-running writer: its next save
+        need not wait for them); by default ``sync`` returns once they are stored."""
+        self._deriving: threading.Thread | None = None
+        self._published = 0
+        """Generations this writer published: a thread deriving an older one stops between its steps."""
 
     # -- what this writer remembers -------------------------------------------------------------
 
@@ -276,6 +283,34 @@ class IndexWriter:
         else:
             self._rebuild(found, state if trusted else None, current_gen, settings, report, tick, journal)
 
+    def _derive(self, derived: derive.Derivation, report: SyncReport) -> None:
+        """Build the derived entries of the generation just published (``Derivation.after_swap``), then keep the
+        two newest of each kind: here, or in a thread with ``derive_behind`` (``wait_derived`` joins it)."""
+        self._published += 1
+        mine = self._published
+
+        def run() -> None:
+            try:
+                derived.after_swap(still_wanted=lambda: self._published == mine)
+                derive.tidy(self._cache_dir, self.index_id)
+            except Exception:  # noqa: BLE001 - derived entries only save readers time; a reader builds its own
+                pass
+
+        if not self._derive_behind:
+            t0 = time.perf_counter()
+            run()
+            report.seconds["derive"] = time.perf_counter() - t0
+            return
+        thread = threading.Thread(target=run, name=f"derive {self.index_id}")
+        self._deriving = thread
+        thread.start()
+
+    def wait_derived(self) -> None:
+        """Wait until the derived entries of the last generation this writer published are stored (or given up)."""
+        thread = self._deriving
+        if thread is not None:
+            thread.join()
+
     def _meta(self, n_chunks: int) -> IndexMeta:
         e = self.embedder
         return IndexMeta(self.index_id, utc_now(), n_chunks, e.dim, e.model, e.tokenizer.name,
@@ -302,13 +337,10 @@ class IndexWriter:
         done = publish_splice(self.artifacts, self.index_id, gen, asm, self._meta(asm.n_rows), report, tick,
                               self._cache_dir)
         # Readers already see the new generation; what follows only saves readers time and tidies up.
-        t0 = time.perf_counter()
-        done.derived.after_swap()
-        report.seconds["derive"] = time.perf_counter() - t0
+        self._derive(done.derived, report)
         t0 = time.perf_counter()
         nxt = following(self.target, gen, asm, done)
         remove_stale_generations(self.artifacts, self.index_id)
-        derive.tidy(self._cache_dir, self.index_id)
         journal.clear()
         report.seconds["tidy"] = time.perf_counter() - t0
         t0 = time.perf_counter()
@@ -386,11 +418,8 @@ class IndexWriter:
             report.published = True
             report.bytes_written = sum(len(v) for v in files.values())
             tick("write", 1, 1)
-            t1 = time.perf_counter()
-            derived.after_swap()
-            report.seconds["derive"] = time.perf_counter() - t1
+            self._derive(derived, report)
             del derived
-            derive.tidy(self._cache_dir, self.index_id)
         journal.clear()
         report.seconds["write"] = time.perf_counter() - t0
         self._save(self._next_state(settings, found.seen, asm.counts))
