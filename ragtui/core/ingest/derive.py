@@ -58,6 +58,8 @@ class Derivation:
     doc_of_row: npt.NDArray[np.int64] | None
     key: str | None
     """The document-level BM25 entry's key (``docaware.doclex_key``); None: nothing will be stored."""
+    generation_dir: Path | None = None
+    """The generation's directory, once ``before_swap`` has seen it complete (its four files, flushed)."""
 
     @classmethod
     def plan(cls, cache_dir: Path, index_id: str, bm25: BM25Index, bm25_key: str | None,
@@ -76,6 +78,7 @@ class Derivation:
     def before_swap(self, generation_dir: Path, *, ends: npt.NDArray[np.int64], bm25_key: str | None) -> None:
         """Once the generation in ``generation_dir`` is complete and flushed, just before it becomes current:
         record what the writer verified of it. Must not raise (``NewGeneration.commit``)."""
+        self.generation_dir = generation_dir
         paths = [generation_dir / name for name in FILES]
         verified.record(self.cache_dir, self.index_id, paths, ends=ends, bm25_key=bm25_key, doclex_key=self.key)
 
@@ -85,7 +88,14 @@ class Derivation:
         ``still_wanted()`` is asked before each build: False (a newer generation was published meanwhile)
         stops here, since nobody will open this one any more.
         """
-        if self.key is None or self.doc_of_row is None or not still_wanted():
+        if still_wanted():
+            self._lexical(still_wanted)
+        # IVF lists: the call that warms the IVF cache for this generation goes here, behind `if still_wanted():`
+        # (its four files are in self.generation_dir; readers key the lists by generation_of(<rag>/<index_id>)).
+
+    def _lexical(self, still_wanted: Callable[[], bool]) -> None:
+        """The document-level BM25 entry, then the stemmed arm's when it is in use."""
+        if self.key is None or self.doc_of_row is None:
             return
         try:
             lex = DocLexical.build(self.bm25, self.doc_of_row, self.key)
@@ -95,7 +105,6 @@ class Derivation:
                 StemLexical.load(self.bm25, self.doc_of_row, self.cache_dir, self.index_id, source_key=lex.key)
         except (OSError, ValueError, MemoryError):
             pass  # the readers build it: time, not a wrong answer
-        # IVF lists: the call that warms the IVF cache for this generation goes here.
 
 
 def _stem_in_use(cache_dir: Path, index_id: str) -> bool:
