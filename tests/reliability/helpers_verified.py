@@ -151,7 +151,7 @@ def _head_cases() -> dict[str, Callable[[np.ndarray], np.ndarray | bytes]]:
 
     return {
         "head of another format": field(0, 2),
-        "head with an unknown fact": field(1, 1 | 2 | 4 | 8),
+        "head with an unknown fact": field(1, 1 | 2 | 4 | 16),
         "head racy (recorded within the granularity of a file's ctime)": racy,
         "head with a stamp off by one (a size)": lambda h: h + np.eye(1, h.size, verified._HEAD, dtype=np.int64)[0],
         "head with a stamp off by one (an inode)": lambda h: h + np.eye(1, h.size, verified._HEAD + 3,

@@ -314,22 +314,41 @@ class BM25Index:
         The entry of that key is taken without hashing the file when it holds
         the file's header and doc_len; otherwise the file is hashed as usual.
         """
+        return cls.load_keyed(data, k1, b, path, cache_dir, name, key)[0]
+
+    @classmethod
+    def load_keyed(
+        cls,
+        data: bytes | memoryview | mmap.mmap,
+        k1: float,
+        b: float,
+        path: str = "bm25.idx",
+        cache_dir: Path | None = None,
+        name: str = "index",
+        key: str | None = None,
+    ) -> tuple[BM25Index, str | None]:
+        """``load``, and the file's ``cache_key`` (None without a ``cache_dir``: nothing was hashed).
+
+        The key names the file's content: structures derived from this index
+        key their cache entries by it (``docaware.doclex_key``) instead of
+        hashing the arrays again.
+        """
         check_bm25_params(k1, b)
         if cache_dir is None:
-            return cls.decode(data, k1, b, path)
+            return cls.decode(data, k1, b, path), None
         if key is not None:
             found = load_entry(cache_dir, "bm25", name, key)
             if found is not None and _sound(found, k1, b):
                 index = cls.from_arrays(found)
                 if index.describes(data):
-                    return index
+                    return index, key
         key = cls.cache_key(data, k1, b)
         arrays, cached = cached_arrays(cache_dir, "bm25", name, key, lambda: cls.decode(data, k1, b, path).to_arrays())
         if cached and not _sound(arrays, k1, b):
             # Damaged but readable (a file of the entry lost or cut short): drop it and decode anew.
             shutil.rmtree(Path(cache_dir) / f"bm25-{name}-{key}", ignore_errors=True)
             arrays, _ = cached_arrays(cache_dir, "bm25", name, key, lambda: cls.decode(data, k1, b, path).to_arrays())
-        return cls.from_arrays(arrays)
+        return cls.from_arrays(arrays), key
 
     @classmethod
     def decode(cls, data: bytes | memoryview | mmap.mmap, k1: float, b: float, path: str = "bm25.idx") -> BM25Index:

@@ -71,7 +71,10 @@ class IndexData:
     """(n_chunks, dim) float32, read-only, memory-mapped when non-empty."""
     bm25: BM25Index
     stats: dict[str, object] = field(default_factory=dict)
-    """How it was read: ``verified_entry`` is True when its writer's record (``verified``) stood in for checks."""
+    """How it was read: ``verified_entry`` is True when its writer's record (``verified``) stood in for checks;
+    ``bm25_key`` is bm25.idx's ``BM25Index.cache_key`` (None without a cache) and ``doclex_key`` the key of
+    the document-level BM25 entry its writer stored (None when unknown): derived structures are cached
+    under keys made from these (``docaware.DocLexical.load``), never from a hash of the arrays again."""
 
     @property
     def n_chunks(self) -> int:
@@ -221,8 +224,8 @@ def _parse(path: Path, real: str, files: dict[str, BinaryIO], full: bool, cache_
     if full:
         records.verify()
     vectors = _map_vectors(files[VECTORS], where(VECTORS), meta, check=not (known is not None and known.unit_rows))
-    bm25 = BM25Index.load(bm25_raw, meta.k1, meta.b, where(BM25), cache_dir, meta.index_id,
-                          key=known.bm25_key if known is not None else None)
+    bm25, bm25_key = BM25Index.load_keyed(bm25_raw, meta.k1, meta.b, where(BM25), cache_dir, meta.index_id,
+                                          key=known.bm25_key if known is not None else None)
     if bm25.n_docs != meta.n_chunks:
         raise IndexFormatError(where(BM25), f"n_docs is {bm25.n_docs}, but meta.json says n_chunks {meta.n_chunks}")
     st = stats[0]
@@ -233,7 +236,8 @@ def _parse(path: Path, real: str, files: dict[str, BinaryIO], full: bool, cache_
         records=records,
         vectors=vectors,
         bm25=bm25,
-        stats={"verified_entry": known is not None},
+        stats={"verified_entry": known is not None, "bm25_key": bm25_key,
+               "doclex_key": known.doclex_key if known is not None else None},
     )
 
 

@@ -16,7 +16,9 @@ stamps (size, mtime, ctime, inode, device), holding
   (``FACT_*``), when it was recorded (ns since the epoch, taken before the
   files were stamped) and the stamps themselves;
 * ``ends.npy`` (int64): the offset of every newline of docs.jsonl;
-* ``bm25_key.npy`` (uint8): the ``BM25Index.cache_key`` of bm25.idx.
+* ``bm25_key.npy`` (uint8): the ``BM25Index.cache_key`` of bm25.idx;
+* ``doclex_key.npy`` (uint8): the key of the generation's document-level
+  BM25 entry (``docaware.doclex_key``), when the writer stored one.
 
 A reader (``lookup``) takes an entry only when the stamps of the files it
 opened (``fstat``) are exactly the recorded ones and the entry is not
@@ -52,7 +54,7 @@ import numpy as np
 from ragtui.core.index.arraycache import evict, load_entry, store_arrays
 
 __all__ = [
-    "FACT_BM25_KEY", "FACT_ENDS", "FACT_UNIT_ROWS", "FileStamp", "Verified", "entry_key", "file_stamp",
+    "FACT_BM25_KEY", "FACT_DOCLEX_KEY", "FACT_ENDS", "FACT_UNIT_ROWS", "FileStamp", "Verified", "entry_key", "file_stamp",
     "granularity_ns", "is_racy", "lookup", "record", "reader_saving_ns",
 ]
 
@@ -64,7 +66,9 @@ FACT_UNIT_ROWS = 2
 """Every row of vectors.f32 passed the unit-norm check."""
 FACT_BM25_KEY = 4
 """``bm25_key.npy`` holds bm25.idx's ``BM25Index.cache_key``."""
-_ALL_FACTS = FACT_ENDS | FACT_UNIT_ROWS | FACT_BM25_KEY
+FACT_DOCLEX_KEY = 8
+"""``doclex_key.npy`` holds the key of the document-level BM25 entry the writer stored (``docaware``)."""
+_ALL_FACTS = FACT_ENDS | FACT_UNIT_ROWS | FACT_BM25_KEY | FACT_DOCLEX_KEY
 
 FINE_GRANULARITY_NS = 20_000_000
 """A filesystem whose timestamps have sub-millisecond digits stamps from the kernel's clock, which lags
@@ -79,6 +83,7 @@ _HEAD = 3
 """head.npy: FORMAT, facts, recorded_ns, then the stamps (5 per file)."""
 _STAMP_FIELDS = 5
 _BM25_KEY = re.compile(r"v\d+[a-z]*-[0-9a-f]{40}")
+_DOCLEX_KEY = re.compile(r"v\d+-[0-9a-f]{40}")
 _U64 = (1 << 64) - 1
 
 
@@ -133,6 +138,8 @@ class Verified:
     """Every row of vectors.f32 is a finite unit vector."""
     bm25_key: str | None
     """bm25.idx's ``BM25Index.cache_key``."""
+    doclex_key: str | None = None
+    """The key of the generation's document-level BM25 entry (``docaware.doclex_key``)."""
 
 
 def lookup(cache_dir: Path | None, index_id: str, stamps: Sequence[FileStamp], n_chunks: int) -> Verified | None:
@@ -168,15 +175,18 @@ def _parse(arrays: dict[str, np.ndarray], stamps: Sequence[FileStamp], n_chunks:
         if not _int_vector(stored, "i", 8) or stored.size != n_chunks:
             return None
         ends = np.array(stored, dtype=np.int64)  # a copy: the entry's file may be replaced or cut while in use
-    key = None
-    if facts & FACT_BM25_KEY:
-        stored = arrays.get("bm25_key")
-        if not _int_vector(stored, "u", 1) or stored.size > 64:
-            return None
-        key = bytes(stored).decode("ascii")
-        if not _BM25_KEY.fullmatch(key):
-            return None
-    return Verified(ends, bool(facts & FACT_UNIT_ROWS), key)
+    keys: list[str | None] = []
+    for fact, name, shape in ((FACT_BM25_KEY, "bm25_key", _BM25_KEY), (FACT_DOCLEX_KEY, "doclex_key", _DOCLEX_KEY)):
+        key = None
+        if facts & fact:
+            stored = arrays.get(name)
+            if not _int_vector(stored, "u", 1) or stored.size > 64:
+                return None
+            key = bytes(stored).decode("ascii")
+            if not shape.fullmatch(key):
+                return None
+        keys.append(key)
+    return Verified(ends, bool(facts & FACT_UNIT_ROWS), keys[0], keys[1])
 
 
 def _int_vector(a: object, kind: str, itemsize: int) -> TypeGuard[np.ndarray]:
@@ -184,20 +194,22 @@ def _int_vector(a: object, kind: str, itemsize: int) -> TypeGuard[np.ndarray]:
 
 
 def record(cache_dir: Path, index_id: str, paths: Sequence[Path], *, ends: np.ndarray, bm25_key: str | None,
-           max_wait_ns: int | None = None) -> bool:
+           doclex_key: str | None = None, max_wait_ns: int | None = None) -> bool:
     """Record the entry of the generation whose four files are ``paths`` (meta.json, docs.jsonl, vectors.f32, bm25.idx).
 
     For the writer, once the files are complete and flushed and before the
     generation becomes current, so a reader that opens it finds the entry.
     ``ends`` are docs.jsonl's newline offsets as written; ``bm25_key`` what
-    ``BM25Index.store`` returned (None: not vouched for). Every vector row
+    ``BM25Index.store`` returned (None: not vouched for), ``doclex_key`` the
+    key of the document-level BM25 entry it stored (None: none). Every vector row
     must have passed ``bad_vector_rows``. When the files were written too
     recently for the entry not to be racy, waits until it is not if that
     takes at most ``max_wait_ns`` (by default what the entry saves a reader,
     ``reader_saving_ns``: a small index is not worth a wait), else records
     nothing. Best effort: True when recorded.
     """
-    facts = FACT_ENDS | FACT_UNIT_ROWS | (FACT_BM25_KEY if bm25_key is not None else 0)
+    facts = (FACT_ENDS | FACT_UNIT_ROWS | (FACT_BM25_KEY if bm25_key is not None else 0)
+             | (FACT_DOCLEX_KEY if doclex_key is not None else 0))
     try:
         recorded = time.time_ns()  # before the stamps: any change after it gets a later ctime
         stamps = [file_stamp(os.stat(p)) for p in paths]
@@ -219,6 +231,8 @@ def record(cache_dir: Path, index_id: str, paths: Sequence[Path], *, ends: np.nd
         arrays = {"head": head, "ends": np.asarray(ends, dtype=np.int64)}
         if bm25_key is not None:
             arrays["bm25_key"] = np.frombuffer(bm25_key.encode("ascii"), dtype=np.uint8)
+        if doclex_key is not None:
+            arrays["doclex_key"] = np.frombuffer(doclex_key.encode("ascii"), dtype=np.uint8)
         stored = store_arrays(cache_dir, KIND, index_id, entry_key(stamps), arrays)
         evict(cache_dir, KIND, index_id)
         return stored

@@ -23,14 +23,14 @@ import numpy as np
 import numpy.typing as npt
 
 from ragtui.core.errors import IndexFormatError, IndexMissingError
-from ragtui.core.index import verified
 from ragtui.core.index.analyzer import analyze
 from ragtui.core.index.bm25 import BM25Index
 from ragtui.core.index.bm25_write import PostingBytes, encode_spliced_carried, splice_postings
 from ragtui.core.index.docs_file import DocsFile
-from ragtui.core.index.index_format import BM25, DOCS, FILES, META, VECTORS, IndexData, generation_of, read_index
+from ragtui.core.index.index_format import BM25, DOCS, META, VECTORS, IndexData, generation_of, read_index
 from ragtui.core.index.records import IndexMeta, encode_docs, encode_meta
 from ragtui.core.ingest.assemble import Assembly, Previous
+from ragtui.core.ingest.derive import Derivation
 from ragtui.core.ingest.publish import FileRange, NewGeneration, file_size
 from ragtui.core.ingest.report import Progress, SyncReport
 from ragtui.core.ingest.state import FileEntry, FileTable, IndexStamp, index_stamp, stat_stamp
@@ -142,6 +142,8 @@ class Spliced:
     posting_bytes: PostingBytes
     ends: npt.NDArray[np.int64]
     """The offset of each newline of the docs.jsonl published."""
+    derived: Derivation
+    """Its derived entries, keyed; built once the caller is done with what readers wait for (``after_swap``)."""
 
 
 def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembly, meta: IndexMeta,
@@ -152,7 +154,9 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
     thread copies and flushes them (``NewGeneration.write_behind``) while this one
     splices the postings, works out the weights and encodes bm25.idx; a
     third thread writes the decoded arrays to the cache for readers during the
-    encoding, named by the new file's SHA-256 before the link is renamed.
+    encoding, named by the new file's SHA-256 before the link is renamed. The
+    other derived entries are keyed here and built by the caller
+    (``Spliced.derived``).
     """
     old = gen.data
     t0 = time.perf_counter()
@@ -189,11 +193,12 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
             bm25_key = place(bm25_bytes)
             ends = _docs_ends(gen, asm, pieces[DOCS])
             report.seconds["cache"] = time.perf_counter() - t0
+            derived = Derivation.plan(cache_dir, index_id, decoded, bm25_key, asm.rows.values())
+            report.seconds["cache"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             files[BM25] = [bm25_bytes]
             new.write({BM25: files[BM25]})
-            new.commit(tidy=False, before_swap=lambda d: verified.record(
-                cache_dir, index_id, [d / n for n in FILES], ends=ends, bm25_key=bm25_key))
+            new.commit(tidy=False, before_swap=lambda d: derived.before_swap(d, ends=ends, bm25_key=bm25_key))
     finally:
         for fd in (sources or {}).values():
             os.close(fd)
@@ -202,7 +207,7 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
     # What the publish adds once the BM25 work is done: the wait for the thread, bm25.idx, the renames.
     report.seconds["write"] = time.perf_counter() - t0
     tick("write", 1, 1)
-    return Spliced(meta, pieces, decoded, bm25_bytes, layout, ends)
+    return Spliced(meta, pieces, decoded, bm25_bytes, layout, ends, derived)
 
 
 def _docs_ends(gen: Generation, asm: Assembly, docs: Sequence[Piece]) -> npt.NDArray[np.int64]:

@@ -30,12 +30,12 @@ from ragtui.core.code.languages import chunker_identity
 from ragtui.core.documents.registry import reader_versions
 from ragtui.core.embedders.base import Embedder, known_dim, tokenizer_name
 from ragtui.core.errors import IndexFormatError, IndexMissingError, UsageError
-from ragtui.core.index import verified
 from ragtui.core.index.analyzer import analyze
 from ragtui.core.index.bm25 import BM25Index, check_bm25_params
 from ragtui.core.index.bm25_write import build_postings
-from ragtui.core.index.index_format import BM25, DOCS, FILES, IndexData, generation_of, read_index
+from ragtui.core.index.index_format import BM25, DOCS, IndexData, generation_of, read_index
 from ragtui.core.index.records import IndexMeta
+from ragtui.core.ingest import derive
 from ragtui.core.ingest.assemble import Previous, assemble, chunk_all, embed_pending, expand
 from ragtui.core.ingest.journal import EmbedJournal
 from ragtui.core.ingest.patterns import IGNORE_FILES
@@ -89,6 +89,7 @@ class IndexWriter:
         k1: float = 1.2,
         b: float = 0.75,
         rules: WalkRules | None = None,
+        derive_behind: bool = False,
     ) -> None:
         check_bm25_params(k1, b)
         self.folder = Path(os.path.abspath(folder))
@@ -110,6 +111,12 @@ class IndexWriter:
         """The writer state, kept in memory while the file is the one this writer read or wrote last."""
         self._generation: Generation | None = None
         """The generation this writer published (or opened) last, the next splice's starting point."""
+        self._derive_behind = derive_behind
+        """Build a published generation's derived entries in a thread (a long-running writer: its next save
+        need not wait for them); by default ``sync`` returns once they are stored."""
+        self._deriving: threading.Thread | None = None
+        self._published = 0
+        """Generations this writer published: a thread deriving an older one stops between its steps."""
 
     # -- what this writer remembers -------------------------------------------------------------
 
@@ -276,6 +283,34 @@ class IndexWriter:
         else:
             self._rebuild(found, state if trusted else None, current_gen, settings, report, tick, journal)
 
+    def _derive(self, derived: derive.Derivation, report: SyncReport) -> None:
+        """Build the derived entries of the generation just published (``Derivation.after_swap``), then keep the
+        two newest of each kind: here, or in a thread with ``derive_behind`` (``wait_derived`` joins it)."""
+        self._published += 1
+        mine = self._published
+
+        def run() -> None:
+            try:
+                derived.after_swap(still_wanted=lambda: self._published == mine)
+                derive.tidy(self._cache_dir, self.index_id)
+            except Exception:  # noqa: BLE001 - derived entries only save readers time; a reader builds its own
+                pass
+
+        if not self._derive_behind:
+            t0 = time.perf_counter()
+            run()
+            report.seconds["derive"] = time.perf_counter() - t0
+            return
+        thread = threading.Thread(target=run, name=f"derive {self.index_id}")
+        self._deriving = thread
+        thread.start()
+
+    def wait_derived(self) -> None:
+        """Wait until the derived entries of the last generation this writer published are stored (or given up)."""
+        thread = self._deriving
+        if thread is not None:
+            thread.join()
+
     def _meta(self, n_chunks: int) -> IndexMeta:
         e = self.embedder
         return IndexMeta(self.index_id, utc_now(), n_chunks, e.dim, e.model, e.tokenizer.name,
@@ -301,11 +336,11 @@ class IndexWriter:
         embed_pending(asm, e, journal, report, tick)
         done = publish_splice(self.artifacts, self.index_id, gen, asm, self._meta(asm.n_rows), report, tick,
                               self._cache_dir)
-        # Readers already see the new generation; what follows only tidies up.
+        # Readers already see the new generation; what follows only saves readers time and tidies up.
+        self._derive(done.derived, report)
         t0 = time.perf_counter()
         nxt = following(self.target, gen, asm, done)
         remove_stale_generations(self.artifacts, self.index_id)
-        BM25Index.evict(self._cache_dir, self.index_id)
         journal.clear()
         report.seconds["tidy"] = time.perf_counter() - t0
         t0 = time.perf_counter()
@@ -373,15 +408,18 @@ class IndexWriter:
                 new.write_behind({name: data for name, data in files.items() if name != BM25})
                 # Readers find the decoded BM25 arrays ready instead of decoding the new file, and what this
                 # writer checked of the files instead of checking it again (core.index.verified).
-                key = BM25Index.from_postings(postings, self.k1, self.b).store(files[BM25], self._cache_dir, self.index_id)
+                decoded = BM25Index.from_postings(postings, self.k1, self.b)
+                key = decoded.store(files[BM25], self._cache_dir, self.index_id)
                 ends = np.flatnonzero(np.frombuffer(files[DOCS], dtype=np.uint8) == 10)
+                derived = derive.Derivation.plan(self._cache_dir, self.index_id, decoded, key, asm.rows.values())
+                del decoded
                 new.write({BM25: files[BM25]})
-                new.commit(before_swap=lambda d: verified.record(self._cache_dir, self.index_id, [d / n for n in FILES],
-                                                                 ends=ends, bm25_key=key))
+                new.commit(before_swap=lambda d: derived.before_swap(d, ends=ends, bm25_key=key))
             report.published = True
             report.bytes_written = sum(len(v) for v in files.values())
             tick("write", 1, 1)
-            BM25Index.evict(self._cache_dir, self.index_id)
+            self._derive(derived, report)
+            del derived
         journal.clear()
         report.seconds["write"] = time.perf_counter() - t0
         self._save(self._next_state(settings, found.seen, asm.counts))

@@ -18,18 +18,38 @@ postings; the measured effect is small (spec/ranking.md).
 What callers may rely on: the arrays are derived only from the BM25 postings
 and the chunks' doc_ids of one generation; they live in memory (or in the
 cache directory, outside the index); ``bm25`` mode is untouched.
+
+The cache entry (``arraycache``, kind ``doclex``) is keyed by ``doclex_key``:
+the chunk index's own key (the SHA-256 of bm25.idx with k1 and b,
+``BM25Index.cache_key``) and the SHA-256 of the document number of every
+row, so neither the postings nor docs.jsonl are hashed to find it. The index
+writer stores the entry of each generation it publishes before the
+generation becomes current and records its key beside the generation's other
+facts (``verified``), so a fresh reader maps it without scanning docs.jsonl;
+without that record a reader finds the documents in docs.jsonl, computes the
+key and maps the entry, or builds the arrays and stores them. The entry
+holds only what differs from the chunk index (the document numbers, the
+documents' lengths and postings, their weights): the dictionary is the chunk
+index's. An entry whose arrays do not fit the chunk index, or whose document
+numbers do not hash to its key, is built again: a damaged entry costs time,
+never a wrong score.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
+import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from ragtui.core.errors import UsageError
+from ragtui.core.index.arraycache import evict, load_entry, store_arrays
 from ragtui.core.index.bm25 import BM25Index, Postings
 from ragtui.core.index.topk import top_k
 from ragtui.core.search.ranking_options import RANGES
@@ -37,7 +57,15 @@ from ragtui.core.search.ranking_options import RANGES
 if TYPE_CHECKING:
     from ragtui.core.index.docs_file import DocsFile
 
-__all__ = ["DEFAULT_CHUNK_WEIGHT", "DocLexical", "check_chunk_weight", "doc_groups", "doc_groups_of"]
+__all__ = [
+    "DEFAULT_CHUNK_WEIGHT", "DOCLEX_KIND", "DocLexical", "check_chunk_weight", "doc_groups", "doc_groups_of",
+    "doc_groups_of_rows", "doclex_key",
+]
+
+DOCLEX_KIND = "doclex"
+"""The ``arraycache`` kind of the document-level BM25 entries."""
+DOCLEX_VERSION = 1
+"""Bumped when the derivation or the entry's layout changes, so older entries are never read."""
 
 DEFAULT_CHUNK_WEIGHT = 0.5
 """How much a chunk's own BM25 adds to its document's (chosen leave-one-collection-out, spec/ranking.md)."""
@@ -89,6 +117,26 @@ def doc_groups_of(records: DocsFile) -> npt.NDArray[np.int64]:
     return doc_groups([records[i].doc_id for i in range(n)])
 
 
+def doc_groups_of_rows(spans: list[tuple[int, int]] | tuple[tuple[int, int], ...], n_rows: int) -> npt.NDArray[np.int64]:
+    """``doc_groups`` from each document's rows [lo, hi), in index order, covering ``n_rows`` rows (a writer's layout)."""
+    sizes = np.array([hi - lo for lo, hi in spans], dtype=np.int64)
+    if int(sizes.sum()) != n_rows or (sizes.size and int(sizes.min()) < 1):
+        raise ValueError("the documents' rows do not cover the index")
+    return np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)
+
+
+def doclex_key(bm25_key: str, doc_of_row: npt.NDArray[np.int64]) -> str:
+    """The cache key of the document-level BM25 of the chunk index keyed ``bm25_key`` (``BM25Index.cache_key``,
+    which covers bm25.idx's bytes, k1 and b) with rows grouped as ``doc_of_row``: everything it is derived from."""
+    h = hashlib.sha256(f"doclex{DOCLEX_VERSION}\0{bm25_key}\0".encode("ascii"))
+    h.update(np.ascontiguousarray(doc_of_row, dtype="<i8").data)
+    return f"v{DOCLEX_VERSION}-" + h.hexdigest()[:40]
+
+
+_OWN = ("doc_len", "df", "offsets", "post_doc", "post_tf", "weights")
+"""The arrays of the document index an entry holds; the dictionary (term_blob, term_starts, term_key) is the chunks'."""
+
+
 @dataclass(frozen=True, eq=False)
 class DocLexical:
     """Document-level BM25 over one generation's chunks, and the doc-aware chunk score."""
@@ -97,30 +145,123 @@ class DocLexical:
     """The document number of each chunk row."""
     docs: BM25Index
     """BM25 over documents (a document's postings are the sum of its chunks')."""
+    key: str | None = None
+    """Its cache key (``doclex_key``), when it was loaded or built with one."""
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """The arrays of a cache entry: the document numbers and the document index less the dictionary."""
+        d = self.docs
+        scalars = np.array([d.n_docs, d.avgdl, d.k1, d.b], dtype=np.float64)
+        return {"rows": self.doc_of_row, "scalars": scalars, **{name: getattr(d, name) for name in _OWN}}
 
     @classmethod
-    def build(cls, chunks: BM25Index, doc_of_row: npt.NDArray[np.int64]) -> DocLexical:
-        """Sum the chunk postings of ``chunks`` per document (``doc_of_row`` non-decreasing)."""
+    def from_arrays(cls, arrays: dict[str, np.ndarray], chunks: BM25Index, key: str, bm25_key: str) -> DocLexical | None:
+        """The document-level BM25 of an entry, over ``chunks``' dictionary; None unless the arrays fit ``chunks``
+        and the document numbers hash to ``key`` (a damaged or foreign entry)."""
+        try:
+            rows, scalars = arrays["rows"], arrays["scalars"]
+            own = {name: arrays[name] for name in _OWN}
+            if scalars.shape != (4,) or not np.isfinite(scalars).all():
+                return None
+            n_docs, avgdl, k1, b = (float(x) for x in scalars)
+            kinds = {"doc_len": "u", "df": "i", "offsets": "i", "post_doc": "u", "post_tf": "iu", "weights": "f"}
+            if any(a.ndim != 1 or a.dtype.kind not in kinds[n] for n, a in own.items()):
+                return None
+            if rows.ndim != 1 or rows.dtype != np.int64 or rows.size != chunks.n_docs or (k1, b) != (chunks.k1, chunks.b):
+                return None
+            docs = int(rows[-1]) + 1 if rows.size else 0
+            n_post = own["post_doc"].size
+            if not (docs == n_docs == own["doc_len"].size and own["df"].size == chunks.n_terms
+                    and own["offsets"].size == chunks.n_terms + 1 and int(own["offsets"][0]) == 0
+                    and int(own["offsets"][-1]) == n_post == own["post_tf"].size == own["weights"].size):
+                return None
+            if doclex_key(bm25_key, rows) != key:
+                return None
+        except (KeyError, IndexError, ValueError, TypeError):
+            return None
+        index = BM25Index(int(n_docs), avgdl, k1, b, term_blob=chunks.term_blob, term_starts=chunks.term_starts,
+                          term_key=chunks.term_key, **own)
+        return cls(rows, index, key)
+
+    @classmethod
+    def load(cls, chunks: BM25Index, groups: Callable[[], npt.NDArray[np.int64]], cache_dir: Path | None, name: str,
+             bm25_key: str | None, key: str | None = None) -> DocLexical:
+        """``build``, or the entry of an earlier build from ``cache_dir`` (outside the index), memory-mapped.
+
+        ``groups()`` gives the document number of each row (called only when
+        needed: it reads docs.jsonl); ``bm25_key`` is ``chunks``' cache key
+        (None: nothing is cached); ``key`` the entry's key as the writer
+        recorded it, taken when its entry is sound. A missing or damaged
+        entry is built and stored again; the result is the same either way.
+        """
+        if cache_dir is None or bm25_key is None:
+            return cls.build(chunks, groups())
+        if key is not None:
+            found = load_entry(cache_dir, DOCLEX_KIND, name, key)
+            got = cls.from_arrays(found, chunks, key, bm25_key) if found is not None else None
+            if got is not None:
+                return got
+        doc_of_row = np.asarray(groups(), dtype=np.int64)
+        key = doclex_key(bm25_key, doc_of_row)
+        found = load_entry(cache_dir, DOCLEX_KIND, name, key)
+        got = cls.from_arrays(found, chunks, key, bm25_key) if found is not None else None
+        if got is not None:
+            return got
+        built = cls.build(chunks, doc_of_row, key)
+        built.store(cache_dir, name, replace=True)  # whatever is under the key could not be used
+        return built
+
+    def store(self, cache_dir: Path, name: str, *, replace: bool = False, tidy: bool = True) -> bool:
+        """Put this in ``cache_dir`` under its key (best effort; True when the entry is there).
+
+        ``replace``: what is under the key (a damaged entry) is removed first. With ``tidy`` only the two newest entries of ``name``
+        are kept (a writer passes False and calls ``evict`` once the
+        generation is current).
+        """
+        if self.key is None:
+            return False
+        if replace:
+            shutil.rmtree(Path(cache_dir) / f"{DOCLEX_KIND}-{name}-{self.key}", ignore_errors=True)
+        stored = store_arrays(cache_dir, DOCLEX_KIND, name, self.key, self.to_arrays())
+        if tidy:
+            evict(cache_dir, DOCLEX_KIND, name)
+        return stored
+
+    @staticmethod
+    def evict(cache_dir: Path | None, name: str) -> None:
+        """Drop all but the two newest entries of ``name`` (after a writer's ``store``)."""
+        if cache_dir is not None:
+            evict(cache_dir, DOCLEX_KIND, name)
+
+    @classmethod
+    def build(cls, chunks: BM25Index, doc_of_row: npt.NDArray[np.int64], key: str | None = None) -> DocLexical:
+        """Sum the chunk postings of ``chunks`` per document (``doc_of_row`` non-decreasing); ``key`` is kept."""
         doc_of_row = np.asarray(doc_of_row, dtype=np.int64)
         n_docs = int(doc_of_row[-1]) + 1 if doc_of_row.size else 0
-        df = np.diff(chunks.offsets)
-        n_terms = int(df.size)
-        post_doc = np.asarray(chunks.post_doc, dtype=np.int64)
-        post_tf = np.asarray(chunks.post_tf, dtype=np.int64)
-        if post_doc.size:
-            term_of = np.repeat(np.arange(n_terms, dtype=np.int64), df)
-            doc = doc_of_row[post_doc]
+        chunk_offsets = np.asarray(chunks.offsets, dtype=np.int64)
+        n_post = int(chunks.post_doc.size)
+        if n_post:
+            # Four bytes per posting where the documents' numbers fit (they do below 2^31 documents).
+            narrow = doc_of_row.astype(np.int32) if n_docs < (1 << 31) else doc_of_row
+            doc = narrow[chunks.post_doc]
             # Postings run term by term in ascending chunk order, and a document's chunks are
-            # contiguous rows: equal (term, document) pairs are neighbours.
-            new = np.ones(doc.size, dtype=bool)
-            new[1:] = (term_of[1:] != term_of[:-1]) | (doc[1:] != doc[:-1])
+            # contiguous rows: equal (term, document) pairs are neighbours. A document posting
+            # starts where the document changes or a term's postings begin.
+            new = np.empty(n_post, dtype=bool)
+            new[0] = True
+            np.not_equal(doc[1:], doc[:-1], out=new[1:])
+            firsts = chunk_offsets[:-1][chunk_offsets[:-1] < chunk_offsets[1:]]
+            new[firsts] = True
             starts = np.flatnonzero(new)
-            tf = np.add.reduceat(post_tf, starts)
-            ddoc, dterm = doc[starts], term_of[starts]
+            del new
+            tf = np.add.reduceat(chunks.post_tf, starts, dtype=np.int64)
+            ddoc = doc[starts]
+            del doc
+            # Every term's first posting starts a document posting: its offset is the count of starts before it.
+            offsets = np.searchsorted(starts, chunk_offsets, side="left").astype(np.int64)
         else:
-            tf = ddoc = dterm = np.zeros(0, dtype=np.int64)
-        offsets = np.zeros(n_terms + 1, dtype=np.int64)
-        np.cumsum(np.bincount(dterm, minlength=n_terms), out=offsets[1:])
+            tf = ddoc = np.zeros(0, dtype=np.int64)
+            offsets = np.zeros(chunk_offsets.size, dtype=np.int64)
         lengths = np.bincount(doc_of_row, weights=np.asarray(chunks.doc_len, dtype=np.float64), minlength=n_docs)
         postings = Postings(
             doc_len=np.minimum(lengths, np.iinfo(np.uint32).max).astype(np.uint32),
@@ -130,7 +271,7 @@ class DocLexical:
             post_doc=ddoc,
             post_tf=tf,
         )
-        return cls(doc_of_row, BM25Index.from_postings(postings, chunks.k1, chunks.b))
+        return cls(doc_of_row, BM25Index.from_postings(postings, chunks.k1, chunks.b), key)
 
     def chunk_scores(self, chunks: BM25Index, query: str, chunk_weight: float) -> npt.NDArray[np.float64]:
         """Dense doc-aware score of every chunk: its document's BM25 + chunk_weight * its own.

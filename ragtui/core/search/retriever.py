@@ -436,8 +436,10 @@ class Retriever:
         with self._doclex_lock:
             if self._doclex is not None and self._doclex[0] is data:
                 return self._doclex[1]
-            groups = doc_groups_of(data.records)
-            built = DocLexical.build(data.bm25, groups)
+            # Mapped from the entry the writer stored for this generation when there is one, else built (and stored).
+            built = DocLexical.load(data.bm25, lambda: doc_groups_of(data.records), self.cache_dir,
+                                    data.meta.index_id, _str_or_none(data.stats.get("bm25_key")),
+                                    _str_or_none(data.stats.get("doclex_key")))
             if data is self._data:
                 self._doclex = (data, built)
             return built
@@ -451,11 +453,12 @@ class Retriever:
 
         if self._parent is not None:
             return self._parent._stemlex_for(data)
-        groups = self._doclex_for(data).doc_of_row
+        doclex = self._doclex_for(data)
         with self._stemlex_lock:
             if self._stemlex is not None and self._stemlex[0] is data:
                 return self._stemlex[1]
-            built = StemLexical.load(data.bm25, groups, self.cache_dir, data.meta.index_id)
+            built = StemLexical.load(data.bm25, doclex.doc_of_row, self.cache_dir, data.meta.index_id,
+                                     source_key=doclex.key)
             if data is self._data:
                 self._stemlex = (data, built)
             return built
@@ -729,6 +732,10 @@ def _merge(hits: list[Hit], data: IndexData) -> list[Hit]:
         out.append(Hit(rank, best.score, best.chunk_id, best.doc_id, best.row,
                        merge_text([h.text for h in members]), rows))
     return out
+
+
+def _str_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _check_embedder(embedder: Embedder, meta: IndexMeta) -> None:

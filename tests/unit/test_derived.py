@@ -1,0 +1,268 @@
+"""Derived structures stored by the writer at publish time: the document-level BM25 a fresh reader maps.
+
+Every comparison is exact: the hits and scores of the mapped entry equal
+those of the arrays built in the process (no cache at all).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ragtui.core.index import verified
+from ragtui.core.index.index_format import read_index
+from ragtui.core.ingest.sync import sync
+from ragtui.core.search import docaware, stemmed
+from ragtui.core.search.docaware import DocLexical, doc_groups_of, doclex_key
+from ragtui.core.search.retriever import Retriever
+
+from .fakes import HashEmbedder
+
+QUERIES = ("cats and dogs", "otters river", "document 3", "the quick fox", "nothing matches zzz")
+MODES = ("bm25doc", "bm25stem", "hybrid")
+
+
+@pytest.fixture(autouse=True)
+def writer_waits(monkeypatch):
+    """A tiny index saves a reader too little for the writer to wait for a non-racy verified entry: make it wait."""
+    monkeypatch.setattr(verified, "reader_saving_ns", lambda *sizes: 10**9)
+
+
+def embedder() -> HashEmbedder:
+    return HashEmbedder()
+
+
+def run(folder: Path, art: Path):
+    return sync(folder, artifacts=art, embedder=embedder(), max_tokens=12, overlap=3)
+
+
+def make_docs(folder: Path, n: int = 9, extra: str = "") -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        words = "cats and dogs" if i % 2 else "otters by the river and a quick fox"
+        (folder / f"d{i}.md").write_text(f"document {i} about {words} {extra} " * (i + 2), encoding="utf-8")
+
+
+@pytest.fixture()
+def published(tmp_path):
+    folder, art = tmp_path / "docs", tmp_path / "art"
+    make_docs(folder)
+    run(folder, art)
+    return folder, art / "rag" / "docs", art / "rag" / ".cache"
+
+
+def doclex_entries(cache: Path) -> list[Path]:
+    return sorted(p for p in cache.iterdir() if p.name.startswith("doclex-docs-"))
+
+
+def results(r: Retriever, modes: tuple[str, ...] = MODES) -> dict[tuple[str, str], list[tuple[int, float]]]:
+    return {(m, q): [(h.row, h.score) for h in r.search(q, mode=m, k=20)] for m in modes for q in QUERIES}
+
+
+def rebuilt(link: Path) -> dict[tuple[str, str], list[tuple[int, float]]]:
+    """The results with nothing cached: every derived array built in this process."""
+    return results(Retriever.open(link, embedder=embedder(), cache_dir=None))
+
+
+class Builds:
+    """How often the document-level BM25 was built and docs.jsonl grouped into documents in this process."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.builds = self.groupings = 0
+        real_build, real_groups = DocLexical.build.__func__, docaware.doc_groups_of
+
+        def build(cls, *a, **kw):
+            self.builds += 1
+            return real_build(cls, *a, **kw)
+
+        def groups(*a):
+            self.groupings += 1
+            return real_groups(*a)
+
+        monkeypatch.setattr(DocLexical, "build", classmethod(build))
+        monkeypatch.setattr(docaware, "doc_groups_of", groups)
+
+
+def test_the_writer_stores_the_entry_a_fresh_reader_maps_with_identical_results(published, monkeypatch):
+    folder, link, cache = published
+    for round_ in range(2):  # the full publish above, then an incremental one
+        (entry,) = [e for e in doclex_entries(cache) if e.name.endswith(read_index(link, full=False, cache_dir=cache)
+                                                                          .stats["doclex_key"])]
+        with monkeypatch.context() as patch:
+            builds = Builds(patch)
+            reader = Retriever.open(link, embedder=embedder(), cache_dir=cache)
+            lex = reader.doc_lexical()
+        assert builds.builds == 0 and builds.groupings == 0, "built or grouped although the writer stored it"
+        assert isinstance(lex.docs.weights, np.memmap) and isinstance(lex.doc_of_row, np.memmap)
+        assert lex.key is not None and entry.name.endswith(lex.key)
+        want = rebuilt(link)
+        assert results(reader) == want
+        fresh = DocLexical.build(reader.data.bm25, doc_groups_of(reader.data.records))
+        for name in ("doc_len", "df", "offsets", "post_doc", "post_tf", "weights", "term_blob", "term_key"):
+            assert np.array_equal(getattr(lex.docs, name), getattr(fresh.docs, name)), name
+        assert lex.docs.avgdl == fresh.docs.avgdl and lex.docs.n_docs == fresh.docs.n_docs
+        if round_ == 0:
+            (folder / "d2.md").write_text("fresh words about otters and the river " * 4, encoding="utf-8")
+            report = run(folder, link.parent.parent)
+            assert report.incremental and "derive" in report.seconds
+
+
+def test_without_the_writer_s_record_the_reader_finds_the_entry_by_its_key(published, monkeypatch):
+    """No verified entry (racy, or gone): the reader groups docs.jsonl, computes the key, maps the entry."""
+    _, link, cache = published
+    for p in cache.iterdir():
+        if p.name.startswith("verified-"):
+            shutil.rmtree(p)
+    with monkeypatch.context() as patch:
+        builds = Builds(patch)
+        reader = Retriever.open(link, embedder=embedder(), cache_dir=cache)
+        assert reader.data.stats["doclex_key"] is None
+        lex = reader.doc_lexical()
+    assert builds.builds == 0 and builds.groupings == 1
+    assert isinstance(lex.docs.weights, np.memmap)
+    assert results(reader) == rebuilt(link)
+
+
+def test_a_reader_without_any_entry_builds_it_once_and_stores_it(published, monkeypatch):
+    _, link, cache = published
+    for p in doclex_entries(cache):
+        shutil.rmtree(p)
+    modes = ("bm25doc",)  # (hybrid defaults to the stemmed arm, which builds a document-level BM25 of its own)
+    want = results(Retriever.open(link, embedder=embedder(), cache_dir=None), modes)
+    builds = Builds(monkeypatch)
+    first = Retriever.open(link, embedder=embedder(), cache_dir=cache)
+    assert results(first, modes) == want and builds.builds == 1
+    assert len(doclex_entries(cache)) == 1
+    second = Retriever.open(link, embedder=embedder(), cache_dir=cache)
+    assert results(second, modes) == want and builds.builds == 1
+
+
+@pytest.mark.parametrize("damage", ["cut", "missing", "rows", "marker", "weights-shape", "foreign"])
+def test_a_damaged_entry_is_built_again_never_read(published, damage):
+    _, link, cache = published
+    want = rebuilt(link)
+    (entry,) = doclex_entries(cache)
+    if damage == "cut":
+        raw = (entry / "weights.npy").read_bytes()
+        (entry / "weights.npy").write_bytes(raw[: len(raw) - 16])
+    elif damage == "missing":
+        (entry / "post_doc.npy").unlink()
+    elif damage == "rows":  # the documents of another grouping: they no longer hash to the key
+        rows = np.load(entry / "rows.npy")
+        rows[-1] = rows[-1] + 1
+        np.save(entry / "rows.npy", rows)
+    elif damage == "marker":
+        (entry / "complete").unlink()
+    elif damage == "weights-shape":
+        np.save(entry / "weights.npy", np.zeros(3, dtype=np.float64))
+    else:  # another index's entry under this key: its arrays do not fit these chunks
+        np.save(entry / "offsets.npy", np.zeros(2, dtype=np.int64))
+    reader = Retriever.open(link, embedder=embedder(), cache_dir=cache)
+    assert results(reader) == want, damage
+    # The damaged entry was replaced by a sound one: the next reader maps it.
+    again = Retriever.open(link, embedder=embedder(), cache_dir=cache).doc_lexical()
+    assert isinstance(again.docs.weights, np.memmap)
+    assert results(Retriever.open(link, embedder=embedder(), cache_dir=cache)) == want
+
+
+def test_a_changed_index_file_never_reuses_the_entry(published, monkeypatch):
+    """bm25.idx rewritten with other content: another chunk key, so another document-level key."""
+    folder, link, cache = published
+    before = read_index(link, full=False, cache_dir=cache).stats
+    (folder / "d4.md").write_text("otters " * 30, encoding="utf-8")
+    run(folder, link.parent.parent)
+    after = read_index(link, full=False, cache_dir=cache).stats
+    assert after["bm25_key"] != before["bm25_key"] and after["doclex_key"] != before["doclex_key"]
+    reader = Retriever.open(link, embedder=embedder(), cache_dir=cache)
+    assert reader.doc_lexical().key == after["doclex_key"]
+    assert results(reader) == rebuilt(link)
+
+
+def test_the_key_covers_the_chunk_index_and_the_documents():
+    rows = np.array([0, 0, 1, 2, 2], dtype=np.int64)
+    key = doclex_key("v1k-" + "a" * 40, rows)
+    assert key != doclex_key("v1k-" + "b" * 40, rows)
+    assert key != doclex_key("v1k-" + "a" * 40, np.array([0, 1, 1, 2, 2], dtype=np.int64))
+    assert key == doclex_key("v1k-" + "a" * 40, rows.copy())
+
+
+def test_the_stemmed_arm_is_found_without_hashing_its_arrays(published, monkeypatch):
+    _, link, cache = published
+    want = Retriever.open(link, embedder=embedder(), cache_dir=None).search("otters rivers", mode="bm25stem", k=20)
+    Retriever.open(link, embedder=embedder(), cache_dir=cache).stem_lexical()  # builds and stores the arm
+    hashed = []
+    real = stemmed.cache_key
+    monkeypatch.setattr(stemmed, "cache_key", lambda *a: hashed.append(1) or real(*a))
+    reader = Retriever.open(link, embedder=embedder(), cache_dir=cache)
+    arm = reader.stem_lexical()
+    assert hashed == [] and isinstance(arm.chunks.weights, np.memmap)
+    got = reader.search("otters rivers", mode="bm25stem", k=20)
+    assert [(h.row, h.score) for h in got] == [(h.row, h.score) for h in want]
+
+
+def test_entries_are_evicted_and_removed_with_the_index(published):
+    from ragtui.core.ingest.remove import remove_index
+
+    folder, link, cache = published
+    for i in range(3):
+        make_docs(folder, 9, f"round{i}")
+        run(folder, link.parent.parent)
+    entries = doclex_entries(cache)
+    current = read_index(link, full=False, cache_dir=cache).stats["doclex_key"]
+    assert len(entries) == 2 and any(e.name.endswith(current) for e in entries)
+    Retriever.open(link, embedder=embedder(), cache_dir=cache).stem_lexical()
+    remove_index(link.parent.parent, "docs")
+    assert [p.name for p in cache.iterdir() if p.name.startswith(("doclex-", "stem-", "bm25-", "verified-"))] == []
+
+
+def test_an_unwritable_cache_costs_the_reader_time_not_the_publish(tmp_path):
+    folder, art = tmp_path / "docs", tmp_path / "art"
+    make_docs(folder)
+    (art / "rag").mkdir(parents=True)
+    (art / "rag" / ".cache").write_text("not a folder")
+    report = run(folder, art)
+    assert report.published
+    link = art / "rag" / "docs"
+    reader = Retriever.open(link, embedder=embedder(), cache_dir=art / "rag" / ".cache")
+    assert results(reader) == rebuilt(link)
+    assert os.path.isfile(art / "rag" / ".cache")
+
+
+def test_the_stemmed_arm_is_stored_at_publish_once_a_reader_used_it(published, monkeypatch):
+    folder, link, cache = published
+    assert not [p for p in cache.iterdir() if p.name.startswith("stem-")]  # nobody used it: not built
+    Retriever.open(link, embedder=embedder(), cache_dir=cache).search("otters", mode="hybrid", k=5)
+    (folder / "d5.md").write_text("rivers full of otters " * 5, encoding="utf-8")
+    run(folder, link.parent.parent)
+    builds = []
+    real = stemmed.StemLexical.build.__func__
+    monkeypatch.setattr(stemmed.StemLexical, "build", classmethod(lambda cls, *a: builds.append(1) or real(cls, *a)))
+    reader = Retriever.open(link, embedder=embedder(), cache_dir=cache)
+    got = reader.search("otters rivers", mode="bm25stem", k=20)
+    assert builds == [] and isinstance(reader.stem_lexical().chunks.weights, np.memmap)
+    monkeypatch.undo()
+    want = Retriever.open(link, embedder=embedder(), cache_dir=None).search("otters rivers", mode="bm25stem", k=20)
+    assert [(h.row, h.score) for h in got] == [(h.row, h.score) for h in want]
+
+
+def test_a_long_running_writer_derives_behind_and_the_newest_generation_gets_its_entry(tmp_path):
+    from ragtui.core.ingest.writer import IndexWriter
+
+    folder, art = tmp_path / "docs", tmp_path / "art"
+    make_docs(folder)
+    writer = IndexWriter(folder, artifacts=art, embedder=embedder(), max_tokens=12, overlap=3, derive_behind=True)
+    link, cache = art / "rag" / "docs", art / "rag" / ".cache"
+    for i in range(3):  # saves one after another, each published while the last one's entries may still be building
+        (folder / "d1.md").write_text(f"round {i} of otters and cats " * 5, encoding="utf-8")
+        assert writer.sync().published
+    writer.wait_derived()
+    key = read_index(link, full=False, cache_dir=cache).stats["doclex_key"]
+    assert key is not None and (cache / f"doclex-docs-{key}" / "complete").is_file()
+    assert len(doclex_entries(cache)) <= 2 and not [p for p in cache.iterdir() if ".tmp" in p.name]
+    reader = Retriever.open(link, embedder=embedder(), cache_dir=cache)
+    assert isinstance(reader.doc_lexical().docs.weights, np.memmap)
+    assert results(reader) == rebuilt(link)
