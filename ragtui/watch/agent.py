@@ -157,9 +157,11 @@ class WatchAgent:
         self.embedder = embedder
         self.rules = rules or WalkRules()
         self.max_tokens, self.overlap = max_tokens, overlap
-        # One writer for the agent's lifetime: each save starts from what the previous one published.
+        # One writer for the agent's lifetime: each save starts from what the previous one published. Its derived
+        # entries (document-level and stemmed BM25) are built in a thread after each publish, so a save is
+        # searchable without waiting for them and the next save does not wait either.
         self._writer = IndexWriter(self.folder, artifacts=self.artifacts, embedder=embedder, index_id=self.index_id,
-                                   max_tokens=max_tokens, overlap=overlap, rules=self.rules)
+                                   max_tokens=max_tokens, overlap=overlap, rules=self.rules, derive_behind=True)
         self.poll, self.poll_seconds = poll, poll_seconds
         self.reconcile_every = reconcile_every
         self.root_check_seconds = root_check_seconds
@@ -238,6 +240,8 @@ class WatchAgent:
             if left is not None and left <= 0:
                 return False
             if self._buffer.wait_idle(0.2 if left is None else min(left, 0.2)):
+                # Idle includes the derived entries of the last save (built behind it).
+                self._writer.wait_derived(None if deadline is None else max(0.0, deadline - time.monotonic()))
                 return True
         return True
 
@@ -336,6 +340,7 @@ class WatchAgent:
             try:
                 self._emit("stopped", f"stopped{why}", error=str(self.error) if self.error else None)
             finally:
+                self._writer.wait_derived()  # the last generation's derived entries, stored or given up
                 if self._keeper is not None:
                     self._keeper.release()
                 self._finished.set()

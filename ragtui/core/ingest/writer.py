@@ -305,11 +305,12 @@ class IndexWriter:
         self._deriving = thread
         thread.start()
 
-    def wait_derived(self) -> None:
-        """Wait until the derived entries of the last generation this writer published are stored (or given up)."""
+    def wait_derived(self, timeout: float | None = None) -> None:
+        """Wait (at most ``timeout`` s) until the derived entries of the last generation this writer published
+        are stored (or given up)."""
         thread = self._deriving
         if thread is not None:
-            thread.join()
+            thread.join(timeout)
 
     def _meta(self, n_chunks: int) -> IndexMeta:
         e = self.embedder
