@@ -303,7 +303,7 @@ def test_cache_saves_time_never_changes_a_result(tmp_path: Path) -> None:
 
     assert not cached().from_cache
     assert cached().from_cache
-    (entry,) = list(tmp_path.iterdir())
+    (entry,) = list(tmp_path.glob("ivf-*"))
     # Damage: bytes flipped in place (still readable), a truncated array, a lost marker.
     target = entry / "rows.npy"
     good = target.read_bytes()

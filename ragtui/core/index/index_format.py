@@ -71,7 +71,8 @@ class IndexData:
     """(n_chunks, dim) float32, read-only, memory-mapped when non-empty."""
     bm25: BM25Index
     stats: dict[str, object] = field(default_factory=dict)
-    """How it was read: ``verified_entry`` is True when its writer's record (``verified``) stood in for checks."""
+    """How it was read: ``verified_entry`` is True when its writer's record (``verified``) stood in for checks;
+    ``generation_key`` is then that record's key (it names these very files: derived caches may key by it)."""
 
     @property
     def n_chunks(self) -> int:
@@ -233,7 +234,8 @@ def _parse(path: Path, real: str, files: dict[str, BinaryIO], full: bool, cache_
         records=records,
         vectors=vectors,
         bm25=bm25,
-        stats={"verified_entry": known is not None},
+        stats={"verified_entry": known is not None,
+               "generation_key": verified.entry_key([verified.file_stamp(st) for st in stats]) if known else None},
     )
 
 
