@@ -665,8 +665,9 @@ def build_ivf_cached(
     and a list whose vectors fail their CRC is read from ``vectors`` instead.
 
     The calibrated nprobe (unless the user set one) is cached beside it, keyed by the
-    lists' key, the method and, for spans, the model and the span texts themselves
-    (so a changed docs.jsonl never reuses it). ``cache_dir`` None disables the cache;
+    lists' key, the method and, for spans, the model and, unless ``generation_key``
+    names docs.jsonl too, the span texts themselves (so a changed docs.jsonl never
+    reuses it). ``cache_dir`` None disables the cache;
     it must lie outside the index directory.
     """
     v = as_vectors(vectors)
@@ -698,7 +699,7 @@ def build_ivf_cached(
                 index = IVFIndex(v, *mapped[:3], p, iterations=index.iterations, packed=mapped[3], sums=mapped[4],
                                  entry=entry)
     if params is None or params.nprobe is None:
-        _calibrate_cached(index, v, index_id, texts, Path(cache_dir), name, key)
+        _calibrate_cached(index, v, index_id, texts, Path(cache_dir), name, key, generation_key is not None)
     index.build_seconds = time.perf_counter() - started
     return index
 
@@ -707,15 +708,19 @@ _METHODS = {"spans": 1.0, "sums": 2.0}
 
 
 def _calibrate_cached(index: IVFIndex, v: np.ndarray, index_id: str, texts: CalibrationText | None,
-                      cache_dir: Path, name: str, lists_key: str) -> None:
-    """``index.calibrate``, through the cache: spans when they can be embedded or are cached, else sums."""
+                      cache_dir: Path, name: str, lists_key: str, whole_generation: bool) -> None:
+    """``index.calibrate``, through the cache: spans when they can be embedded or are cached, else sums.
+
+    ``whole_generation``: ``lists_key`` names the generation's four files (its ``verified`` key), docs.jsonl
+    with them, so the span texts need not be read to key their calibration; else they enter the key.
+    """
     n = int(v.shape[0])
 
-    def key_of(method: str, spans: list[str]) -> str:
+    def key_of(method: str, spans: list[str] | None) -> str:
         h = hashlib.sha256(f"ragtui-ivf-calibration\0{ALGORITHM_VERSION}\0{lists_key}\0{method}\0".encode())
         if method == "spans" and texts is not None:
-            h.update(f"{texts.model}\0{CALIBRATION_SPAN_WORDS}\0".encode())
-            for span in spans:
+            h.update(f"{texts.model}\0{CALIBRATION_SPAN_WORDS}\0{CALIBRATION_QUERIES}\0".encode())
+            for span in spans or ():
                 h.update(span.encode("utf-8", "surrogatepass") + b"\0")
         return h.hexdigest()[:32]
 
@@ -738,7 +743,7 @@ def _calibrate_cached(index: IVFIndex, v: np.ndarray, index_id: str, texts: Cali
             evict(cache_dir, "ivfcal", name, keep=4)
 
     if texts is not None:
-        spans = span_texts(n, index_id, texts)
+        spans = None if whole_generation else span_texts(n, index_id, texts)
         key = key_of("spans", spans)
         if cached(key, "spans"):
             return
