@@ -81,6 +81,12 @@ def median_ms(ivf, queries, nprobe: int) -> float:
     return 1000 * statistics.median(times)
 
 
+def _timed(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("artifacts", type=Path)
@@ -104,10 +110,12 @@ def main() -> None:
               f"(cal {before.calibration[1]:.3f}) -> spans {after.default_nprobe} (cal {after.calibration[1]:.3f})")
         for qname, texts in sets.items():
             qv = np.stack([r.query_vector(t) for t in texts])
+            flat_ms = 1000 * statistics.median(
+                [_timed(lambda q=q, v=v: flat_search(v, q, 10)) for _ in range(3) for q in qv[:100]])
             rb, ra = (recall_at(after, v, qv, x.default_nprobe) for x in (before, after))
             tb, ta = (median_ms(after, qv, x.default_nprobe) for x in (before, after))
             print(f"  {qname:>10} ({len(texts)} queries): recall@10 vs flat {rb:.3f} -> {ra:.3f}; "
-                  f"median query {tb:.2f} -> {ta:.2f} ms")
+                  f"median query {tb:.2f} -> {ta:.2f} ms (flat {flat_ms:.2f} ms)")
     print(f"load {open('/proc/loadavg').read().split()[:3]}")
 
 
