@@ -9,7 +9,8 @@ one JSON line: the seconds of that search, whether the lists came from the
 cache, the nprobe, and the process's resident memory before and after it (anon
 and file-backed, which is page cache of mapped files). ``--warm`` first stores
 the generation's entry the way a writer's publish hook does (``warm_ivf_cache``,
-in its own process, timed). Run it with the code to measure first on PYTHONPATH.
+in its own process, timed). Run it with the code to measure first on PYTHONPATH
+(the children run with ``python -P``: the working directory is not searched).
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ t3 = time.perf_counter()
 r.search(q, mode="ivf", k=10)
 t4 = time.perf_counter()
 ivf = r.ivf()
-print(json.dumps({"n": r.meta.n_chunks, "import_ivf_s": round(t1 - t0, 3), "open_s": round(t2 - t1, 3),
+import ragtui
+print(json.dumps({"code": ragtui.__file__, "n": r.meta.n_chunks, "import_ivf_s": round(t1 - t0, 3), "open_s": round(t2 - t1, 3),
                   "first_ivf_s": round(t4 - t3, 3), "from_cache": ivf.from_cache, "nlist": ivf.nlist,
                   "nprobe": ivf.default_nprobe, "verified_entry": r.data.stats.get("verified_entry"),
                   "rss_before_mb": before, "rss_after_mb": status("VmRSS"), "anon_mb": status("RssAnon"),
@@ -78,9 +80,9 @@ def main() -> None:
     args = ap.parse_args()
     env = dict(os.environ)
     if args.warm:
-        subprocess.run([sys.executable, "-c", WARM, str(args.index)], check=True, env=env)
+        subprocess.run([sys.executable, "-P", "-c", WARM, str(args.index)], check=True, env=env)
     for _ in range(args.runs):
-        out = subprocess.run([sys.executable, "-c", CHILD, str(args.index)], check=True, env=env,
+        out = subprocess.run([sys.executable, "-P", "-c", CHILD, str(args.index)], check=True, env=env,
                              capture_output=True, text=True).stdout
         print(out.strip(), f"load {load()}", flush=True)
         time.sleep(0.1)

@@ -63,7 +63,7 @@ class Spy:
     def __init__(self, monkeypatch) -> None:
         self.builds = 0
         self.keys: list[str] = []
-        real_build, real_key = ivf_module.build_ivf, ivf_module.cache_key
+        real_build, real_key = ivf_module._lists, ivf_module.cache_key
 
         def build(*a, **kw):
             self.builds += 1
@@ -73,13 +73,15 @@ class Spy:
             self.keys.append("generation" if generation_key is not None else "bytes")
             return real_key(vectors, index_id, params, material, generation_key)
 
-        monkeypatch.setattr(ivf_module, "build_ivf", build)
+        monkeypatch.setattr(ivf_module, "_lists", build)
         monkeypatch.setattr(ivf_module, "cache_key", key)
 
 
 def test_warm_entry_is_what_a_fresh_reader_uses_without_reading_the_vectors(tmp_path, monkeypatch):
     link, cache = publish(tmp_path)
     embedder = HashEmbedder()
+    data = read_index(link)
+    fresh = build_ivf(data.vectors, data.meta.index_id, PARAMS, texts=calibration_text(data, embedder))
     spy = Spy(monkeypatch)
     warmed = warm_ivf_cache(link, cache, embedder=embedder, params=PARAMS)
     assert spy.builds == 1 and spy.keys == ["generation"] and warmed.calibration_method == "spans"
@@ -91,8 +93,6 @@ def test_warm_entry_is_what_a_fresh_reader_uses_without_reading_the_vectors(tmp_
     lists = retriever.ivf()
     assert spy.builds == 1 and spy.keys == ["generation", "generation"]
     assert lists.from_cache and mapped(lists._packed)
-    data = read_index(link)
-    fresh = build_ivf(data.vectors, data.meta.index_id, PARAMS, texts=calibration_text(data, embedder))
     assert np.array_equal(lists.centroids, fresh.centroids) and np.array_equal(lists.rows, fresh.rows)
     assert lists.calibration == fresh.calibration and lists.calibration_method == "spans"
     for row in (0, 7, 31):

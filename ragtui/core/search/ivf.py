@@ -105,6 +105,7 @@ _SPAN_MAX_CHARS = 200  # a "word" of a chunk may be a long token (a hash, a base
 # Rows per block when scoring against all centroids: bounds the float64
 # temporaries to a few MiB whatever n is.
 _BLOCK_ROWS = 4096
+_SCORE_BLOCK = 1 << 23  # float32 + float64 scores of the calibration, per block of queries
 
 
 @dataclass(frozen=True)
@@ -364,8 +365,9 @@ class IVFIndex:
         label = np.empty(n, dtype=np.int64)
         label[self.rows] = np.repeat(np.arange(nlist, dtype=np.int64), np.diff(self.offsets))
         hits = np.zeros(nlist + 1, dtype=np.int64)  # true neighbours first reached at each nprobe
-        for lo in range(0, queries.shape[0], 50):  # bounds the (queries, n) score block
-            block = queries[lo : lo + 50]
+        step = max(1, _SCORE_BLOCK // n)  # bounds the (queries, n) score block to ~100 MB whatever n is
+        for lo in range(0, queries.shape[0], step):
+            block = queries[lo : lo + step]
             exact = np.asarray(block @ np.asarray(vectors, dtype=np.float32).T, dtype=np.float64)
             for i in range(block.shape[0]):
                 truth = top_k(exact[i], None, k)[0]
@@ -541,17 +543,23 @@ def build_ivf(vectors: np.ndarray, index_id: str, params: IVFParams | None = Non
     if p.nlist == 0:
         empty = np.empty(0, dtype=np.int64)
         return IVFIndex(v, np.empty((0, v.shape[1])), np.zeros(1, np.int64), empty, p, iterations=0)
+    centroids, offsets, rows, iterations = _lists(v, index_id, p)
+    index = IVFIndex(v, centroids, offsets, rows, p, iterations=iterations)
+    if calibrate and (params is None or params.nprobe is None):
+        index.calibrate(v, index_id, texts)
+    index.build_seconds = time.perf_counter() - started
+    return index
+
+
+def _lists(v: np.ndarray, index_id: str, p: ResolvedIVFParams) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Sections 3.1-3.4 of spec/ivf.md for n >= 1: (centroids, offsets, rows, Lloyd updates)."""
     rng = index_rng(index_id)
     train_rows = training_rows(v.shape[0], p.train_cap, rng)
     train = np.ascontiguousarray(v[train_rows])
     centroids = seed_centroids(train, p.nlist, rng)
     centroids, iterations = _lloyd(train, centroids, p.iters)
     offsets, rows = _group(nearest_centroid(v, centroids), p.nlist)
-    index = IVFIndex(v, centroids, offsets, rows, p, iterations=iterations)
-    if calibrate and (params is None or params.nprobe is None):
-        index.calibrate(v, index_id, texts)
-    index.build_seconds = time.perf_counter() - started
-    return index
+    return centroids, offsets, rows, iterations
 
 
 # --- cache: saves the build, never changes its result -------------------------------
@@ -686,22 +694,50 @@ def build_ivf_cached(
     else:
         # None or unsound: whatever is there under this key is damaged; drop it (arraycache's layout), store anew.
         shutil.rmtree(entry, ignore_errors=True)
-        index = build_ivf(v, index_id, params, calibrate=False)
-        sums = _list_sums(index._packed, index.offsets)
-        stored = store_arrays(cache_dir, "ivf", name, key, {
-            "centroids": index.centroids, "offsets": index.offsets, "rows": index.rows, "packed": index._packed,
-            "sums": sums, "digest": _digest(key, index.centroids, index.offsets, index.rows, sums)})
-        if stored:
-            evict(cache_dir, "ivf", name)
-            again = load_entry(cache_dir, "ivf", name, key)
-            mapped = None if again is None else _sound(again, key, v.shape[0], v.shape[1], p.nlist)
-            if mapped is not None:  # from now on the mapped copy, not the one in memory
-                index = IVFIndex(v, *mapped[:3], p, iterations=index.iterations, packed=mapped[3], sums=mapped[4],
-                                 entry=entry)
+        index = _build_and_store(v, index_id, p, Path(cache_dir), name, key)
     if params is None or params.nprobe is None:
         _calibrate_cached(index, v, index_id, texts, Path(cache_dir), name, key, generation_key is not None)
     index.build_seconds = time.perf_counter() - started
     return index
+
+
+def _build_and_store(v: np.ndarray, index_id: str, p: ResolvedIVFParams, cache_dir: Path, name: str,
+                     key: str) -> IVFIndex:
+    """Build the lists, store their entry, and return the index mapped from it (in memory if it cannot be stored).
+
+    The vectors are put in list order through a temporary file in ``cache_dir``, block by block,
+    so the build holds no second copy of them in memory.
+    """
+    started = time.perf_counter()
+    centroids, offsets, rows, iterations = _lists(v, index_id, p)
+    spool = cache_dir / f"ivf-{name}-{key}.packed.tmp{os.getpid()}"
+    try:
+        try:
+            spooled = np.lib.format.open_memmap(spool, mode="w+", dtype="<f4", shape=v.shape)
+            for lo in range(0, rows.shape[0], _BLOCK_ROWS * 4):
+                spooled[lo : lo + _BLOCK_ROWS * 4] = v[rows[lo : lo + _BLOCK_ROWS * 4]]
+            spooled.flush()
+            packed: np.ndarray = spooled
+        except (OSError, ValueError):
+            packed = np.ascontiguousarray(v[rows], dtype=np.float32)
+        sums = _list_sums(packed, offsets)
+        stored = store_arrays(cache_dir, "ivf", name, key, {
+            "centroids": centroids, "offsets": offsets, "rows": rows, "packed": packed, "sums": sums,
+            "digest": _digest(key, centroids, offsets, rows, sums)})
+    finally:
+        try:
+            os.unlink(spool)
+        except OSError:
+            pass
+    seconds = time.perf_counter() - started
+    if stored:
+        evict(cache_dir, "ivf", name)
+        again = load_entry(cache_dir, "ivf", name, key)
+        mapped = None if again is None else _sound(again, key, v.shape[0], v.shape[1], p.nlist)
+        if mapped is not None:  # the stored copy, mapped: nothing of the vectors stays in this process's memory
+            return IVFIndex(v, *mapped[:3], p, iterations=iterations, packed=mapped[3], sums=mapped[4],
+                            entry=cache_dir / f"ivf-{name}-{key}", build_seconds=seconds)
+    return IVFIndex(v, centroids, offsets, rows, p, iterations=iterations, build_seconds=seconds)
 
 
 _METHODS = {"spans": 1.0, "sums": 2.0}
