@@ -59,7 +59,7 @@ WARM = r'''
 import sys, time
 from pathlib import Path
 from ragtui.core.embedders import make_embedder
-from ragtui.core.search.ivf import warm_ivf_cache
+from ragtui.core.search.ivf_cache import warm_ivf_cache
 link = Path(sys.argv[1])
 t = time.perf_counter()
 ivf = warm_ivf_cache(link, link.parent / ".cache", embedder=make_embedder("wordllama"))

@@ -16,11 +16,11 @@ from ragtui.core.search.ivf import (
     ResolvedIVFParams,
     _update,
     build_ivf,
-    build_ivf_cached,
     nearest_centroid,
     seed_centroids,
     training_rows,
 )
+from ragtui.core.search.ivf_cache import build_ivf_cached
 from ragtui.core.search.pcg32 import index_rng
 
 # --- the plain reference: lists of Python floats, one step of the spec at a time ---------

@@ -16,12 +16,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import ragtui.core.search.ivf as ivf_module
+import ragtui.core.search.ivf_cache as ivf_cache
 from ragtui.core.index import verified
 from ragtui.core.index.index_format import read_index
 from ragtui.core.ingest.sync import sync
 from ragtui.core.search.flat import flat_search
-from ragtui.core.search.ivf import IVFParams, build_ivf, calibration_text, warm_ivf_cache
+from ragtui.core.search.ivf import IVFParams, build_ivf, calibration_text
+from ragtui.core.search.ivf_cache import warm_ivf_cache
 from ragtui.core.search.retriever import Retriever
 
 from .fakes import HashEmbedder
@@ -63,7 +64,7 @@ class Spy:
     def __init__(self, monkeypatch) -> None:
         self.builds = 0
         self.keys: list[str] = []
-        real_build, real_key = ivf_module._lists, ivf_module.cache_key
+        real_build, real_key = ivf_cache._lists, ivf_cache.cache_key
 
         def build(*a, **kw):
             self.builds += 1
@@ -73,8 +74,8 @@ class Spy:
             self.keys.append("generation" if generation_key is not None else "bytes")
             return real_key(vectors, index_id, params, material, generation_key)
 
-        monkeypatch.setattr(ivf_module, "_lists", build)
-        monkeypatch.setattr(ivf_module, "cache_key", key)
+        monkeypatch.setattr(ivf_cache, "_lists", build)
+        monkeypatch.setattr(ivf_cache, "cache_key", key)
 
 
 def test_warm_entry_is_what_a_fresh_reader_uses_without_reading_the_vectors(tmp_path, monkeypatch):

@@ -10,9 +10,9 @@ from ragtui.core.search.ivf import (
     CALIBRATION_TARGET,
     IVFParams,
     build_ivf,
-    build_ivf_cached,
     calibration_queries,
 )
+from ragtui.core.search.ivf_cache import build_ivf_cached
 
 
 def clustered(n: int, dim: int, centres: int, seed: int = 0) -> np.ndarray:

@@ -388,7 +388,8 @@ class Retriever:
 
     def _ivf_for(self, data: IndexData) -> IVFIndex:
         """The IVF lists of generation ``data``; kept only while ``data`` is the current one."""
-        from ragtui.core.search.ivf import IVFParams, build_ivf_cached, calibration_text, generation_key
+        from ragtui.core.search.ivf import IVFParams, calibration_text
+        from ragtui.core.search.ivf_cache import build_ivf_cached, generation_key
 
         if self._parent is not None:
             return self._parent._ivf_for(data)
