@@ -190,3 +190,16 @@ def test_damaged_lists_or_calibration_entries_are_rebuilt(tmp_path):
     shutil.rmtree(cache)
     alone = Retriever.open(link, embedder=embedder, ivf_params=PARAMS).ivf()  # no cache at all
     assert alone.calibration == warm.calibration and np.array_equal(alone.rows, warm.rows)
+
+
+def test_a_reader_without_the_index_s_embedder_falls_back_to_sums_until_spans_are_cached(tmp_path):
+    link, cache = publish(tmp_path)
+    bare = Retriever.open(link, ivf_params=PARAMS, cache_dir=cache).ivf()
+    assert bare.calibration_method == "sums"
+    data = read_index(link)
+    other = calibration_text(data, HashEmbedder(model="another-model"))
+    assert other.embed is None  # an embedder of another model never calibrates this index
+    spans = Retriever.open(link, embedder=HashEmbedder(), ivf_params=PARAMS, cache_dir=cache).ivf()
+    assert spans.calibration_method == "spans" and spans.from_cache
+    later = Retriever.open(link, ivf_params=PARAMS, cache_dir=cache).ivf()
+    assert later.calibration_method == "spans" and later.calibration == spans.calibration
