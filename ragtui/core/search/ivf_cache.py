@@ -206,6 +206,7 @@ def _build_and_store(v: np.ndarray, index_id: str, p: ResolvedIVFParams, cache_d
     spool = cache_dir / f"ivf-{name}-{key}.packed.tmp{os.getpid()}"
     try:
         try:
+            cache_dir.mkdir(parents=True, exist_ok=True)
             spooled = np.lib.format.open_memmap(spool, mode="w+", dtype="<f4", shape=v.shape)
             for lo in range(0, rows.shape[0], _BLOCK_ROWS * 4):
                 spooled[lo : lo + _BLOCK_ROWS * 4] = v[rows[lo : lo + _BLOCK_ROWS * 4]]
