@@ -79,7 +79,8 @@ def run(args) -> int:
         from ragtui.core.search.ivf import CALIBRATION_K, CALIBRATION_QUERIES
 
         info["ivf_calibration"] = {"recall": round(ivf.calibration[1], 4), "k": CALIBRATION_K,
-                                   "pseudo_queries": min(CALIBRATION_QUERIES, data.meta.n_chunks), "against": "flat"}
+                                   "pseudo_queries": min(CALIBRATION_QUERIES, data.meta.n_chunks), "against": "flat",
+                                   "method": ivf.calibration_method}
     if args.json:
         print(json_text(info, indent=1))
     else:

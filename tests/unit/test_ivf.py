@@ -16,11 +16,11 @@ from ragtui.core.search.ivf import (
     ResolvedIVFParams,
     _update,
     build_ivf,
-    build_ivf_cached,
     nearest_centroid,
     seed_centroids,
     training_rows,
 )
+from ragtui.core.search.ivf_cache import build_ivf_cached
 from ragtui.core.search.pcg32 import index_rng
 
 # --- the plain reference: lists of Python floats, one step of the spec at a time ---------
@@ -303,7 +303,7 @@ def test_cache_saves_time_never_changes_a_result(tmp_path: Path) -> None:
 
     assert not cached().from_cache
     assert cached().from_cache
-    (entry,) = list(tmp_path.iterdir())
+    (entry,) = list(tmp_path.glob("ivf-*"))
     # Damage: bytes flipped in place (still readable), a truncated array, a lost marker.
     target = entry / "rows.npy"
     good = target.read_bytes()

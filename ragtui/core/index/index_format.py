@@ -72,6 +72,7 @@ class IndexData:
     bm25: BM25Index
     stats: dict[str, object] = field(default_factory=dict)
     """How it was read: ``verified_entry`` is True when its writer's record (``verified``) stood in for checks;
+    ``generation_key`` is then that record's key (it names these very files: derived caches may key by it).
     ``bm25_key`` is bm25.idx's ``BM25Index.cache_key`` (None without a cache) and ``doclex_key`` the key of
     the document-level BM25 entry its writer stored (None when unknown): derived structures are cached
     under keys made from these (``docaware.DocLexical.load``), never from a hash of the arrays again."""
@@ -237,7 +238,8 @@ def _parse(path: Path, real: str, files: dict[str, BinaryIO], full: bool, cache_
         vectors=vectors,
         bm25=bm25,
         stats={"verified_entry": known is not None, "bm25_key": bm25_key,
-               "doclex_key": known.doclex_key if known is not None else None},
+               "doclex_key": known.doclex_key if known is not None else None,
+               "generation_key": verified.entry_key([verified.file_stamp(st) for st in stats]) if known else None},
     )
 
 

@@ -29,10 +29,12 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from ragtui.core.embedders.base import Embedder
 from ragtui.core.index import verified
 from ragtui.core.index.bm25 import BM25Index
 from ragtui.core.index.index_format import FILES
 from ragtui.core.search.docaware import DocLexical, doc_groups_of_rows, doclex_key
+from ragtui.core.search.ivf_cache import warm_ivf_cache
 from ragtui.core.search.stemmed import STEM_KIND, StemLexical
 
 __all__ = ["Derivation", "tidy"]
@@ -82,16 +84,20 @@ class Derivation:
         paths = [generation_dir / name for name in FILES]
         verified.record(self.cache_dir, self.index_id, paths, ends=ends, bm25_key=bm25_key, doclex_key=self.key)
 
-    def after_swap(self, still_wanted: Callable[[], bool] = lambda: True) -> None:
+    def after_swap(self, still_wanted: Callable[[], bool] = lambda: True, embedder: Embedder | None = None) -> None:
         """Once the generation is current: build and store its derived entries (best effort, never raises).
 
         ``still_wanted()`` is asked before each build: False (a newer generation was published meanwhile)
-        stops here, since nobody will open this one any more.
+        stops here, since nobody will open this one any more. ``embedder`` (the index's own) calibrates
+        the IVF lists on spans of the chunks' text; they are built only when a reader has searched IVF.
         """
         if still_wanted():
             self._lexical(still_wanted)
-        # IVF lists: the call that warms the IVF cache for this generation goes here, behind `if still_wanted():`
-        # (its four files are in self.generation_dir; readers key the lists by generation_of(<rag>/<index_id>)).
+        if still_wanted() and self.generation_dir is not None and _in_use(self.cache_dir, "ivf", self.index_id):
+            try:
+                warm_ivf_cache(self.generation_dir, self.cache_dir, embedder=embedder)
+            except Exception:  # noqa: BLE001 - the lists only save readers time; a reader builds its own
+                pass
 
     def _lexical(self, still_wanted: Callable[[], bool]) -> None:
         """The document-level BM25 entry, then the stemmed arm's when it is in use."""
@@ -109,7 +115,12 @@ class Derivation:
 
 def _stem_in_use(cache_dir: Path, index_id: str) -> bool:
     """Whether the cache holds a stemmed arm of ``index_id`` (a reader built one for an earlier generation)."""
-    prefix = f"{STEM_KIND}-{index_id}-"
+    return _in_use(cache_dir, STEM_KIND, index_id)
+
+
+def _in_use(cache_dir: Path, kind: str, index_id: str) -> bool:
+    """Whether the cache holds an entry of ``kind`` for ``index_id`` (a reader built one for an earlier generation)."""
+    prefix = f"{kind}-{index_id}-"
     try:
         return any(n.startswith(prefix) and ".tmp" not in n for n in os.listdir(cache_dir))
     except OSError:

@@ -291,7 +291,7 @@ class IndexWriter:
 
         def run() -> None:
             try:
-                derived.after_swap(still_wanted=lambda: self._published == mine)
+                derived.after_swap(still_wanted=lambda: self._published == mine, embedder=self.embedder)
                 derive.tidy(self._cache_dir, self.index_id)
             except Exception:  # noqa: BLE001 - derived entries only save readers time; a reader builds its own
                 pass

@@ -12,53 +12,69 @@ step by step; what callers may rely on:
 - ``IVFIndex.search`` ranks by descending score, ties by ascending row; its
   scores are ``flat.row_scores`` bits, so with ``nprobe = nlist`` it returns
   exactly what ``flat_search`` returns.
-- ``build_ivf_cached`` returns the same index as ``build_ivf``; the cache only
-  saves time, and a missing, stale or damaged cache file means a rebuild.
+- ``ivf_cache.build_ivf_cached`` returns the same index as ``build_ivf``; the cache
+  only saves time, and a missing, stale or damaged cache file means a rebuild.
+- The default nprobe is calibrated on short spans of the chunks' own text embedded
+  by the index's embedder (``CalibrationText``): a few words, as a typed query is.
+  Without an embedder, and no calibration in the cache, on sums of three rows.
+- ``ivf_cache.warm_ivf_cache`` builds and stores a generation's entry ahead of any
+  reader; a reader of a generation its writer vouched for (``verified.py``) then finds
+  it without reading the vectors, and maps the list-ordered vectors from it.
 
-Memory: the index keeps one float32 copy of the vectors in list order (so a
-query reads each probed list contiguously) plus the float64 centroids.
+Memory: the index holds the vectors in list order (so a query reads each probed
+list contiguously): a memory map of the cache entry when there is one, else a copy;
+plus the float64 centroids and the row numbers.
 
-About 500 lines on purpose: the build is spec/ivf.md's steps in their order,
-so that it can be read against the contract from top to bottom.
+About 600 lines on purpose: the build is spec/ivf.md's steps in their order,
+so that it can be read against the contract from top to bottom; the cache is
+``ivf_cache``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 import numbers
-import re
 import shutil
 import time
+import zlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from ragtui.core.errors import UsageError
-from ragtui.core.index.arraycache import cached_arrays
 from ragtui.core.search.flat import as_query, as_vectors, row_scores, top_k, vecdot
 from ragtui.core.search.pcg32 import PCG32, fnv1a64, index_rng
 
+if TYPE_CHECKING:
+    from ragtui.core.embedders.base import Embedder
+    from ragtui.core.index.index_format import IndexData
+
 __all__ = [
     "ALGORITHM_VERSION",
-    "IVFIndex",
-    "IVFParams",
     "CALIBRATION_K",
     "CALIBRATION_QUERIES",
+    "CALIBRATION_SPAN_WORDS",
     "CALIBRATION_TARGET",
+    "CalibrationText",
+    "IVFIndex",
+    "IVFParams",
     "ResolvedIVFParams",
-    "calibration_queries",
     "build_ivf",
-    "build_ivf_cached",
+    "calibration_queries",
+    "calibration_text",
     "nearest_centroid",
     "seed_centroids",
+    "span_queries",
+    "span_texts",
     "training_rows",
 ]
 
-#: Bumped whenever a change could alter centroids or lists; part of the cache key.
-ALGORITHM_VERSION = 1
+#: Bumped whenever a change could alter centroids, lists or the calibrated nprobe; part of the cache keys.
+ALGORITHM_VERSION = 2
 
 # Defaults chosen by measurement (spec/pcg32.md, "Defaults"; bench/bench_vectors.py --sweep).
 DEFAULT_ITERS = 10
@@ -72,12 +88,17 @@ CALIBRATION_QUERIES = 200
 CALIBRATION_TARGET = 0.95
 """The recall@CALIBRATION_K against flat the default nprobe must reach on them."""
 CALIBRATION_K = 10
-_CALIBRATION_STREAM = 55
+CALIBRATION_SPAN_WORDS = (1, 4)
+"""Words per text pseudo-query, fewest and most: a typed query is a few words (spec/ivf.md)."""
+_CALIBRATION_STREAM = 55  # sums of rows, without an embedder
 _CALIBRATION_MIX = 3  # rows summed per pseudo-query: a real query sits between topics, not on a chunk
+_SPAN_STREAM = 56  # spans of chunk text, with the index's embedder
+_SPAN_MAX_CHARS = 200  # a "word" of a chunk may be a long token (a hash, a base64 line)
 
 # Rows per block when scoring against all centroids: bounds the float64
 # temporaries to a few MiB whatever n is.
 _BLOCK_ROWS = 4096
+_SCORE_BLOCK = 1 << 23  # float32 + float64 scores of the calibration, per block of queries
 
 
 @dataclass(frozen=True)
@@ -288,48 +309,69 @@ class IVFIndex:
 
     def __init__(self, vectors: np.ndarray, centroids: np.ndarray, offsets: np.ndarray, rows: np.ndarray,
                  params: ResolvedIVFParams, *, build_seconds: float = 0.0, iterations: int = -1,
-                 from_cache: bool = False) -> None:
+                 from_cache: bool = False, packed: np.ndarray | None = None, sums: np.ndarray | None = None,
+                 entry: Path | None = None) -> None:
         self.centroids, self.offsets, self.rows, self.params = centroids, offsets, rows, params
         self.iterations, self.from_cache = iterations, from_cache
         self.dim = int(vectors.shape[1])
-        # Rows in list order, so each probed list is one contiguous slice.
-        self._packed = np.ascontiguousarray(vectors[rows], dtype=np.float32)
+        self._vectors = vectors
+        # Rows in list order, so each probed list is one contiguous slice: mapped from a cache
+        # entry (``packed``, each list checked against ``sums`` when first probed), else a copy.
+        self._packed = packed if packed is not None else np.ascontiguousarray(vectors[rows], dtype=np.float32)
+        self._sums = sums
+        self._list_state = np.zeros(self.nlist, dtype=np.int8)  # 0 unchecked, 1 sound, -1 damaged
+        self._entry = entry
         self.build_seconds = build_seconds
         self.calibration: tuple[int, float] | None = None
         """(nprobe, recall@10 it measured) when the default nprobe was calibrated; None when the
         user set nprobe (or the index is empty)."""
+        self.calibration_method: str | None = None
+        """What the calibration measured on: "spans" (text spans, the index's embedder) or "sums" (rows summed)."""
 
     @property
     def default_nprobe(self) -> int:
         """The nprobe a search without one uses: the calibrated one, else ``params.nprobe``."""
         return self.calibration[0] if self.calibration is not None else self.params.nprobe
 
-    def calibrate(self, vectors: np.ndarray, index_id: str) -> tuple[int, float]:
+    def calibrate(self, vectors: np.ndarray, index_id: str, texts: CalibrationText | None = None) -> tuple[int, float]:
         """Set and return the default nprobe: the smallest that reaches ``CALIBRATION_TARGET``
-        recall@10 against exact search on ``calibration_queries``, and at least enough lists
-        to score about 2,048 rows (so a small index stays exact). Deterministic."""
-        n, nlist = int(vectors.shape[0]), self.nlist
-        if nlist == 0:
-            self.calibration = (0, 1.0)
+        recall@10 against exact search on the pseudo-queries (``span_queries`` when ``texts`` can
+        embed, else ``calibration_queries``), and at least enough lists to score about 2,048 rows
+        (so a small index stays exact). Deterministic."""
+        if self.nlist == 0:
+            self.calibration, self.calibration_method = (0, 1.0), None
             return self.calibration
-        queries = calibration_queries(vectors, index_id)
+        if texts is not None and texts.embed is not None:
+            queries, method = span_queries(vectors.shape[0], index_id, texts), "spans"
+        else:
+            queries, method = calibration_queries(vectors, index_id), "sums"
+        self.calibration = self._calibrate_on(vectors, queries)
+        self.calibration_method = method
+        return self.calibration
+
+    def _calibrate_on(self, vectors: np.ndarray, queries: np.ndarray) -> tuple[int, float]:
+        n, nlist = int(vectors.shape[0]), self.nlist
+        floor = -(-_MIN_PROBED_ROWS * nlist // n)
+        if queries.shape[0] == 0:
+            return nlist, 1.0  # nothing to measure on: search exactly
         k = min(CALIBRATION_K, n)
-        exact = np.asarray(queries @ np.asarray(vectors, dtype=np.float32).T, dtype=np.float64)
         label = np.empty(n, dtype=np.int64)
         label[self.rows] = np.repeat(np.arange(nlist, dtype=np.int64), np.diff(self.offsets))
         hits = np.zeros(nlist + 1, dtype=np.int64)  # true neighbours first reached at each nprobe
-        for i in range(queries.shape[0]):
-            truth = top_k(exact[i], None, k)[0]
-            order = self.probe(queries[i], nlist)  # lists best first, ties lowest, as search probes them
-            rank = np.empty(nlist, dtype=np.int64)
-            rank[order] = np.arange(nlist)
-            np.add.at(hits, rank[label[truth]] + 1, 1)
+        step = max(1, _SCORE_BLOCK // n)  # bounds the (queries, n) score block to ~100 MB whatever n is
+        for lo in range(0, queries.shape[0], step):
+            block = queries[lo : lo + step]
+            exact = np.asarray(block @ np.asarray(vectors, dtype=np.float32).T, dtype=np.float64)
+            for i in range(block.shape[0]):
+                truth = top_k(exact[i], None, k)[0]
+                order = self.probe(block[i], nlist)  # lists best first, ties lowest, as search probes them
+                rank = np.empty(nlist, dtype=np.int64)
+                rank[order] = np.arange(nlist)
+                np.add.at(hits, rank[label[truth]] + 1, 1)
         recall = np.cumsum(hits)[1:] / float(k * queries.shape[0])
         reached = int(np.argmax(recall >= CALIBRATION_TARGET - 1e-12)) + 1
-        floor = -(-_MIN_PROBED_ROWS * nlist // n)
         nprobe = min(nlist, max(reached, floor))
-        self.calibration = (nprobe, float(recall[nprobe - 1]))
-        return self.calibration
+        return nprobe, float(recall[nprobe - 1])
 
     @property
     def nlist(self) -> int:
@@ -361,11 +403,31 @@ class IVFIndex:
         """The rows of the ``nprobe`` lists ``probe`` picks, list by list."""
         return np.concatenate([self.rows[self.offsets[c] : self.offsets[c + 1]] for c in self.probe(query, nprobe)])
 
+    def _list_vectors(self, c: int) -> np.ndarray:
+        """List ``c``'s vectors: its slice of the list-ordered copy, once that slice is known sound.
+
+        A slice mapped from the cache is checked against its CRC-32 the first time it is probed
+        (so a first query reads only the lists it probes); a damaged one is never used: its rows
+        are gathered from the index's vectors instead (the row numbers passed the entry's digest),
+        and the entry is removed so that the next reader rebuilds it.
+        """
+        a, b = int(self.offsets[c]), int(self.offsets[c + 1])
+        if self._sums is None or self._list_state[c] == 1:
+            return self._packed[a:b]
+        if self._list_state[c] == 0:
+            sound = zlib.crc32(np.ascontiguousarray(self._packed[a:b]).data) == int(self._sums[c])
+            self._list_state[c] = 1 if sound else -1
+            if not sound and self._entry is not None:
+                shutil.rmtree(self._entry, ignore_errors=True)
+            if sound:
+                return self._packed[a:b]
+        return np.asarray(self._vectors[self.rows[a:b]], dtype=np.float32)
+
     def search(self, query: np.ndarray, k: int, nprobe: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Return the best ``k`` rows of the ``nprobe`` probed lists as (rows int64, scores float32).
 
         Descending score, ties ascending row; fewer than k results when the
-        probed lists hold fewer rows. ``nprobe`` None uses ``params.nprobe``;
+        probed lists hold fewer rows. ``nprobe`` None uses ``default_nprobe``;
         larger than nlist probes every list. Raises UsageError for k < 0,
         nprobe < 1, or a query of the wrong length or not finite.
         """
@@ -375,10 +437,75 @@ class IVFIndex:
         nprobe = self.resolve_nprobe(nprobe)
         if self.nlist == 0 or k == 0:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
-        spans = [(self.offsets[c], self.offsets[c + 1]) for c in self.probe(q, nprobe)]
-        scores = np.concatenate([row_scores(self._packed[a:b], q) for a, b in spans])
-        rows = np.concatenate([self.rows[a:b] for a, b in spans])
+        probed = [int(c) for c in self.probe(q, nprobe)]
+        scores = np.concatenate([row_scores(self._list_vectors(c), q) for c in probed])
+        rows = np.concatenate([self.rows[self.offsets[c] : self.offsets[c + 1]] for c in probed])
         return top_k(scores, rows, k)
+
+
+@dataclass(frozen=True)
+class CalibrationText:
+    """What text pseudo-queries are made of: the chunks' text and the index's own embedder.
+
+    ``chunk_text(i)`` is row i's text; ``embed`` embeds query texts as the index's
+    searches do (``embed_query`` where the model has one), None when no embedder is at
+    hand (a calibration stored in the cache for the same spans is still found); ``model``
+    is the embedder's model, which must be the index's ``embedding_model``.
+    """
+
+    chunk_text: Callable[[int], str]
+    embed: Callable[[Sequence[str]], np.ndarray] | None
+    model: str
+
+
+def calibration_text(data: IndexData, embedder: Embedder | None) -> CalibrationText:
+    """The ``CalibrationText`` of an open index; ``embedder`` must be the index's model (else it is not used)."""
+    meta = data.meta
+    embed = None
+    if embedder is not None and embedder.model == meta.embedding_model and embedder.dim == meta.dim:
+        embed = getattr(embedder, "embed_query", None) or embedder.embed
+    return CalibrationText(lambda i: data.records[i].text, embed, meta.embedding_model)
+
+
+def span_texts(n: int, index_id: str, texts: CalibrationText) -> list[str]:
+    """The text pseudo-queries: ``CALIBRATION_QUERIES`` (at most n) spans of a few words of chunk text.
+
+    With ``PCG32(fnv1a64(index_id), 56)``, query after query: a row ``below(n)``,
+    a length ``w = lo + below(hi - lo + 1)`` words (``CALIBRATION_SPAN_WORDS``), a start
+    ``below(max(1, words - w + 1))``; the span is those whitespace-separated words joined by
+    one space, cut at 200 characters. A row without a word draws no length and gives no
+    query; at most ``4 m`` rows are drawn.
+    """
+    m = min(CALIBRATION_QUERIES, n)
+    lo, hi = CALIBRATION_SPAN_WORDS
+    rng = PCG32(fnv1a64(index_id.encode("utf-8")), _SPAN_STREAM)
+    out: list[str] = []
+    for _ in range(4 * m):
+        if len(out) == m:
+            break
+        words = texts.chunk_text(rng.below(n)).split()
+        if not words:
+            continue
+        w = lo + rng.below(hi - lo + 1)
+        start = rng.below(max(1, len(words) - w + 1))
+        out.append(" ".join(words[start : start + w])[:_SPAN_MAX_CHARS])
+    return out
+
+
+def span_queries(n: int, index_id: str, texts: CalibrationText, spans: list[str] | None = None
+                 ) -> npt.NDArray[np.float32]:
+    """``span_texts`` embedded by ``texts.embed`` as unit float32 rows (a zero or non-finite one dropped)."""
+    if texts.embed is None:
+        raise ValueError("span_queries needs an embedder")
+    spans = span_texts(n, index_id, texts) if spans is None else spans
+    if not spans:
+        return np.zeros((0, 0), dtype=np.float32)
+    q = np.asarray(texts.embed(spans), dtype=np.float64)
+    with np.errstate(all="ignore"):
+        norms = np.linalg.norm(q, axis=1, keepdims=True)
+        keep = np.isfinite(norms[:, 0]) & (norms[:, 0] > 0)
+        out: npt.NDArray[np.float32] = (q[keep] / norms[keep]).astype(np.float32)
+    return out
 
 
 def calibration_queries(vectors: np.ndarray, index_id: str) -> npt.NDArray[np.float32]:
@@ -395,11 +522,13 @@ def calibration_queries(vectors: np.ndarray, index_id: str) -> npt.NDArray[np.fl
     return q.astype(np.float32)
 
 
-def build_ivf(vectors: np.ndarray, index_id: str, params: IVFParams | None = None) -> IVFIndex:
+def build_ivf(vectors: np.ndarray, index_id: str, params: IVFParams | None = None, *,
+              texts: CalibrationText | None = None, calibrate: bool = True) -> IVFIndex:
     """Build the IVF index of ``vectors`` (n, dim) float32 unit rows, seeded by ``index_id``.
 
-    Follows spec/pcg32.md: training rows, k-means++ seeding, Lloyd, lists.
-    ``vectors`` may be a read-only memmap; it must be finite.
+    Follows spec/pcg32.md: training rows, k-means++ seeding, Lloyd, lists; then,
+    unless the user set nprobe (or ``calibrate`` is False), the nprobe calibration on
+    ``texts`` (``IVFIndex.calibrate``). ``vectors`` may be a read-only memmap; it must be finite.
     """
     started = time.perf_counter()
     v = as_vectors(vectors)
@@ -407,118 +536,20 @@ def build_ivf(vectors: np.ndarray, index_id: str, params: IVFParams | None = Non
     if p.nlist == 0:
         empty = np.empty(0, dtype=np.int64)
         return IVFIndex(v, np.empty((0, v.shape[1])), np.zeros(1, np.int64), empty, p, iterations=0)
+    centroids, offsets, rows, iterations = _lists(v, index_id, p)
+    index = IVFIndex(v, centroids, offsets, rows, p, iterations=iterations)
+    if calibrate and (params is None or params.nprobe is None):
+        index.calibrate(v, index_id, texts)
+    index.build_seconds = time.perf_counter() - started
+    return index
+
+
+def _lists(v: np.ndarray, index_id: str, p: ResolvedIVFParams) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Sections 3.1-3.4 of spec/ivf.md for n >= 1: (centroids, offsets, rows, Lloyd updates)."""
     rng = index_rng(index_id)
     train_rows = training_rows(v.shape[0], p.train_cap, rng)
     train = np.ascontiguousarray(v[train_rows])
     centroids = seed_centroids(train, p.nlist, rng)
     centroids, iterations = _lloyd(train, centroids, p.iters)
     offsets, rows = _group(nearest_centroid(v, centroids), p.nlist)
-    index = IVFIndex(v, centroids, offsets, rows, p, iterations=iterations)
-    if params is None or params.nprobe is None:
-        index.calibrate(v, index_id)
-    index.build_seconds = time.perf_counter() - started
-    return index
-
-
-# --- cache: saves the build, never changes its result -------------------------------
-
-
-def cache_key(vectors: np.ndarray, index_id: str, params: ResolvedIVFParams, key_material: str) -> str:
-    """Hex SHA-256 of everything the lists depend on.
-
-    That is: the vectors' bytes and shape, index_id, nlist/train_cap/iters
-    (nprobe does not change the build), ALGORITHM_VERSION, the numpy version
-    (its BLAS rounds the float32 screens) and the caller's ``key_material``.
-    """
-    h = hashlib.sha256()
-    head = (
-        f"ragtui-ivf\0{ALGORITHM_VERSION}\0{np.__version__}\0{index_id}\0{vectors.shape}\0"
-        f"{params.nlist}\0{params.train_cap}\0{params.iters}\0{key_material}\0"
-    )
-    h.update(head.encode("utf-8"))
-    for start in range(0, vectors.shape[0], 65536):
-        h.update(np.ascontiguousarray(vectors[start : start + 65536]).data)
-    return h.hexdigest()
-
-
-def _digest(key: str, centroids: np.ndarray, offsets: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    h = hashlib.sha256(key.encode("ascii"))
-    for a in (centroids, offsets, rows):
-        h.update(np.ascontiguousarray(a).data)
-    return np.frombuffer(h.digest(), dtype=np.uint8)
-
-
-def _sound(
-    arrays: dict[str, np.ndarray], key: str, n: int, dim: int, nlist: int
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
-    """Return (centroids, offsets, rows) copied out of a cache entry if it is sound, else None."""
-    try:
-        centroids, offsets, rows = (np.array(arrays[name]) for name in ("centroids", "offsets", "rows"))
-        digest = np.array(arrays["digest"])
-    except (KeyError, OSError, ValueError):
-        return None
-    if (
-        centroids.dtype != np.float64
-        or centroids.shape != (nlist, dim)
-        or offsets.dtype != np.int64
-        or offsets.shape != (nlist + 1,)
-        or rows.dtype != np.int64
-        or rows.shape != (n,)
-        or not np.array_equal(digest, _digest(key, centroids, offsets, rows))
-    ):
-        return None
-    # The digest catches damage; these catch a writer that was wrong.
-    if offsets[0] != 0 or offsets[-1] != n or (np.diff(offsets) < 0).any():
-        return None
-    if rows.min() < 0 or rows.max() >= n or (np.bincount(rows, minlength=n) != 1).any():
-        return None
-    rising = np.diff(rows) > 0
-    rising[offsets[1:-1][(offsets[1:-1] > 0) & (offsets[1:-1] < n)] - 1] = True  # list boundaries
-    return (centroids, offsets, rows) if rising.all() else None
-
-
-def build_ivf_cached(
-    vectors: np.ndarray,
-    index_id: str,
-    params: IVFParams | None = None,
-    cache_dir: Path | None = None,
-    key_material: str = "",
-) -> IVFIndex:
-    """``build_ivf``, reusing a cached build from ``cache_dir`` when one matches exactly.
-
-    Entries live in ``cache_dir`` through ``arraycache.cached_arrays`` (the
-    newest two per index_id are kept) and are keyed by ``cache_key``, which
-    hashes the vectors' bytes: a changed vectors file never reuses an old
-    build. An entry that fails its digest or its structure checks is rebuilt
-    and replaced. ``cache_dir`` None disables the cache; it must lie outside
-    the index directory.
-    """
-    v = as_vectors(vectors)
-    p = (params or IVFParams()).resolve(v.shape[0])
-    if cache_dir is None or p.nlist == 0:
-        return build_ivf(v, index_id, params)
-    started = time.perf_counter()
-    key = cache_key(v, index_id, p, key_material)[:32]
-    name = re.sub(r"[^A-Za-z0-9_.-]", "_", index_id)[:64] or "_"
-    built: list[IVFIndex] = []
-
-    def compute() -> dict[str, np.ndarray]:
-        index = build_ivf(v, index_id, params)
-        built.append(index)
-        digest = _digest(key, index.centroids, index.offsets, index.rows)
-        return {"centroids": index.centroids, "offsets": index.offsets, "rows": index.rows, "digest": digest}
-
-    arrays, _ = cached_arrays(cache_dir, "ivf", name, key, compute)
-    if built:
-        return built[-1]
-    hit = _sound(arrays, key, v.shape[0], v.shape[1], p.nlist)
-    if hit is None:
-        # Damaged but readable: drop the entry (arraycache's documented layout) and store anew.
-        shutil.rmtree(Path(cache_dir) / f"ivf-{name}-{key}", ignore_errors=True)
-        cached_arrays(cache_dir, "ivf", name, key, compute)
-        return built[-1]
-    index = IVFIndex(v, *hit, p, from_cache=True)
-    if params is None or params.nprobe is None:
-        index.calibrate(v, index_id)  # cheap next to the build, so not cached
-    index.build_seconds = time.perf_counter() - started
-    return index
+    return centroids, offsets, rows, iterations

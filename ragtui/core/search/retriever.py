@@ -388,7 +388,8 @@ class Retriever:
 
     def _ivf_for(self, data: IndexData) -> IVFIndex:
         """The IVF lists of generation ``data``; kept only while ``data`` is the current one."""
-        from ragtui.core.search.ivf import IVFParams, build_ivf_cached
+        from ragtui.core.search.ivf import IVFParams, calibration_text
+        from ragtui.core.search.ivf_cache import build_ivf_cached, generation_key
 
         if self._parent is not None:
             return self._parent._ivf_for(data)
@@ -396,8 +397,10 @@ class Retriever:
             if self._ivf is not None and self._ivf[0] is data:
                 return self._ivf[1]
             params = self.ivf_params or IVFParams()
+            # The calibration embeds short spans of the chunks with the index's own embedder (when there is one).
             lists = build_ivf_cached(
-                data.vectors, data.meta.index_id, params, self.cache_dir, key_material=data.generation
+                data.vectors, data.meta.index_id, params, self.cache_dir, key_material=data.generation,
+                texts=calibration_text(data, self.embedder), generation_key=generation_key(data),
             )
             if data is self._data:
                 self._ivf = (data, lists)
