@@ -95,7 +95,9 @@ class Derivation:
             self._lexical(still_wanted)
         if still_wanted() and self.generation_dir is not None and _in_use(self.cache_dir, "ivf", self.index_id):
             try:
-                warm_ivf_cache(self.generation_dir, self.cache_dir, embedder=embedder)
+                # Through the link (<rag>/<index_id> -> .gen/<index_id>/<gen>), as readers open it: its name is
+                # the index_id read_index checks, and the generation read is this one unless a newer was published.
+                warm_ivf_cache(self.generation_dir.parents[2] / self.index_id, self.cache_dir, embedder=embedder)
             except Exception:  # noqa: BLE001 - the lists only save readers time; a reader builds its own
                 pass
 
