@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_cli import ragtui
 from tests.helpers.chat_server import ChatServer, Fault
+from tests.helpers.cli import run as ragtui
 
 CATS = "# Cats\n\nCats are small domesticated carnivorous mammals.\nThey sleep a lot.\n"
 DOGS = "# Dogs\n\nDogs are loyal companions and good at fetching sticks.\n"

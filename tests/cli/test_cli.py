@@ -5,18 +5,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-
-def ragtui(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    exe = shutil.which("ragtui")
-    cmd = [exe, *args] if exe else [sys.executable, "-m", "ragtui", *args]
-    full_env = {**os.environ, **(env or {})}
-    return subprocess.run(cmd, capture_output=True, text=True, env=full_env, cwd=cwd, timeout=300)
+from tests.helpers.cli import run as ragtui
 
 
 @pytest.fixture(scope="module")

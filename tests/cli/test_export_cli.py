@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.cli.test_cli import ragtui
+from tests.helpers.cli import run as ragtui
 from tests.unit.indexgen import build
 
 DOCS = {"docs/cats.md": ["# Cats\n\nCats are small carnivorous mammals."],

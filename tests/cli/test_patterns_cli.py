@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from tests.cli.test_cli import ragtui
 from tests.files import write
+from tests.helpers.cli import run as ragtui
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.cli.test_cli import ragtui
+from tests.helpers.cli import run as ragtui
 
 FILLER = "Intro text that goes on about nothing in particular for a long while, and more filler words. " * 2
 
