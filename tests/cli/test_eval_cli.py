@@ -1,16 +1,16 @@
-"""`ragtui eval` as a subprocess: a SMART collection, a native dataset, compare, and one-line errors."""
+"""`ragtui eval` in-process: a SMART collection, a native dataset, compare, and one-line errors."""
 
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 
+from tests.helpers.cli import Result
 from tests.helpers.cli import run as ragtui
 
 
-def _one_line_error(result: subprocess.CompletedProcess, code: int, *needles: str) -> None:
+def _one_line_error(result: Result, code: int, *needles: str) -> None:
     assert result.returncode == code, (result.returncode, result.stderr)
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("ragtui: error: "), result.stderr

@@ -1,4 +1,4 @@
-"""`ragtui export` as a subprocess: writes, replaces, refuses, verifies, answers a query; exit codes."""
+"""`ragtui export` in-process: writes, replaces, refuses, verifies, answers a query; exit codes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``ragtui ingest`` as a subprocess: --include/--exclude as gitignore patterns, ignore files, --max-bytes."""
+"""``ragtui ingest`` in-process: --include/--exclude as gitignore patterns, ignore files, --max-bytes."""
 
 from __future__ import annotations
 

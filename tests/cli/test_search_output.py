@@ -1,5 +1,5 @@
 """What ``ragtui search`` prints: path:Lstart-Lend, a snippet centred on the query's terms, --json
-with source ranges, mode and query time, and --explain exact to the scores. Run as a subprocess."""
+with source ranges, mode and query time, and --explain exact to the scores. Run in-process."""
 
 from __future__ import annotations
 
