@@ -10,7 +10,7 @@ from ragtui.tui.widgets.index_stats import IndexStatsView
 from tests.tui import DEMO, FIXED_TIME, ingest, make_app, ready, search, settled, wait_for
 
 
-def _two_indexes(tmp_path) -> tuple[Path, dict[str, int]]:
+def _ingest_two(tmp_path) -> tuple[Path, dict[str, int]]:
     """(artifacts, the number of chunks each ingest wrote, by index) for a demo and a faq index."""
     artifacts = tmp_path / "artifacts"
     written = {}
@@ -24,8 +24,13 @@ def _two_indexes(tmp_path) -> tuple[Path, dict[str, int]]:
     return artifacts, written
 
 
+def _two_indexes(tmp_path) -> Path:
+    """The artifacts root of a demo and a faq index."""
+    return _ingest_two(tmp_path)[0]
+
+
 async def test_several_indexes_ask_which_one_and_show_stats(tmp_path):
-    artifacts, written = _two_indexes(tmp_path)
+    artifacts, written = _ingest_two(tmp_path)
     app = make_app(artifacts)
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, IndexScreen), "the index picker")
@@ -49,7 +54,7 @@ async def test_several_indexes_ask_which_one_and_show_stats(tmp_path):
 
 
 async def test_switching_index_reruns_the_query_and_shows_the_ivf_state(tmp_path):
-    app = make_app(_two_indexes(tmp_path)[0], index="demo")
+    app = make_app(_two_indexes(tmp_path), index="demo")
     async with app.run_test() as pilot:
         await ready(pilot)
         await search(pilot, "index")
@@ -67,7 +72,7 @@ async def test_switching_index_reruns_the_query_and_shows_the_ivf_state(tmp_path
 
 
 async def test_escape_keeps_the_open_index(tmp_path):
-    app = make_app(_two_indexes(tmp_path)[0], index="faq")
+    app = make_app(_two_indexes(tmp_path), index="faq")
     async with app.run_test() as pilot:
         await ready(pilot)
         await pilot.press("escape", "i")
