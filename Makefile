@@ -29,8 +29,9 @@ figures: ## run the retrieval-quality evaluations and draw assets/eval-*.png (ne
 quality: ## every table and figure of docs/quality.md, both shipped embedders (needs ../shared/data and '.[eval,onnx]')
 	nice $(PYTHON) bench/plots.py --run --write docs/quality.md
 
-lint: ## static checks: ruff, then the type check
+lint: ## static checks: ruff, the import contracts (pyproject.toml), then the type check
 	$(PYTHON) -m ruff check ragtui tests bench
+	$(PYTHON) -c 'import sys; from importlinter.cli import lint_imports_command as lint_imports; sys.exit(lint_imports())' --no-cache  # lint-imports
 	$(PYTHON) -m mypy
 
 format: ## ruff format, for the files you name: make format FILES='ragtui/x.py' (default: ragtui tests bench)

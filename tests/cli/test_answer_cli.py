@@ -1,4 +1,4 @@
-"""`ragtui pack` and `ragtui ask` as subprocesses, against a real index and a loopback chat server."""
+"""`ragtui pack` and `ragtui ask` in-process, against a real index and a loopback chat server."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_cli import ragtui
 from tests.helpers.chat_server import ChatServer, Fault
+from tests.helpers.cli import run as ragtui
 
 CATS = "# Cats\n\nCats are small domesticated carnivorous mammals.\nThey sleep a lot.\n"
 DOGS = "# Dogs\n\nDogs are loyal companions and good at fetching sticks.\n"
@@ -284,6 +284,7 @@ def test_the_closing_warning_starts_on_its_own_line(indexed, chat):
 
     _, art = indexed
     chat.reply = "Cats are mammals."  # cites nothing: a warning follows the streamed answer
+    # Both streams into one pipe, as a terminal shows them: the order of the process's writes is the contract.
     r = subprocess.run([sys.executable, "-m", "ragtui", "ask", "cats", "--artifacts", str(art), "--mode", "bm25",
                         "--stream", "--fast"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                        env={**os.environ, **llm_env(chat)}, timeout=300)

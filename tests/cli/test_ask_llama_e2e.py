@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_cli import ragtui
+from tests.helpers.cli import run as ragtui
 from tests.helpers.llama_server import MODEL_ALIAS, llama_server
 
 DEMO = Path(__file__).resolve().parents[2] / "assets" / "demo"

@@ -1,22 +1,15 @@
-"""The installed `ragtui` command, run as a subprocess: output, exit codes, one-line errors."""
+"""The `ragtui` command: output, exit codes, one-line errors (in-process; the installed command once)."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-
-def ragtui(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    exe = shutil.which("ragtui")
-    cmd = [exe, *args] if exe else [sys.executable, "-m", "ragtui", *args]
-    full_env = {**os.environ, **(env or {})}
-    return subprocess.run(cmd, capture_output=True, text=True, env=full_env, cwd=cwd, timeout=300)
+from tests.helpers.cli import one_error_line, run_process
+from tests.helpers.cli import run as ragtui
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +30,18 @@ def indexed(tmp_path_factory):
 def test_ingest_report(indexed):
     _, _, report = indexed
     assert report["published"] and report["added"] == ["docs/cats.md", "docs/dogs.md", "docs/hostile.txt"]
+
+
+def test_the_installed_command_searches_and_reports_errors(indexed):
+    """The console script itself (its entry point, its interpreter start-up), once: a search and a usage error."""
+    _, art, _ = indexed
+    version = run_process("--version")
+    assert version.returncode == 0 and version.stdout.startswith("ragtui "), version.stderr
+    found = run_process("search", "cats mammals", "--artifacts", str(art), "--json")
+    assert found.returncode == 0, found.stderr
+    assert json.loads(found.stdout)[0]["chunk_id"] == "docs/cats.md#0"
+    bad = run_process("search", "x", "-k", "0", "--artifacts", str(art))
+    assert bad.returncode == 2 and one_error_line(bad.stderr) and "-k must be" in bad.stderr
 
 
 def test_reingest_writes_nothing(indexed):

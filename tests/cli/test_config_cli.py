@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.reliability.helpers import one_clear_line, ragtui, write
+from tests.files import write
+from tests.helpers.cli import one_error_line
+from tests.helpers.cli import run as ragtui
 
 
 def _scene(tmp_path: Path) -> tuple[Path, dict]:
@@ -18,7 +20,7 @@ def test_a_typo_in_the_chunker_table_stops_ingest_and_names_the_key(tmp_path):
     write(project / "ragtui.toml", "[chunker]\nmax_token = 64\n")
     art = tmp_path / "art"
     r = ragtui("ingest", "docs", "--artifacts", str(art), env=env, cwd=project)
-    assert r.returncode == 2 and one_clear_line(r.stderr), (r.returncode, r.stderr)
+    assert r.returncode == 2 and one_error_line(r.stderr), (r.returncode, r.stderr)
     assert f"{project / 'ragtui.toml'}: unknown key chunker.max_token (did you mean chunker.max_tokens?)" in r.stderr
     assert not (art / "rag").exists()  # nothing was indexed with the default 256
 
@@ -33,4 +35,4 @@ def test_config_flag_before_or_after_the_command(tmp_path):
     info = ragtui("info", "--artifacts", str(art), "--config", str(chosen), env=env, cwd=project)
     assert info.returncode == 0 and "'max_tokens': 64" in info.stdout, info.stdout + info.stderr
     missing = ragtui("info", "--config", str(tmp_path / "nope.toml"), env=env, cwd=project)
-    assert missing.returncode == 2 and "no such file" in missing.stderr and one_clear_line(missing.stderr)
+    assert missing.returncode == 2 and "no such file" in missing.stderr and one_error_line(missing.stderr)

@@ -7,13 +7,12 @@ import argparse
 import hashlib
 import json
 import os
-import shutil
 import subprocess
-import sys
 
 import pytest
 
 from tests.cli.test_roots_cli import _one_error, ragtui
+from tests.helpers.cli import ragtui_exe, run_process
 
 
 @pytest.fixture(scope="module")
@@ -78,17 +77,16 @@ def test_every_subcommand_help_has_a_description():
 
 
 def test_the_tui_without_a_terminal_refuses_with_a_hint(tmp_path):
-    result = ragtui("--artifacts", str(tmp_path / "art"), timeout=60)
+    # Whether stdin and stdout are terminals is a property of the process's file descriptors.
+    result = run_process("--artifacts", str(tmp_path / "art"), timeout=60)
     _one_error(result, 2, "needs a terminal", "stdin and stdout", "ragtui search")
-    piped = ragtui("--artifacts", str(tmp_path / "art"), stdin=subprocess.PIPE, timeout=60)
+    piped = run_process("--artifacts", str(tmp_path / "art"), stdin="", timeout=60)
     _one_error(piped, 2, "needs a terminal")
     # A terminal on stdout alone is not enough: the UI would wait for keys that never come.
     import pty
 
     master, slave = pty.openpty()
-    exe = shutil.which("ragtui")
-    cmd = [exe] if exe else [sys.executable, "-m", "ragtui"]
-    proc = subprocess.run([*cmd, "--artifacts", str(tmp_path / "art")], stdin=subprocess.DEVNULL, stdout=slave,
+    proc = subprocess.run([*ragtui_exe(), "--artifacts", str(tmp_path / "art")], stdin=subprocess.DEVNULL, stdout=slave,
                           stderr=subprocess.PIPE, text=True, timeout=60)
     os.close(slave)
     os.close(master)

@@ -1,25 +1,16 @@
-"""`ragtui eval` as a subprocess: a SMART collection, a native dataset, compare, and one-line errors."""
+"""`ragtui eval` in-process: a SMART collection, a native dataset, compare, and one-line errors."""
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-
-def ragtui(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    exe = shutil.which("ragtui")
-    cmd = [exe, *args] if exe else [sys.executable, "-m", "ragtui", *args]
-    return subprocess.run(cmd, check=False, capture_output=True, text=True, env={**os.environ, **(env or {})}, cwd=cwd,
-                          timeout=300)
+from tests.helpers.cli import Result
+from tests.helpers.cli import run as ragtui
 
 
-def _one_line_error(result: subprocess.CompletedProcess, code: int, *needles: str) -> None:
+def _one_line_error(result: Result, code: int, *needles: str) -> None:
     assert result.returncode == code, (result.returncode, result.stderr)
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("ragtui: error: "), result.stderr

@@ -1,4 +1,4 @@
-"""`ragtui export` as a subprocess: writes, replaces, refuses, verifies, answers a query; exit codes."""
+"""`ragtui export` in-process: writes, replaces, refuses, verifies, answers a query; exit codes."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.cli.test_cli import ragtui
+from tests.helpers.cli import run as ragtui
 from tests.unit.indexgen import build
 
 DOCS = {"docs/cats.md": ["# Cats\n\nCats are small carnivorous mammals."],

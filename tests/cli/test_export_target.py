@@ -12,7 +12,7 @@ import pytest
 
 from ragtui.core.errors import UsageError
 from ragtui.core.export.writer import check_target, export_to
-from tests.cli.test_cli import ragtui
+from tests.helpers.cli import run as ragtui
 from tests.unit.indexgen import build
 
 DOCS = {"docs/cats.md": ["# Cats\n\nCats are small carnivorous mammals."]}

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.files import write
+from tests.helpers.cli import one_error_line
+from tests.helpers.cli import run as ragtui
 from tests.helpers.embed_server import EmbedServer
-from tests.reliability.helpers import one_clear_line, ragtui, write
 
 
 def _scene(tmp_path: Path) -> tuple[Path, dict]:
@@ -20,7 +22,7 @@ def test_http_options_with_the_wordllama_kind_say_which_kind_they_belong_to(tmp_
     art = tmp_path / "art"
     r = ragtui("--config", str(config), "ingest", "docs", "--artifacts", str(art),
                env={**env, "RAGTUI_EMBEDDER": "wordllama"}, cwd=project)
-    assert r.returncode == 2 and one_clear_line(r.stderr), (r.returncode, r.stderr)
+    assert r.returncode == 2 and one_error_line(r.stderr), (r.returncode, r.stderr)
     assert "unexpected keyword" not in r.stderr
     assert 'the wordllama embedder takes no base_url, model' in r.stderr and 'kind = "http"' in r.stderr
     assert not (art / "rag").exists()
@@ -38,4 +40,4 @@ def test_an_ingest_with_nothing_to_do_needs_no_server(tmp_path):
     assert again.returncode == 0 and "0 added, 0 changed, 0 removed, 1 unchanged" in again.stdout, again.stderr
     write(project / "docs" / "b.md", "Dogs too.\n")
     down = ragtui("--config", str(config), "ingest", "docs", "--artifacts", str(art), env=env, cwd=project)
-    assert down.returncode == 3 and one_clear_line(down.stderr) and "cannot connect" in down.stderr, down.stderr
+    assert down.returncode == 3 and one_error_line(down.stderr) and "cannot connect" in down.stderr, down.stderr

@@ -5,26 +5,18 @@ own embedder, merged by rank. Called in-process; the environment is the test's o
 
 from __future__ import annotations
 
-import io
 import json
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
 
-from ragtui import app, cli
+from ragtui import app
 from ragtui.config import Settings, load_settings
 from ragtui.core.errors import ModelMismatchError
 from ragtui.mcp.tools import Toolbox
+from tests.helpers.cli import run
 from tests.helpers.embed_server import EmbedServer
 from tests.helpers.onnx_models import require_onnx
-
-
-def run_cli(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        code = cli.main(list(argv))
-    return code, out.getvalue(), err.getvalue()
 
 
 def _folder(base: Path, name: str, texts: dict[str, str]) -> Path:
@@ -45,14 +37,9 @@ def two_models(tmp_path_factory):
                                     "tea.md": "# Tea\n\nGreen tea is steeped for two minutes.\n"})
     plain = _folder(base, "notes", {"rome.md": "# Rome\n\nRome is the capital of Italy, on the Tiber.\n",
                                     "bikes.md": "# Bikes\n\nOil the chain of a bicycle every month.\n"})
-    mp = pytest.MonkeyPatch()
-    mp.setenv("RAGTUI_EMBEDDER", "onnx:bge-small")  # only for this ingest
-    try:
-        code, _, err = run_cli("ingest", str(onnx), "--artifacts", str(art))
-    finally:
-        mp.undo()
+    code, _, err = run("ingest", str(onnx), "--artifacts", str(art), env={"RAGTUI_EMBEDDER": "onnx:bge-small"})
     assert code == 0, err
-    code, _, err = run_cli("ingest", str(plain), "--artifacts", str(art))
+    code, _, err = run("ingest", str(plain), "--artifacts", str(art))
     assert code == 0, err
     meta = json.loads((art / "rag" / "papers" / "meta.json").read_text())
     assert meta["embedding_model"].startswith("bge-small-en-v1.5-int8@") and meta["dim"] == 384
@@ -63,19 +50,19 @@ def two_models(tmp_path_factory):
 def test_each_index_alone_is_searched_with_its_own_model_and_no_setting(two_models, mode):
     art = two_models
     for index, top in (("papers", "papers/paris.md#0"), ("notes", "notes/rome.md#0")):
-        code, out, err = run_cli("search", "capital city", "--json", "--mode", mode, "--index", index,
+        code, out, err = run("search", "capital city", "--json", "--mode", mode, "--index", index,
                                  "--artifacts", str(art))
         assert code == 0, err
         assert json.loads(out)[0]["chunk_id"] == top
         mcp = Toolbox(Settings(artifacts=art)).call("search", {"query": "capital city", "mode": mode, "index": index})
         assert [h["chunk_id"] for h in mcp["results"]] == [h["chunk_id"] for h in json.loads(out)]
-    code, out, err = run_cli("pack", "capital city", "--json", "--index", "papers", "--artifacts", str(art))
+    code, out, err = run("pack", "capital city", "--json", "--index", "papers", "--artifacts", str(art))
     assert code == 0 and json.loads(out)["tokenizer"].startswith("bge-small"), err
 
 
 def test_indexes_of_different_models_search_together_merged_by_rank(two_models):
     art = two_models
-    code, out, err = run_cli("search", "capital city", "--all", "--mode", "hybrid", "--json", "-k", "4",
+    code, out, err = run("search", "capital city", "--all", "--mode", "hybrid", "--json", "-k", "4",
                              "--artifacts", str(art))
     assert code == 0, err
     hits = json.loads(out)
@@ -112,17 +99,17 @@ def test_a_model_no_setting_names_says_which_setting_to_add(tmp_path):
         config = tmp_path / "mine.toml"
         config.write_text(f'[embedder]\nkind = "http"\nbase_url = "{srv.url}"\nmodel = "served-embedder"\n'
                           'tokenize_style = "native"\nretries = 0\n', encoding="utf-8")
-        code, _, err = run_cli("--config", str(config), "ingest", str(docs), "--artifacts", str(art))
+        code, _, err = run("--config", str(config), "ingest", str(docs), "--artifacts", str(art))
         assert code == 0, err
         # With no setting for that model: refused before any request, naming the setting to add.
-        code, out, err = run_cli("search", "apples", "--mode", "flat", "--artifacts", str(art))
+        code, out, err = run("search", "apples", "--mode", "flat", "--artifacts", str(art))
         assert code == 2 and out == ""
         assert "'served-embedder'" in err and 'kind = "http", model = "served-embedder"' in err
         with pytest.raises(ModelMismatchError, match="RAGTUI_EMBED_MODEL=served-embedder"):
             app.embedder_for(Settings(artifacts=art), app.open_index(art / "rag" / "docs", Settings(artifacts=art)).meta)
         # The user's config names an HTTP embedder for that model: it is the one used.
-        code, out, err = run_cli("--config", str(config), "search", "apples", "--mode", "flat", "--artifacts", str(art))
+        code, out, err = run("--config", str(config), "search", "apples", "--mode", "flat", "--artifacts", str(art))
         assert code == 0 and "docs/a.md#0" in out, err
         # BM25 needs no embedder at all.
-        code, out, err = run_cli("search", "apples", "--artifacts", str(art))
+        code, out, err = run("search", "apples", "--artifacts", str(art))
         assert code == 0 and "docs/a.md#0" in out, err

@@ -1,10 +1,9 @@
-"""`ragtui inspect`, run as a subprocess: output forms, --check, --open, bad input and exit codes."""
+"""`ragtui inspect`, run in-process (a process for a real terminal): output forms, --check, --open, bad input and exit codes."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,17 +12,15 @@ import pytest
 
 from ragtui.core.index.index_format import read_index
 from ragtui.core.ingest.sync import sync
+from tests.helpers.cli import Result, ragtui_exe, run
 from tests.unit.fakes import HashEmbedder
 
 PROSE = "".join(f"Paragraph {i} talks about topic number {i} in some detail.\n\n" for i in range(12))
 
 
-def ragtui(*args: str, env: dict | None = None, cwd: Path | None = None, stdin: str | None = None):
-    exe = shutil.which("ragtui")
-    cmd = [exe, *args] if exe else [sys.executable, "-m", "ragtui", *args]
-    full_env = {k: v for k, v in os.environ.items() if k not in ("EDITOR", "VISUAL")}
-    full_env.update(env or {})
-    return subprocess.run(cmd, capture_output=True, text=True, env=full_env, cwd=cwd, input=stdin, timeout=120)
+def ragtui(*args: str, env: dict | None = None, cwd: Path | None = None, stdin: str | None = None) -> Result:
+    """``ragtui ARGS`` in-process, with no editor of the person running the tests."""
+    return run(*args, env={"EDITOR": "", "VISUAL": "", **(env or {})}, cwd=cwd, stdin=stdin)
 
 
 @pytest.fixture()
@@ -112,8 +109,7 @@ def test_terminal_output_has_colour_and_an_osc8_link(tree):
     import pty
 
     docs, art, cwd = tree
-    exe = shutil.which("ragtui")
-    cmd = [exe] if exe else [sys.executable, "-m", "ragtui"]
+    cmd = ragtui_exe()
     master, slave = pty.openpty()
     env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "120"}
     env.pop("NO_COLOR", None)

@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 
 import pytest
 
-from tests.cli.test_cli import ragtui
+from tests.helpers.cli import run as ragtui
 
 CATS = "# Cats\n\nCats are small domesticated carnivorous mammals.\nThey sleep a lot.\n"
 DOGS = "# Dogs\n\nDogs are loyal companions and good at fetching sticks.\n"

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from tests.cli.test_cli import ragtui
+from tests.helpers.cli import run as ragtui
 
 NOTES = {"tar.md": "# Tar\n\nUse tar to archive files: tar -czf out.tgz dir. The archive keeps permissions.\n",
          "ssh.md": "# SSH\n\nCopy files over ssh with scp, or archive them first.\n"}

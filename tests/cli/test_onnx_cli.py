@@ -4,16 +4,12 @@ and an interrupted ingest that resumes without embedding again (real models of t
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from ragtui.config import load_settings
 from ragtui.core.errors import UsageError
+from tests.helpers.cli import run as ragtui
 from tests.helpers.onnx_models import require_onnx
 
 DOCS = {
@@ -22,13 +18,6 @@ DOCS = {
     "berlin.md": "# Berlin\n\nBerlin is the capital of Germany and its largest city.\n",
     "tides.md": "# Tides\n\nTides are the rise and fall of the sea caused by the Moon's gravity.\n",
 }
-
-
-def ragtui(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    exe = shutil.which("ragtui")
-    cmd = [exe, *args] if exe else [sys.executable, "-m", "ragtui", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})}, cwd=cwd,
-                          timeout=600)
 
 
 @pytest.fixture(scope="module")

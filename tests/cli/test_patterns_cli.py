@@ -1,4 +1,4 @@
-"""``ragtui ingest`` as a subprocess: --include/--exclude as gitignore patterns, ignore files, --max-bytes."""
+"""``ragtui ingest`` in-process: --include/--exclude as gitignore patterns, ignore files, --max-bytes."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from tests.cli.test_cli import ragtui
 from tests.files import write
+from tests.helpers.cli import run as ragtui
 
 pytestmark = pytest.mark.timeout(300)
 

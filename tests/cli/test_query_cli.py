@@ -8,7 +8,7 @@ import json
 import pytest
 
 from ragtui.core.search.retriever import MODES
-from tests.cli.test_cli import ragtui
+from tests.helpers.cli import run as ragtui
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
 """Where indexes live, `ragtui info` about the root, picking among several indexes, and `ragtui rm`.
 
-The installed command as a subprocess, with HOME and the XDG folders pointed at temporary folders.
+ragtui in-process, with HOME and the XDG folders pointed at temporary folders; the installed command as a
+process where the process is the contract (another user, a real terminal).
 """
 
 from __future__ import annotations
@@ -11,23 +12,14 @@ import pty
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
 from ragtui.core.ingest.publish import IndexLock
-
-
-def ragtui(*args: str, env: dict | None = None, cwd: Path | None = None, user: int | None = None,
-           stdin=subprocess.DEVNULL, timeout: float = 300) -> subprocess.CompletedProcess:
-    exe = shutil.which("ragtui")
-    cmd = [exe, *args] if exe else [sys.executable, "-m", "ragtui", *args]
-    if user is not None:
-        cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *cmd]
-    return subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})}, cwd=cwd,
-                          timeout=timeout, stdin=stdin)
+from tests.helpers.cli import Result, ragtui_exe, run_process
+from tests.helpers.cli import run as ragtui
 
 
 def _home_env(home: Path) -> dict[str, str]:
@@ -35,7 +27,7 @@ def _home_env(home: Path) -> dict[str, str]:
             "XDG_CACHE_HOME": str(home / "cache"), "XDG_CONFIG_HOME": str(home / "config")}
 
 
-def _one_error(result: subprocess.CompletedProcess, code: int, *needles: str) -> str:
+def _one_error(result: Result, code: int, *needles: str) -> str:
     assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("ragtui: error: "), result.stderr
@@ -45,6 +37,12 @@ def _one_error(result: subprocess.CompletedProcess, code: int, *needles: str) ->
 
 
 NOBODY = 65534
+
+
+def as_nobody(*args: str, env: dict[str, str], cwd: Path | None = None) -> Result:
+    """The installed command run by the user nobody (the process's own user is the contract)."""
+    return run_process(*args, env=env, cwd=cwd, prefix=["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
+                                                        "--clear-groups"])
 NO_CONTRACT = pytest.mark.skipif(os.path.exists("/artifacts"), reason="/artifacts exists on this machine")
 
 
@@ -113,12 +111,12 @@ def test_an_unprivileged_user_without_artifacts_ingests_and_searches():
         for path in (home, docs, docs / "tar.md"):
             os.chown(path, NOBODY, NOBODY)
         env = _home_env(home)
-        probe = ragtui("--version", env=env, user=NOBODY)
+        probe = as_nobody("--version", env=env)
         if probe.returncode != 0:
             pytest.skip(f"the command does not run as nobody here: {probe.stderr.strip()[-200:]}")
-        ingest = ragtui("ingest", "notes", env=env, cwd=home, user=NOBODY)
+        ingest = as_nobody("ingest", "notes", env=env, cwd=home)
         assert ingest.returncode == 0, ingest.stderr
-        search = ragtui("search", "tar", env=env, cwd=home, user=NOBODY)
+        search = as_nobody("search", "tar", env=env, cwd=home)
         assert search.returncode == 0 and "notes/tar.md#0" in search.stdout, search.stderr
         assert (home / "data" / "ragtui" / "rag" / "notes").is_dir() and not os.path.lexists("/artifacts/rag/notes")
     finally:
@@ -220,8 +218,7 @@ def test_rm_without_a_terminal_needs_yes(two_indexes):
 
 def test_rm_asks_on_a_terminal(two_indexes):
     base, art, env = two_indexes
-    exe = shutil.which("ragtui")
-    cmd = [exe] if exe else [sys.executable, "-m", "ragtui"]
+    cmd = ragtui_exe()
     for answer, code in ((b"n\n", 1), (b"y\n", 0)):
         master, slave = pty.openpty()
         proc = subprocess.Popen([*cmd, "rm", "alpha", "--artifacts", str(art)], stdin=slave, stdout=slave,

@@ -4,16 +4,15 @@
 
 from __future__ import annotations
 
-import io
 import json
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
 
-from ragtui import app, cli
+from ragtui import app
 from ragtui.config import load_settings
 from ragtui.mcp.tools import Toolbox
+from tests.helpers.cli import run
 
 DOCS = {
     "cats.md": "# Cats\n\nCats purr and sleep in the sun. A cat hunts mice at night.\n",
@@ -24,13 +23,6 @@ DOCS = {
 }
 
 
-def run_cli(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        code = cli.main(list(argv))
-    return code, out.getvalue(), err.getvalue()
-
-
 @pytest.fixture(scope="module")
 def root(tmp_path_factory) -> tuple[Path, Path, Path]:
     base = tmp_path_factory.mktemp("same")
@@ -39,7 +31,7 @@ def root(tmp_path_factory) -> tuple[Path, Path, Path]:
         (docs / name).parent.mkdir(parents=True, exist_ok=True)
         (docs / name).write_text(text, encoding="utf-8")
     art = base / "art"
-    code, _, err = run_cli("ingest", str(docs), "--artifacts", str(art), "--max-tokens", "16", "--overlap", "4")
+    code, _, err = run("ingest", str(docs), "--artifacts", str(art), "--max-tokens", "16", "--overlap", "4")
     assert code == 0, err
     plain = base / "plain.toml"
     plain.write_text("", encoding="utf-8")
@@ -60,11 +52,11 @@ def test_every_front_end_ranks_the_same_chunks_with_the_same_scores(root, with_t
     config = table if with_table else plain
     flags = ("--artifacts", str(art), "--config", str(config), "--mode", mode, "-k", "5")
 
-    code, out, err = run_cli("search", query, "--json", *flags)
+    code, out, err = run("search", query, "--json", *flags)
     assert code == 0, err
     by_search = [(h["chunk_id"], h["score"]) for h in json.loads(out)]
 
-    code, out, err = run_cli("pack", query, "--json", *flags)
+    code, out, err = run("pack", query, "--json", *flags)
     assert code == 0, err
     by_pack = [(h["chunk_id"], h["score"]) for h in json.loads(out)["ranked"]]
 
@@ -93,7 +85,7 @@ def test_mcp_hits_carry_what_a_citation_needs(root):
         assert hit["index"] == "docs" and hit["path"].endswith(hit["doc_id"].split("/", 1)[1])
         assert hit["status"] == "fresh" and hit["fresh"] is True
         assert 1 <= hit["start_line"] <= hit["end_line"]
-    code, out_cli, _ = run_cli("search", "cats sleep", "--json", "--mode", "bm25doc", "-k", "3", "--artifacts",
+    code, out_cli, _ = run("search", "cats sleep", "--json", "--mode", "bm25doc", "-k", "3", "--artifacts",
                                str(art), "--config", str(plain))
     cli_rows = json.loads(out_cli)
     keys = ("chunk_id", "path", "start_line", "end_line", "status", "fresh", "index")

@@ -1,5 +1,5 @@
 """What ``ragtui search`` prints: path:Lstart-Lend, a snippet centred on the query's terms, --json
-with source ranges, mode and query time, and --explain exact to the scores. Run as a subprocess."""
+with source ranges, mode and query time, and --explain exact to the scores. Run in-process."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.cli.test_cli import ragtui
+from tests.helpers.cli import run as ragtui
 
 FILLER = "Intro text that goes on about nothing in particular for a long while, and more filler words. " * 2
 

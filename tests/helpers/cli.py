@@ -6,7 +6,7 @@
 directory; everything is put back afterwards. ``run_process(*argv)`` starts the installed
 ``ragtui`` command instead, for exit codes under signals, memory limits, real terminals and the
 interpreter's own start-up. Both return a ``Result`` whose fields also answer to the names of a
-``subprocess.CompletedProcess`` (``returncode``, ``stdout``, ``stderr``).
+``subprocess.CompletedProcess`` (``returncode``, ``stdout``, ``stderr``) and unpack as ``code, out, err``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +29,10 @@ class Result:
     code: int | None
     out: str
     err: str
+
+    def __iter__(self) -> Iterator[int | str | None]:
+        """``code, out, err = run(...)``."""
+        return iter((self.code, self.out, self.err))
 
     @property
     def returncode(self) -> int | None:
@@ -104,11 +108,14 @@ def ragtui_exe() -> list[str]:
 
 
 def run_process(*argv: str | os.PathLike[str], env: Mapping[str, str] | None = None,
-                cwd: Path | str | None = None, stdin: str | None = None, timeout: float = 300) -> Result:
-    """The installed command as a process, with the test run's ``RAGTUI_*`` variables removed."""
+                cwd: Path | str | None = None, stdin: str | None = None, timeout: float = 300,
+                prefix: Sequence[str] = ()) -> Result:
+    """The installed command as a process, with the test run's ``RAGTUI_*`` variables removed.
+
+    ``prefix`` goes before the command (``setpriv ...`` to run it as another user)."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("RAGTUI_")}
     full_env.update(env or {})
-    done = subprocess.run([*ragtui_exe(), *map(os.fspath, argv)], capture_output=True, text=True, env=full_env,
+    done = subprocess.run([*prefix, *ragtui_exe(), *map(os.fspath, argv)], capture_output=True, text=True, env=full_env,
                           cwd=cwd, input=stdin, timeout=timeout, stdin=None if stdin is not None else subprocess.DEVNULL)
     return Result(done.returncode, done.stdout, done.stderr)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 __all__ = ["UI_LIBRARIES", "loaded_by_import"]
 
@@ -17,8 +17,9 @@ UI_LIBRARIES = ("textual", "rich")
 """What no headless module (core, watch, config, the TUI's backend) may load."""
 
 
-def loaded_by_import(module: str, watched: Iterable[str], *, resolve_all: bool = False) -> set[str]:
-    """Import ``module`` in a new interpreter; return which of the ``watched`` modules it loaded.
+def loaded_by_import(module: str | Sequence[str], watched: Iterable[str], *, resolve_all: bool = False) -> set[str]:
+    """Import ``module`` (or each of several, one after another) in a new interpreter; return which of the
+    ``watched`` modules that loaded.
 
     With ``resolve_all`` every name in the module's ``__all__`` is looked up as
     well, so a lazy API (a module ``__getattr__``) imports what it exports. An
@@ -26,11 +27,13 @@ def loaded_by_import(module: str, watched: Iterable[str], *, resolve_all: bool =
     the calling test with the child's traceback.
     """
     watched = tuple(watched)
+    modules = [module] if isinstance(module, str) else list(module)
     code = "\n".join(
         [
             "import importlib, sys",
-            f"m = importlib.import_module({module!r})",
-            *(["for n in getattr(m, '__all__', ()): getattr(m, n)"] if resolve_all else []),
+            f"for name in {modules!r}:",
+            "    m = importlib.import_module(name)",
+            *(["    for n in getattr(m, '__all__', ()): getattr(m, n)"] if resolve_all else []),
             f"print(' '.join(x for x in {watched!r} if x in sys.modules))",
         ]
     )

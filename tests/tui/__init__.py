@@ -4,7 +4,9 @@ Shared harness here: ``build_demo`` makes an index from assets/demo with the
 deterministic ``HashEmbedder`` (and a fixed ``created_at``), ``make_app``
 builds the app the way the CLI does but with that embedder and no history
 file, and ``wait_for`` waits on the app's state (re-checked after each
-pause) instead of sleeping for a fixed time.
+pause) instead of sleeping for a fixed time. ``Notices`` records the app's
+notifications through Textual's public test hook (``run_test(message_hook=...)``
+sees every ``Notify`` message), so no test reads the app's private toast list.
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ import shutil
 import time
 from pathlib import Path
 from unittest import mock
+
+from textual.message import Message
+from textual.notifications import Notify
 
 from ragtui.config import Settings
 from ragtui.core.ingest.sync import sync
@@ -43,6 +48,27 @@ def build_demo(root: Path, name: str = "demo") -> tuple[Path, Path]:
     artifacts = root / "artifacts"
     ingest(folder, artifacts)
     return artifacts, folder
+
+
+class Notices:
+    """Every notification the app was sent, in order; pass it as ``app.run_test(message_hook=notices)``.
+
+    Unlike the toasts on screen, none expires: what was said stays said.
+    """
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    def __call__(self, message: Message) -> None:
+        if isinstance(message, Notify):
+            self.sent.append(message.notification.message)
+
+    def count(self, words: str) -> int:
+        """How many notifications contain ``words``."""
+        return sum(words in said for said in self.sent)
+
+    def any(self, words: str) -> bool:
+        return self.count(words) > 0
 
 
 def make_app(artifacts: Path, *, index: str | None = None, embedder_factory=None, **options) -> RagtuiApp:

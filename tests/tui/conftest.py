@@ -4,7 +4,7 @@ import pytest
 
 from ragtui.tui import fmt
 from ragtui.tui.ragtui_app import RagtuiApp
-from tests.tui import build_demo
+from tests.tui import Notices, build_demo
 
 
 @pytest.fixture(autouse=True)
@@ -17,6 +17,12 @@ def _tui_isolation(monkeypatch, tmp_path):
             monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # packs (p) go there
+
+
+@pytest.fixture
+def notices() -> Notices:
+    """The notifications of the app run with ``app.run_test(message_hook=notices)``."""
+    return Notices()
 
 
 @pytest.fixture

@@ -165,15 +165,15 @@ async def test_the_status_line_shows_the_index_and_vectors(demo_index):
         assert state.live.startswith("live")
 
 
-async def test_a_fifo_as_the_history_file_is_noted_replaced_and_the_app_exits(demo_index, tmp_path):
+async def test_a_fifo_as_the_history_file_is_noted_replaced_and_the_app_exits(demo_index, tmp_path, notices):
     import os
 
     path = tmp_path / "history"
     os.mkfifo(path)
     app = make_app(demo_index[0], history=QueryHistory(path))
-    async with app.run_test() as pilot:
+    async with app.run_test(message_hook=notices) as pilot:
         await ready(pilot)
-        await wait_for(pilot, lambda: any("is a FIFO" in n.message for n in app._notifications), "the history note")
+        await wait_for(pilot, lambda: notices.any("is a FIFO"), "the history note")
         await pilot.press(*"bm25", "enter")
         await settled(pilot, "bm25")
     # The run ended (a worker blocked on the FIFO would keep it from exiting), and the query was kept in a file.

@@ -47,27 +47,27 @@ async def test_a_fifo_in_the_index_shows_the_error_state_and_the_app_quits(tmp_p
     assert app.return_code in (None, 0)
 
 
-async def test_a_pasted_megabyte_is_cut_to_the_cap_with_a_notice_and_typing_goes_on(tmp_path):
+async def test_a_pasted_megabyte_is_cut_to_the_cap_with_a_notice_and_typing_goes_on(tmp_path, notices):
     from textual import events
 
     artifacts, _ = build_demo(tmp_path)
     app = make_app(artifacts)
-    async with app.run_test() as pilot:
+    async with app.run_test(message_hook=notices) as pilot:
         await ready(pilot)
         box = app.main.query_box
         box.post_message(events.Paste("index " * 200_000 + "\nsecond line"))
         await wait_for(pilot, lambda: len(box.value) == MAX_QUERY_CHARS, "the paste, cut")
         assert box.value == ("index " * 200_000)[:MAX_QUERY_CHARS]
-        assert any("cut to 8,192 characters" in n.message for n in app._notifications)
+        assert notices.any("cut to 8,192 characters")
         await settled(pilot, box.value)  # the long query is searched like any other
         assert app.results is not None and app.results.hits
         await pilot.press("x")  # over the cap: refused with a notice, not a freeze
-        await wait_for(pilot, lambda: any("at most 8,192 characters" in n.message for n in app._notifications),
+        await wait_for(pilot, lambda: notices.any("at most 8,192 characters"),
                        "the notice for a key over the cap")
         assert len(box.value) == MAX_QUERY_CHARS
         await pilot.press(*"yyyy")  # a key held down: still one notice
         await pilot.pause()
-        assert sum("at most 8,192 characters" in n.message for n in app._notifications) == 1
+        assert notices.count("at most 8,192 characters") == 1
         await pilot.press("ctrl+a")
         for _ in range(3):
             await pilot.press("delete")

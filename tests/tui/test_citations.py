@@ -97,15 +97,15 @@ async def test_the_editor_opens_the_file_at_the_chunk_line_and_the_app_comes_bac
         assert record.read_text().splitlines()[0] == f"+{citation.start_line}"
 
 
-async def test_a_missing_editor_is_reported_not_fatal(demo_index, monkeypatch, tmp_path):
+async def test_a_missing_editor_is_reported_not_fatal(demo_index, monkeypatch, tmp_path, notices):
     monkeypatch.setenv("EDITOR", str(tmp_path / "no-such-editor"))
     app = make_app(demo_index[0])
-    async with app.run_test() as pilot:
+    async with app.run_test(message_hook=notices) as pilot:
         await ready(pilot)
         await search(pilot, "watch")
         await pilot.press("escape", "e")
         await wait_for(pilot, lambda: app.editor_runs, "the attempt")
-        await wait_for(pilot, lambda: any("cannot run" in n.message for n in app._notifications), "the notice")
+        await wait_for(pilot, lambda: notices.any("cannot run"), "the notice")
         assert app.is_running
 
 

@@ -69,11 +69,11 @@ async def test_enter_on_a_compared_chunk_jumps_to_its_source(demo_index):
         assert app.screen is app.main
 
 
-async def test_compare_needs_a_query(demo_index):
+async def test_compare_needs_a_query(demo_index, notices):
     app = make_app(demo_index[0])
-    async with app.run_test() as pilot:
+    async with app.run_test(message_hook=notices) as pilot:
         await ready(pilot)
         await pilot.press("escape", "v")
         await pilot.pause()
         assert app.screen is app.main
-        assert any("type a query first" in n.message for n in app._notifications)
+        assert notices.any("type a query first")

@@ -17,10 +17,10 @@ def ingest_in_another_process(folder: Path, artifacts: Path) -> None:
     subprocess.run([sys.executable, "-c", code, str(folder), str(artifacts)], cwd=ROOT, check=True, timeout=120)
 
 
-async def test_an_ingest_in_another_process_reloads_and_reruns_the_query(own_demo):
+async def test_an_ingest_in_another_process_reloads_and_reruns_the_query(own_demo, notices):
     artifacts, folder = own_demo
     app = make_app(artifacts, poll_seconds=0.05)
-    async with app.run_test() as pilot:
+    async with app.run_test(message_hook=notices) as pilot:
         await ready(pilot)
         await search(pilot, "zebra")
         assert app.results.hits == ()
@@ -32,7 +32,7 @@ async def test_an_ingest_in_another_process_reloads_and_reruns_the_query(own_dem
         assert app.retriever.meta.n_chunks == before + 1
         assert [h.chunk_id for h in app.results.hits] == ["demo/zebra.md#0"]
         assert app.results.request.query == "zebra"
-        assert any("index reloaded" in n.message for n in app._notifications)
+        assert notices.any("index reloaded")
         await wait_for(pilot, lambda: app.main.detail.citation is not None, "the new chunk's citation")
         assert app.main.detail.citation.status == "fresh"
         # The vector modes follow the new generation too (its IVF lists are rebuilt).

@@ -80,14 +80,13 @@ async def test_jump_from_a_hit_of_the_second_index_opens_that_index_source(tmp_p
         assert screen.citation.path == tmp_path / "src" / "faq" / "faq.md"
 
 
-async def test_one_index_actions_say_so_and_picking_one_index_leaves_several_mode(tmp_path):
+async def test_one_index_actions_say_so_and_picking_one_index_leaves_several_mode(tmp_path, notices):
     app = make_app(_two_indexes(tmp_path))
-    async with app.run_test(size=(120, 30)) as pilot:
+    async with app.run_test(message_hook=notices, size=(120, 30)) as pilot:
         await _open_both(pilot)
         await search(pilot, "index")
         await pilot.press("escape", "p", "v", "right_square_bracket")
-        await wait_for(pilot, lambda: sum("works on one index at a time" in n.message
-                                          for n in app._notifications) == 3, "three notices")
+        await wait_for(pilot, lambda: notices.count("works on one index at a time") == 3, "three notices")
         assert app.screen is app.main and app.nprobe is None and app.packed is None
         # enter without marks opens that one index, as before.
         await pilot.press("i")

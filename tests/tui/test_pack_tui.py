@@ -8,10 +8,10 @@ from ragtui.core.answer.pack import DEFAULT_BUDGET
 from tests.tui import make_app, ready, search, wait_for
 
 
-async def test_p_packs_the_shown_results_to_a_file_and_the_clipboard(demo_index, tmp_path):
+async def test_p_packs_the_shown_results_to_a_file_and_the_clipboard(demo_index, tmp_path, notices):
     artifacts, _ = demo_index
     app = make_app(artifacts)
-    async with app.run_test() as pilot:
+    async with app.run_test(message_hook=notices) as pilot:
         await ready(pilot)
         await search(pilot, "index")
         shown = {h.chunk_id for h in app.main.results.hits}
@@ -30,11 +30,11 @@ async def test_p_packs_the_shown_results_to_a_file_and_the_clipboard(demo_index,
         assert result.budget == DEFAULT_BUDGET and 0 < result.used <= DEFAULT_BUDGET
         assert result.snippets and {c for s in result.snippets for c in s.chunk_ids} <= shown
         said = f"packed {len(result.snippets)} snippets, {result.used}/{DEFAULT_BUDGET} tokens → {outcome.path}"
-        await wait_for(pilot, lambda: any(said in n.message for n in app._notifications), "the notice")
+        await wait_for(pilot, lambda: notices.any(said), "the notice")
         assert not (artifacts / "rag" / "demo").joinpath(outcome.path.name).exists()
 
 
-async def test_p_without_results_or_tokenizer_says_why(demo_index):
+async def test_p_without_results_or_tokenizer_says_why(demo_index, notices):
     """Nothing to pack before a search; while the embedder (which brings the tokenizer) is off, p says so."""
     from ragtui.core.errors import EmbeddingError
 
@@ -42,14 +42,14 @@ async def test_p_without_results_or_tokenizer_says_why(demo_index):
         raise EmbeddingError("model server down")
 
     app = make_app(demo_index[0], embedder_factory=broken)
-    async with app.run_test() as pilot:
+    async with app.run_test(message_hook=notices) as pilot:
         await ready(pilot, vectors="off")
         await pilot.press("escape", "p")
-        await wait_for(pilot, lambda: any("nothing to pack" in n.message for n in app._notifications), "no results")
+        await wait_for(pilot, lambda: notices.any("nothing to pack"), "no results")
         await pilot.press("s")
         await search(pilot, "index")
         assert app.main.results.hits  # BM25 works without the embedder
         await pilot.press("escape", "p")
-        await wait_for(pilot, lambda: any("index's tokenizer" in n.message and "model server down" in n.message
-                                          for n in app._notifications), "the reason")
+        await wait_for(pilot, lambda: any("index's tokenizer" in said and "model server down" in said
+                                          for said in notices.sent), "the reason")
         assert app.packed is None and app.clipboard == ""

@@ -20,9 +20,9 @@ async def test_filters_phrases_and_exclusions_apply_in_the_tui(demo_index):
         assert [h.chunk_id for h in app.main.results.hits] == [h.chunk_id for h in hits]
 
 
-async def test_a_pasted_query_that_is_not_syntax_is_searched_as_text(demo_index):
+async def test_a_pasted_query_that_is_not_syntax_is_searched_as_text(demo_index, notices):
     app = make_app(demo_index[0])
-    async with app.run_test(size=(100, 30)) as pilot:
+    async with app.run_test(message_hook=notices, size=(100, 30)) as pilot:
         await ready(pilot)
         await search(pilot, "index")
         await pilot.press(*" pth:x")  # not a filter: text, as pasted error messages and URLs are
@@ -30,7 +30,7 @@ async def test_a_pasted_query_that_is_not_syntax_is_searched_as_text(demo_index)
                        "the search of the text")
         want = app.retriever.search("index pth:x", mode=app.mode, k=app.k)
         assert [h.chunk_id for h in app.results.hits] == [h.chunk_id for h in want] and want
-        assert not app._notifications
+        assert notices.sent == []
 
 
 async def test_a_query_that_cannot_be_searched_clears_the_results_and_says_why(demo_index):

@@ -38,11 +38,11 @@ async def test_f5_and_5_search_with_bm25doc_also_without_vectors(demo_index):
         assert app.results.request.mode == "bm25doc"
 
 
-async def test_the_search_table_sets_the_defaults_and_f_toggles_the_fusion(demo_index):
+async def test_the_search_table_sets_the_defaults_and_f_toggles_the_fusion(demo_index, notices):
     settings = Settings(artifacts=demo_index[0], search={"fusion": "rrf", "rrf_k": 30, "weight": 0.8})
     app = create_app(settings, embedder_factory=lambda s: HashEmbedder(), debounce=0.0, poll_seconds=0.1,
                      history=QueryHistory(None))
-    async with app.run_test() as pilot:
+    async with app.run_test(message_hook=notices) as pilot:
         await ready(pilot)
         await search(pilot, "vectors")
         assert "nprobe" in bar(app) and "rrf" not in bar(app)  # bm25: no fusion shown
@@ -68,7 +68,7 @@ async def test_the_search_table_sets_the_defaults_and_f_toggles_the_fusion(demo_
         await pilot.press("3", "f")  # outside hybrid: the toggle is kept and said, no search needed
         await settled(pilot)
         assert app.fusion == "rrf" and app.results.request.params == {}
-        assert any("hybrid fusion: rrf 30" in n.message for n in app._notifications)
+        assert notices.any("hybrid fusion: rrf 30")
         await pilot.press("4")
         await settled(pilot)
         assert app.results.request.params == cli

@@ -16,7 +16,7 @@ from pathlib import Path
 from ragtui.core.ingest.publish import state_dir
 from ragtui.tui.screens.source import SourceScreen
 from tests.files import write
-from tests.tui import ingest, make_app, ready, search, settled, wait_for
+from tests.tui import Notices, ingest, make_app, ready, search, settled, wait_for
 
 KEY_LINE = "-----BEGIN OPENSSH PRIVATE KEY-----"
 KEY_BODY = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ"
@@ -43,7 +43,7 @@ def _editor(tmp_path: Path) -> Path:
     return script
 
 
-async def _refused(app, pilot, tmp_path, words: str) -> None:
+async def _refused(app, pilot, tmp_path, words: str, notices: Notices) -> None:
     await search(pilot, "OPENSSH PRIVATE KEY")
     assert app.results.hits, "the crafted chunk should be found"
     detail = app.main.detail
@@ -51,7 +51,7 @@ async def _refused(app, pilot, tmp_path, words: str) -> None:
     assert words in detail._problem
 
     def refusals() -> int:  # the source view and the editor resolve in the same worker group, "jump"
-        return sum(n.message.startswith("jump failed") and words in n.message for n in app._notifications)
+        return sum(said.startswith("jump failed") and words in said for said in notices.sent)
 
     await pilot.press("escape")  # from the query box to the results
     for n, key in enumerate(("o", "e"), 1):  # o: the source view, e: $EDITOR
@@ -65,20 +65,21 @@ async def _refused(app, pilot, tmp_path, words: str) -> None:
 
 
 async def test_a_doc_id_beside_the_ingested_folder_is_refused_by_the_source_view_and_the_editor(tmp_path,
-                                                                                                monkeypatch):
+                                                                                                monkeypatch, notices):
     monkeypatch.setenv("EDITOR", str(_editor(tmp_path)))
     art, _home = crafted(tmp_path, ".ssh/id_rsa")
     app = make_app(art)
-    async with app.run_test() as pilot:
+    async with app.run_test(message_hook=notices) as pilot:
         await ready(pilot)
-        await _refused(app, pilot, tmp_path, "not in the ingested folder 'docs'")
+        await _refused(app, pilot, tmp_path, notices=notices, words="not in the ingested folder 'docs'")
 
 
-async def test_no_recorded_folder_is_refused_not_looked_for_in_the_current_directory(tmp_path, monkeypatch):
+async def test_no_recorded_folder_is_refused_not_looked_for_in_the_current_directory(tmp_path, monkeypatch,
+                                                                                    notices):
     monkeypatch.setenv("EDITOR", str(_editor(tmp_path)))
     art, home = crafted(tmp_path, "etc/passwd", keep_state=False)
     monkeypatch.chdir(home)  # where the old default would have found home/etc/passwd
     app = make_app(art)
-    async with app.run_test() as pilot:
+    async with app.run_test(message_hook=notices) as pilot:
         await ready(pilot)
-        await _refused(app, pilot, tmp_path, "--root")
+        await _refused(app, pilot, tmp_path, notices=notices, words="--root")

@@ -72,12 +72,12 @@ async def test_an_index_that_fails_validation_is_explained_and_recovers(tmp_path
         assert "demo/new.md#0" in [h.chunk_id for h in app.results.hits]
 
 
-async def test_an_unavailable_embedder_leaves_bm25_working_and_says_why(demo_index):
+async def test_an_unavailable_embedder_leaves_bm25_working_and_says_why(demo_index, notices):
     def broken(settings):
         raise EmbeddingError("wordllama could not load its weights")
 
     app = make_app(demo_index[0], embedder_factory=broken)
-    async with app.run_test() as pilot:
+    async with app.run_test(message_hook=notices) as pilot:
         app = await ready(pilot, vectors="off")
         assert "wordllama could not load" in app.vectors_reason
         status = app.main.query_one("#status").state
@@ -87,7 +87,7 @@ async def test_an_unavailable_embedder_leaves_bm25_working_and_says_why(demo_ind
         await pilot.press("f1")  # refused, with the reason
         await pilot.pause()
         assert app.mode == "bm25"
-        assert any("flat is off" in n.message for n in app._notifications)
+        assert notices.any("flat is off")
         assert app.main.query_one("#mode-flat").has_class("-off")
         await pilot.press("escape", "v")
         await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen.outcome, "the comparison")

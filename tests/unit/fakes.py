@@ -9,14 +9,25 @@ import numpy as np
 
 
 class WordTokenizer:
+    """One token per word (a run of non-space characters), with spans that tile the text as every
+    ``Tokenizer`` must: a word's token runs up to the next word, so the whitespace after a word is
+    part of it and the whitespace before the first word is part of the first token. A text with no
+    word at all is one token."""
+
     name = "test-words"
     _pattern = re.compile(r"\S+")
 
     def spans(self, text):
-        return [m.span() for m in self._pattern.finditer(text)]
+        starts = [m.start() for m in self._pattern.finditer(text)]
+        if not text:
+            return []
+        if not starts:
+            return [(0, len(text))]
+        starts[0] = 0
+        return list(zip(starts, [*starts[1:], len(text)]))
 
     def count(self, text):
-        return len(self._pattern.findall(text))
+        return len(self._pattern.findall(text)) or (1 if text else 0)
 
     def count_many(self, texts):
         return [self.count(t) for t in texts]

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from ragtui.core.errors import EmbeddingError, UsageError
 from ragtui.core.ingest.chunker import DEFAULT_MAX_TOKENS, DEFAULT_OVERLAP, Chunk, chunk_text
+from tests.unit.fakes import WordTokenizer
 
 # --- tokenizers made for the tests -------------------------------------------
 
@@ -70,6 +71,8 @@ class TiledTokenizer(PieceTokenizer):
 
     def spans(self, text: str) -> list[tuple[int, int]]:
         raw = super().spans(text)
+        if not raw:  # the empty text: no token, nothing to tile
+            return []
         starts = [0] + [s for s, _ in raw[1:]]
         for i in range(1, len(starts)):
             starts[i] = max(starts[i], starts[i - 1])
@@ -123,6 +126,28 @@ def wordllama() -> HFTokenizer:
     if path is None:
         pytest.skip("wordllama's tokenizer file (or the tokenizers package) is not installed")
     return HFTokenizer(path)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.sampled_from(["a", "b", "é", "1", " ", "\n", "\t", "\u3000", "!"]), max_size=40))
+@pytest.mark.parametrize("make", [WordTokenizer, TiledTokenizer], ids=["fake-embedder", "tiled"])
+def test_the_tokenizers_standing_for_an_embedders_tile_the_text(make, text):
+    """The ``Tokenizer`` contract (core/embedders/base.py): the spans tile the text (the first starts at 0,
+    each ends where the next starts, the last ends at its end), and for the fake embedder's tokenizer
+    ``count`` is the number of spans (a word with the whitespace after it; no word, one token)."""
+    tok = make()
+    spans = tok.spans(text)
+    starts, ends = [s for s, _ in spans], [e for _, e in spans]
+    if text:
+        assert starts[0] == 0 and ends[-1] == len(text) and starts[1:] == ends[:-1], spans
+        assert all(s <= e for s, e in spans)
+    else:
+        assert spans == []
+    if make is WordTokenizer:
+        assert all(s < e for s, e in spans)
+        assert tok.count(text) == len(spans) and tok.count_many([text, text]) == [len(spans)] * 2
+        words = text.split()
+        assert [text[s:e].strip() for s, e in spans] == (words or ([""] if text else []))
 
 
 # --- the reference: spec/chunker.md, transcribed plainly ---------------------

@@ -12,8 +12,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +23,7 @@ from ragtui.core.index.index_format import NORM_TOLERANCE, bad_vector_rows, read
 from ragtui.core.ingest.journal import EmbedJournal
 from ragtui.core.ingest.sync import sync
 from tests.files import write
+from tests.helpers.cli import run as ragtui
 from tests.reliability.helpers_dataloss import as_unprivileged, real_gen, set_row, shared_base
 from tests.unit.fakes import HashEmbedder
 from tests.unit.test_sync import tree_snapshot
@@ -51,13 +50,6 @@ def held(art: Path, index_id: str = "docs") -> dict[str, str]:
     for r in read_index(art / "rag" / index_id).records:
         out[r.doc_id] = out.get(r.doc_id, "") + r.text + "\n"
     return out
-
-
-def ragtui(*args: str) -> subprocess.CompletedProcess:
-    exe = Path(sys.executable).parent / "ragtui"
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "ragtui"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGTUI_")}
-    return subprocess.run(cmd + list(args), capture_output=True, text=True, env=env, timeout=300)
 
 
 # -- 1. a damaged index plus one edit -------------------------------------------------------------------

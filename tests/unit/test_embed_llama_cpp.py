@@ -68,7 +68,8 @@ def test_a_server_without_pooling_is_named_with_the_fix():
 
 
 def test_the_cli_ingests_and_searches_with_the_server(pooled_url, tmp_path):
-    from tests.reliability.helpers import ragtui, write
+    from tests.files import write
+    from tests.helpers.cli import run as ragtui
 
     docs = tmp_path / "project" / "docs"
     write(docs / "cats.md", "Cats sit on mats and purr.\n")

@@ -17,6 +17,7 @@ import pytest
 
 from ragtui.core.embedders import empty_text_vector, make_embedder
 from ragtui.core.errors import UsageError
+from tests.helpers.cli import run
 from tests.helpers.onnx_models import BGE_QUERY_PREFIX, Reference, folder_from, preset_folder, require_onnx
 
 TEXTS = [
@@ -275,9 +276,8 @@ def test_the_cli_exits_2_naming_the_missing_file(tmp_path):
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "a.md").write_text("hello\n")
-    env = {**os.environ, "RAGTUI_EMBEDDER": f"onnx:{folder}", "XDG_CONFIG_HOME": str(tmp_path / "cfg")}
-    proc = subprocess.run([sys.executable, "-m", "ragtui", "--artifacts", str(tmp_path / "art"), "ingest", str(docs)],
-                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    proc = run("--artifacts", str(tmp_path / "art"), "ingest", str(docs), cwd=tmp_path,
+               env={"RAGTUI_EMBEDDER": f"onnx:{folder}", "XDG_CONFIG_HOME": str(tmp_path / "cfg")})
     assert proc.returncode == 2, proc.stderr
     assert str(folder / "model.onnx") in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "art" / "rag" / "docs").exists()

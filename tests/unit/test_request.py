@@ -3,33 +3,22 @@ index, with the same rules and messages in the CLI, the MCP tools, the TUI's bac
 
 from __future__ import annotations
 
-import io
 import json
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
 
-from ragtui import app, cli
+from ragtui import app
 from ragtui.config import Settings, load_settings
 from ragtui.core.errors import QueryError, UsageError
 from ragtui.core.search.modes import MODE_TABLE, MODES
 from ragtui.mcp.tools import TOOLS, Toolbox
 from ragtui.request import MAX_K, build_request, search_options
-
-
-def run_cli(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        try:
-            code = cli.main(list(argv))
-        except SystemExit as e:  # argparse's own errors
-            code = int(e.code or 0)
-    return code, out.getvalue(), err.getvalue()
+from tests.helpers.cli import run
 
 
 def ingest(docs: Path, art: Path, *extra: str) -> None:
-    code, _, err = run_cli("ingest", str(docs), "--artifacts", str(art), *extra)
+    code, _, err = run("ingest", str(docs), "--artifacts", str(art), *extra)
     assert code == 0, err
 
 
@@ -59,7 +48,7 @@ def index(tmp_path_factory) -> tuple[Path, Path]:
                                    "std::fs::read_to_string", "foo::bar"])
 def test_pasted_queries_search_as_text_in_every_front_end(index, query):
     _, art = index
-    code, out, err = run_cli("search", query, "--json", "--artifacts", str(art))
+    code, out, err = run("search", query, "--json", "--artifacts", str(art))
     assert code == 0, err
     hits = json.loads(out)
     assert hits and "unknown filter" not in err
@@ -67,7 +56,7 @@ def test_pasted_queries_search_as_text_in_every_front_end(index, query):
     mcp = Toolbox(settings).call("search", {"query": query})
     assert [h["chunk_id"] for h in mcp["results"]] == [h["chunk_id"] for h in hits]
     # --strict (and the MCP argument) keep the errors for those who want them.
-    code, _, err = run_cli("search", query, "--strict", "--artifacts", str(art))
+    code, _, err = run("search", query, "--strict", "--artifacts", str(art))
     assert code == 2 and "unknown filter" in err
     with pytest.raises(QueryError, match="unknown filter"):
         Toolbox(settings).call("search", {"query": query, "strict": True})
@@ -75,16 +64,16 @@ def test_pasted_queries_search_as_text_in_every_front_end(index, query):
 
 def test_a_malformed_query_is_searched_as_plain_text_with_a_note(index):
     _, art = index
-    code, out, err = run_cli("search", '"read_to_string', "--artifacts", str(art))
+    code, out, err = run("search", '"read_to_string', "--artifacts", str(art))
     assert code == 0 and "docs/rust.md" in out
     assert "note: searched as plain text: query column 1: this quote is never closed" in err
 
 
 def test_a_query_beginning_with_a_dash_goes_after_double_dash(index):
     _, art = index
-    code, _, err = run_cli("search", "-kubernetes", "--artifacts", str(art))
+    code, _, err = run("search", "-kubernetes", "--artifacts", str(art))
     assert code == 2 and "a query that begins with '-' goes after --: ragtui search -- -kubernetes" in err
-    code, out, err = run_cli("search", "--artifacts", str(art), "--", "-kubernetes")
+    code, out, err = run("search", "--artifacts", str(art), "--", "-kubernetes")
     assert code == 0 and "docs/k8s.md" in out, err
     assert "searched as plain text" in err  # only an exclusion: read as the text it is
 
@@ -96,7 +85,7 @@ def test_a_query_beginning_with_a_dash_goes_after_double_dash(index):
 def test_an_empty_query_is_refused_everywhere(index, query):
     _, art = index
     for command in ("search", "pack", "ask"):
-        code, out, err = run_cli(command, query, "--artifacts", str(art))
+        code, out, err = run(command, query, "--artifacts", str(art))
         assert code == 2 and out == "" and "the query is empty" in err, (command, err)
     settings = Settings(artifacts=art)
     with pytest.raises(UsageError, match="the query is empty"):
@@ -152,12 +141,12 @@ def test_flags_over_the_search_table_over_the_defaults():
 
 def test_explain_says_what_mmr_and_the_floor_did(index):
     _, art = index
-    code, out, err = run_cli("search", "pods files reading", "--explain", "--mmr", "0.1", "--min-score", "0.5",
+    code, out, err = run("search", "pods files reading", "--explain", "--mmr", "0.1", "--min-score", "0.5",
                              "-k", "5", "--artifacts", str(art))
     assert code == 0, err
     assert "then: min_score 0.5: " in out
     assert "then: mmr 0.1: reordered the hits for diversity" in out
-    code, out, _ = run_cli("search", "pods files reading", "--explain", "--mmr", "0.1", "--json", "-k", "5",
+    code, out, _ = run("search", "pods files reading", "--explain", "--mmr", "0.1", "--json", "-k", "5",
                            "--artifacts", str(art))
     stages = json.loads(out)[0]["explain"]["stages"]
     assert any(s.startswith("mmr 0.1: reordered") for s in stages)
@@ -188,7 +177,7 @@ def test_mcp_checks_nprobe_as_the_cli_does(index):
     settings = Settings(artifacts=art)
     with pytest.raises(UsageError, match=r"nprobe must be between 1 and \d+, the number of IVF lists"):
         Toolbox(settings).call("search", {"query": "pods", "mode": "ivf", "nprobe": 10**18})
-    code, _, err = run_cli("search", "pods", "--mode", "ivf", "--nprobe", str(10**18), "--artifacts", str(art))
+    code, _, err = run("search", "pods", "--mode", "ivf", "--nprobe", str(10**18), "--artifacts", str(art))
     assert code == 2 and "--nprobe must be between 1 and" in err
 
 
@@ -209,7 +198,7 @@ def test_mcp_with_several_indexes_and_none_named_lists_them(index, tmp_path):
         both = Toolbox(settings).call("search", {"query": "pods", "index": "docs,other", "k": 20})
         assert {h["index"] for h in both["results"]} == {"docs", "other"}
     finally:
-        code, _, err = run_cli("rm", "other", "--artifacts", str(art), "--yes")
+        code, _, err = run("rm", "other", "--artifacts", str(art), "--yes")
         assert code == 0, err
 
 

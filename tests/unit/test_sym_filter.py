@@ -20,7 +20,7 @@ from ragtui.core.search.query import Filter, parse_query
 from ragtui.core.search.query_plan import doc_table
 from ragtui.core.search.retriever import MODES, Retriever
 from ragtui.core.search.symbols import symbol_matches, symbol_table
-from tests.cli.test_cli import ragtui
+from tests.helpers.cli import run as ragtui
 from tests.helpers.code_grammars import grammars  # noqa: F401  (a fixture)
 from tests.unit.fakes import HashEmbedder, WordTokenizer
 

@@ -1,38 +1,30 @@
-"""``ragtui watch`` as a process: --once, JSON log lines, signals, exit codes (the installed command)."""
+"""``ragtui watch``: --once and exit codes in-process; a running watch, its JSON log lines and signals as a process
+(the installed command)."""
 
 from __future__ import annotations
 
 import json
 import os
 import queue
-import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
+from tests.helpers.cli import ragtui_exe
+from tests.helpers.cli import run as ragtui
 from tests.watch import WAIT, write
 
 pytestmark = pytest.mark.timeout(180)
-
-
-def ragtui_command() -> list[str]:
-    exe = Path(sys.executable).parent / "ragtui"
-    found = str(exe) if exe.exists() else shutil.which("ragtui")
-    if found is None:
-        pytest.skip("the ragtui command is not installed (pip install -e .)")
-    return [found]
 
 
 class Process:
     """A running ``ragtui watch --json``; its stdout lines parsed as they come."""
 
     def __init__(self, args: list[str]) -> None:
-        self.proc = subprocess.Popen(ragtui_command() + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen([*ragtui_exe(), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.lines: queue.Queue = queue.Queue()
         self.seen: list[dict] = []
         threading.Thread(target=self._read, daemon=True).start()
@@ -70,20 +62,17 @@ def docs(tmp_path):
 
 def test_once_reconciles_and_exits(docs, tmp_path):
     art = tmp_path / "art"
-    run = subprocess.run(ragtui_command() + ["watch", str(docs), "--artifacts", str(art), "--once", "--json"],
-                         capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr
-    line = json.loads(run.stdout.splitlines()[-1])
+    result = ragtui("watch", str(docs), "--artifacts", str(art), "--once", "--json")
+    assert result.returncode == 0, result.stderr
+    line = json.loads(result.stdout.splitlines()[-1])
     assert line["event"] == "publish" and line["added"] == ["docs/a.md"] and line["chunks"]["embedded"] == 1
-    again = subprocess.run(ragtui_command() + ["watch", str(docs), "--artifacts", str(art), "--once"],
-                           capture_output=True, text=True, timeout=120)
+    again = ragtui("watch", str(docs), "--artifacts", str(art), "--once")
     assert again.returncode == 0 and "is up to date (1 documents" in again.stdout
 
 
 def test_bad_usage_exits_2_with_one_line(tmp_path):
-    run = subprocess.run(ragtui_command() + ["watch", str(tmp_path / "missing"), "--artifacts", str(tmp_path), "--once"],
-                         capture_output=True, text=True, timeout=120)
-    assert run.returncode == 2 and run.stderr.count("\n") == 1 and "is not a folder" in run.stderr
+    result = ragtui("watch", str(tmp_path / "missing"), "--artifacts", str(tmp_path), "--once")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "is not a folder" in result.stderr
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
@@ -112,8 +101,7 @@ def test_rm_is_refused_while_a_watch_keeps_the_index_and_works_once_it_stops(doc
     p = Process(["watch", str(docs), "--artifacts", str(art), "--json"])
     p.wait_line(lambda o: o["event"] == "publish", "the start publish")
     p.wait_line(lambda o: o["event"] == "ready", "ready")
-    rm = subprocess.run(ragtui_command() + ["rm", "docs", "--yes", "--artifacts", str(art)],
-                        capture_output=True, text=True, timeout=120)
+    rm = ragtui("rm", "docs", "--yes", "--artifacts", str(art))
     assert rm.returncode == 3, rm.stderr
     assert f"kept up to date by `ragtui watch` (pid {p.proc.pid})" in rm.stderr
     assert "stop the watch first" in rm.stderr and len(rm.stderr.strip().splitlines()) == 1
@@ -121,8 +109,7 @@ def test_rm_is_refused_while_a_watch_keeps_the_index_and_works_once_it_stops(doc
     os.kill(p.proc.pid, signal.SIGTERM)
     assert p.proc.wait(WAIT) == 0
     p.close()
-    rm = subprocess.run(ragtui_command() + ["rm", "docs", "--yes", "--artifacts", str(art)],
-                        capture_output=True, text=True, timeout=120)
+    rm = ragtui("rm", "docs", "--yes", "--artifacts", str(art))
     assert rm.returncode == 0, rm.stderr
     assert not os.path.lexists(art / "rag" / "docs")
 

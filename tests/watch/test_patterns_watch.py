@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 
 import pytest
 
 from ragtui.core.ingest.walk import WalkRules
+from tests.helpers.cli import run as ragtui
 from tests.watch import WAIT, harness_for, indexed, write
-from tests.watch.test_cli_watch import Process, ragtui_command
+from tests.watch.test_cli_watch import Process
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -149,15 +149,12 @@ def test_watch_once_warns_once_and_refuses_a_malformed_pattern(tmp_path):
     write(d / "a.md", "alpha\n")
     write(d / "drafts" / "b.md", "bravo\n")
     art = str(tmp_path / "art")
-    run = subprocess.run(ragtui_command() + ["watch", str(d), "--artifacts", art, "--once", "--json",
-                                             "--exclude", "drafts/", "--exclude", "draft/"],
-                         capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr
-    lines = [json.loads(line) for line in run.stdout.splitlines()]
+    result = ragtui("watch", str(d), "--artifacts", art, "--once", "--json", "--exclude", "drafts/", "--exclude", "draft/")
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
     warnings = [o for o in lines if o["event"] == "warning"]
     assert [w["message"] for w in warnings] == [f"--exclude 'draft/' matches nothing in {d}"]
     assert lines[-1]["event"] == "publish" and lines[-1]["added"] == ["docs/a.md"]
-    bad = subprocess.run(ragtui_command() + ["watch", str(d), "--artifacts", art, "--once", "--include", "a\\"],
-                         capture_output=True, text=True, timeout=120)
+    bad = ragtui("watch", str(d), "--artifacts", art, "--once", "--include", "a\\")
     assert bad.returncode == 2 and bad.stdout == "" and bad.stderr.count("\n") == 1
     assert bad.stderr.startswith("ragtui: error: --include 'a\\\\' is not a valid gitignore-style pattern")
