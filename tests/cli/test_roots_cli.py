@@ -173,14 +173,14 @@ def test_rm_deletes_an_index_its_state_and_cache(two_indexes):
         return [p.name for p in (rag / ".cache").iterdir() if re.fullmatch(rf"verified-{name}-[0-9a-f]{{40}}", p.name)]
 
     assert cached() == ["bm25-alpha", "bm25-alpha-2", "bm25-beta", "doclex-alpha", "doclex-alpha-2", "doclex-beta",
-                        "ivf-alpha", "ivf-alpha-2"]
+                        "ivf-alpha", "ivf-alpha-2", "ivfcal-alpha", "ivfcal-alpha-2"]
     kept = verified_of("alpha-2")
     result = ragtui("rm", "alpha", "--yes", "--artifacts", str(art), env=env)
     assert result.returncode == 0, result.stderr
     assert "deleted index alpha" in result.stdout and "writer state" in result.stdout
     assert not os.path.lexists(rag / "alpha") and not (rag / ".gen" / "alpha").exists()
     assert not (rag / ".state" / "alpha").exists()
-    assert cached() == ["bm25-alpha-2", "bm25-beta", "doclex-alpha-2", "doclex-beta", "ivf-alpha-2"]
+    assert cached() == ["bm25-alpha-2", "bm25-beta", "doclex-alpha-2", "doclex-beta", "ivf-alpha-2", "ivfcal-alpha-2"]
     assert verified_of("alpha") == [] and verified_of("alpha-2") == kept
     assert (base / "alpha" / "alpha.md").is_file()  # the documents are not the index's to delete
     info = ragtui("info", "--artifacts", str(art), env=env)

@@ -51,13 +51,13 @@ class RemoveReport:
 def _cache_pattern(index_id: str) -> re.Pattern[str]:
     # arraycache entries are <kind>-<name>-<key>: bm25 names them by the index id and keys them
     # v<version><letters>-<40 hex>; doclex and stem by the id, keyed v<version>-<40 hex>; verified by the id,
-    # keyed by 40 hex; ivf by the id made filename-safe, keyed by 32 hex. The key shape keeps "docs" from
-    # matching the entries of an index called "docs-2".
+    # keyed by 40 hex; ivf and ivfcal (the IVF calibration) by the id made filename-safe, keyed by 32 hex.
+    # The key shape keeps "docs" from matching the entries of an index called "docs-2".
     ivf_name = re.sub(r"[^A-Za-z0-9_.-]", "_", index_id)[:64] or "_"
     return re.compile(
         rf"(?:bm25-{re.escape(index_id)}-v\d+[a-z]*-[0-9a-f]{{40}}|verified-{re.escape(index_id)}-[0-9a-f]{{40}}"
         rf"|(?:doclex|stem)-{re.escape(index_id)}-v\d+-[0-9a-f]{{40}}"
-        rf"|ivf-{re.escape(ivf_name)}-[0-9a-f]{{32}})"
+        rf"|(?:ivf|ivfcal)-{re.escape(ivf_name)}-[0-9a-f]{{32}})"
         rf"(?:\.tmp\d+)?"
     )
 
