@@ -54,9 +54,10 @@ def params(cases: Iterable[Case]) -> list[Any]:
     return [pytest.param(c, id=c.id) for c in cases]
 
 
-def groups(cases: Iterable[Case], key: Callable[[Case], str]) -> list[Case]:
+def groups(cases: Iterable[Case], key: Callable[[Case], str], one_folder: bool = False) -> list[Case]:
     """The cases gathered by ``key`` (in order): each group runs its members in turn, each in its own
-    folder, and fails at the first that fails, naming it."""
+    folder (``one_folder``: all in the group's, for checks that replace what they change), and fails at
+    the first that fails, naming it."""
     gathered: dict[str, list[Case]] = {}
     for case in cases:
         gathered.setdefault(key(case), []).append(case)
@@ -64,13 +65,14 @@ def groups(cases: Iterable[Case], key: Callable[[Case], str]) -> list[Case]:
     def run_all(members: list[Case]) -> Callable[[Path], None]:
         def check(tmp: Path) -> None:
             for i, member in enumerate(members):
-                where = tmp / f"c{i}"
-                where.mkdir(parents=True)
+                where = tmp if one_folder else tmp / f"c{i}"
+                where.mkdir(parents=True, exist_ok=True)
                 try:
                     member.check(where)
                 except AssertionError as e:
                     raise AssertionError(f"case {member.id}: {e}") from e
-                shutil.rmtree(where, ignore_errors=True)
+                if not one_folder:
+                    shutil.rmtree(where, ignore_errors=True)
 
         return check
 
