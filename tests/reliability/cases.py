@@ -22,7 +22,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 CI, FULL = "ci", "full"
@@ -89,7 +89,7 @@ def shared(key: Hashable, factory: Callable[[], Any]) -> Any:
     """``factory()`` once per run for ``key``; a context manager is entered and exited at the end."""
     if key not in _made:
         value = factory()
-        if hasattr(value, "__enter__") and hasattr(value, "__exit__"):
+        if hasattr(value, "__enter__") and hasattr(value, "__exit__") and not isinstance(value, PurePath):
             value = _stack.enter_context(value)
         _made[key] = value
     return _made[key]
