@@ -18,9 +18,9 @@ import logging
 import os
 from pathlib import Path
 
-from tests.helpers.embed_server import EmbedServer, Fault
 from tests.helpers.cli import one_error_line as one_clear_line
 from tests.helpers.cli import run
+from tests.helpers.embed_server import EmbedServer, Fault
 from tests.reliability.cases import Case, embed_server
 from tests.reliability.helpers import make_folder, snapshot
 

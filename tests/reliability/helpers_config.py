@@ -25,10 +25,10 @@ import os
 import shutil
 from pathlib import Path
 
-from tests.helpers.embed_server import EmbedServer
 from tests.helpers.cli import one_error_line as one_clear_line
 from tests.helpers.cli import run
 from tests.helpers.cli import run_process as ragtui
+from tests.helpers.embed_server import EmbedServer
 from tests.reliability.cases import Case, shared
 from tests.reliability.helpers import write
 from tests.unit.fakes import HashEmbedder

@@ -38,6 +38,9 @@ import numpy as np
 from ragtui.core.errors import IndexFormatError, IndexMissingError
 from ragtui.core.index.index_format import read_index
 from ragtui.core.ingest.sync import sync
+from tests.helpers.cli import one_error_line as one_clear_line
+from tests.helpers.cli import run
+from tests.reliability.cases import Case
 from tests.reliability.helpers import (
     MAX_TOKENS,
     OVERLAP,
@@ -47,9 +50,6 @@ from tests.reliability.helpers import (
     snapshot,
     write,
 )
-from tests.helpers.cli import one_error_line as one_clear_line
-from tests.helpers.cli import run
-from tests.reliability.cases import Case
 from tests.unit.fakes import HashEmbedder
 
 N_DOCS = 6

@@ -31,10 +31,10 @@ from ragtui.core.embedders.http import HTTPEmbedder
 from ragtui.core.errors import EmbeddingError
 from tests.helpers.chat_server import ChatServer
 from tests.helpers.chat_server import Fault as ChatFault
-from tests.helpers.embed_server import EmbedServer
-from tests.helpers.embed_server import Fault as EmbedFault
 from tests.helpers.cli import one_error_line as one_clear_line
 from tests.helpers.cli import run, run_process
+from tests.helpers.embed_server import EmbedServer
+from tests.helpers.embed_server import Fault as EmbedFault
 from tests.reliability.cases import Case, embed_server, once
 from tests.reliability.helpers import make_folder, snapshot
 from tests.reliability.helpers_cli_http import HttpCli

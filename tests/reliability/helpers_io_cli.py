@@ -25,9 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability.cases import Case
 from tests.helpers.cli import one_error_line as one_clear_line
 from tests.helpers.cli import run
+from tests.reliability.cases import Case
 from tests.reliability.helpers import leftovers, make_folder, snapshot
 from tests.reliability.helpers_child import ForkServer
 

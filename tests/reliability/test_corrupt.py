@@ -17,6 +17,7 @@ from tests.reliability.helpers_fuzz import cli_corrupt_cases, corrupt_cases, jud
 from tests.reliability.helpers_mutations import base_files, mutate
 from tests.reliability.helpers_reference import Invalid, validate
 
+
 @pytest.mark.parametrize("case", params(groups(corrupt_cases(CI), seed_block, one_folder=True)))
 def test_reader_on_generated_corruptions(case, tmp_path):
     """A hundred corruptions of one file per test (``meta.json-0100-0199``); a failure names its case."""

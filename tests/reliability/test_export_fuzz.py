@@ -21,6 +21,7 @@ from tests.reliability.helpers_export import (
 )
 from tests.reliability.helpers_fuzz import seed_block
 
+
 @pytest.mark.parametrize("case", params(groups(export_corrupt_cases(CI), seed_block, one_folder=True)))
 def test_reader_on_generated_corruptions(case, tmp_path):
     """A hundred corruptions of one file per test (``search/corpus.json-0100-0199``); a failure names its case."""

@@ -13,9 +13,9 @@ import pytest
 from ragtui.core.index.index_format import read_index
 from ragtui.core.ingest.walk import WalkRules
 from tests.helpers.cli import one_error_line, run
+from tests.reliability.cases import CI, groups, params
 from tests.reliability.helpers import leftovers, run_sync, write
 from tests.reliability.helpers_child import ForkServer
-from tests.reliability.cases import CI, groups, params
 from tests.reliability.helpers_hostile import (
     SECRET,
     OpenRecorder,

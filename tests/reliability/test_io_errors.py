@@ -7,8 +7,8 @@ import errno
 import pytest
 
 from ragtui.core.errors import StorageError
-from tests.reliability.helpers import leftovers, make_folder, run_sync, snapshot
 from tests.reliability.cases import CI, params
+from tests.reliability.helpers import leftovers, make_folder, run_sync, snapshot
 from tests.reliability.helpers_faults import FaultOps, io_matrix_cases, using_ops
 from tests.reliability.helpers_io_cli import cli_fault_cases, real_fs_cases
 
