@@ -9,8 +9,8 @@ would see a disagreement (``problems``), and ``read_index`` would raise. The
 embedding model is the same in every generation (``MODEL``), so one embedder
 (``QueryEmbedder``) serves all of them and all four modes can be searched.
 
-Two runners: ``run_reader_vs_writer`` (a reader process searching all four
-modes while this process publishes) and ``run_reload_mid_search`` (in this
+Two kinds of case: ``check_reader_vs_writer`` (a reader process searching all
+four modes while this process publishes) and ``check_reload_mid_search`` (in this
 process, a reload injected at each line a search executes in ragtui's code,
 deterministically: no timing decides where it lands).
 

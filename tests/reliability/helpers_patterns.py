@@ -1,4 +1,4 @@
-"""Runners for which-files-are-documents: gitignore patterns and ignore files (spec/patterns.md).
+"""Cases for which-files-are-documents: gitignore patterns and ignore files (spec/patterns.md).
 
 ``run_gitignore_vs_git``      random trees with random nested .gitignore files: the walk takes
                               exactly the files ``git ls-files --others --exclude-standard`` lists.

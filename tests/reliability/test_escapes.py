@@ -1,6 +1,6 @@
 """Escapes in index metadata and names, markup in names, broken entries under rag/.
 
-Each runner is the one bench/reliability.py runs at full size; here at CI size.
+Each generator of cases is the one bench/reliability.py runs at full size; here at CI size.
 """
 
 from __future__ import annotations
