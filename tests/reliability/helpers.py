@@ -1,63 +1,27 @@
-"""Shared pieces of the reliability harness: folders, index snapshots, leftovers, tallies, the CLI.
+"""Shared pieces of the reliability harness: folders, index snapshots, leftovers.
 
-Every runner (``helpers_*.run_*``) returns a ``Tally``: how many cases of
-one class of fault it tried, how many passed, and what failed. The tests
-run them at a size CI can afford and assert no failure; bench/reliability.py
-runs them at full size and prints the README table.
+The cases themselves come from one generator per class of fault (``helpers_*.*_cases``, see
+cases.py); the tests run them at CI size, bench/reliability.py at full size for the docs tables.
+Running ragtui goes through tests/helpers/cli.py (``run`` in-process, ``run_process`` as the
+installed command); ``ragtui`` and ``one_clear_line`` here are those, under the names other test
+folders import.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
-import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ragtui.core.index.index_format import FILES, read_index
 from ragtui.core.ingest.sync import sync
 from tests.files import write  # noqa: F401 - re-exported for the tests that import it from here
+from tests.helpers.cli import one_error_line, run_process
 from tests.unit.fakes import HashEmbedder
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MAX_TOKENS, OVERLAP = 16, 4
 """Small chunks, so a few short documents make a realistic number of chunks."""
-
-
-@dataclass
-class Tally:
-    """One row of the README table."""
-
-    name: str
-    tried: int = 0
-    passed: int = 0
-    failures: list[str] = field(default_factory=list)
-
-    def case(self, ok: bool, what: str = "") -> bool:
-        self.tried += 1
-        if ok:
-            self.passed += 1
-        elif len(self.failures) < 50:
-            self.failures.append(what)
-        return ok
-
-    def check(self, label: str, fn) -> bool:
-        """Run ``fn`` (which raises AssertionError or anything else on failure) as one case."""
-        try:
-            fn()
-        except Exception as e:  # noqa: BLE001 - any failure is a failed case, reported with its cause
-            return self.case(False, f"{label}: {type(e).__name__}: {e}")
-        return self.case(True)
-
-    def merge(self, other: Tally) -> Tally:
-        self.tried += other.tried
-        self.passed += other.passed
-        self.failures += other.failures
-        return self
-
-
 
 
 WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma "
@@ -118,24 +82,7 @@ def leftovers(artifacts: Path, index_id: str = "docs") -> list[str]:
     return sorted(out)
 
 
-def ragtui_exe() -> list[str]:
-    """The installed ``ragtui`` command (beside this Python), else ``python -m ragtui``."""
-    exe = Path(sys.executable).parent / "ragtui"
-    if exe.exists():
-        return [str(exe)]
-    found = shutil.which("ragtui")
-    return [found] if found else [sys.executable, "-m", "ragtui"]
-
-
-def ragtui(*args: str, env: dict | None = None, cwd: Path | None = None, timeout: float = 300):
-    """Run the installed command; a CompletedProcess with text output."""
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("RAGTUI_")}
-    full_env.update(env or {})
-    return subprocess.run([*ragtui_exe(), *args], capture_output=True, text=True, env=full_env, cwd=cwd,
-                          timeout=timeout)
-
-
-def one_clear_line(stderr: str) -> bool:
-    """Exactly one line, ``ragtui: error: ...``, with no traceback."""
-    lines = stderr.strip("\n").split("\n")
-    return len(lines) == 1 and lines[0].startswith("ragtui: error: ") and "Traceback" not in stderr
+ragtui = run_process
+"""The installed command as a process (tests/helpers/cli.py)."""
+one_clear_line = one_error_line
+"""Exactly one line, ``ragtui: error: ...``, with no traceback (tests/helpers/cli.py)."""

@@ -38,11 +38,15 @@ import shutil
 import stat
 import subprocess
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
-from tests.reliability.helpers import Tally, one_clear_line, ragtui_exe, run_sync, write
+from tests.helpers.cli import one_error_line as one_clear_line
+from tests.helpers.cli import ragtui_exe
+from tests.reliability.cases import Case
+from tests.reliability.helpers import run_sync, write
 from tests.reliability.helpers_terminal import unsafe
 
 KINDS = ("fifo", "socket", "directory", "device", "huge")
@@ -177,26 +181,32 @@ def plan(full: bool) -> list[tuple[str, str, str]]:
     return cases
 
 
-def run_index_bombs(base: Path, *, full: bool = False, timeout: float = 120.0) -> Tally:
-    """Every case of ``plan(full)``, each on a fresh copy of the pristine index and folder."""
-    tally = Tally("Index folder bombs (FIFO, socket, directory, /dev/zero, 8 GiB) x commands, 1 GiB address space")
-    pristine_folder, pristine_art = build_pristine(base)
-    for n, (target, kind, command) in enumerate(plan(full)):
-        case = base / f"case-{n}"
-        folder, art = case / INDEX_ID, case / "art"
-        shutil.copytree(pristine_folder, folder)
-        shutil.copytree(pristine_art, art, symlinks=True)
-        if target in ("state.bin", "embedded.bin"):
-            # Something for ingest to do, so that it reads its state and journal and embeds.
-            write(folder / "cats.md", DOCS["cats.md"] + "Kittens too.\n")
-            if target == "embedded.bin":
-                write(art / "rag" / ".state" / INDEX_ID / "embedded.bin", b"")
-        where = _targets(art)[target]
-        plant(where, kind)
-        label = f"{target} as {kind}, {command}"
-        tally.check(label, functools.partial(_check_case, target, kind, command, folder, art, where, timeout))
-        shutil.rmtree(case, ignore_errors=True)
-    return tally
+def _pristine() -> tuple[Path, Path]:
+    from tests.reliability.cases import once
+
+    return once("bombs-pristine", build_pristine)
+
+
+def bomb_cases(size: str = "ci", timeout: float = 120.0) -> list[Case]:
+    """Every case of ``plan(full)``, each on a fresh copy of the pristine index and folder:
+    ``docs.jsonl-fifo-search``."""
+    return [Case(f"{target}-{kind}-{command}", functools.partial(check_bomb, target, kind, command, timeout))
+            for target, kind, command in plan(size == "full")]
+
+
+def check_bomb(target: str, kind: str, command: str, timeout: float, case: Path) -> None:
+    pristine_folder, pristine_art = _pristine()
+    folder, art = case / INDEX_ID, case / "art"
+    shutil.copytree(pristine_folder, folder)
+    shutil.copytree(pristine_art, art, symlinks=True)
+    if target in ("state.bin", "embedded.bin"):
+        # Something for ingest to do, so that it reads its state and journal and embeds.
+        write(folder / "cats.md", DOCS["cats.md"] + "Kittens too.\n")
+        if target == "embedded.bin":
+            write(art / "rag" / ".state" / INDEX_ID / "embedded.bin", b"")
+    where = _targets(art)[target]
+    plant(where, kind)
+    _check_case(target, kind, command, folder, art, where, timeout)
 
 
 def _check_case(target, kind, command, folder, art, where, timeout) -> None:
@@ -224,16 +234,35 @@ def _check_case(target, kind, command, folder, art, where, timeout) -> None:
 # -- hostile queries ---------------------------------------------------------------------------
 
 
-def run_hostile_queries(base: Path, *, timeout: float = 120.0) -> Tally:
+def query_cases(size: str = "ci") -> list[Case]:
     """Hostile queries x every mode, through the installed command and the API; bad BM25 parameters."""
+    return [Case(_slug(label), functools.partial(_query_case, label)) for label, _ in hostile_query_checks(None)]
+
+
+def _slug(label: str) -> str:
+    out = "".join(c if c.isascii() and (c.isalnum() or c in ".") else "-" for c in label).strip("-")
+    while "--" in out:
+        out = out.replace("--", "-")
+    return out
+
+
+def _query_case(label: str, _tmp: Path) -> None:
+    from tests.reliability.cases import once
+
+    dict(once("hostile-queries", hostile_query_checks))[label]()
+
+
+def hostile_query_checks(base: Path | None, *, timeout: float = 120.0) -> list[tuple[str, Callable[[], None]]]:
+    """(label, check) of every hostile query case; ``base`` None: the labels alone (nothing is built)."""
     from ragtui.core.errors import IndexFormatError, QueryError, UsageError
     from ragtui.core.index.bm25 import BM25Index
     from ragtui.core.index.index_format import read_index
     from ragtui.core.search.retriever import MAX_QUERY_CHARS, MODES, Retriever
     from tests.unit.fakes import HashEmbedder
 
-    tally = Tally("Hostile queries (not UTF-8, 100 kB-1 MB, NUL, escapes, no terms) x modes; bad k1/b")
-    folder, art = build_pristine(base)
+    checks: list[tuple[str, Callable[[], None]]] = []
+    if base is not None:
+        folder, art = build_pristine(base)
 
     # The installed command.
     cli_queries = {
@@ -252,13 +281,14 @@ def run_hostile_queries(base: Path, *, timeout: float = 120.0) -> Tally:
                 if code == 2:
                     assert one_clear_line(err) and needle in err, err
                 assert unsafe(out + err) == [], f"raw control characters reached the terminal: {unsafe(out + err)}"
-            tally.check(f"CLI {label}, {mode}", cli_case)
+            checks.append((f"CLI {label}, {mode}", cli_case))
 
     # The API: the checks come before any embedding.
-    api_art = base / "api-art"
-    run_sync(folder, api_art)
-    embedder = HashEmbedder()
-    retriever = Retriever.open(api_art / "rag" / INDEX_ID, embedder=embedder)
+    if base is not None:
+        api_art = base / "api-art"
+        run_sync(folder, api_art)
+        embedder = HashEmbedder()
+        retriever = Retriever.open(api_art / "rag" / INDEX_ID, embedder=embedder)
     refused = {"1 MB": "cats " * 200_000, "one over the cap": "a" * (MAX_QUERY_CHARS + 1),
                "surrogate-escaped byte": "caf\udce9", "lone surrogate": "\ud800 cats"}
     for label, query in refused.items():
@@ -272,7 +302,7 @@ def run_hostile_queries(base: Path, *, timeout: float = 120.0) -> Tally:
                 else:
                     raise AssertionError("searched a query that should be refused")
                 assert len(embedder.embedded) == before, "the query was embedded before being refused"
-            tally.check(f"API {label}, {mode}", api_refused)
+            checks.append((f"API {label}, {mode}", api_refused))
     accepted = {"NUL bytes": "cats\0dogs\0", "at the cap": ("cats " * MAX_QUERY_CHARS)[:MAX_QUERY_CHARS],
                 "escapes": "\x1b[2J cats \x07", "no terms": "!!! \0 ???"}
     for label, query in accepted.items():
@@ -280,12 +310,13 @@ def run_hostile_queries(base: Path, *, timeout: float = 120.0) -> Tally:
             def api_accepted(query=query, mode=mode):
                 hits = retriever.search(query, mode=mode)
                 assert all(math.isfinite(h.score) for h in hits)
-            tally.check(f"API {label}, {mode}", api_accepted)
+            checks.append((f"API {label}, {mode}", api_accepted))
 
     # BM25 parameters out of range: refused everywhere they enter, without a numpy warning.
     bad = [(-1.0, 0.75), (1e308, 0.75), (float("nan"), 0.75), (float("inf"), 0.75), (101.0, 0.75),
            (1.2, -0.1), (1.2, 1.5), (True, 0.75), ("1.2", 0.75)]
-    bm25_bytes = (Path(os.path.realpath(api_art / "rag" / INDEX_ID)) / "bm25.idx").read_bytes()
+    if base is not None:
+        bm25_bytes = (Path(os.path.realpath(api_art / "rag" / INDEX_ID)) / "bm25.idx").read_bytes()
     for k1, b in bad:
         def sync_refuses(k1=k1, b=b):
             with warnings.catch_warnings():
@@ -323,12 +354,12 @@ def run_hostile_queries(base: Path, *, timeout: float = 120.0) -> Tally:
                 raise AssertionError("the reader accepted the parameters")
 
         for what, fn in (("sync", sync_refuses), ("decode", decode_refuses), ("meta.json", reader_refuses)):
-            tally.check(f"k1={k1!r} b={b!r} via {what}", fn)
+            checks.append((f"k1={k1!r} b={b!r} via {what}", fn))
     for k1, b in ((0.0, 0.0), (100.0, 1.0), (0, 1)):
         def bounds_accepted(k1=k1, b=b):
             with warnings.catch_warnings():
                 warnings.simplefilter("error")
                 scores = BM25Index.decode(bm25_bytes, k1, b).scores("cats dogs birds")
             assert np.isfinite(scores).all() and (scores >= 0).all()
-        tally.check(f"k1={k1!r} b={b!r} accepted", bounds_accepted)
-    return tally
+        checks.append((f"k1={k1!r} b={b!r} accepted", bounds_accepted))
+    return checks

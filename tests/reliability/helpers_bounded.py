@@ -18,6 +18,7 @@ anything is read, so a case costs no disk and no memory.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -29,7 +30,8 @@ from ragtui.commands.eval import MAX_REPORT_BYTES
 from ragtui.config import MAX_CONFIG_BYTES
 from ragtui.core.eval.datasets import MAX_DATASET_FILE_BYTES
 from ragtui.tui.history import MAX_HISTORY_BYTES
-from tests.reliability.helpers import REPO_ROOT, Tally
+from tests.reliability.cases import Case
+from tests.reliability.helpers import REPO_ROOT
 
 KINDS = ("FIFO", "folder", "/dev/zero link", "oversized")
 WORDS = {"FIFO": "is a FIFO", "folder": "is a directory", "/dev/zero link": "character device", "oversized": "over the"}
@@ -93,9 +95,11 @@ def _beir(folder: Path, broken: str, kind: str) -> None:
             (folder / rel).write_text(text, encoding="utf-8")
 
 
-def cases(base: Path) -> list[tuple[str, Callable[[Path, str], None]]]:
-    """(what is broken, a check of one kind in a fresh case folder) for every file ragtui reads outside rag/."""
-    art = _index(base)
+def cases(base: Path | None) -> list[tuple[str, Callable[[Path, str], None]]]:
+    """(what is broken, a check of one kind in a fresh case folder) for every file ragtui reads outside rag/;
+    ``base`` None: the names alone (nothing is built)."""
+    if base is not None:
+        art = _index(base)
 
     def user_config(case: Path, kind: str) -> None:
         _make(case / "config" / "ragtui" / "ragtui.toml", kind, MAX_CONFIG_BYTES)
@@ -174,18 +178,24 @@ def cases(base: Path) -> list[tuple[str, Callable[[Path, str], None]]]:
             ("a report (eval --compare)", report), ("a previous export's manifest.json", manifest)]
 
 
-def run_bounded_reads(base: Path) -> Tally:
-    tally = Tally("Bounded reads: every file ragtui opens, each as FIFO, directory, /dev/zero link and oversized file")
-    for name, check in cases(base):
-        for kind in KINDS:
-            case = base / f"{len(os.listdir(base))}"
-            case.mkdir()
+def bounded_cases(size: str = "ci") -> list[Case]:
+    """Every file ragtui reads outside the index x each kind: ``the-user-s-ragtui.toml-FIFO``."""
+    return [Case(f"{_slug(name)}-{_slug(kind)}", functools.partial(_bounded, name, kind))
+            for name, _ in cases(None) for kind in KINDS]
 
-            def one(case: Path = case, check: Callable[[Path, str], None] = check, kind: str = kind) -> None:
-                try:
-                    check(case, kind)
-                except subprocess.TimeoutExpired:
-                    raise AssertionError(f"still running after {HANG_SECONDS:.0f} s (it hangs)") from None
 
-            tally.check(f"{name} as {kind}", one)
-    return tally
+def _slug(name: str) -> str:
+    out = "".join(c if c.isascii() and (c.isalnum() or c in ".") else "-" for c in name).strip("-")
+    while "--" in out:
+        out = out.replace("--", "-")
+    return out
+
+
+def _bounded(name: str, kind: str, case: Path) -> None:
+    from tests.reliability.cases import once
+
+    check = dict(once("bounded-reads", cases))[name]
+    try:
+        check(case, kind)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"still running after {HANG_SECONDS:.0f} s (it hangs)") from None

@@ -13,12 +13,16 @@ error (even one whose server body echoes the Authorization header, even with
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from pathlib import Path
 
+from tests.helpers.cli import one_error_line as one_clear_line
+from tests.helpers.cli import run
 from tests.helpers.embed_server import EmbedServer, Fault
-from tests.reliability.helpers import Tally, make_folder, one_clear_line, ragtui, snapshot
+from tests.reliability.cases import Case, embed_server
+from tests.reliability.helpers import make_folder, snapshot
 
 KEY_VAR = "RAGTUI_RELIABILITY_API_KEY"
 KEY = "sk-reliability-7f3a9c1e5b2d4f6a8c0e1b3d5f7a9c1e"
@@ -44,7 +48,7 @@ class HttpCli:
 
     def __call__(self, *args: str):
         env = {KEY_VAR: KEY, "XDG_CONFIG_HOME": str(self.xdg)}
-        return ragtui(*args, "--artifacts", str(self.art), env=env, cwd=self.cwd)
+        return run(*args, "--artifacts", str(self.art), env=env, cwd=self.cwd)
 
     def ingest(self, *flags: str):
         return self(*flags, "ingest", str(self.folder)) if flags else self("ingest", str(self.folder))
@@ -80,11 +84,13 @@ def _check_backend_cli(base: Path, server: EmbedServer, fault: str) -> None:
     assert snapshot(cli.art / "rag" / "docs") == old
 
 
-def run_backend_cli(base: Path, server: EmbedServer) -> Tally:
-    tally = Tally("`ragtui ingest` with a failing embedding server (exit 3)")
-    for fault in ("dead", "garbage", "hang", "nan"):
-        tally.check(fault, lambda fault=fault: check_backend_cli(base / fault, server, fault))
-    return tally
+def backend_cli_cases(size: str = "ci") -> list[Case]:
+    """``ragtui ingest`` with the embedding server dead, answering garbage, hanging, answering NaN."""
+    return [Case(f"cli-{fault}", functools.partial(_backend_cli, fault)) for fault in ("dead", "garbage", "hang", "nan")]
+
+
+def _backend_cli(fault: str, base: Path) -> None:
+    check_backend_cli(base, embed_server(), fault)
 
 
 def secrets_cli_surfaces(base: Path, server: EmbedServer) -> dict[str, str]:
@@ -117,11 +123,13 @@ def secrets_cli_surfaces(base: Path, server: EmbedServer) -> dict[str, str]:
     return out
 
 
-def check_secrets_cli(base: Path, server: EmbedServer) -> None:
+def check_secrets_cli(base: Path, server: EmbedServer) -> int:
+    """No output of any command, no artifact holds the key; returns how many places were looked at."""
     surfaces = secrets_cli_surfaces(base, server)
     leaked = [name for name, text in surfaces.items() if not no_key(text)]
     assert leaked == [], f"the key appears in: {leaked}"
     assert any(name.endswith("meta.json") for name in surfaces)
+    return len(surfaces)
 
 
 def check_secrets_logs(base: Path, server: EmbedServer) -> None:
@@ -168,11 +176,7 @@ def check_secrets_logs(base: Path, server: EmbedServer) -> None:
             lg.propagate = propagate
 
 
-def run_secrets(base: Path, server: EmbedServer) -> Tally:
-    """One case per place the key could show: each command output, each artifact file, the logs."""
-    tally = Tally("API key in artifacts, output (--json too), errors, logs")
-    surfaces = secrets_cli_surfaces(base / "cli", server)
-    for name, text in surfaces.items():
-        tally.case(no_key(text), f"the key appears in {name}")
-    tally.check("log records, errors and repr of the client", lambda: check_secrets_logs(base / "logs", server))
-    return tally
+def secrets_cases(size: str = "ci") -> list[Case]:
+    """Each command's output (--json too) and each artifact file; log records, errors and the client's repr."""
+    return [Case("outputs-and-artifacts", lambda base: check_secrets_cli(base, embed_server())),
+            Case("errors-and-log-records", lambda base: check_secrets_logs(base, embed_server()))]

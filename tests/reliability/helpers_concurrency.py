@@ -9,8 +9,8 @@ would see a disagreement (``problems``), and ``read_index`` would raise. The
 embedding model is the same in every generation (``MODEL``), so one embedder
 (``QueryEmbedder``) serves all of them and all four modes can be searched.
 
-Two runners: ``run_reader_vs_writer`` (a reader process searching all four
-modes while this process publishes) and ``run_reload_mid_search`` (in this
+Two kinds of case: ``check_reader_vs_writer`` (a reader process searching all
+four modes while this process publishes) and ``check_reload_mid_search`` (in this
 process, a reload injected at each line a search executes in ragtui's code,
 deterministically: no timing decides where it lands).
 
@@ -23,12 +23,12 @@ line on stdin, tries 50 publishes at once with another racer).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
 import sys
 import threading
-import time
 from functools import partial
 from pathlib import Path
 
@@ -36,7 +36,7 @@ import numpy as np
 
 from ragtui.core.index.records import ChunkRecord, IndexMeta, fingerprint
 from ragtui.core.ingest.publish import IndexLock, encode_index, publish
-from tests.reliability.helpers import Tally
+from tests.reliability.cases import Case
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = str(REPO / "ragtui") + os.sep
@@ -187,70 +187,68 @@ def _lines_in_ragtui(fn, at_line=None):
     return result, count
 
 
-def run_reload_mid_search(base: Path, step: int = 1, modes=MODES) -> tuple[Tally, dict]:
-    """For each mode, a search with a publish and ``reload()`` injected before its 1st, (1+step)th, ...
-    line in ragtui's code, up to its last: each must answer exactly what a search of the old generation
-    alone, or of the new one alone, answers. Each case publishes a new generation.
+def check_reload_mid_search(mode: str, step: int, base: Path) -> int:
+    """A ``mode`` search with a publish and ``reload()`` injected before its 1st, (1+step)th, ... line in
+    ragtui's code, up to its last: each must answer exactly what a search of the old generation alone, or
+    of the new one alone, answers. Each injection publishes a new generation; returns how many ran.
 
     The reload runs on another thread, as the TUI's does, while the search waits at that line; a reload
     that cannot finish while a search is paused (it waits for a lock the search holds) is a failure too.
-    The line count of a case comes from the same search, uninjected, on a Retriever that opened the
+    The line count of a search comes from the same search, uninjected, on a Retriever that opened the
     same generation separately (just as cold), so every injection lands inside the search.
     """
     from ragtui.core.search.retriever import Retriever
 
-    tally = Tally("Reloads injected mid-search (before each line of ragtui's code a search runs)")
     art = base / "art"
     index = art / "rag" / "docs"
     g = 0
     publish_generation(art, "docs", g)
     retriever = Retriever.open(index, embedder=QueryEmbedder())
-    lines: dict[str, list[int]] = {m: [] for m in modes}
-    missed = 0
-    for mode in modes:
-        point = 1
-        while True:
-            before = retriever.data
-            query = query_for(mode, generation(before))
-            # Searched only through twins, so that `retriever` meets each generation as cold as they do.
-            twin = Retriever.open(index, embedder=QueryEmbedder())
-            _, n_lines = _lines_in_ragtui(partial(twin.search, query, mode=mode, k=100))
-            old_hits = twin.search(query, mode=mode, k=100)
-            if point > n_lines:
-                break
-            lines[mode].append(n_lines)
-            g += 1
-            reloader = threading.Thread(target=_publish_and_reload, args=(art, g, retriever), daemon=True)
-            blocked = []
+    lines: list[int] = []
+    point, injected, missed = 1, 0, 0
+    while True:
+        before = retriever.data
+        query = query_for(mode, generation(before))
+        # Searched only through twins, so that `retriever` meets each generation as cold as they do.
+        twin = Retriever.open(index, embedder=QueryEmbedder())
+        _, n_lines = _lines_in_ragtui(partial(twin.search, query, mode=mode, k=100))
+        old_hits = twin.search(query, mode=mode, k=100)
+        if point > n_lines:
+            break
+        lines.append(n_lines)
+        g += 1
+        reloader = threading.Thread(target=_publish_and_reload, args=(art, g, retriever), daemon=True)
+        blocked: list[bool] = []
 
-            def reload(reloader=reloader, blocked=blocked):
-                reloader.start()
-                reloader.join(RELOAD_WAIT)  # not timing the pass: only a reload stuck behind the search waits
-                blocked.append(reloader.is_alive())
+        def reload(reloader=reloader, blocked=blocked):
+            reloader.start()
+            reloader.join(RELOAD_WAIT)  # not timing the pass: only a reload stuck behind the search waits
+            blocked.append(reloader.is_alive())
 
-            try:
-                hits, _ = _lines_in_ragtui(partial(retriever.search, query, mode=mode, k=100), (point, reload))
-            except Exception as e:  # noqa: BLE001 - an error is a finding
-                hits = f"{type(e).__name__}: {e}"
-            if not blocked:
-                missed += 1  # the search ran fewer lines than counted: not a mid-search case
-                reloader.start()
-            reloader.join()
-            if not blocked:
-                continue
-            twin = Retriever.open(index, embedder=QueryEmbedder())
-            assert twin.data.generation == retriever.data.generation != before.generation
-            expected = (old_hits, twin.search(query, mode=mode, k=100))
-            where = f"{mode}, reload before line {point} of {n_lines}"
-            if blocked[0]:
-                tally.case(False, f"{where}: the reload waited for the paused search (the rest of {mode} not run)")
-                break  # each further case would wait RELOAD_WAIT again
-            else:
-                tally.case(isinstance(hits, list) and hits in expected,
-                           f"{where}: {hits if isinstance(hits, str) else [(h.row, h.text[:14], h.score) for h in hits[:3]]}")
-            point += step
-    notes = {"lines": {m: (min(v), max(v)) for m, v in lines.items() if v}, "missed": missed, "publishes": g}
-    return tally, notes
+        hits, _ = _lines_in_ragtui(partial(retriever.search, query, mode=mode, k=100), (point, reload))
+        if not blocked:
+            missed += 1  # the search ran fewer lines than counted: not a mid-search case
+            reloader.start()
+        reloader.join()
+        if not blocked:
+            continue
+        twin = Retriever.open(index, embedder=QueryEmbedder())
+        assert twin.data.generation == retriever.data.generation != before.generation
+        expected = (old_hits, twin.search(query, mode=mode, k=100))
+        where = f"{mode}, reload before line {point} of {n_lines}"
+        assert not blocked[0], f"{where}: the reload waited for the paused search"
+        assert hits in expected, f"{where}: {[(h.row, h.text[:14], h.score) for h in hits[:3]]}"
+        injected += 1
+        point += step
+    assert missed == 0, f"{missed} injections landed after the search's last line"
+    assert lines and injected >= min(lines) // step, f"{injected} injections into searches of {lines} lines"
+    return injected
+
+
+def reload_cases(size: str = "ci") -> list[Case]:
+    """One case per mode: reloads injected before every line (CI: every 5th) of ragtui's code a search runs."""
+    step = 5 if size == "ci" else 1
+    return [Case(mode, functools.partial(check_reload_mid_search, mode, step)) for mode in MODES]
 
 
 RELOAD_WAIT = 60.0
@@ -259,19 +257,6 @@ RELOAD_WAIT = 60.0
 def _publish_and_reload(art: Path, g: int, retriever) -> None:
     publish_generation(art, "docs", g)
     assert retriever.reload()
-
-
-def run_reader_all_modes(base: Path, generations: int = 500, step: int = 1) -> tuple[Tally, str]:
-    """The README row: the reader process through ``generations`` publishes, plus the injected reloads."""
-    reader, s = run_reader_vs_writer(base / "reader", generations)
-    injected, notes = run_reload_mid_search(base / "injected", step)
-    tally = Tally("Reader searching during publishes, all four modes, with reloads injected mid-search")
-    tally.merge(reader).merge(injected)
-    spans = ", ".join(f"{m} {lo}-{hi}" for m, (lo, hi) in notes["lines"].items())
-    return tally, (f"{s['reads']} reads x 4 modes by a reader process over {s['publishes']} publishes "
-                   f"({s['generations']} generations seen); {injected.tried} searches with a publish + reload "
-                   f"injected before {'every' if step == 1 else f'every {step}th'} line of ragtui's code a search "
-                   f"runs ({spans} lines)")
 
 
 def hold_main(artifacts: str, index_id: str) -> None:
@@ -286,27 +271,28 @@ def spawn(*args: str) -> subprocess.Popen:
                             env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
 
-def run_reader_vs_writer(base: Path, generations: int = 500) -> tuple[Tally, dict]:
-    """One reader process searching while this process publishes ``generations`` generations."""
+def check_reader_vs_writer(generations: int, base: Path) -> int:
+    """One reader process searching all four modes while this process publishes ``generations``
+    generations: every read is one whole generation. Returns the number of reads."""
     art = base / "art"
     publish_generation(art, "docs", 0)
     stop = base / "stop"
     reader = spawn("reader", str(art / "rag" / "docs"), str(stop))
     try:
         assert reader.stdout.readline().strip() == "READY"
-        t0 = time.perf_counter()
         for g in range(1, generations + 1):
             publish_generation(art, "docs", g)
-        seconds = time.perf_counter() - t0
     finally:
         stop.touch()
         out, _ = reader.communicate(timeout=300)
     summary = json.loads(out.strip().splitlines()[-1])
-    summary.update(publishes=generations, publish_seconds=round(seconds, 2))
-    tally = Tally(f"Reader searching during {generations} publishes")
-    tally.tried, tally.passed = summary["reads"], summary["reads"] - summary["bad_reads"]
-    tally.failures = summary["errors"]
-    return tally, summary
+    assert summary["bad_reads"] == 0 and summary["errors"] == [], summary
+    assert summary["reads"] >= 1, summary
+    return summary["reads"]
+
+
+def reader_cases(size: str = "ci") -> list[Case]:
+    return [Case("500-publishes", functools.partial(check_reader_vs_writer, 500))]
 
 
 def race_main(artifacts: str, start: int, n: int = 50) -> None:
@@ -335,72 +321,90 @@ if __name__ == "__main__":
         race_main(sys.argv[2], int(sys.argv[3]))
 
 
-def run_lock_cases(base: Path, n: int = 10) -> Tally:
-    """``n`` times: a live holder refuses a second writer (which changes nothing); ``n`` times: a
-    holder killed with SIGKILL leaves a lock the next writer takes at once."""
-    import signal
+def _indexed(base: Path, i: int) -> tuple[Path, Path]:
+    from tests.reliability.helpers import make_folder, run_sync
 
-    from ragtui.core.errors import LockedError
-    from tests.reliability.helpers import leftovers, make_folder, run_sync, snapshot
-
-    tally = Tally("Second writer refused; lock of a killed writer recovered")
     folder, art = base / "docs", base / "art"
     make_folder(folder, 1)
     run_sync(folder, art)
-    for i in range(n):
-        make_folder(folder, 2 if i % 2 == 0 else 1)
+    make_folder(folder, 2 if i % 2 == 0 else 1)
+    return folder, art
 
-        def refused():
-            before = snapshot(art / "rag" / "docs")
-            holder = spawn("hold", str(art), "docs")
-            try:
-                assert holder.stdout.readline().strip() == "LOCKED"
-                try:
-                    run_sync(folder, art)
-                except LockedError as e:
-                    assert f"pid {holder.pid}" in str(e), str(e)
-                else:
-                    raise AssertionError("the second writer was not refused")
-                assert snapshot(art / "rag" / "docs") == before
-            finally:
-                holder.stdin.close()
-                holder.wait(timeout=60)
 
-        def recovered():
-            holder = spawn("hold", str(art), "docs")
-            assert holder.stdout.readline().strip() == "LOCKED"
-            holder.send_signal(signal.SIGKILL)
-            assert holder.wait(timeout=60) == -signal.SIGKILL
+def check_refused(i: int, base: Path) -> None:
+    """A live holder of the lock refuses a second writer (library and CLI: exit 3, one line naming
+    the holder), which changes nothing; once the holder is gone the lock is free."""
+    from ragtui.core.errors import LockedError
+    from tests.helpers.cli import one_error_line, run
+    from tests.reliability.helpers import run_sync, snapshot
+
+    folder, art = _indexed(base, i)
+    before = snapshot(art / "rag" / "docs")
+    holder = spawn("hold", str(art), "docs")
+    try:
+        assert holder.stdout.readline().strip() == "LOCKED"
+        try:
             run_sync(folder, art)
-            assert leftovers(art) == []
+        except LockedError as e:
+            assert f"being written by another process (pid {holder.pid})" in str(e), str(e)
+        else:
+            raise AssertionError("the second writer was not refused")
+        r = run("ingest", str(folder), "--artifacts", str(art))
+        assert r.code == 3 and one_error_line(r.err) and f"pid {holder.pid}" in r.err, r.err
+        assert snapshot(art / "rag" / "docs") == before
+    finally:
+        holder.stdin.close()
+        assert holder.wait(timeout=60) == 0
+    # The lock is free again: the next sync runs (and publishes when the folder changed).
+    assert run_sync(folder, art).published == (i % 2 == 0)
 
-        tally.check(f"refused #{i}", refused)
-        tally.check(f"recovered #{i}", recovered)
-    return tally
+
+def check_recovered(i: int, base: Path) -> None:
+    """A holder killed with SIGKILL leaves a lock file the next writer takes at once."""
+    import signal
+
+    from tests.reliability.helpers import leftovers, run_sync
+
+    folder, art = _indexed(base, i)
+    holder = spawn("hold", str(art), "docs")
+    assert holder.stdout.readline().strip() == "LOCKED"
+    holder.send_signal(signal.SIGKILL)
+    assert holder.wait(timeout=60) == -signal.SIGKILL
+    lock = art / "rag" / ".locks" / "docs.lock"
+    assert lock.exists()  # the file stays; the kernel dropped the flock with its holder
+    run_sync(folder, art)
+    assert leftovers(art) == []
+    assert lock.read_bytes() == b""  # nothing is ever written into it
 
 
-def run_races(base: Path, rounds: int = 5) -> Tally:
-    """``rounds`` times, two processes try 50 publishes each at once: every attempt publishes or is refused."""
+def lock_cases(size: str = "ci") -> list[Case]:
+    n = 1 if size == "ci" else 10
+    return [Case(f"{what}-{i}", functools.partial(fn, i)) for i in range(n)
+            for what, fn in (("refused", check_refused), ("recovered", check_recovered))]
+
+
+def check_race(base: Path) -> int:
+    """Two processes try 50 publishes each at once: every attempt publishes or is refused, never a third
+    outcome; the last publish validates and nothing is left behind. Returns the number of attempts."""
     from tests.reliability.helpers import leftovers, snapshot
 
-    tally = Tally("Two writers racing (each attempt publishes or is refused)")
-    for r in range(rounds):
-        art = base / f"race{r}" / "art"
-        publish_generation(art, "docs", 0)
-        racers = [spawn("race", str(art), str(start)) for start in (1000, 2000)]
-        for proc in racers:
-            proc.stdin.write("go\n")
-            proc.stdin.flush()
-        for proc in racers:
-            out, _ = proc.communicate(timeout=300)
-            result = json.loads(out.strip().splitlines()[-1])
-            tally.tried += result["published"] + result["refused"] + len(result["other"])
-            tally.passed += result["published"] + result["refused"]
-            tally.failures += result["other"]
-        tally.check(f"round {r}: the index validates, nothing left behind",
-                    lambda art=art: (snapshot(art / "rag" / "docs"), _no_leftovers(leftovers(art))))
-    return tally
+    art = base / "art"
+    publish_generation(art, "docs", 0)
+    racers = [spawn("race", str(art), str(start)) for start in (1000, 2000)]
+    for proc in racers:
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    results = []
+    for proc in racers:
+        out, _ = proc.communicate(timeout=300)
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    assert all(r["other"] == [] for r in results), results
+    assert sum(r["published"] for r in results) >= 1, results
+    assert sum(r["published"] + r["refused"] for r in results) == 2 * 50, results
+    snapshot(art / "rag" / "docs")  # the last publish is whole: it validates
+    assert leftovers(art) == []
+    return 2 * 50
 
 
-def _no_leftovers(found: list[str]) -> None:
-    assert found == [], found
+def race_cases(size: str = "ci") -> list[Case]:
+    return [Case(f"round-{r}", check_race) for r in range(1 if size == "ci" else 10)]

@@ -1,6 +1,6 @@
-"""Hostile configs and out-of-root doc_ids, through the installed ``ragtui`` command.
+"""Hostile configs and out-of-root doc_ids, through the command line.
 
-``run_hostile_config`` puts a ``ragtui.toml`` that names a recording server
+``hostile_config_cases`` puts a ``ragtui.toml`` that names a recording server
 (``base_url``) and a secret's variable (``api_key_env``) where a cloned
 repository would: in the working directory, in the folder being ingested.
 Each case runs a real command with the secret in its environment and checks
@@ -9,7 +9,7 @@ server received a single request. Controls (the same file trusted with
 ``--config`` or ``trusted_configs``) must reach the server with the secret:
 they show the recording would have caught a leak.
 
-``run_out_of_root`` crafts indexes that pass ``ragtui info`` (exit 0) but
+``out_of_root_cases`` crafts indexes that pass ``ragtui info`` (exit 0) but
 whose doc_ids point at files beside the ingested folder (a private key in
 ``.ssh``, a sibling folder, a hidden folder inside it, a link leading out,
 ``..``, an absolute path) or that have no recorded folder at all (the
@@ -19,13 +19,18 @@ refuse each one and print no byte of the file.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
 from pathlib import Path
 
+from tests.helpers.cli import one_error_line as one_clear_line
+from tests.helpers.cli import run
+from tests.helpers.cli import run_process as ragtui
 from tests.helpers.embed_server import EmbedServer
-from tests.reliability.helpers import Tally, one_clear_line, ragtui, write
+from tests.reliability.cases import Case, shared
+from tests.reliability.helpers import write
 from tests.unit.fakes import HashEmbedder
 
 SECRET_VAR = "CONFIG_RELIABILITY_TOKEN"
@@ -66,7 +71,7 @@ class Scene:
 
     def run(self, *args: str, cwd: Path | None = None, env: dict | None = None):
         full = {SECRET_VAR: SECRET, "XDG_CONFIG_HOME": str(self.xdg), **(env or {})}
-        return ragtui(*args, "--artifacts", str(self.art), env=full, cwd=cwd or self.cwd, timeout=120)
+        return run(*args, "--artifacts", str(self.art), env=full, cwd=cwd or self.cwd)
 
 
 def _no_secret(result) -> None:
@@ -130,7 +135,7 @@ def hostile_cases(embedder) -> dict[str, callable]:
         write(scene.cwd / "ragtui.toml", f"artifacts = {json.dumps(str(leak))}\n")
         env = {SECRET_VAR: SECRET, "XDG_CONFIG_HOME": str(scene.xdg), "XDG_DATA_HOME": str(base / "data"),
                "HOME": str(base)}
-        r = ragtui("ingest", str(private.parent), env=env, cwd=scene.cwd, timeout=120)
+        r = run("ingest", str(private.parent), env=env, cwd=scene.cwd)
         _refused(r, [])
         assert not leak.exists(), "the index was written where the project file said"
 
@@ -215,32 +220,37 @@ def hostile_cases(embedder) -> dict[str, callable]:
     return cases
 
 
-def _run_cases(title: str, make_cases, base: Path, embedder) -> tuple[Tally, int, int]:
-    """Each case of ``make_cases(embedder)`` as one row case, in its own folder; (tally, refusals, controls)."""
-    if embedder is None:
-        from ragtui.core.embedders.wordllama import WordLlamaEmbedder
+def _embedder():
+    from ragtui.core.embedders.wordllama import WordLlamaEmbedder
 
-        embedder = WordLlamaEmbedder()
-    tally = Tally(title)
-    cases = make_cases(embedder)
-    for i, (name, check) in enumerate(cases.items()):
-        tally.check(name, lambda check=check, i=i: check(base / f"case{i}"))
-    controls = sum(name.startswith("control") for name in cases)
-    return tally, len(cases) - controls, controls
+    return shared("wordllama", WordLlamaEmbedder)
 
 
-def run_hostile_config(base: Path, embedder=None) -> tuple[Tally, str]:
-    """Every hostile-config case and the trusted controls, each a real command against real servers."""
-    tally, refusals, controls = _run_cases(
-        "hostile project config (network keys or `artifacts` in ./ragtui.toml, in the ingested folder)",
-        hostile_cases, base, embedder)
-    return tally, f"{refusals} refusals (exit 2, 0 requests received), {controls} trusted controls"
+def _slug(name: str) -> str:
+    out = "".join(c if c.isascii() and c.isalnum() else "-" for c in name.lower()).strip("-")
+    while "--" in out:
+        out = out.replace("--", "-")
+    return out
+
+
+def _named_cases(make_cases) -> list[Case]:
+    return [Case(_slug(name), functools.partial(_named_case, make_cases, name)) for name in make_cases(None)]
+
+
+def _named_case(make_cases, name: str, base: Path) -> None:
+    make_cases(_embedder())[name](base)
+
+
+def hostile_config_cases(size: str = "ci") -> list[Case]:
+    """Every hostile-config case (refused: exit 2, no request received) and the trusted controls, each a
+    command against real loopback servers that record every request."""
+    return _named_cases(hostile_cases)
 
 
 # -- URL audit ---------------------------------------------------------------------------------
 
 
-def url_audit_cases(embedder) -> dict[str, callable]:
+def url_audit_checks(embedder) -> dict[str, callable]:
     """name -> check(base): a config key that reaches a URL, with a hostile value, steers no request.
 
     The user's own config names the server as a hosted API is named (``base_url`` without a port, or
@@ -300,12 +310,9 @@ def url_audit_cases(embedder) -> dict[str, callable]:
     return cases
 
 
-def run_url_audit(base: Path, embedder=None) -> tuple[Tally, str]:
-    """Every hostile request path from a project file, each a real ``ragtui ingest`` against real servers."""
-    tally, refusals, controls = _run_cases(
-        "URL audit: a folder's config key that reaches a URL, hostile values (no request to another host or port)",
-        url_audit_cases, base, embedder)
-    return tally, f"{refusals} hostile paths (exit 2, 0 requests to the other port), {controls} control"
+def url_audit_cases(size: str = "ci") -> list[Case]:
+    """Every hostile request path from a project file (exit 2, no request to the other port), and a control."""
+    return _named_cases(url_audit_checks)
 
 
 # -- out-of-root doc_ids ----------------------------------------------------------------------
@@ -429,12 +436,14 @@ async def _tui_refuses(art: Path, words: str) -> None:
         assert KEY_BODY not in shown + "".join(notes), "the file reached the screen"
 
 
-def run_out_of_root(base: Path) -> tuple[Tally, str]:
-    """Each crafted doc_id through inspect (text, --json, --check, --open) and the TUI (o, e)."""
-    tally = Tally("out-of-root doc_ids (../, absolute, .ssh, hidden, sibling, link out, no recorded folder): "
-                  "refused by inspect and the TUI")
-    for i, name in enumerate(OUT_OF_ROOT):
-        tally.check(f"{name} (inspect)", lambda name=name, i=i: check_out_of_root(base / f"cli{i}", name))
-        tally.check(f"{name} (TUI)", lambda name=name, i=i: check_out_of_root_tui(base / f"tui{i}", name))
-    return tally, (f"{len(OUT_OF_ROOT)} crafted indexes (each passes `ragtui info`) × inspect (4 forms) "
-                   "and the TUI (source view, $EDITOR)")
+def out_of_root_cases(size: str = "ci") -> list[Case]:
+    """Each crafted doc_id through inspect (text, --json, --check, --open) and the TUI (source view, $EDITOR)."""
+    out = []
+    for name in OUT_OF_ROOT:
+        out.append(Case(f"{_slug(name)}-inspect", functools.partial(_out_of_root, check_out_of_root, name)))
+        out.append(Case(f"{_slug(name)}-tui", functools.partial(_out_of_root, check_out_of_root_tui, name)))
+    return out
+
+
+def _out_of_root(check, name: str, base: Path) -> None:
+    check(base, name)

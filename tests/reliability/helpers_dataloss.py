@@ -1,21 +1,21 @@
 """Data loss: a damaged index, bad vector rows, an unreadable file, a folder of the same name.
 
-Runners (each returns a ``Tally``):
+Generators of cases (one row each in the docs tables):
 
-* ``run_damaged_resync``: each kind of damage to a published generation ×
+* ``damaged_resync_cases``: each kind of damage to a published generation ×
   {ingest of the unchanged folder, ingest after one edit, the watch agent's
   partial sync of the edited path}: the sync rebuilds from every file of the
   folder (no document lost: the result equals a clean build), says so in
   ``report.rebuilt``, and the next sync writes nothing;
-* ``run_bad_vector_rows``: zero, scaled, NaN, ±inf, tiny and huge rows at the
+* ``bad_row_cases``: zero, scaled, NaN, ±inf, tiny and huge rows at the
   first, a middle and the last row: the reader rejects them (naming the row),
   an ingest re-embeds them (the result equals a clean build); rows within the
   tolerance are accepted;
-* ``run_unreadable_keeps_chunks``: a file or folder that exists but cannot be
+* ``unreadable_cases``: a file or folder that exists but cannot be
   read now (real EACCES: as an unprivileged user when the tests run as root)
   keeps its chunks, is reported as skipped, and is picked up again once it
   can be read;
-* ``run_same_name_refused``: ``ragtui ingest`` of a second folder with the
+* ``same_folder_name_cases``: ``ragtui ingest`` of a second folder with the
   same name exits 2 naming both folders and leaves the first index as it was;
   ``--replace`` and ``--index`` are the ways out; the same folder by another
   path is not refused.
@@ -23,6 +23,7 @@ Runners (each returns a ``Tally``):
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -37,14 +38,14 @@ import numpy as np
 from ragtui.core.errors import IndexFormatError, IndexMissingError
 from ragtui.core.index.index_format import read_index
 from ragtui.core.ingest.sync import sync
+from tests.helpers.cli import one_error_line as one_clear_line
+from tests.helpers.cli import run
+from tests.reliability.cases import Case
 from tests.reliability.helpers import (
     MAX_TOKENS,
     OVERLAP,
-    Tally,
     doc_text,
     leftovers,
-    one_clear_line,
-    ragtui,
     run_sync,
     snapshot,
     write,
@@ -160,17 +161,22 @@ def check_damaged_resync(base: Path, damage: Callable[[Path], None], mode: str) 
     _assert(leftovers(art) == [], f"left behind: {leftovers(art)}")
 
 
-def run_damaged_resync(base: Path) -> Tally:
-    tally = Tally("Damaged index, then ingest / watch partial sync: rebuilt from every file, no document lost")
-    k = 0
-    for label, damage in DAMAGE.items():
-        for mode in MODES:
-            k += 1
-            case = base / f"d{k}"
-            tally.check(f"{label}; {mode}", lambda case=case, damage=damage, mode=mode:
-                        check_damaged_resync(case, damage, mode))
-            shutil.rmtree(case, ignore_errors=True)
-    return tally
+def damaged_resync_cases(size: str = "ci") -> list[Case]:
+    """Each kind of damage x {ingest unchanged, ingest after an edit, the watch agent's partial sync}."""
+    return [Case(f"{_slug(label)}-{_slug(mode)}", functools.partial(_damaged, damage, mode))
+            for label, damage in DAMAGE.items() for mode in MODES]
+
+
+def _slug(label: str) -> str:
+    label = label.replace("+", " plus ").replace(" - ", " minus ").replace("-inf", "minus inf")
+    out = "".join(c if c.isalnum() else "-" for c in label.lower()).strip("-")
+    while "--" in out:
+        out = out.replace("--", "-")
+    return out
+
+
+def _damaged(damage, mode: str, case: Path) -> None:
+    check_damaged_resync(case, damage, mode)
 
 
 # -- bad vector rows -------------------------------------------------------------------------------------
@@ -230,22 +236,20 @@ def check_accepted_row(base: Path, values: np.ndarray) -> None:
     read_index(art / "rag" / "docs")  # raises if refused
 
 
-def run_bad_vector_rows(base: Path) -> Tally:
-    tally = Tally("Bad vector rows (zero, scaled, NaN, ±inf): rejected on read, re-embedded on ingest")
-    k = 0
-    for label, make in ROW_VALUES.items():
-        for where, row in ROWS.items():
-            k += 1
-            case = base / f"v{k}"
-            tally.check(f"{label} at the {where}", lambda case=case, make=make, row=row:
-                        check_bad_row(case, make(HashEmbedder().dim), row))
-            shutil.rmtree(case, ignore_errors=True)
-    for label, make in ROW_ACCEPTED.items():
-        k += 1
-        case = base / f"v{k}"
-        tally.check(label, lambda case=case, make=make: check_accepted_row(case, make(HashEmbedder().dim)))
-        shutil.rmtree(case, ignore_errors=True)
-    return tally
+def bad_row_cases(size: str = "ci") -> list[Case]:
+    """Each bad row value at the first, a middle and the last row; rows within the tolerance accepted."""
+    out = [Case(f"{_slug(label)}-{_slug(where)}", functools.partial(_bad_row, make, row))
+           for label, make in ROW_VALUES.items() for where, row in ROWS.items()]
+    return out + [Case(f"accepted-{_slug(label)}", functools.partial(_accepted_row, make))
+                  for label, make in ROW_ACCEPTED.items()]
+
+
+def _bad_row(make, row: int, case: Path) -> None:
+    check_bad_row(case, make(HashEmbedder().dim), row)
+
+
+def _accepted_row(make, case: Path) -> None:
+    check_accepted_row(case, make(HashEmbedder().dim))
 
 
 # -- a file that cannot be read now ---------------------------------------------------------------------
@@ -368,89 +372,90 @@ def check_unreadable(base: Path, lock: str, paths, lose_state: bool, edit_other:
     _assert(not again["published"], "the next sync wrote again")
 
 
-def run_unreadable_keeps_chunks(base: Path | None = None) -> tuple[Tally, str]:
-    """(tally, notes). ``base`` is not used: these cases need a folder the unprivileged user can reach."""
-    tally = Tally("A file or folder that cannot be read now keeps its chunks (real EACCES)")
-    for label, (lock, paths, lose_state, edit_other) in UNREADABLE_CASES.items():
-        case = shared_base()
-        try:
-            tally.check(label, lambda case=case, lock=lock, paths=paths, lose=lose_state, edit=edit_other:
-                        check_unreadable(case, lock, paths, lose, edit))
-        finally:
-            shutil.rmtree(case, ignore_errors=True)
-    who = "as nobody (forked child of root)" if os.geteuid() == 0 else "as the current user"
-    return tally, f"{len(UNREADABLE_CASES)} cases, {who}; then readable again: equals a clean build"
+def unreadable_cases(size: str = "ci") -> list[Case]:
+    """A file or folder that cannot be read now (as nobody when the tests run as root) keeps its chunks."""
+    return [Case(_slug(label), functools.partial(_unreadable, *spec)) for label, spec in UNREADABLE_CASES.items()]
+
+
+def _unreadable(lock, paths, lose_state, edit_other, _tmp: Path) -> None:
+    case = shared_base()  # a folder the unprivileged user can reach, not the test's own
+    try:
+        check_unreadable(case, lock, paths, lose_state, edit_other)
+    finally:
+        shutil.rmtree(case, ignore_errors=True)
 
 
 # -- a second folder of the same name -----------------------------------------------------------------------
 
 
 def _ingest(folder: Path, art: Path, *extra: str):
-    return ragtui("ingest", str(folder), "--artifacts", str(art), *extra)
+    return run("ingest", str(folder), "--artifacts", str(art), *extra)
 
 
-def check_same_name(base: Path) -> Tally:
-    tally = Tally("")
+def _two_folders(base: Path) -> tuple[Path, Path, Path, dict]:
+    """(the first folder, indexed; a second folder of the same name; the artifacts; the first index)."""
     first, second, art = base / "a" / "docs", base / "b" / "docs", base / "art"
     write(first / "one.md", "the first folder's document about rivers\n")
     write(second / "two.md", "the second folder's document about hills\n")
     r = _ingest(first, art)
     assert r.returncode == 0, r.stderr
-    before = snapshot(art / "rag" / "docs")
-
-    def refused():
-        r = _ingest(second, art)
-        _assert(r.returncode == 2, f"exit {r.returncode}: {r.stderr}")
-        _assert(one_clear_line(r.stderr), f"not one clear line: {r.stderr!r}")
-        _assert(str(first) in r.stderr and str(second) in r.stderr, f"does not name both folders: {r.stderr}")
-        _assert("--replace" in r.stderr and "--index" in r.stderr, f"does not name the fix: {r.stderr}")
-        _assert(snapshot(art / "rag" / "docs") == before, "the first folder's index changed")
-
-    tally.check("second folder refused (exit 2, one line, both folders, the fix)", refused)
-
-    def json_refused():
-        r = _ingest(second, art, "--json")
-        _assert(r.returncode == 2 and r.stdout == "" and one_clear_line(r.stderr), f"{r.returncode} {r.stderr!r}")
-
-    tally.check("refused with --json too", json_refused)
-
-    def same_folder_again():
-        r = _ingest(first, art)
-        _assert(r.returncode == 0 and "nothing to write" in r.stdout, f"{r.returncode} {r.stdout} {r.stderr}")
-
-    tally.check("the same folder again is fine", same_folder_again)
-
-    def same_folder_by_link():
-        link = base / "c" / "docs"  # the same name, so the same doc_ids
-        link.parent.mkdir()
-        link.symlink_to(first, target_is_directory=True)
-        r = _ingest(link, art)
-        _assert(r.returncode == 0, f"{r.returncode} {r.stderr}")
-        _assert(snapshot(art / "rag" / "docs") == before, "the index changed")
-
-    tally.check("the same folder by another path (a link) is not refused", same_folder_by_link)
-
-    def other_id():
-        r = _ingest(second, art, "--index", "docs2")
-        _assert(r.returncode == 0, r.stderr)
-        _assert(snapshot(art / "rag" / "docs") == before, "the first index changed")
-        _assert({x.doc_id for x in read_index(art / "rag" / "docs2").records} == {"docs/two.md"}, "docs2")
-
-    tally.check("--index ID keeps both", other_id)
-
-    def replaced():
-        r = _ingest(second, art, "--replace")
-        _assert(r.returncode == 0, r.stderr)
-        _assert({x.doc_id for x in read_index(art / "rag" / "docs").records} == {"docs/two.md"}, "not replaced")
-        r = _ingest(second, art)
-        _assert(r.returncode == 0 and "nothing to write" in r.stdout, "the replacing folder is now the index's own")
-        r = _ingest(first, art)
-        _assert(r.returncode == 2, "the first folder is now the other one")
-
-    tally.check("--replace replaces, and then the new folder is the index's own", replaced)
-    return tally
+    return first, second, art, snapshot(art / "rag" / "docs")
 
 
-def run_same_name_refused(base: Path) -> Tally:
-    tally = Tally("A second folder of the same name is refused (the installed command)")
-    return tally.merge(check_same_name(base))
+def same_refused(base: Path) -> None:
+    """The second folder is refused: exit 2, one line naming both folders and the fix; the index as it was."""
+    first, second, art, before = _two_folders(base)
+    r = _ingest(second, art)
+    assert r.returncode == 2, f"exit {r.returncode}: {r.stderr}"
+    assert one_clear_line(r.stderr), f"not one clear line: {r.stderr!r}"
+    assert str(first) in r.stderr and str(second) in r.stderr, f"does not name both folders: {r.stderr}"
+    assert "--replace" in r.stderr and "--index" in r.stderr, f"does not name the fix: {r.stderr}"
+    assert snapshot(art / "rag" / "docs") == before, "the first folder's index changed"
+
+
+def same_json_refused(base: Path) -> None:
+    _, second, art, _ = _two_folders(base)
+    r = _ingest(second, art, "--json")
+    assert r.returncode == 2 and r.stdout == "" and one_clear_line(r.stderr), f"{r.returncode} {r.stderr!r}"
+
+
+def same_folder_again(base: Path) -> None:
+    first, _, art, _ = _two_folders(base)
+    r = _ingest(first, art)
+    assert r.returncode == 0 and "nothing to write" in r.stdout, f"{r.returncode} {r.stdout} {r.stderr}"
+
+
+def same_folder_by_link(base: Path) -> None:
+    first, _, art, before = _two_folders(base)
+    link = base / "c" / "docs"  # the same name, so the same doc_ids
+    link.parent.mkdir()
+    link.symlink_to(first, target_is_directory=True)
+    r = _ingest(link, art)
+    assert r.returncode == 0, f"{r.returncode} {r.stderr}"
+    assert snapshot(art / "rag" / "docs") == before, "the index changed"
+
+
+def same_other_id(base: Path) -> None:
+    _, second, art, before = _two_folders(base)
+    r = _ingest(second, art, "--index", "docs2")
+    assert r.returncode == 0, r.stderr
+    assert snapshot(art / "rag" / "docs") == before, "the first index changed"
+    assert {x.doc_id for x in read_index(art / "rag" / "docs2").records} == {"docs/two.md"}, "docs2"
+
+
+def same_replaced(base: Path) -> None:
+    first, second, art, _ = _two_folders(base)
+    r = _ingest(second, art, "--replace")
+    assert r.returncode == 0, r.stderr
+    assert {x.doc_id for x in read_index(art / "rag" / "docs").records} == {"docs/two.md"}, "not replaced"
+    r = _ingest(second, art)
+    assert r.returncode == 0 and "nothing to write" in r.stdout, "the replacing folder is now the index's own"
+    r = _ingest(first, art)
+    assert r.returncode == 2, "the first folder is now the other one"
+
+
+def same_folder_name_cases(size: str = "ci") -> list[Case]:
+    """A second folder of the same name refused (and with --json); the same folder again, or by a link,
+    is fine; ``--index ID`` keeps both; ``--replace`` replaces, and then the new folder is the index's own."""
+    return [Case(fn.__name__.removeprefix("same_").replace("_", "-"), fn) for fn in
+            (same_refused, same_json_refused, same_folder_again, same_folder_by_link, same_other_id, same_replaced)]

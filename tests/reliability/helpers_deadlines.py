@@ -1,16 +1,16 @@
 """Request deadlines and answer-size bounds, against real loopback servers that never finish their answers.
 
-Three runners, one row each in the README table:
+Three generators of cases, one row each in the docs tables:
 
-* ``run_chat_deadlines``: the installed ``ragtui ask`` (``[llm] timeout = 1.5``) against a chat server
+* ``chat_deadline_cases``: the installed ``ragtui ask`` (``[llm] timeout = 1.5``) against a chat server
   that keeps the answer open forever (comment pings, empty deltas, a trickle of text, a trickled JSON
   body, trickled headers), streamed and not: exit 3, one ``ragtui: error:`` line naming the deadline,
   what arrived on stdout marked as cut when text came, and the process ends well before the server would.
-* ``run_embed_deadlines``: the HTTP embedder (``timeout = 1``) against a trickled body or trickled
+* ``embed_deadline_cases``: the HTTP embedder (``timeout = 1``) against a trickled body or trickled
   headers on each endpoint it calls (embeddings, tokenize, detokenize): an ``EmbeddingError`` naming the
   server and the deadline; and ``ragtui ingest`` against a trickled embeddings answer: exit 3, the index
   untouched.
-* ``run_answer_bounds``: answers that never end or are far too large: the chat server writing text as
+* ``answer_bound_cases``: answers that never end or are far too large: the chat server writing text as
   fast as it is read past ``max_tokens`` and a plain body past 8 MiB (``ragtui ask``: exit 3), and each
   embedder endpoint sending an endless chunked body or a 64 MiB one (the error names the bound, the
   answer is not asked for again); ``ragtui ingest`` against an endless embeddings answer.
@@ -21,6 +21,7 @@ would keep up for minutes).
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from pathlib import Path
@@ -30,9 +31,12 @@ from ragtui.core.embedders.http import HTTPEmbedder
 from ragtui.core.errors import EmbeddingError
 from tests.helpers.chat_server import ChatServer
 from tests.helpers.chat_server import Fault as ChatFault
+from tests.helpers.cli import one_error_line as one_clear_line
+from tests.helpers.cli import run, run_process
 from tests.helpers.embed_server import EmbedServer
 from tests.helpers.embed_server import Fault as EmbedFault
-from tests.reliability.helpers import Tally, make_folder, one_clear_line, ragtui, snapshot
+from tests.reliability.cases import Case, embed_server, once
+from tests.reliability.helpers import make_folder, snapshot
 from tests.reliability.helpers_cli_http import HttpCli
 
 LIMIT = 60.0
@@ -55,15 +59,15 @@ class _Ask:
         self.base = base
         self.docs, self.art = base / "docs", base / "art"
         make_folder(self.docs, 1, n_docs=4)
-        r = ragtui("ingest", str(self.docs), "--artifacts", str(self.art))
-        assert r.returncode == 0, r.stderr
+        r = run("ingest", str(self.docs), "--artifacts", str(self.art))
+        assert r.code == 0, r.err
 
     def __call__(self, server: ChatServer, *flags: str, timeout: float = 1.5, max_tokens: int = 64):
         config = self.base / "llm.toml"
         config.write_text(f'[llm]\nbase_url = "{server.url}"\nmodel = "m"\ntimeout = {timeout}\nretries = 2\n'
                           f"max_tokens = {max_tokens}\n", encoding="utf-8")
         t0 = time.monotonic()
-        r = ragtui("ask", "alpha beta", "--artifacts", str(self.art), "--mode", "bm25", "--config", str(config),
+        r = run_process("ask", "alpha beta", "--artifacts", str(self.art), "--mode", "bm25", "--config", str(config),
                    *flags, timeout=LIMIT + 60)
         return r, time.monotonic() - t0
 
@@ -83,13 +87,18 @@ def _check_ask(ask: _Ask, kind: str, flag: str, expect: str, *, reply: str | Non
         assert CUT_MARK not in r.stdout
 
 
-def run_chat_deadlines(base: Path) -> Tally:
-    tally = Tally("`ragtui ask`: answers that never end, cut at the request's deadline (exit 3)")
-    ask = _Ask(base / "chat")
-    for kind in CHAT_STALLS:
-        for flag in ("--stream", "--no-stream"):
-            tally.check(f"{kind} {flag}", lambda kind=kind, flag=flag: _check_ask(ask, kind, flag, "within 1.5s"))
-    return tally
+def _ask() -> _Ask:
+    return once("ask-index", _Ask)
+
+
+def chat_deadline_cases(size: str = "ci") -> list[Case]:
+    """The installed ``ragtui ask`` against each stall of a chat server, streamed and not: ``pings-stream``."""
+    return [Case(f"{kind}-{flag[2:]}", functools.partial(_chat_deadline, kind, flag))
+            for kind in CHAT_STALLS for flag in ("--stream", "--no-stream")]
+
+
+def _chat_deadline(kind: str, flag: str, _tmp: Path) -> None:
+    _check_ask(_ask(), kind, flag, "within 1.5s")
 
 
 def _embedder(url: str, style: str, model: str, dim: int) -> HTTPEmbedder:
@@ -148,27 +157,32 @@ def _check_ingest(base: Path, shared: EmbedServer, kind: str, expect: str) -> No
     assert snapshot(cli.art / "rag" / "docs") == old
 
 
-def run_embed_deadlines(base: Path, shared: EmbedServer) -> Tally:
-    tally = Tally("HTTP embedder: answers that never finish, cut at each request's deadline")
-    for endpoint in EMBED_ENDPOINTS:
-        for kind in ("trickle", "slow_head"):
-            tally.check(f"{endpoint} {kind}", lambda e=endpoint, k=kind: _check_embed(shared, e, k))
-    tally.check("ingest, embeddings trickle",
-                lambda: _check_ingest(base / "ingest-trickle", shared, "trickle", "did not finish within 1s"))
-    return tally
+def embed_deadline_cases(size: str = "ci") -> list[Case]:
+    """A trickled body and trickled headers on each embedder endpoint; ``ragtui ingest`` against a
+    trickled embeddings answer."""
+    out = [Case(f"{endpoint}-{kind}", functools.partial(_embed_case, endpoint, kind))
+           for endpoint in EMBED_ENDPOINTS for kind in ("trickle", "slow_head")]
+    return out + [Case("ingest-trickle", lambda base: _check_ingest(base, embed_server(), "trickle",
+                                                                     "did not finish within 1s"))]
 
 
-def run_answer_bounds(base: Path, shared: EmbedServer) -> Tally:
-    tally = Tally("Answers past their bound (chat max_tokens, 8 MiB; embedder n x dim), not read on")
-    ask = _Ask(base / "chat-bounds")
-    for flag in ("--stream", "--no-stream"):
-        tally.check(f"chat endless text {flag}",
-                    lambda flag=flag: _check_ask(ask, "endless", flag, "ran past max_tokens = 64"))
-    tally.check("chat plain body over 8 MiB",
-                lambda: _check_ask(ask, "oversized", "--no-stream", "larger than", reply="x" * (9 << 20)))
-    for endpoint in EMBED_ENDPOINTS:
-        for kind in ("endless", "oversized"):
-            tally.check(f"{endpoint} {kind}", lambda e=endpoint, k=kind: _check_embed(shared, e, k))
-    tally.check("ingest, embeddings endless",
-                lambda: _check_ingest(base / "ingest-endless", shared, "endless", "larger than"))
-    return tally
+def _embed_case(endpoint: str, kind: str, _tmp: Path) -> None:
+    _check_embed(embed_server(), endpoint, kind)
+
+
+def answer_bound_cases(size: str = "ci") -> list[Case]:
+    """Chat text past max_tokens (streamed and not), a chat body over 8 MiB; an endless and an oversized
+    answer on each embedder endpoint; ``ragtui ingest`` against an endless embeddings answer."""
+    out = [Case(f"chat-endless-{flag[2:]}", functools.partial(_chat_bound, flag)) for flag in ("--stream", "--no-stream")]
+    out.append(Case("chat-body-over-8-MiB", _chat_oversized))
+    out += [Case(f"{endpoint}-{kind}", functools.partial(_embed_case, endpoint, kind))
+            for endpoint in EMBED_ENDPOINTS for kind in ("endless", "oversized")]
+    return out + [Case("ingest-endless", lambda base: _check_ingest(base, embed_server(), "endless", "larger than"))]
+
+
+def _chat_bound(flag: str, _tmp: Path) -> None:
+    _check_ask(_ask(), "endless", flag, "ran past max_tokens = 64")
+
+
+def _chat_oversized(_tmp: Path) -> None:
+    _check_ask(_ask(), "oversized", "--no-stream", "larger than", reply="x" * (9 << 20))

@@ -15,6 +15,7 @@ real connection reset and then a refused connection.
 
 from __future__ import annotations
 
+import functools
 import json
 import signal
 import subprocess
@@ -28,7 +29,8 @@ from ragtui.core.embedders.http import HTTPEmbedder
 from ragtui.core.errors import EmbeddingError
 from ragtui.core.ingest import assemble as sync_mod
 from tests.helpers.embed_server import EmbedServer, Fault
-from tests.reliability.helpers import REPO_ROOT, Tally, leftovers, make_folder, run_sync, snapshot
+from tests.reliability.cases import Case
+from tests.reliability.helpers import REPO_ROOT, leftovers, make_folder, run_sync, snapshot
 from tests.unit.fakes import HashEmbedder, WordTokenizer
 
 MODEL = "test-hash"
@@ -179,9 +181,10 @@ def _wait(predicate, what: str, timeout: float = 60.0) -> None:
         time.sleep(0.01)
 
 
-def run_backend_faults(base: Path) -> Tally:
-    tally = Tally("Embedding backend failures during ingest")
-    for i, name in enumerate(FAULTS):
-        tally.check(name, lambda i=i, name=name: check_fault(base / f"f{i}", name))
-    tally.check("server process killed mid-run", lambda: check_dying_server(base / "dying"))
-    return tally
+def backend_cases(size: str = "ci") -> list[Case]:
+    """Each fault of the embedding backend during ingest (library), and its server process killed mid-run."""
+    return [Case(name, functools.partial(_fault, name)) for name in FAULTS] + [Case("server-killed", check_dying_server)]
+
+
+def _fault(name: str, base: Path) -> None:
+    check_fault(base, name)

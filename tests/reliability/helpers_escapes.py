@@ -18,6 +18,7 @@ Textual markup in names; ``run_broken`` puts broken entries under ``rag/``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import pty
@@ -29,7 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from unittest import mock
 
-from tests.reliability.helpers import Tally, ragtui_exe, write
+from tests.helpers.cli import ragtui_exe
+from tests.reliability.cases import Case
+from tests.reliability.helpers import write
 from tests.unit.fakes import HashEmbedder
 
 PAYLOADS = {
@@ -294,18 +297,28 @@ def cli_surfaces(h: Hostile, name: str):
     )]
 
 
-def run_cli(base: Path, payloads=None) -> tuple[Tally, str]:
-    """Payloads × CLI surfaces: every surface's raw output holds no unsafe character."""
-    tally = Tally("Terminal escapes in metadata and names: CLI surfaces")
-    names = list(payloads or PAYLOADS)
-    n_surfaces = 0
-    for name in names:
-        h = build_hostile(base / name, name)
-        surfaces = cli_surfaces(h, name)
-        n_surfaces = len(surfaces)
-        for label, fn in surfaces:
-            tally.check(f"{name}: {label}", fn)
-    return tally, f"{len(names)} payloads × {n_surfaces} surfaces (3 of them in a pty, 5 error paths)"
+CLI_SURFACES = (
+    "ingest", "info_list", "info_index", "info_json", "info_list_json", "search", "search_json", "several_error",
+    "missing_error", "mismatch_error", "inspect", "inspect_check", "inspect_json", "inspect_unknown", "watch_once",
+    "watch_once_json", "server_error", "eval_report", "inspect_tty", "ingest_tty", "eval_tty",
+)
+"""The CLI surfaces ``cli_surfaces`` checks (3 of them in a pty, 5 error paths)."""
+
+
+def _hostile(name: str) -> Hostile:
+    from tests.reliability.cases import once
+
+    return once(("escapes", name), lambda base: build_hostile(base / name, name))
+
+
+def escape_cli_cases(size: str = "ci") -> list[Case]:
+    """Payloads x CLI surfaces: every surface's raw output holds no unsafe character (``osc52-search``)."""
+    names = CI_CLI_PAYLOADS if size == "ci" else tuple(PAYLOADS)
+    return [Case(f"{name}-{label}", functools.partial(_cli_surface, name, label)) for name in names for label in CLI_SURFACES]
+
+
+def _cli_surface(name: str, label: str, _tmp: Path) -> None:
+    dict(cli_surfaces(_hostile(name), name))[label]()
 
 
 # -- the TUI ----------------------------------------------------------------------------------
@@ -342,19 +355,14 @@ def check_screen(app, *must_show: str) -> None:
         assert what in text, f"{what!r} is not on screen"
 
 
-async def _steps(tally: Tally, label: str, steps, app=None) -> None:
-    """Run each (name, coroutine function) as one case; after a failure the rest still run
-    (unless ``app`` stopped running: then they fail at once)."""
+async def _steps(label: str, steps, app=None) -> None:
+    """Run each (name, coroutine function) in turn; the first that fails fails the session, named."""
     for name, step in steps:
-        if app is not None and not app.is_running:
-            tally.case(False, f"{label}: {name}: the app is no longer running")
-            continue
+        assert app is None or app.is_running, f"{label}: {name}: the app is no longer running"
         try:
             await step()
-        except Exception as e:  # noqa: BLE001 - a failed step is a failed case, with its cause
-            tally.case(False, f"{label}: {name}: {type(e).__name__}: {str(e)[:600]}")
-        else:
-            tally.case(True)
+        except AssertionError as e:
+            raise AssertionError(f"{label}: {name}: {e}") from e
 
 
 def _failing_embedder(message: str):
@@ -366,8 +374,8 @@ def _failing_embedder(message: str):
     return factory
 
 
-def tui_session(h: Hostile, name: str, tally: Tally) -> None:
-    """One Pilot session on the hostile index: each view that shows its names or metadata is a case."""
+def tui_session(h: Hostile, name: str) -> None:
+    """One Pilot session on the hostile index: each view that shows its names or metadata, in turn."""
     from ragtui.core.textsafe import inline
     from ragtui.tui.screens.compare import CompareScreen
     from ragtui.tui.screens.indexes import IndexScreen
@@ -437,7 +445,7 @@ def tui_session(h: Hostile, name: str, tally: Tally) -> None:
                 check_screen(app, f"loop{first}", f"tok{first}", "2026-01-01")
                 app.pop_screen()
 
-            await _steps(tally, name, [
+            await _steps(name, [
                 ("status line", status_line), ("results and detail", results_and_detail),
                 ("copy chunk_id", copy_chunk_id), ("vector mode refused", vector_mode_refused),
                 ("source view", source_view), ("compare view", compare_view), ("index picker", index_picker),
@@ -449,19 +457,14 @@ def tui_session(h: Hostile, name: str, tally: Tally) -> None:
 TUI_STEPS = 7
 
 
-def run_tui(base: Path, payloads=None) -> tuple[Tally, str]:
-    """Payloads × TUI views: what Textual would write holds no unsafe character, and the names are shown."""
-    tally = Tally("Terminal escapes in metadata and names: TUI")
-    names = list(payloads or PAYLOADS)
-    for name in names:
-        h = build_hostile(base / name, name)
-        before = tally.tried
-        try:
-            tui_session(h, name, tally)
-        except Exception as e:  # noqa: BLE001 - the session itself failed: its remaining steps count as failed
-            for _ in range(TUI_STEPS - (tally.tried - before)):
-                tally.case(False, f"{name}: session: {type(e).__name__}: {str(e)[:600]}")
-    return tally, f"{len(names)} payloads × {TUI_STEPS} views, one Pilot session each (terminal bytes, SVG, title, clipboard)"
+def escape_tui_cases(size: str = "ci") -> list[Case]:
+    """Payloads x TUI views: one Pilot session per payload, its views in turn (each counts as a case)."""
+    names = CI_TUI_PAYLOADS if size == "ci" else tuple(PAYLOADS)
+    return [Case(name, functools.partial(_tui_session, name), TUI_STEPS) for name in names]
+
+
+def _tui_session(name: str, base: Path) -> None:
+    tui_session(build_hostile(base / name, name), name)
 
 
 # -- markup in names --------------------------------------------------------------------------
@@ -478,7 +481,12 @@ MARKUP_INDEX = "[red]idx"
 """A second index whose id (its folder's name) is markup, for the picker."""
 
 
-def run_markup(base: Path) -> tuple[Tally, str]:
+def markup_cases(size: str = "ci") -> list[Case]:
+    """Markup in file and index names: one Pilot session, each name in 4 views, then the index picker."""
+    return [Case("session", check_markup, len(MARKUP_NAMES) * 4 + 1)]
+
+
+def check_markup(base: Path) -> None:
     """Markup in file and index names, in each TUI view that shows names: shown literally, never parsed."""
     from ragtui.core.ingest.sync import sync
     from ragtui.tui.screens.compare import CompareScreen
@@ -486,7 +494,6 @@ def run_markup(base: Path) -> tuple[Tally, str]:
     from ragtui.tui.screens.source import SourceScreen
     from tests.tui import make_app, settled, wait_for
 
-    tally = Tally("Markup in names: TUI")
     folder = base / "src" / "d2"
     for i, name in enumerate(MARKUP_NAMES):
         write(folder / name, f"zqmark{i} notes about markup\n")
@@ -553,16 +560,10 @@ def run_markup(base: Path) -> tuple[Tally, str]:
                 app.pop_screen()
 
             steps.append(("index picker", picker))
-            await _steps(tally, "markup", steps, app)
+            await _steps("markup", steps, app)
             assert app.is_running
 
-    try:
-        asyncio.run(scenario())
-    except Exception as e:  # noqa: BLE001 - the session died (e.g. MarkupError): every case not run fails
-        missing = len(MARKUP_NAMES) * 4 + 1 - tally.tried
-        for _ in range(missing):
-            tally.case(False, f"session: {type(e).__name__}: {str(e)[:600]}")
-    return tally, f"{len(MARKUP_NAMES)} names × 4 views + the index picker"
+    asyncio.run(scenario())
 
 
 # -- broken entries under rag/ ----------------------------------------------------------------
@@ -589,78 +590,96 @@ def make_broken(rag: Path, kind: str) -> list[str]:
     return ["bad"]
 
 
-def run_broken(base: Path, kinds=None) -> tuple[Tally, str]:
-    """Broken entries under rag/, beside a good index and alone: every command and the TUI name them."""
-    from ragtui.core.ingest.sync import sync
-    from tests.tui import make_app, wait_for
+BROKEN_CHECKS = ("info", "info --json", "search", "inspect", "TUI picker", "info, nothing else",
+                 "search, nothing else", "TUI, nothing else")
 
-    tally = Tally("Broken entries under rag/")
-    kinds = list(kinds or BROKEN_KINDS)
-    for kind in kinds:
-        root = base / kind.replace(" ", "-")
+
+def broken_cases(size: str = "ci") -> list[Case]:
+    """Broken entries under rag/, beside a good index and alone: every command and the TUI name them."""
+    kinds = CI_BROKEN_KINDS if size == "ci" else BROKEN_KINDS
+    return [Case(f"{kind}-{label}".replace(" ", "-").replace(",", ""), functools.partial(_broken, kind, label))
+            for kind in kinds for label in BROKEN_CHECKS]
+
+
+def _broken(kind: str, label: str, _tmp: Path) -> None:
+    dict(broken_checks(kind))[label]()
+
+
+def _broken_setup(kind: str):
+    from ragtui.core.ingest.sync import sync
+    from tests.reliability.cases import once
+
+    def build(root: Path):
         good = write(root / "src" / "good" / "g.md", "zqgood words here\n").parent
         with_good, alone = root / "with-good", root / "alone"
         sync(good, artifacts=with_good, embedder=HashEmbedder(), max_tokens=32, overlap=4)
         bad = make_broken(with_good / "rag", kind)
         make_broken(alone / "rag", kind)
+        return good, with_good, alone, bad
 
-        def named(out: str, bad=bad) -> bool:
-            return all(f"rag/{b} is not a usable index" in out for b in bad)
+    return once(("broken", kind), build)
 
-        def info_good(art=with_good, named=named):
-            rc, out, err = run3("info", "--artifacts", str(art))
-            assert rc == 0 and out.split() == ["good"] and named(err), (rc, out, err)
 
-        def info_json(art=with_good, bad=bad):
-            rc, out, _err = run3("info", "--json", "--artifacts", str(art))
-            listing = json.loads(out)
-            assert rc == 0 and listing["indexes"] == ["good"] and [b["index_id"] for b in listing["broken"]] == bad
+def broken_checks(kind: str):
+    """(label, check) for each of ``BROKEN_CHECKS`` on the entries of ``kind``."""
+    from tests.tui import make_app, wait_for
 
-        def search_good(art=with_good, named=named):
-            rc, out, err = run3("search", "zqgood", "--artifacts", str(art))
-            assert rc == 0 and "good/g.md#0" in out and named(err) and "using good" in err, (rc, out, err)
+    good, with_good, alone, bad = _broken_setup(kind)
 
-        def inspect_good(art=with_good, root=good.parent):
-            rc, out, err = run3("inspect", "good/g.md#0", "--artifacts", str(art), "--root", str(root))
-            assert rc == 0 and "fresh" in out, (rc, out, err)
+    def named(out: str, bad=bad) -> bool:
+        return all(f"rag/{b} is not a usable index" in out for b in bad)
 
-        def info_alone(art=alone, named=named):
-            rc, out, err = run3("info", "--artifacts", str(art))  # no usable index: exit 2, as search
-            assert rc == 2 and out == "" and named(err) and err.startswith("ragtui: error: no index"), (rc, out, err)
+    def info_good(art=with_good, named=named):
+        rc, out, err = run3("info", "--artifacts", str(art))
+        assert rc == 0 and out.split() == ["good"] and named(err), (rc, out, err)
 
-        def search_alone(art=alone, named=named):
-            rc, out, err = run3("search", "zqgood", "--artifacts", str(art))
-            assert rc == 2 and named(err) and err.startswith("ragtui: error: no index") and err.count("\n") == 1, err
+    def info_json(art=with_good, bad=bad):
+        rc, out, _err = run3("info", "--json", "--artifacts", str(art))
+        listing = json.loads(out)
+        assert rc == 0 and listing["indexes"] == ["good"] and [b["index_id"] for b in listing["broken"]] == bad
 
-        def tui_picker(art=with_good, bad=bad):
-            from ragtui.tui.screens.indexes import IndexScreen
+    def search_good(art=with_good, named=named):
+        rc, out, err = run3("search", "zqgood", "--artifacts", str(art))
+        assert rc == 0 and "good/g.md#0" in out and named(err) and "using good" in err, (rc, out, err)
 
-            app = make_app(art)
+    def inspect_good(art=with_good, root=good.parent):
+        rc, out, err = run3("inspect", "good/g.md#0", "--artifacts", str(art), "--root", str(root))
+        assert rc == 0 and "fresh" in out, (rc, out, err)
 
-            async def scenario():
-                async with app.run_test(size=(160, 40)) as pilot:
-                    await wait_for(pilot, lambda: app.index_state == "ready", "the good index to open")
-                    app.action_pick_index()
-                    await wait_for(pilot, lambda: isinstance(app.screen, IndexScreen) and app.screen.broken, "picker")
-                    await pilot.pause()
-                    assert app.screen.names == ["good"] and [b for b, _ in app.screen.broken] == bad
-                    check_screen(app, *(f"✗ {b}:" for b in bad))
+    def info_alone(art=alone, named=named):
+        rc, out, err = run3("info", "--artifacts", str(art))  # no usable index: exit 2, as search
+        assert rc == 2 and out == "" and named(err) and err.startswith("ragtui: error: no index"), (rc, out, err)
 
-            asyncio.run(scenario())
+    def search_alone(art=alone, named=named):
+        rc, out, err = run3("search", "zqgood", "--artifacts", str(art))
+        assert rc == 2 and named(err) and err.startswith("ragtui: error: no index") and err.count("\n") == 1, err
 
-        def tui_alone(art=alone, bad=bad):
-            app = make_app(art)
+    def tui_picker(art=with_good, bad=bad):
+        from ragtui.tui.screens.indexes import IndexScreen
 
-            async def scenario():
-                async with app.run_test(size=(160, 40)) as pilot:
-                    await wait_for(pilot, lambda: app.index_state == "missing", "the missing notice")
-                    await pilot.pause()
-                    check_screen(app, "Not usable as an index", *(f"{b}: " for b in bad))
+        app = make_app(art)
 
-            asyncio.run(scenario())
+        async def scenario():
+            async with app.run_test(size=(160, 40)) as pilot:
+                await wait_for(pilot, lambda: app.index_state == "ready", "the good index to open")
+                app.action_pick_index()
+                await wait_for(pilot, lambda: isinstance(app.screen, IndexScreen) and app.screen.broken, "picker")
+                await pilot.pause()
+                assert app.screen.names == ["good"] and [b for b, _ in app.screen.broken] == bad
+                check_screen(app, *(f"✗ {b}:" for b in bad))
 
-        for label, fn in (("info", info_good), ("info --json", info_json), ("search", search_good),
-                          ("inspect", inspect_good), ("TUI picker", tui_picker), ("info, nothing else", info_alone),
-                          ("search, nothing else", search_alone), ("TUI, nothing else", tui_alone)):
-            tally.check(f"{kind}: {label}", fn)
-    return tally, f"{len(kinds)} kinds of broken entry × 8 checks (beside a good index, and alone; CLI and TUI)"
+        asyncio.run(scenario())
+
+    def tui_alone(art=alone, bad=bad):
+        app = make_app(art)
+
+        async def scenario():
+            async with app.run_test(size=(160, 40)) as pilot:
+                await wait_for(pilot, lambda: app.index_state == "missing", "the missing notice")
+                await pilot.pause()
+                check_screen(app, "Not usable as an index", *(f"{b}: " for b in bad))
+
+        asyncio.run(scenario())
+
+    return list(zip(BROKEN_CHECKS, (info_good, info_json, search_good, inspect_good, tui_picker, info_alone,
+                                    search_alone, tui_alone)))

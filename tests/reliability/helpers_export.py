@@ -15,8 +15,10 @@ another exception, never a hang.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
+import shutil
 import signal
 from pathlib import Path
 
@@ -24,7 +26,7 @@ from ragtui.core.errors import IndexFormatError
 from ragtui.core.export.reader import read_export
 from ragtui.core.export.writer import export_files, export_to
 from ragtui.core.index.index_format import read_index
-from tests.reliability.helpers import Tally
+from tests.reliability.cases import Case
 from tests.reliability.helpers_mutations import BYTE_MUTATIONS, INDEX_ID, base_files
 
 HANG_SECONDS = 30
@@ -218,25 +220,39 @@ def judge(site: Path) -> tuple[str | None, str]:
 
 
 
-def run_export_fuzz(base: Path, per_file: int = 1000, seed: str = "export") -> dict[str, tuple[Tally, dict[str, int]]]:
-    """``per_file`` corruptions of each export file: {file: (Tally, outcome counts)}."""
-    site = base_export(base)
-    assert judge(site) == (None, "accepted"), "the pristine export is not read correctly"
-    out = {}
-    for rel in FILES:
-        path = site / rel
-        pristine = path.read_bytes()
-        rng = random.Random(f"{seed}-{rel}")
-        tally = Tally(f"Corrupt Seekite export {rel.rsplit('/', 1)[-1]}")
-        outcomes: dict[str, int] = {}
-        for i in range(per_file):
-            kind, data = mutate_export_file(rel, pristine, rng)
-            path.unlink()
-            path.write_bytes(data)
-            problem, outcome = judge(site)
-            outcomes[outcome] = outcomes.get(outcome, 0) + 1
-            tally.case(problem is None, f"{rel} case {i} ({kind}): {problem} [bytes {data[:120]!r}]")
-        path.unlink()
-        path.write_bytes(pristine)
-        out[rel] = (tally, outcomes)
-    return out
+EXPORT_PER_FILE = {"ci": 1000, "full": 1000}
+
+
+def _pristine_site() -> Path:
+    from tests.reliability.cases import once
+
+    return once("export-site", base_export)
+
+
+@functools.cache
+def export_mutations(rel: str, n: int, seed: str = "export") -> list[tuple[str, bytes]]:
+    """The first ``n`` mutations of export file ``rel`` (one random stream per file and seed)."""
+    pristine = (_pristine_site() / rel).read_bytes()
+    rng = random.Random(f"{seed}-{rel}")
+    return [mutate_export_file(rel, pristine, rng) for _ in range(n)]
+
+
+def check_export_corrupt(rel: str, i: int, n: int, tmp: Path) -> str:
+    """Mutation ``i`` of ``rel``: refused naming a file of the export, or accepted and still searchable.
+    Returns the outcome (``accepted`` or ``rejected: NAME``)."""
+    kind, data = export_mutations(rel, n)[i]
+    site = tmp / "site"
+    if not site.exists():  # a folder shared with the other cases of a group: only the mutated file changes
+        shutil.copytree(_pristine_site(), site)
+    path = site / rel
+    path.unlink()
+    path.write_bytes(data)
+    problem, outcome = judge(site)
+    assert problem is None, f"{rel} case {i} ({kind}): {problem} [bytes {data[:120]!r}]"
+    return outcome
+
+
+def export_corrupt_cases(size: str = "ci") -> list[Case]:
+    """``per_file`` generated corruptions of each file of a Seekite export: ``search/corpus.json-17``."""
+    n = EXPORT_PER_FILE[size]
+    return [Case(f"{rel}-{i}", functools.partial(check_export_corrupt, rel, i, n)) for rel in FILES for i in range(n)]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import shutil
 from pathlib import Path
@@ -19,7 +20,8 @@ from pathlib import Path
 from ragtui.core.errors import StorageError
 from ragtui.core.ingest import publish as publish_mod
 from ragtui.core.ingest.publish import FsOps
-from tests.reliability.helpers import Tally, leftovers, make_folder, run_sync, snapshot
+from tests.reliability.cases import Case
+from tests.reliability.helpers import leftovers, make_folder, run_sync, snapshot
 
 OPS = ("open", "write", "fsync", "close", "mkdir", "rename", "exchange", "symlink", "unlink", "rmdir")
 ERRNOS = (errno.ENOSPC, errno.EIO, errno.EACCES)
@@ -243,44 +245,54 @@ def check_fault_case(base: Path, op: str, err: int, nth: int, persistent: bool, 
     assert leftovers(art) == [], f"left behind after the next run: {leftovers(art)}"
 
 
-def run_io_matrix(base: Path, errnos=ERRNOS, every_occurrence: bool = True) -> Tally:
-    """Every kind of call × errno × (once at each occurrence | persistently)."""
-    names = ", ".join(errno.errorcode[e] for e in errnos)
-    tally = Tally(f"I/O errors ({names}) on each open, write, fsync, close, mkdir, rename, ..., once and always")
-    counts = count_calls(base / "count")
-    folder, art, _ = _fresh(base / "new")
-    run_sync(folder, art)
-    new = snapshot(art / "rag" / "docs")
-    shutil.rmtree(base / "new", ignore_errors=True)
-    k = 0
+FULL_ERRNOS = (errno.ENOSPC, errno.EIO, errno.EACCES, errno.EROFS, errno.EDQUOT)
+
+
+def _matrix_base() -> tuple[dict[str, int], dict]:
+    """(how often a publishing sync makes each kind of call, the index it publishes)."""
+    from tests.reliability.cases import once
+
+    def build(base: Path):
+        counts = count_calls(base / "count")
+        folder, art, _ = _fresh(base / "new")
+        run_sync(folder, art)
+        return counts, snapshot(art / "rag" / "docs")
+
+    return once("io-matrix", build)
+
+
+def io_matrix_cases(size: str = "ci", every_occurrence: bool = True) -> list[Case]:
+    """Every kind of call x errno x (once at each occurrence | persistently): ``fsync-2-EIO``, ``fsync-every-EIO``."""
+    counts = _matrix_base()[0]
+    out = []
     for op in OPS:
         n = counts[op]
         nths = list(range(1, n + 1)) if every_occurrence else sorted({1, n} - {0}) if n else []
         plans = [(nth, False) for nth in nths] + ([(1, True)] if n else [])
-        for err in errnos:
+        for err in ERRNOS if size == "ci" else FULL_ERRNOS:
             for nth, persistent in plans:
-                k += 1
-                label = f"{op} #{nth if not persistent else 'every'} {errno.errorcode[err]}"
-                case = base / f"c{k}"
-                tally.check(label, lambda case=case, op=op, err=err, nth=nth, p=persistent:
-                            check_fault_case(case, op, err, nth, p, new))
-                shutil.rmtree(case, ignore_errors=True)
-    return tally
+                label = f"{op}-{nth if not persistent else 'every'}-{errno.errorcode[err]}"
+                out.append(Case(label, functools.partial(_matrix_case, op, err, nth, persistent)))
+    return out
 
 
-def run_durability(base: Path) -> Tally:
+def _matrix_case(op: str, err: int, nth: int, persistent: bool, case: Path) -> None:
+    check_fault_case(case, op, err, nth, persistent, _matrix_base()[1])
+
+
+def durability_cases(size: str = "ci") -> list[Case]:
     """The recorded order of a first publish, an update and an adoption, with writes of several sizes."""
-    from tests.reliability.helpers_kill import SCENARIOS, _prepare
+    from tests.reliability.helpers_kill import SCENARIOS
 
-    tally = Tally("Durability order (files, then folder, flushed before the link; rag/ after)")
-    for scenario in SCENARIOS:
-        for write_max in (None, 7, 512, 4096):
-            def case(scenario=scenario, write_max=write_max):
-                folder, art = _prepare(base / f"{scenario}-{write_max}", scenario)
-                with using_ops(RecordingOps(write_max=write_max)) as rec:
-                    run_sync(folder, art)
-                problems = durability_problems(rec.calls, art / "rag")
-                assert problems == [], problems
+    return [Case(f"{scenario}-{write_max or 'any'}", functools.partial(check_durability, scenario, write_max))
+            for scenario in SCENARIOS for write_max in (None, 7, 512, 4096)]
 
-            tally.check(f"{scenario}, writes of {write_max or 'any'} bytes", case)
-    return tally
+
+def check_durability(scenario: str, write_max: int | None, base: Path) -> None:
+    from tests.reliability.helpers_kill import _prepare
+
+    folder, art = _prepare(base, scenario)
+    with using_ops(RecordingOps(write_max=write_max)) as rec:
+        run_sync(folder, art)
+    problems = durability_problems(rec.calls, art / "rag")
+    assert problems == [], problems

@@ -11,6 +11,7 @@ and holds exactly the documents expected, with the right text.
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import stat
@@ -18,7 +19,8 @@ from pathlib import Path
 
 from ragtui.core import files as reader
 from ragtui.core.index.index_format import read_index
-from tests.reliability.helpers import Tally, write
+from tests.reliability.cases import Case
+from tests.reliability.helpers import write
 
 INDEXED = "indexed"
 SECRET = "TOPSECRET-OUTSIDE-THE-FOLDER"
@@ -189,48 +191,97 @@ def check_report(folder: Path, art: Path, report, expect: dict, recorder: OpenRe
     return problems
 
 
-def run_hostile(base: Path) -> Tally:
-    """The hostile folder: one case per file, and three for the whole run (nothing from outside in the
-    index and nothing irregular or outside opened; a second sync writes nothing; the size limit is
-    checked before reading)."""
+def _hostile_folder() -> tuple[Path, dict]:
+    from tests.reliability.cases import once
+
+    return once("hostile-folder", build_hostile)
+
+
+def hostile_run():
+    """(folder, artifacts, report, expected outcomes, problems, open recorder) of one sync of the hostile folder."""
+    from tests.reliability.cases import once
     from tests.reliability.helpers import run_sync
 
-    tally = Tally("Hostile documents (binary, bad UTF-8, 2 GiB, 10 MB line, FIFO, devices, links, odd names)")
-    folder, expect = build_hostile(base)
-    art = base / "art"
-    with OpenRecorder() as rec:
-        report = run_sync(folder, art)
-    problems = check_report(folder, art, report, expect, rec)
-    for rel in expect:
-        tally.case(not any(repr(rel) in p for p in problems), f"{rel!r}: " + "; ".join(p for p in problems if repr(rel) in p))
+    def build(base: Path):
+        folder, expect = _hostile_folder()
+        art = base / "art"
+        with OpenRecorder() as rec:
+            report = run_sync(folder, art)
+        return folder, art, report, expect, check_report(folder, art, report, expect, rec), rec
+
+    return once("hostile-run", build)
+
+
+def _safe_id(rel: str) -> str:
+    return "".join(c if c.isascii() and (c.isalnum() or c in "._-") else "_" for c in rel)
+
+
+def hostile_cases(size: str = "ci") -> list[Case]:
+    """One case per hostile file (skipped with its reason or indexed correctly), one for the whole run
+    (nothing from outside in the index, nothing irregular or outside opened), a second sync that writes
+    nothing, and the size limit checked before reading."""
+    _, expect = _hostile_folder()
+    out = [Case(f"{k:02d}-{_safe_id(rel)}", functools.partial(_hostile_file, rel)) for k, rel in enumerate(expect)]
+    return out + [Case("the-run", _hostile_general), Case("second-sync-writes-nothing", _hostile_again),
+                  Case("size-limit-before-reading", _size_limit)]
+
+
+def _hostile_file(rel: str, _tmp: Path) -> None:
+    problems = [p for p in hostile_run()[4] if repr(rel) in p]
+    assert problems == [], f"{rel!r}: {problems}"
+
+
+def _hostile_general(_tmp: Path) -> None:
+    _, _, report, expect, problems, _ = hostile_run()
     general = [p for p in problems if not any(repr(rel) in p for rel in expect)]
-    tally.case(general == [], "; ".join(general))
-    tally.check("a second sync writes nothing", lambda: _assert(not run_sync(folder, art).published))
-    tally.check("size limit checked before reading", lambda: _size_limit(base / "limit"))
-    return tally
+    assert general == [] and report.published, general
 
 
-def run_same_name(base: Path, n: int = 5000) -> Tally:
-    """``n`` folders each holding notes.md: one case per file (indexed under its own doc_id, with its text)."""
+def _hostile_again(_tmp: Path) -> None:
     from tests.reliability.helpers import run_sync
 
-    tally = Tally(f"{n:,} files with the same name in different folders")
-    folder = base / "docs"
-    for i in range(n):
-        write(folder / f"d{i:05d}" / "notes.md", f"Notes number {i}.\n")
-    art = base / "art"
-    run_sync(folder, art)
-    data = read_index(art / "rag" / "docs")
-    texts = {r.doc_id: r.text.strip() for r in data.records}
-    for i in range(n):
-        doc_id = f"docs/d{i:05d}/notes.md"
-        tally.case(texts.get(doc_id) == f"Notes number {i}.", f"{doc_id}: {texts.get(doc_id)!r}")
-    tally.check("a second sync writes nothing", lambda: _assert(not run_sync(folder, art).published))
-    return tally
+    folder, art, *_ = hostile_run()
+    assert not run_sync(folder, art).published, "a second sync of an unchanged folder published"
 
 
-def _assert(ok: bool) -> None:
-    assert ok
+def _same_name_index(n: int):
+    from tests.reliability.cases import once
+    from tests.reliability.helpers import run_sync
+
+    def build(base: Path):
+        folder = base / "docs"
+        for i in range(n):
+            write(folder / f"d{i:05d}" / "notes.md", f"Notes number {i}.\n")
+        art = base / "art"
+        run_sync(folder, art)
+        texts = {r.doc_id: r.text.strip() for r in read_index(art / "rag" / "docs").records}
+        return folder, art, texts
+
+    return once(("same-name", n), build)
+
+
+SAME_NAME = {"ci": 2000, "full": 5000}
+
+
+def same_name_cases(size: str = "ci") -> list[Case]:
+    """``n`` folders each holding notes.md: one case per file (indexed under its own doc_id, with its
+    text), and a second sync that writes nothing."""
+    n = SAME_NAME[size]
+    return [Case(f"d{i:05d}", functools.partial(_same_name_file, n, i)) for i in range(n)] + [
+        Case("second-sync-writes-nothing", functools.partial(_same_name_again, n))]
+
+
+def _same_name_file(n: int, i: int, _tmp: Path) -> None:
+    doc_id = f"docs/d{i:05d}/notes.md"
+    got = _same_name_index(n)[2].get(doc_id)
+    assert got == f"Notes number {i}.", f"{doc_id}: {got!r}"
+
+
+def _same_name_again(n: int, _tmp: Path) -> None:
+    from tests.reliability.helpers import run_sync
+
+    folder, art, _ = _same_name_index(n)
+    assert not run_sync(folder, art).published, "a second sync of an unchanged folder published"
 
 
 def _size_limit(base: Path) -> None:

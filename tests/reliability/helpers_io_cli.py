@@ -16,20 +16,19 @@ Two kinds of runs:
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
-from tests.reliability.helpers import (
-    Tally,
-    leftovers,
-    make_folder,
-    one_clear_line,
-    ragtui,
-    snapshot,
-)
+import pytest
+
+from tests.helpers.cli import one_error_line as one_clear_line
+from tests.helpers.cli import run
+from tests.reliability.cases import Case
+from tests.reliability.helpers import leftovers, make_folder, snapshot
 from tests.reliability.helpers_child import ForkServer
 
 CLI_OPS = ("write", "fsync", "rename")
@@ -71,30 +70,32 @@ def check_cli_fault(server: ForkServer, base: Path, fault: dict, publish_fails: 
     assert leftovers(art) == [], f"left behind: {leftovers(art)}"
 
 
-def run_cli_faults(base: Path, server: ForkServer) -> Tally:
-    tally = Tally("`ragtui ingest` under I/O errors (exit 3, one line, index intact)")
-    k = 0
+def cli_fault_cases(size: str = "ci") -> list[Case]:
+    """``ragtui ingest`` (the CLI's main in a forked child) with each call of the publish failing:
+    ``write-once-ENOSPC``, ``rename-every-EIO``; then the writer's state file failing after a publish."""
+    out = []
     for op in CLI_OPS:
         for err in ERRNOS:
             for persistent in (False, True):
-                k += 1
                 fault = {"op": op, "errno": err, "match": "/rag/.gen/", "persistent": persistent}
-                label = f"{op} {'every' if persistent else 'once'} {errno.errorcode[err]}"
-                tally.check(label, lambda k=k, fault=fault: check_cli_fault(server, base / f"f{k}", fault))
-                shutil.rmtree(base / f"f{k}", ignore_errors=True)
+                label = f"{op}-{'every' if persistent else 'once'}-{errno.errorcode[err]}"
+                out.append(Case(label, functools.partial(_cli_fault, fault, True)))
     for op in ("open", "write", "rename"):  # the state file after a successful publish
-        k += 1
         fault = {"op": op, "errno": errno.ENOSPC, "match": "state.bin", "persistent": True}
-        tally.check(f"state file {op} ENOSPC", lambda k=k, fault=fault:
-                    check_cli_fault(server, base / f"f{k}", fault, publish_fails=False))
-        shutil.rmtree(base / f"f{k}", ignore_errors=True)
-    return tally
+        out.append(Case(f"state-file-{op}-ENOSPC", functools.partial(_cli_fault, fault, False)))
+    return out
+
+
+def _cli_fault(fault: dict, publish_fails: bool, base: Path) -> None:
+    from tests.reliability.cases import fork_server
+
+    check_cli_fault(fork_server(), base, fault, publish_fails=publish_fails)
 
 
 # -- real filesystems -------------------------------------------------------------------------------
 
 
-class Skip(Exception):
+class Skip(pytest.skip.Exception):
     """This environment cannot produce the fault (no root, no mount)."""
 
 
@@ -126,7 +127,7 @@ def _fill(fs: Path) -> Path:
 
 
 def _ingest(folder: Path, art: Path, **kw):
-    return ragtui("ingest", str(folder), "--artifacts", str(art), **kw)
+    return run("ingest", str(folder), "--artifacts", str(art), **kw)
 
 
 def _indexed_on_tmpfs(base: Path, size: str) -> tuple[Path, Path, Path, dict]:
@@ -221,21 +222,17 @@ REAL_CASES = {"full disk (tmpfs)": check_full_disk, "read-only filesystem": chec
               "permission denied (unprivileged user)": check_permission_denied}
 
 
-def run_real_fs_faults(server: ForkServer) -> tuple[Tally, list[str]]:
-    """(tally, skipped reasons)."""
-    tally, skipped = Tally("Real filesystem faults: full tmpfs, read-only remount, EACCES"), []
-    for label, fn in REAL_CASES.items():
-        # Under /tmp itself, not the test's private folder: another user must reach it.
-        case = Path(tempfile.mkdtemp(prefix="ragtui-reliability-"))
-        try:
-            fn(case, server) if fn is check_permission_denied else fn(case)
-        except Skip as s:
-            skipped.append(f"{label}: {s}")
-            continue
-        except Exception as e:  # noqa: BLE001
-            tally.case(False, f"{label}: {type(e).__name__}: {e}")
-            continue
-        finally:
-            shutil.rmtree(case, ignore_errors=True)
-        tally.case(True)
-    return tally, skipped
+def real_fs_cases(size: str = "ci") -> list[Case]:
+    """A full tmpfs, a read-only remount, a folder the user may not write; skipped where they cannot be made."""
+    return [Case(label.split(" (")[0].replace(" ", "-"), functools.partial(_real_case, fn)) for label, fn in REAL_CASES.items()]
+
+
+def _real_case(fn, _tmp: Path) -> None:
+    from tests.reliability.cases import fork_server
+
+    # Under /tmp itself, not the test's private folder: another user must reach it.
+    case = Path(tempfile.mkdtemp(prefix="ragtui-reliability-"))
+    try:
+        fn(case, fork_server()) if fn is check_permission_denied else fn(case)
+    finally:
+        shutil.rmtree(case, ignore_errors=True)

@@ -13,7 +13,7 @@ replaces an index another tool wrote as a plain directory. After each kill:
   publishes exactly the next generation and leaves nothing behind
   (no ``*.tmp``, no stale generation, no journal).
 
-``run_export_kill_harness`` does the same for ``ragtui export`` (scenarios
+``export_kill_cases`` does the same for ``ragtui export`` (scenarios
 ``new``, ``empty``, ``replace``): after each kill the target holds the old or
 the new export, never nothing, and the next export gives the new one and
 leaves nothing beside it (no ``.site.export-<pid>``, no ``.site.old-<pid>``).
@@ -21,13 +21,15 @@ leaves nothing beside it (no ``.site.export-<pid>``, no ``.site.old-<pid>``).
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
 from pathlib import Path
 
 from ragtui.core.errors import IndexMissingError
-from tests.reliability.helpers import MAX_TOKENS, OVERLAP, Tally, doc_text, leftovers, make_folder, run_sync, snapshot
+from tests.reliability.cases import Case
+from tests.reliability.helpers import MAX_TOKENS, OVERLAP, doc_text, leftovers, make_folder, run_sync, snapshot
 from tests.reliability.helpers_child import ForkServer
 
 WRITE_MAX = 2048
@@ -79,45 +81,55 @@ def count_steps(server: ForkServer, base: Path, scenario: str = "update") -> tup
     return steps, old, snapshot(art / "rag" / "docs")
 
 
-def run_kill_harness(base: Path, server: ForkServer, scenario: str = "update", every: int = 1) -> tuple[Tally, list[str]]:
-    """Kill at every ``every``-th step (1: all of them); return the tally and the step list."""
-    steps, old, new = count_steps(server, base / "count", scenario)
-    tally = Tally("Writer killed (SIGKILL) at each I/O step of a publish")
-    points = list(range(1, len(steps) + 2, every))
-    if points[-1] != len(steps) + 1:
-        points.append(len(steps) + 1)
-    for n in points:
-        case = base / f"kill{n}"
-        label = f"kill before step {n}" + (f" ({steps[n - 1]})" if n <= len(steps) else " (after the last step)")
+def _counted(scenario: str) -> tuple[list[str], dict | None, dict]:
+    from tests.reliability.cases import fork_server, once
 
-        def check(case=case, n=n):
-            folder, art = _prepare(case, scenario)
-            answer = server.run(_job(folder, art, kill_at=n))
-            expect_signal = signal.SIGKILL if n <= len(steps) else None
-            assert answer["signal"] == expect_signal, f"child ended {answer}"
-            after_kill = _snapshot_or_none(art / "rag" / "docs")
-            assert after_kill in (old, new), "the index is neither the old nor the new generation"
-            report = run_sync(folder, art)
-            assert snapshot(art / "rag" / "docs") == new, "the next sync did not give the new generation"
-            assert leftovers(art) == [], f"left behind: {leftovers(art)}"
-            # Only what the dead writer had not embedded (or journaled) is embedded again.
-            assert report.chunks_embedded <= _embedded_by_full_run(base, scenario), "re-embedded more than a full run"
-
-        tally.check(label, check)
-        shutil.rmtree(case, ignore_errors=True)
-    return tally, steps
+    return once(("kill-count", scenario), lambda base: count_steps(fork_server(), base, scenario))
 
 
-_FULL: dict[tuple[Path, str], int] = {}
+def _step_id(scenario: str, n: int, steps: list[str]) -> str:
+    return f"{scenario}-{n}-{steps[n - 1].split()[1]}" if n <= len(steps) else f"{scenario}-{n}-after-the-last"
 
 
-def _embedded_by_full_run(base: Path, scenario: str) -> int:
+def kill_cases(size: str = "ci", scenarios=SCENARIOS, every: int = 1) -> list[Case]:
+    """One case per kill point: before each step of a publish (1 .. the last), and after the last.
+
+    The steps are counted by one traced publish of the scenario; ids read ``update-17-write``."""
+    out = []
+    for scenario in scenarios:
+        steps = _counted(scenario)[0]
+        points = list(range(1, len(steps) + 2, every))
+        if points[-1] != len(steps) + 1:
+            points.append(len(steps) + 1)
+        out += [Case(_step_id(scenario, n, steps), functools.partial(check_kill, scenario, n)) for n in points]
+    return out
+
+
+def check_kill(scenario: str, n: int, case: Path) -> None:
+    """Kill the publishing child before step ``n``; then old or new index, and the next sync completes."""
+    from tests.reliability.cases import fork_server
+
+    server = fork_server()
+    steps, old, new = _counted(scenario)
+    folder, art = _prepare(case, scenario)
+    answer = server.run(_job(folder, art, kill_at=n))
+    expect_signal = signal.SIGKILL if n <= len(steps) else None
+    assert answer["signal"] == expect_signal, f"child ended {answer}"
+    after_kill = _snapshot_or_none(art / "rag" / "docs")
+    assert after_kill in (old, new), "the index is neither the old nor the new generation"
+    report = run_sync(folder, art)
+    assert snapshot(art / "rag" / "docs") == new, "the next sync did not give the new generation"
+    assert leftovers(art) == [], f"left behind: {leftovers(art)}"
+    # Only what the dead writer had not embedded (or journaled) is embedded again.
+    full = _embedded_by_full_run(scenario)
+    assert report.chunks_embedded <= full, f"re-embedded {report.chunks_embedded} chunks, more than a full run's {full}"
+
+
+def _embedded_by_full_run(scenario: str) -> int:
     """Chunks a plain (unkilled) sync of the scenario embeds."""
-    if (base, scenario) not in _FULL:
-        folder, art = _prepare(base / "full", scenario)
-        _FULL[base, scenario] = run_sync(folder, art).chunks_embedded
-        shutil.rmtree(base / "full", ignore_errors=True)
-    return _FULL[base, scenario]
+    from tests.reliability.cases import once
+
+    return once(("kill-full", scenario), lambda base: run_sync(*_prepare(base, scenario)).chunks_embedded)
 
 
 # -- the export ----------------------------------------------------------------------------------
@@ -165,35 +177,47 @@ def _prepare_export(base: Path, scenario: str, server: ForkServer) -> tuple[Path
     return art, out
 
 
-def run_export_kill_harness(base: Path, server: ForkServer, scenario: str = "replace") -> tuple[Tally, list[str]]:
-    """``ragtui export`` killed before each of its steps: the target holds the old or the new export, never
-    nothing (``new``: nothing or the new export), and the next export leaves nothing else beside it."""
-    count = base / "count"
-    art, out = _prepare_export(count, scenario, server)
-    old = tree(out)
-    log = count / "steps.log"
-    answer = server.run(_export_job(art, out, NEW_STAMP, log=str(log)))
-    if answer["exit"] != 0:
-        raise RuntimeError(f"the counting export failed: {answer}")
-    steps = log.read_text(encoding="utf-8").splitlines()
-    new = tree(out)
-    assert new is not None and new != old
-    tally = Tally("Export killed (SIGKILL) before each of its steps")
-    for n in range(1, len(steps) + 2):
-        case = base / f"kill{n}"
-        label = f"{scenario}: kill before step {n}" + (f" ({steps[n - 1]})" if n <= len(steps) else " (after the last)")
+def _export_counted(scenario: str) -> tuple[list[str], dict | None, dict]:
+    from tests.reliability.cases import fork_server, once
 
-        def check(case=case, n=n):
-            art, out = _prepare_export(case, scenario, server)
-            answer = server.run(_export_job(art, out, NEW_STAMP, kill_at=n))
-            assert answer["signal"] == (signal.SIGKILL if n <= len(steps) else None), f"child ended {answer}"
-            after = tree(out)
-            assert after == old or after == new, "the target holds neither the old nor the new export"
-            answer = server.run(_export_job(art, out, NEW_STAMP))
-            assert answer["exit"] == 0, f"the next export failed: {answer}"
-            assert tree(out) == new, "the next export did not give the new export"
-            assert sorted(os.listdir(out.parent)) == ["site"], f"left beside it: {sorted(os.listdir(out.parent))}"
+    def count(base: Path):
+        server = fork_server()
+        art, out = _prepare_export(base, scenario, server)
+        old = tree(out)
+        log = base / "steps.log"
+        answer = server.run(_export_job(art, out, NEW_STAMP, log=str(log)))
+        if answer["exit"] != 0:
+            raise RuntimeError(f"the counting export failed: {answer}")
+        new = tree(out)
+        assert new is not None and new != old, "the counting export did not change the target"
+        return log.read_text(encoding="utf-8").splitlines(), old, new
 
-        tally.check(label, check)
-        shutil.rmtree(case, ignore_errors=True)
-    return tally, steps
+    return once(("export-count", scenario), count)
+
+
+def export_kill_cases(size: str = "ci", scenarios=EXPORT_SCENARIOS) -> list[Case]:
+    """``ragtui export`` killed before each of its steps, and after the last: one case per kill point."""
+    out = []
+    for scenario in scenarios:
+        steps = _export_counted(scenario)[0]
+        out += [Case(_step_id(scenario, n, steps), functools.partial(check_export_kill, scenario, n))
+                for n in range(1, len(steps) + 2)]
+    return out
+
+
+def check_export_kill(scenario: str, n: int, case: Path) -> None:
+    """The target holds the old or the new export, never nothing (``new``: nothing or the new export), and
+    the next export leaves nothing else beside it."""
+    from tests.reliability.cases import fork_server
+
+    server = fork_server()
+    steps, old, new = _export_counted(scenario)
+    art, out = _prepare_export(case, scenario, server)
+    answer = server.run(_export_job(art, out, NEW_STAMP, kill_at=n))
+    assert answer["signal"] == (signal.SIGKILL if n <= len(steps) else None), f"child ended {answer}"
+    after = tree(out)
+    assert after == old or after == new, "the target holds neither the old nor the new export"
+    answer = server.run(_export_job(art, out, NEW_STAMP))
+    assert answer["exit"] == 0, f"the next export failed: {answer}"
+    assert tree(out) == new, "the next export did not give the new export"
+    assert sorted(os.listdir(out.parent)) == ["site"], f"left beside it: {sorted(os.listdir(out.parent))}"

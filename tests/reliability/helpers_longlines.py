@@ -23,6 +23,7 @@ caller's pytest timeout only turn a hang into a failure.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
@@ -33,7 +34,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tests.reliability.helpers import REPO_ROOT, Tally, write
+import pytest
+
+from tests.reliability.cases import Case
+from tests.reliability.helpers import REPO_ROOT, write
 
 WORK_PER_CHAR = 4.0
 """Characters tokenized per document character, at most (measured: 2.2 to 3.2)."""
@@ -163,26 +167,39 @@ def check_chunks(doc: str, chunks, tok, max_tokens: int, every: int = 25) -> lis
     return problems
 
 
-def run_long_lines(base: Path, kinds=tuple(KINDS)) -> tuple[Tally, str]:
-    """Two cases per document (linear work, correct chunks); notes give the work per character."""
-    from ragtui.core.ingest.chunker import DEFAULT_MAX_TOKENS, chunk_text
+def long_line_cases(size: str = "ci", kinds=None) -> list[Case]:
+    """Two cases per long single-line document: linear tokenizing work, and correct chunks."""
+    names = kinds or (CI_KINDS if size == "ci" else tuple(KINDS))
+    return [Case(f"{name.replace(' ', '-')}-{what}", functools.partial(_long_line, name, what))
+            for name in names for what in ("linear-work", "chunks")]
 
-    tally = Tally("long single-line documents: chunked linearly")
-    tok = wordllama_tokenizer()
-    if tok is None:
-        return tally, "wordllama not installed: skipped"
-    notes = []
-    for name in kinds:
+
+def _chunked(name: str):
+    """(document, chunks, characters tokenized per character) of one kind, chunked once per run."""
+    from ragtui.core.ingest.chunker import chunk_text
+    from tests.reliability.cases import shared
+
+    def chunk():
         kind, size = KINDS[name]
         doc = make_doc(kind, size)
-        counting = CountingTokenizer(tok)
+        counting = CountingTokenizer(wordllama_tokenizer())
         chunks = chunk_text(doc, counting)
-        per_char = counting.chars / len(doc)
-        notes.append(f"{name}: {len(chunks):,} chunks, {per_char:.2f} chars tokenized per char")
-        tally.case(per_char <= WORK_PER_CHAR, f"{name}: {per_char:.1f} characters tokenized per character")
-        problems = check_chunks(doc, chunks, tok, DEFAULT_MAX_TOKENS)
-        tally.case(not problems and len(chunks) > size // 5000, f"{name}: {problems[:3]}")
-    return tally, "; ".join(notes)
+        return doc, chunks, counting.chars / len(doc)
+
+    return shared(("long-line", name), chunk)
+
+
+def _long_line(name: str, what: str, _tmp: Path) -> None:
+    from ragtui.core.ingest.chunker import DEFAULT_MAX_TOKENS
+
+    if wordllama_tokenizer() is None:
+        pytest.skip("wordllama's tokenizer is not installed")
+    doc, chunks, per_char = _chunked(name)
+    if what == "linear-work":
+        assert per_char <= WORK_PER_CHAR, f"{name}: {per_char:.1f} characters tokenized per character"
+    else:
+        problems = check_chunks(doc, chunks, wordllama_tokenizer(), DEFAULT_MAX_TOKENS)
+        assert not problems and len(chunks) > KINDS[name][1] // 5000, f"{name}: {len(chunks)} chunks, {problems[:3]}"
 
 
 AS_LIMIT = 640 << 20
@@ -195,12 +212,12 @@ def _limit_address_space() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (AS_LIMIT, AS_LIMIT))
 
 
-def run_ingest_long_line(base: Path, size: int = 3_000_000, timeout: float = 300) -> Tally:
+def check_ingest_long_line(size: int, base: Path, timeout: float = 300) -> int:
     """``ragtui ingest`` of a folder with one line of minified JSON, in ``AS_LIMIT`` of address
-    space: it exits 0 (within ``timeout`` seconds, 30 times what it takes) and indexes it whole."""
-    tally = Tally("ingest of a long single-line document in bounded memory")
+    space: it exits 0 (within ``timeout`` seconds, 30 times what it takes) and indexes it whole.
+    Two cases: the exit, and the chunks."""
     if wordllama_tokenizer() is None:
-        return tally
+        pytest.skip("wordllama's tokenizer is not installed")
     folder = base / "oneline"
     doc = json_line(size)
     write(folder / "data.json.txt", doc)
@@ -216,25 +233,17 @@ def run_ingest_long_line(base: Path, size: int = 3_000_000, timeout: float = 300
             capture_output=True, text=True, env=env, cwd=base, timeout=timeout, preexec_fn=_limit_address_space,
         )
     except subprocess.TimeoutExpired:
-        tally.case(False, f"no exit within {timeout:.0f} s")
-        return tally
-    tally.case(proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr.strip()[-300:]}")
-    if proc.returncode == 0:
-        from ragtui.core.index.index_format import read_index
+        raise AssertionError(f"no exit within {timeout:.0f} s") from None
+    assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr.strip()[-300:]}"
+    from ragtui.core.index.index_format import read_index
 
-        records = read_index(art / "rag" / "oneline").records
-        ok = len(records) > size // 500 and records[0].text == doc[: len(records[0].text)]
-        tally.case(ok and doc.endswith(records[-1].text), f"{len(records)} chunks indexed")
-    return tally
+    records = read_index(art / "rag" / "oneline").records
+    ok = len(records) > size // 500 and records[0].text == doc[: len(records[0].text)]
+    assert ok and doc.endswith(records[-1].text), f"{len(records)} chunks indexed"
+    return 2
 
 
-def run_ingest_long_lines(base: Path, sizes=(3_000_000, 10_000_000)) -> Tally:
-    """``run_ingest_long_line`` for each size (full size: 3 MB and 10 MB of minified JSON)."""
-    tally = Tally("ingest of long single-line documents in bounded memory")
-    for i, size in enumerate(sizes):
-        sub = base / f"ingest-{i}"
-        sub.mkdir(parents=True, exist_ok=True)
-        part = run_ingest_long_line(sub, size)
-        part.failures = [f"{size:,} characters: {f}" for f in part.failures]
-        tally.merge(part)
-    return tally
+def ingest_long_line_cases(size: str = "ci") -> list[Case]:
+    """3 MB of minified JSON on one line (full size: and 10 MB), ingested in bounded address space."""
+    sizes = (3_000_000,) if size == "ci" else (3_000_000, 10_000_000)
+    return [Case(f"{n // 1_000_000}-MB", functools.partial(check_ingest_long_line, n), 2) for n in sizes]

@@ -14,6 +14,7 @@ else came back and the search after the cases was answered with results.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import subprocess
@@ -21,7 +22,7 @@ import sys
 from pathlib import Path
 
 from ragtui.mcp.wire import MAX_LINE_BYTES
-from tests.reliability.helpers import Tally
+from tests.reliability.cases import Case
 
 INIT = {"jsonrpc": "2.0", "id": "init", "method": "initialize",
         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
@@ -97,9 +98,11 @@ def _key(value: object) -> str:
     return json.dumps(value, ensure_ascii=True)
 
 
-def run_protocol_errors(art: Path) -> Tally:
-    """Every case of ``cases()`` sent to one ``ragtui mcp --artifacts art`` (an index of cats.md must be there)."""
-    tally = Tally("MCP protocol errors: every malformed case gets exactly one answer")
+def protocol_verdicts(art: Path) -> dict[str, str | None]:
+    """Every case of ``cases()`` sent to one ``ragtui mcp --artifacts art`` (an index of cats.md must be
+    there): for each case's name, None when it got exactly its one answer, else what went wrong; then
+    the search after the malformed lines, and nothing else answered."""
+    verdicts: dict[str, str | None] = {}
     listed = cases()
     lines = [json.dumps(INIT).encode(), json.dumps(INITIALIZED).encode()]
     lines += [line for _, line, _, _ in listed]
@@ -108,11 +111,12 @@ def run_protocol_errors(art: Path) -> Tally:
     proc = subprocess.run([sys.executable, "-m", "ragtui", "mcp", "--artifacts", str(art)],
                           input=b"".join(line + b"\n" for line in lines), capture_output=True, env=env, timeout=300)
     answers: list[object] = []
+    not_json = []
     for raw in proc.stdout.splitlines():
         try:
             answers.append(json.loads(raw.decode("utf-8")))
         except ValueError:
-            tally.case(False, f"not a JSON-RPC line on stdout: {raw[:200]!r}")
+            not_json.append(raw[:200])
     by_id: dict[str, list[dict]] = {}
     nulls: list[dict] = []
     batches: list[list] = []
@@ -127,21 +131,45 @@ def run_protocol_errors(art: Path) -> Tally:
         if isinstance(want, list):
             got = [b for b in batches if sorted(_key(e.get("id")) for e in b) == sorted(_key(w) for w in want)]
             ok = len(got) == 1 and all(e.get("error", {}).get("code") == code for e in got[0])
-            tally.case(ok, f"{name}: {len(got)} batch answers")
+            verdicts[name] = None if ok else f"{name}: {len(got)} batch answers"
             continue
         if want is None:
-            got = nulls.pop(0) if nulls else None
-            ok = got is not None and got.get("error", {}).get("code") == code
-            tally.case(ok, f"{name}: answered {got}")
+            got1 = nulls.pop(0) if nulls else None
+            ok = got1 is not None and got1.get("error", {}).get("code") == code
+            verdicts[name] = None if ok else f"{name}: answered {got1}"
             continue
         got_all = by_id.pop(_key(want), [])
         ok = len(got_all) == 1 and got_all[0].get("error", {}).get("code") == code
-        tally.case(ok, f"{name}: {len(got_all)} answers: {str(got_all)[:300]}")
+        verdicts[name] = None if ok else f"{name}: {len(got_all)} answers: {str(got_all)[:300]}"
     last = by_id.pop(_key("last"), [])
     results = last[0].get("result", {}).get("structuredContent", {}).get("results") if len(last) == 1 else None
-    tally.case(bool(results), f"the search after the malformed lines: {str(last)[:300]}")
+    verdicts[SEARCH_AFTER] = None if results else f"the search after the malformed lines: {str(last)[:300]}"
     by_id.pop(_key("init"), None)
     leftover = nulls + [a for v in by_id.values() for a in v]
-    tally.case(not leftover and proc.returncode == 0 and b"Traceback" not in proc.stderr,
-               f"extra answers {str(leftover)[:300]}, exit {proc.returncode}, stderr {proc.stderr[-300:]!r}")
-    return tally
+    ok = not leftover and not not_json and proc.returncode == 0 and b"Traceback" not in proc.stderr
+    verdicts[NOTHING_ELSE] = None if ok else (f"extra answers {str(leftover)[:300]}, not JSON-RPC {not_json[:3]}, "
+                                              f"exit {proc.returncode}, stderr {proc.stderr[-300:]!r}")
+    return verdicts
+
+
+SEARCH_AFTER, NOTHING_ELSE = "then a search it still answers", "nothing else answered, exit 0"
+
+
+def protocol_cases(size: str = "ci") -> list[Case]:
+    """One server for every malformed line (lines over 4 MiB included), then a search it must still answer."""
+    names = [name for name, _, _, _ in cases()] + [SEARCH_AFTER, NOTHING_ELSE]
+    return [Case(_slug(name), functools.partial(_protocol_case, name)) for name in names]
+
+
+def _slug(name: str) -> str:
+    out = "".join(c if c.isascii() and c.isalnum() else "-" for c in name.lower()).strip("-")
+    while "--" in out:
+        out = out.replace("--", "-")
+    return out
+
+
+def _protocol_case(name: str, _tmp: Path) -> None:
+    from tests.reliability.cases import once
+
+    verdict = once("mcp-protocol", lambda base: protocol_verdicts(make_index(base)))[name]
+    assert verdict is None, verdict

@@ -1,4 +1,4 @@
-"""Runners for which-files-are-documents: gitignore patterns and ignore files (spec/patterns.md).
+"""Cases for which-files-are-documents: gitignore patterns and ignore files (spec/patterns.md).
 
 ``run_gitignore_vs_git``      random trees with random nested .gitignore files: the walk takes
                               exactly the files ``git ls-files --others --exclude-standard`` lists.
@@ -15,17 +15,23 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from ragtui.core.errors import UsageError
 from ragtui.core.ingest.patterns import IGNORE_FILE_MAX_BYTES, check_patterns
 from ragtui.core.ingest.walk import WalkRules, walk_folder
 from ragtui.watch.events import Scope
-from tests.reliability.helpers import Tally, one_clear_line, ragtui, write
+from tests.helpers.cli import one_error_line as one_clear_line
+from tests.helpers.cli import run
+from tests.reliability.cases import Case
+from tests.reliability.helpers import write
 
 DIRS = ("a", "b", "c", "src", "tmp")
 FILES = ("x.md", "y.txt", "z.log", "a.md", "b", "#a", "a b")
@@ -81,51 +87,47 @@ def git_untracked(folder: Path, home: Path) -> set[str]:
     return {p for p in out.decode().split("\0") if p and not p.rsplit("/", 1)[-1].startswith(".")}
 
 
-def run_gitignore_vs_git(base: Path, cases: int = 60, seed: int = 16) -> Tally:
-    tally = Tally("ignore files as git reads them")
+PATTERN_CASES = {"ci": 80, "full": 1000}
+
+
+def gitignore_cases(size: str = "ci", seed: int = 16) -> list[Case]:
+    """Random trees with random ignore files: the walk takes exactly what ``git`` leaves untracked."""
+    return [Case(f"tree-{i}", functools.partial(check_gitignore, seed, i)) for i in range(PATTERN_CASES[size])]
+
+
+def check_gitignore(seed: int, i: int, base: Path) -> None:
     if shutil.which("git") is None:
-        return tally
-    rng = random.Random(seed)
-    for i in range(cases):
-        folder = base / f"git{i}" / "docs"
-        random_tree(rng, folder)
-
-        def check(folder=folder, i=i):
-            by_git = git_untracked(folder, base)
-            ours = _walk(folder, WalkRules(include=("*",)))
-            assert ours == by_git, f"only ours {sorted(ours - by_git)}, only git {sorted(by_git - ours)}"
-
-        tally.check(f"case {i}", check)
-        shutil.rmtree(folder.parent)
-    return tally
+        pytest.skip("git is not installed")
+    folder = base / "docs"
+    random_tree(random.Random(f"{seed}-{i}"), folder)
+    by_git = git_untracked(folder, base)
+    ours = _walk(folder, WalkRules(include=("*",)))
+    assert ours == by_git, f"only ours {sorted(ours - by_git)}, only git {sorted(by_git - ours)}"
 
 
-def run_watch_agrees_with_walk(base: Path, cases: int = 60, seed: int = 61) -> Tally:
-    tally = Tally("watch filter agrees with the walk")
-    rng = random.Random(seed)
-    for i in range(cases):
-        folder = base / f"agree{i}" / "docs"
-        files = random_tree(rng, folder)
-        exclude = tuple(p for p in (random_pattern(rng) for _ in range(rng.randint(0, 2))) if not p.startswith("#"))
-        rules = WalkRules(include=("*",) if rng.random() < 0.5 else WalkRules().include, exclude=exclude)
+def watch_agrees_cases(size: str = "ci", seed: int = 61) -> list[Case]:
+    """Random trees and patterns: the watch's scope and a partial sync's filter agree with the walk."""
+    return [Case(f"tree-{i}", functools.partial(check_watch_agrees, seed, i)) for i in range(PATTERN_CASES[size])]
 
-        def check(folder=folder, files=files, rules=rules):
-            taken = _walk(folder, rules)
-            scope = Scope(folder, rules)
-            filt = rules.path_filter(folder)  # what a partial sync asks
-            for rel in files:
-                want = rel in taken
-                assert scope.matters(str(folder / rel), False) == want, f"scope on {rel}: {not want}"
-                assert filt.wants(rel) == want, f"partial sync on {rel}: {not want}"
-            folders = {"/".join(f.split("/")[:k]) for f in files for k in range(1, f.count("/") + 1)}
-            for d in folders:
-                entered = any(t.startswith(d + "/") for t in taken)
-                if entered:  # a folder holding a taken file must be one the watch enters
-                    assert scope.matters(str(folder / d), True), f"scope does not enter {d}"
 
-        tally.check(f"case {i}", check)
-        shutil.rmtree(folder.parent)
-    return tally
+def check_watch_agrees(seed: int, i: int, base: Path) -> None:
+    rng = random.Random(f"{seed}-{i}")
+    folder = base / "docs"
+    files = random_tree(rng, folder)
+    exclude = tuple(p for p in (random_pattern(rng) for _ in range(rng.randint(0, 2))) if not p.startswith("#"))
+    rules = WalkRules(include=("*",) if rng.random() < 0.5 else WalkRules().include, exclude=exclude)
+    taken = _walk(folder, rules)
+    scope = Scope(folder, rules)
+    filt = rules.path_filter(folder)  # what a partial sync asks
+    for rel in files:
+        want = rel in taken
+        assert scope.matters(str(folder / rel), False) == want, f"scope on {rel}: {not want}"
+        assert filt.wants(rel) == want, f"partial sync on {rel}: {not want}"
+    folders = {"/".join(f.split("/")[:k]) for f in files for k in range(1, f.count("/") + 1)}
+    for d in folders:
+        entered = any(t.startswith(d + "/") for t in taken)
+        if entered:  # a folder holding a taken file must be one the watch enters
+            assert scope.matters(str(folder / d), True), f"scope does not enter {d}"
 
 
 def _hostile_cases(base: Path):
@@ -214,30 +216,31 @@ def _hostile_cases(base: Path):
             bad_lines, deep_nesting, crlf_names]
 
 
-def run_hostile_ignore_files(base: Path) -> Tally:
-    tally = Tally("hostile ignore files")
-    for build in _hostile_cases(base):
-        folder = base / build.__name__ / "docs"
-        folder.mkdir(parents=True)
-        rules, want, reasons = build(folder)
+def hostile_ignore_cases(size: str = "ci") -> list[Case]:
+    """One case per kind of hostile ignore file (ReDoS, huge, binary, FIFO, links, CRLF, ...)."""
+    return [Case(build.__name__, functools.partial(check_hostile_ignore, build.__name__))
+            for build in _hostile_cases(Path("."))]
 
-        def check(folder=folder, rules=rules, want=want, reasons=reasons):
-            skipped: list = []
-            got = {os.path.relpath(c.path, folder) for c in walk_folder(folder, rules, skipped)}
-            if want or reasons:
-                assert got == want, f"took {sorted(got)[:5]}, wanted {sorted(want)[:5]}"
-            rel_reasons = {os.path.relpath(p, folder): r for p, r in skipped}
-            for rel, reason in reasons.items():
-                assert rel_reasons.get(rel) == reason, f"{rel}: {rel_reasons.get(rel)!r}"
-            for _, reason in skipped:
-                assert "\n" not in reason
 
-        tally.check(build.__name__, check)
+def check_hostile_ignore(name: str, base: Path) -> None:
+    build = {b.__name__: b for b in _hostile_cases(base)}[name]
+    folder = base / name / "docs"
+    folder.mkdir(parents=True)
+    rules, want, reasons = build(folder)
+    try:
+        skipped: list = []
+        got = {os.path.relpath(c.path, folder) for c in walk_folder(folder, rules, skipped)}
+        if want or reasons:
+            assert got == want, f"took {sorted(got)[:5]}, wanted {sorted(want)[:5]}"
+        rel_reasons = {os.path.relpath(p, folder): r for p, r in skipped}
+        for rel, reason in reasons.items():
+            assert rel_reasons.get(rel) == reason, f"{rel}: {rel_reasons.get(rel)!r}"
+        for _, reason in skipped:
+            assert "\n" not in reason
+    finally:
         for p in folder.rglob("*"):
             if not p.is_symlink():
                 os.chmod(p, 0o700)
-        shutil.rmtree(folder.parent)
-    return tally
 
 
 def random_flag_pattern(rng: random.Random) -> str:
@@ -245,39 +248,50 @@ def random_flag_pattern(rng: random.Random) -> str:
     return "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
 
 
-def run_flag_patterns_fuzz(base: Path, cases: int = 400, cli_cases: int = 6, seed: int = 7) -> Tally:
-    tally = Tally("--include/--exclude strings")
-    rng = random.Random(seed)
-    folder = base / "flags" / "docs"
-    write(folder / "a.md", "a\n")
-    write(folder / "sub" / "b.md", "b\n")
-    for i in range(cases):
-        pattern = random_flag_pattern(rng)
+FLAG_CASES = {"ci": (300, 4), "full": (2000, 20)}
+"""(patterns tried in-process, patterns tried through the CLI)."""
 
-        def check(pattern=pattern):
-            try:
-                spec = check_patterns([pattern], "--exclude")
-            except UsageError as e:
-                assert "\n" not in str(e) and "--exclude" in str(e)
-                return
-            assert spec is not None
-            rules = WalkRules(exclude=(pattern,), include=(pattern,) if pattern[:1] not in ("!",) else ("*",))
-            warnings: list[str] = []
-            walk_folder(folder, rules, [], warnings=warnings)
 
-        tally.check(f"pattern {pattern!r} ({i})", check)
-    for i in range(cli_cases):
-        pattern = random_flag_pattern(rng) or "#"
+def _flags_folder() -> Path:
+    from tests.reliability.cases import once
 
-        def check_cli(pattern=pattern, i=i):
-            art = base / "flags" / f"art{i}"
-            result = ragtui("ingest", str(folder), "--artifacts", str(art), "--exclude", pattern, "--quiet")
-            assert result.returncode in (0, 2), result.stderr
-            if result.returncode == 2:
-                assert one_clear_line(result.stderr) and not art.exists(), result.stderr
-            else:
-                assert all(line.startswith(("ragtui: warning: ", "skipped ")) for line in result.stderr.splitlines())
-                assert "\x1b" not in result.stderr and "\u202e" not in result.stderr
+    def make(base: Path) -> Path:
+        folder = base / "docs"
+        write(folder / "a.md", "a\n")
+        write(folder / "sub" / "b.md", "b\n")
+        return folder
 
-        tally.check(f"cli {pattern!r}", check_cli)
-    return tally
+    return once("flag-patterns", make)
+
+
+def flag_pattern_cases(size: str = "ci", seed: int = 7) -> list[Case]:
+    """Random ``--include``/``--exclude`` strings: refused on one line or walked without a warning
+    turned error (``pattern-17``); a few through ``ragtui ingest`` (``cli-2``)."""
+    n, n_cli = FLAG_CASES[size]
+    return ([Case(f"pattern-{i}", functools.partial(check_flag_pattern, seed, i)) for i in range(n)]
+            + [Case(f"cli-{i}", functools.partial(check_flag_cli, seed, i)) for i in range(n_cli)])
+
+
+def check_flag_pattern(seed: int, i: int, _tmp: Path) -> None:
+    pattern = random_flag_pattern(random.Random(f"{seed}-{i}"))
+    try:
+        spec = check_patterns([pattern], "--exclude")
+    except UsageError as e:
+        assert "\n" not in str(e) and "--exclude" in str(e), f"{pattern!r}: {e}"
+        return
+    assert spec is not None
+    rules = WalkRules(exclude=(pattern,), include=(pattern,) if pattern[:1] not in ("!",) else ("*",))
+    warnings: list[str] = []
+    walk_folder(_flags_folder(), rules, [], warnings=warnings)
+
+
+def check_flag_cli(seed: int, i: int, base: Path) -> None:
+    pattern = random_flag_pattern(random.Random(f"cli-{seed}-{i}")) or "#"
+    art = base / "art"
+    result = run("ingest", str(_flags_folder()), "--artifacts", str(art), "--exclude", pattern, "--quiet")
+    assert result.returncode in (0, 2), result.stderr
+    if result.returncode == 2:
+        assert one_clear_line(result.stderr) and not art.exists(), result.stderr
+    else:
+        assert all(line.startswith(("ragtui: warning: ", "skipped ")) for line in result.stderr.splitlines())
+        assert "\x1b" not in result.stderr and "\u202e" not in result.stderr

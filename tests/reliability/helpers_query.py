@@ -13,11 +13,14 @@ drives the terminal.
 
 from __future__ import annotations
 
+import functools
 import math
 import random
+from collections.abc import Callable
 from pathlib import Path
 
-from tests.reliability.helpers import Tally, one_clear_line
+from tests.helpers.cli import one_error_line as one_clear_line
+from tests.reliability.cases import Case
 from tests.reliability.helpers_bombs import INDEX_ID, build_pristine, run_cli
 from tests.reliability.helpers_terminal import unsafe
 
@@ -55,8 +58,34 @@ def _queries(n_random: int, seed: int) -> dict[str, str]:
     return out
 
 
-def run_hostile_syntax(base: Path, *, n_random: int = 200, cli_cases: int = 6, seed: int = 17,
-                       timeout: float = 120.0) -> Tally:
+SYNTAX_CASES = {"ci": (60, 2), "full": (200, 6)}
+"""(random queries, how many of the random ones also go through the CLI)."""
+
+
+def syntax_cases(size: str = "ci") -> list[Case]:
+    """Fixed and random hostile queries x every mode through the API; the fixed ones and a few random
+    ones through the installed command in bm25 and flat mode: ``API-random-17-hybrid``."""
+    labels = [label for label, _ in hostile_syntax_checks(None, *SYNTAX_CASES[size])]
+    return [Case(_slug(label), functools.partial(_syntax_case, size, label)) for label in labels]
+
+
+def _slug(label: str) -> str:
+    out = "".join(c if c.isascii() and c.isalnum() else "-" for c in label).strip("-")
+    while "--" in out:
+        out = out.replace("--", "-")
+    return out
+
+
+def _syntax_case(size: str, label: str, _tmp: Path) -> None:
+    from tests.reliability.cases import once
+
+    checks = once(("hostile-syntax", size), lambda base: hostile_syntax_checks(base, *SYNTAX_CASES[size]))
+    dict(checks)[label]()
+
+
+def hostile_syntax_checks(base: Path | None, n_random: int = 200, cli_cases: int = 6, seed: int = 17,
+                          timeout: float = 120.0) -> list[tuple[str, Callable[[], None]]]:
+    """(label, check) of every case; ``base`` None: the labels alone (nothing is built)."""
     from ragtui.core.errors import QueryError
     from ragtui.core.search.query import parse_query
     from ragtui.core.search.query_plan import path_matches
@@ -64,11 +93,12 @@ def run_hostile_syntax(base: Path, *, n_random: int = 200, cli_cases: int = 6, s
     from tests.reliability.helpers import run_sync
     from tests.unit.fakes import HashEmbedder
 
-    tally = Tally("Hostile query syntax (quotes, ORs, escapes, prefixes, filter values) x modes")
-    folder, art = build_pristine(base)
-    api_art = base / "api-art"
-    run_sync(folder, api_art)
-    retriever = Retriever.open(api_art / "rag" / INDEX_ID, embedder=HashEmbedder())
+    checks: list[tuple[str, Callable[[], None]]] = []
+    if base is not None:
+        folder, art = build_pristine(base)
+        api_art = base / "api-art"
+        run_sync(folder, api_art)
+        retriever = Retriever.open(api_art / "rag" / INDEX_ID, embedder=HashEmbedder())
     queries = _queries(n_random, seed)
 
     for label, query in queries.items():
@@ -87,7 +117,7 @@ def run_hostile_syntax(base: Path, *, n_random: int = 200, cli_cases: int = 6, s
                     for h in hits:
                         passes = any(path_matches(f, h.doc_id) for f in clause.items)
                         assert passes != clause.excluded, (h.doc_id, clause)
-            tally.check(f"API {label}, {mode}", api_case)
+            checks.append((f"API {label}, {mode}", api_case))
 
     for label, query in list(queries.items())[: len(FIXED) + cli_cases]:
         if "\0" in query:
@@ -100,5 +130,5 @@ def run_hostile_syntax(base: Path, *, n_random: int = 200, cli_cases: int = 6, s
                 if code == 2:
                     assert one_clear_line(err), err
                 assert unsafe(out + err) == [], f"raw control characters reached the terminal: {unsafe(out + err)}"
-            tally.check(f"CLI {label}, {mode}", cli_case)
-    return tally
+            checks.append((f"CLI {label}, {mode}", cli_case))
+    return checks

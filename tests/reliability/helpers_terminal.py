@@ -9,10 +9,12 @@ which is exactly what ``ragtui.core.textsafe.neutralize`` replaces.
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
-from tests.reliability.helpers import Tally, write
+from tests.reliability.cases import Case
+from tests.reliability.helpers import write
 
 HOSTILE = {
     "clearscreen.md": "clearscreen \x1b[2J\x1b[H erase everything",
@@ -50,24 +52,39 @@ def markers() -> list[str]:
     return [name.split(".")[0].split("\x1b")[0] for name in HOSTILE]
 
 
-def run_terminal(base: Path) -> Tally:
-    """Each hostile document through the installed command: ``search`` (text) and ``inspect``."""
+def _hostile_index() -> tuple[Path, Path, str]:
+    """(folder, artifacts, what ingest wrote on stderr): the hostile documents, ingested once."""
+    from tests.helpers.cli import run
+    from tests.reliability.cases import once
+
+    def make(base: Path):
+        folder, art = build(base / "docs"), base / "art"
+        r = run("ingest", str(folder), "--artifacts", str(art))
+        assert r.code == 0, r.err
+        return folder, art, r.err
+
+    return once("terminal-index", make)
+
+
+def terminal_cases(size: str = "ci") -> list[Case]:
+    """``ingest``'s own lines, then each hostile document through ``search`` (text) and ``inspect``."""
+    return [Case("ingest", _ingest_lines)] + [Case(word, functools.partial(_search_and_inspect, word))
+                                              for word in markers()]
+
+
+def _ingest_lines(_tmp: Path) -> None:
+    err = _hostile_index()[2]
+    assert unsafe(err) == [], f"ingest: {err!r}"
+
+
+def _search_and_inspect(word: str, _tmp: Path) -> None:
     import json
 
-    from tests.reliability.helpers import ragtui
+    from tests.helpers.cli import run
 
-    tally = Tally("Terminal escapes in documents: search, inspect")
-    folder = build(base / "docs")
-    art = base / "art"
-    r = ragtui("ingest", str(folder), "--artifacts", str(art))
-    tally.case(r.returncode == 0 and unsafe(r.stderr) == [], f"ingest: {r.stderr!r}")
-    for word in markers():
-        def case(word=word):
-            r = ragtui("search", word, "--artifacts", str(art), "-k", "1")
-            assert r.returncode == 0 and unsafe(r.stdout) == [] and unsafe(r.stderr) == [], (r.stdout, r.stderr)
-            hit = json.loads(ragtui("search", word, "--artifacts", str(art), "-k", "1", "--json").stdout)[0]
-            r = ragtui("inspect", hit["chunk_id"], "--artifacts", str(art), "--root", str(folder.parent))
-            assert r.returncode == 0 and unsafe(r.stdout.replace("\t", " ")) == [] and unsafe(r.stderr) == [], r.stdout
-
-        tally.check(word, case)
-    return tally
+    folder, art, _ = _hostile_index()
+    r = run("search", word, "--artifacts", str(art), "-k", "1")
+    assert r.code == 0 and unsafe(r.out) == [] and unsafe(r.err) == [], (r.out, r.err)
+    hit = json.loads(run("search", word, "--artifacts", str(art), "-k", "1", "--json").out)[0]
+    r = run("inspect", hit["chunk_id"], "--artifacts", str(art), "--root", str(folder.parent))
+    assert r.code == 0 and unsafe(r.out.replace("\t", " ")) == [] and unsafe(r.err) == [], r.out

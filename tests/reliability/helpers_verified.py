@@ -13,6 +13,7 @@ the same ``IndexFormatError`` — and never another exception.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
 import shutil
@@ -24,7 +25,8 @@ import numpy as np
 from ragtui.core.index import verified
 from ragtui.core.index.bm25 import BM25Index
 from ragtui.core.index.index_format import FILES, IndexData, read_index
-from tests.reliability.helpers import Tally, make_folder, run_sync
+from tests.reliability.cases import Case
+from tests.reliability.helpers import make_folder, run_sync
 
 INDEX_ID = "docs"
 
@@ -208,18 +210,39 @@ def _newline_moved(data: bytearray) -> None:
     data[at] = ord("\n")
 
 
-def run_crafted_entries(base: Path) -> Tally:
+def crafted_cases(size: str = "ci") -> list[Case]:
     """Every case: a damaged entry or a tampered file under an intact one; outcome == the outcome with no cache."""
-    tally = Tally("Crafted or damaged verified entries (rag/.cache), tampered files under an intact one")
-    # The previous generation's BM25 arrays stay in the cache: a key to them is a plausible wrong key.
-    folder, link, cache = build(base / "prev", 1)
-    prev_key = BM25Index.cache_key((link / "bm25.idx").read_bytes(), 1.2, 0.75)
-    make_folder(folder, 2, 12)
-    with writer_waits_for_entries():
-        run_sync(folder, base / "prev" / "art")
-    pristine = entry_dir(link, cache)
-    saved = base / "pristine-entry"
-    shutil.copytree(pristine, saved)
+    return [Case(_slug(label), functools.partial(_crafted, label)) for label, _ in crafted_checks(None)]
+
+
+def _slug(label: str) -> str:
+    out = "".join(c if c.isascii() and (c.isalnum() or c in ".") else "-" for c in label).strip("-")
+    while "--" in out:
+        out = out.replace("--", "-")
+    return out
+
+
+def _crafted(label: str, _tmp: Path) -> None:
+    from tests.reliability.cases import once
+
+    dict(once("verified-entries", crafted_checks))[label]()
+
+
+def crafted_checks(base: Path | None) -> list[tuple[str, Callable[[], None]]]:
+    """(label, check) of every case, all on one index and its entry (each check restores what it damages);
+    ``base`` None: the labels alone (nothing is built)."""
+    checks: list[tuple[str, Callable[[], None]]] = []
+    prev_key, size = "", 0
+    if base is not None:
+        # The previous generation's BM25 arrays stay in the cache: a key to them is a plausible wrong key.
+        folder, link, cache = build(base / "prev", 1)
+        prev_key = BM25Index.cache_key((link / "bm25.idx").read_bytes(), 1.2, 0.75)
+        make_folder(folder, 2, 12)
+        with writer_waits_for_entries():
+            run_sync(folder, base / "prev" / "art")
+        pristine = entry_dir(link, cache)
+        saved = base / "pristine-entry"
+        shutil.copytree(pristine, saved)
 
     def fresh() -> Path:
         if pristine.is_dir() and not pristine.is_symlink():
@@ -229,7 +252,8 @@ def run_crafted_entries(base: Path) -> Tally:
         shutil.copytree(saved, pristine)
         return pristine
 
-    reference = outcome(link, None)
+    if base is not None:
+        reference = outcome(link, None)
 
     def used() -> bool:
         return bool(read_index(link, full=False, cache_dir=cache).stats.get("verified_entry"))
@@ -242,10 +266,11 @@ def run_crafted_entries(base: Path) -> Tally:
             assert got == reference, f"outcome differs from the reader without a cache: {got[0]} vs {reference[0]}"
             if expect_used is not None:
                 assert used() == expect_used, f"entry used: {not expect_used}, expected {expect_used}"
-        tally.check(label, check)
+        checks.append((label, check))
 
     case("pristine entry (taken, same data)", lambda e: None, expect_used=True)
-    size = os.stat(os.path.realpath(link / "docs.jsonl")).st_size
+    if base is not None:
+        size = os.stat(os.path.realpath(link / "docs.jsonl")).st_size
     for label, fn in _ends_cases(size).items():
         # The head still vouches, so the entry is taken; the ends then fail their check and are counted instead.
         case(label, lambda e, fn=fn: _put(e, "ends", fn(_load(e, "ends"))), expect_used=None)
@@ -264,10 +289,10 @@ def run_crafted_entries(base: Path) -> Tally:
     case("entry replaced by a file", lambda e: (shutil.rmtree(e), e.write_bytes(b"x")))
 
     # Tampered index files under an intact entry: same size, mtime put back; only ctime changed.
-    gen = Path(os.path.realpath(link))
-    originals = {name: (gen / name).read_bytes() for name in FILES}
-
-    ends, key = _load(saved, "ends"), bytes(_load(saved, "bm25_key")).decode("ascii")
+    if base is not None:
+        gen = Path(os.path.realpath(link))
+        originals = {name: (gen / name).read_bytes() for name in FILES}
+        ends, key = _load(saved, "ends"), bytes(_load(saved, "bm25_key")).decode("ascii")
 
     def tampered(label: str, name: str, edit: Callable[[bytearray], None]) -> None:
         def check() -> None:
@@ -282,14 +307,14 @@ def run_crafted_entries(base: Path) -> Tally:
                 assert outcome(link, cache) == outcome(link, None)
             finally:
                 (gen / name).write_bytes(originals[name])
-        tally.check(label, check)
+        checks.append((label, check))
 
     tampered("vectors.f32: a row scaled x2 in place, same size and mtime", "vectors.f32", _scale_row)
     tampered("docs.jsonl: a text character changed in place, same size and mtime", "docs.jsonl", _text_char)
     tampered("docs.jsonl: a newline moved into a text, same size and mtime", "docs.jsonl", _newline_moved)
     tampered("bm25.idx: a byte changed in place, same size and mtime", "bm25.idx", _bm25_tf)
     tampered("meta.json: touched (utime only)", "meta.json", lambda d: None)
-    return tally
+    return checks
 
 
 def used_quietly(link: Path, cache: Path) -> bool:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 from ragtui.core.search.retriever import MODES
-from tests.reliability.helpers_bombs import COMMANDS, INDEX_FILES, KINDS, plan, run_hostile_queries, run_index_bombs
+from tests.reliability.cases import CI, params
+from tests.reliability.helpers_bombs import COMMANDS, INDEX_FILES, KINDS, bomb_cases, plan, query_cases
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -24,14 +25,16 @@ def test_the_plan_covers_every_file_kind_and_command():
     assert len(plan(full=True)) == 6 * len(KINDS) * len(COMMANDS) + 7 * len(KINDS)
 
 
-def test_index_bombs(tmp_path):
-    tally = run_index_bombs(tmp_path)
-    assert tally.failures == []
-    assert tally.tried == len(plan(full=False))
+@pytest.mark.parametrize("case", params(bomb_cases(CI)))
+def test_index_bomb(case, tmp_path):
+    case(tmp_path)
 
 
-def test_hostile_queries(tmp_path):
-    tally = run_hostile_queries(tmp_path)
-    assert tally.failures == []
+def test_hostile_queries_cover_every_mode():
     # 13 hostile queries per mode (CLI and API) and 30 cases that do not depend on the mode.
-    assert tally.tried == 30 + 13 * len(MODES)
+    assert len(query_cases(CI)) == 30 + 13 * len(MODES)
+
+
+@pytest.mark.parametrize("case", params(query_cases(CI)))
+def test_hostile_query(case, tmp_path):
+    case(tmp_path)

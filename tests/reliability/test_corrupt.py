@@ -12,19 +12,24 @@ import random
 import pytest
 
 from ragtui.core.index.index_format import FILES
-from tests.reliability.helpers_child import ForkServer
-from tests.reliability.helpers_fuzz import run_cli_corrupt, run_fuzz
+from tests.reliability.cases import CI, groups, params
+from tests.reliability.helpers_fuzz import cli_corrupt_cases, corrupt_cases, judge, seed_block
 from tests.reliability.helpers_mutations import base_files, mutate
 from tests.reliability.helpers_reference import Invalid, validate
 
-PER_FILE = 1000
+
+@pytest.mark.parametrize("case", params(groups(corrupt_cases(CI), seed_block, one_folder=True)))
+def test_reader_on_generated_corruptions(case, tmp_path):
+    """A hundred corruptions of one file per test (``meta.json-0100-0199``); a failure names its case."""
+    case(tmp_path)
 
 
-@pytest.mark.parametrize("name", FILES)
-def test_reader_on_generated_corruptions(tmp_path, name):
-    tally = run_fuzz(tmp_path, PER_FILE, names=(name,))[name]
-    assert tally.tried == PER_FILE
-    assert tally.failures == []
+def test_the_pristine_index_is_read_as_the_reference_reads_it(tmp_path):
+    index = tmp_path / "docs"
+    index.mkdir()
+    for name, data in base_files().items():
+        (index / name).write_bytes(data)
+    assert judge(index, base_files()) is None
 
 
 @pytest.mark.parametrize("name", FILES)
@@ -46,13 +51,6 @@ def test_reference_accepts_the_real_writer_output():
     assert validate(base_files(), "docs")["meta"]["n_chunks"] == 6
 
 
-@pytest.fixture(scope="module")
-def server():
-    with ForkServer() as s:
-        yield s
-
-
-def test_cli_exits_3_on_corrupt_indexes(tmp_path, server):
-    tally = run_cli_corrupt(tmp_path, server, per_file=8, installed=1)
-    assert tally.failures == []
-    assert tally.tried == 4 * 8 + 4
+@pytest.mark.parametrize("case", params(cli_corrupt_cases(CI)))
+def test_cli_exits_3_on_corrupt_indexes(case, tmp_path):
+    case(tmp_path)

@@ -2,39 +2,32 @@
 
 from __future__ import annotations
 
+import pytest
+
+from tests.reliability.cases import CI, params
 from tests.reliability.helpers_dataloss import (
-    DAMAGE,
-    MODES,
-    ROW_ACCEPTED,
-    ROW_VALUES,
-    ROWS,
-    UNREADABLE_CASES,
-    run_bad_vector_rows,
-    run_damaged_resync,
-    run_same_name_refused,
-    run_unreadable_keeps_chunks,
+    bad_row_cases,
+    damaged_resync_cases,
+    same_folder_name_cases,
+    unreadable_cases,
 )
 
 
-def test_damaged_state_resync(tmp_path):
-    tally = run_damaged_resync(tmp_path)
-    assert tally.failures == []
-    assert tally.tried == len(DAMAGE) * len(MODES)
+@pytest.mark.parametrize("case", params(damaged_resync_cases(CI)))
+def test_damaged_state_resync(case, tmp_path):
+    case(tmp_path)
 
 
-def test_bad_vector_rows(tmp_path):
-    tally = run_bad_vector_rows(tmp_path)
-    assert tally.failures == []
-    assert tally.tried == len(ROW_VALUES) * len(ROWS) + len(ROW_ACCEPTED)
+@pytest.mark.parametrize("case", params(bad_row_cases(CI)))
+def test_bad_vector_row(case, tmp_path):
+    case(tmp_path)
 
 
-def test_unreadable_file_keeps_chunks():
-    tally, _ = run_unreadable_keeps_chunks()
-    assert tally.failures == []
-    assert tally.tried == len(UNREADABLE_CASES)
+@pytest.mark.parametrize("case", params(unreadable_cases(CI)))
+def test_unreadable_keeps_chunks(case, tmp_path):
+    case(tmp_path)
 
 
-def test_same_name_folder_refused(tmp_path):
-    tally = run_same_name_refused(tmp_path)
-    assert tally.failures == []
-    assert tally.tried == 6
+@pytest.mark.parametrize("case", params(same_folder_name_cases(CI)))
+def test_same_folder_name(case, tmp_path):
+    case(tmp_path)

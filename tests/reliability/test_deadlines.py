@@ -4,28 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-from tests.reliability import helpers_deadlines as h
+from tests.reliability.cases import CI, params
+from tests.reliability.helpers_deadlines import answer_bound_cases, chat_deadline_cases, embed_deadline_cases
 
 
-@pytest.fixture(scope="module")
-def shared():
-    from tests.helpers.embed_server import EmbedServer
-
-    with EmbedServer() as s:
-        yield s
+@pytest.mark.parametrize("case", params(chat_deadline_cases(CI)))
+def test_chat_deadline(case, tmp_path):
+    case(tmp_path)
 
 
-def _ok(tally) -> None:
-    assert tally.tried > 0 and tally.passed == tally.tried, tally.failures
+@pytest.mark.parametrize("case", params(embed_deadline_cases(CI)))
+def test_embedder_deadline(case, tmp_path):
+    case(tmp_path)
 
 
-def test_chat_deadlines(tmp_path):
-    _ok(h.run_chat_deadlines(tmp_path))
-
-
-def test_embedder_deadlines(tmp_path, shared):
-    _ok(h.run_embed_deadlines(tmp_path, shared))
-
-
-def test_answer_bounds(tmp_path, shared):
-    _ok(h.run_answer_bounds(tmp_path, shared))
+@pytest.mark.parametrize("case", params(answer_bound_cases(CI)))
+def test_answer_bound(case, tmp_path):
+    case(tmp_path)

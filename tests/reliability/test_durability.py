@@ -10,8 +10,9 @@ import pytest
 from ragtui.core.errors import StorageError
 from ragtui.core.index.index_format import read_index
 from ragtui.core.ingest.publish import IndexLock, encode_index, publish
+from tests.reliability.cases import CI, params
 from tests.reliability.helpers import make_folder, run_sync
-from tests.reliability.helpers_faults import RecordingOps, durability_problems, using_ops
+from tests.reliability.helpers_faults import RecordingOps, durability_cases, durability_problems, using_ops
 from tests.unit.indexgen import make_meta, make_records, random_vectors
 
 
@@ -100,3 +101,9 @@ def test_adopting_without_an_atomic_swap_keeps_the_old_index_if_the_link_cannot_
             publish(tmp_path, "docs", _files("docs", {"b.md": ["beta"]}), ops=NoExchange())
     assert plain.is_dir() and not plain.is_symlink()
     assert [r.chunk_id for r in read_index(plain).records] == ["a.md#0"]
+
+
+@pytest.mark.parametrize("case", params(durability_cases(CI)))
+def test_publish_order_with_short_writes(case, tmp_path):
+    """A first publish, an update and an adoption, with writes of 7, 512, 4096 bytes or any size."""
+    case(tmp_path)

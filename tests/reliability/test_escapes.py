@@ -1,6 +1,6 @@
 """Escapes in index metadata and names, markup in names, broken entries under rag/.
 
-Each runner is the one bench/reliability.py runs at full size; here at CI size.
+Each generator of cases is the one bench/reliability.py runs at full size; here at CI size.
 """
 
 from __future__ import annotations
@@ -9,15 +9,13 @@ import asyncio
 
 import pytest
 
+from tests.reliability.cases import CI, params
 from tests.reliability.helpers_escapes import (
-    CI_BROKEN_KINDS,
-    CI_CLI_PAYLOADS,
-    CI_TUI_PAYLOADS,
+    broken_cases,
     check_screen,
-    run_broken,
-    run_cli,
-    run_markup,
-    run_tui,
+    escape_cli_cases,
+    escape_tui_cases,
+    markup_cases,
 )
 
 
@@ -31,25 +29,33 @@ def _quiet_tui(monkeypatch, tmp_path):
         monkeypatch.delenv(name, raising=False)
 
 
-def _all_passed(result) -> None:
-    tally = result[0] if isinstance(result, tuple) else result
-    assert tally.tried > 0 and tally.passed == tally.tried, tally.failures
+@pytest.mark.parametrize("case", params(escape_cli_cases(CI)))
+def test_cli_surface(case, tmp_path):
+    case(tmp_path)
 
 
-def test_cli_surfaces(tmp_path):
-    _all_passed(run_cli(tmp_path, CI_CLI_PAYLOADS))
+def test_the_surfaces_are_the_ones_checked(tmp_path):
+    from types import SimpleNamespace
+
+    from tests.reliability.helpers_escapes import CLI_SURFACES, cli_surfaces
+
+    h = SimpleNamespace(art="art", index_id="idx", base=tmp_path, folder="docs", payload="p", marker="m", chunk_id="c")
+    assert tuple(label for label, _ in cli_surfaces(h, "osc52")) == CLI_SURFACES
 
 
-def test_tui_views(tmp_path):
-    _all_passed(run_tui(tmp_path, CI_TUI_PAYLOADS))
+@pytest.mark.parametrize("case", params(escape_tui_cases(CI)))
+def test_tui_views(case, tmp_path):
+    case(tmp_path)
 
 
-def test_markup_in_names(tmp_path):
-    _all_passed(run_markup(tmp_path))
+@pytest.mark.parametrize("case", params(markup_cases(CI)))
+def test_markup_in_names(case, tmp_path):
+    case(tmp_path)
 
 
-def test_broken_entries_under_rag(tmp_path):
-    _all_passed(run_broken(tmp_path, CI_BROKEN_KINDS))
+@pytest.mark.parametrize("case", params(broken_cases(CI)))
+def test_broken_entries_under_rag(case, tmp_path):
+    case(tmp_path)
 
 
 def test_a_raw_string_in_any_widget_never_reaches_the_terminal(tmp_path):

@@ -8,25 +8,36 @@ import shutil
 
 import pytest
 
-from tests.reliability.helpers import one_clear_line, ragtui
-from tests.reliability.helpers_export import FILES, base_export, judge, mutate_export_file, run_export_fuzz
+from tests.helpers.cli import one_error_line as one_clear_line
+from tests.helpers.cli import run as ragtui
+from tests.reliability.cases import CI, groups, params
+from tests.reliability.helpers_export import (
+    FILES,
+    base_export,
+    check_export_corrupt,
+    export_corrupt_cases,
+    judge,
+    mutate_export_file,
+)
+from tests.reliability.helpers_fuzz import seed_block
 
-PER_FILE = 1000
+
+@pytest.mark.parametrize("case", params(groups(export_corrupt_cases(CI), seed_block, one_folder=True)))
+def test_reader_on_generated_corruptions(case, tmp_path):
+    """A hundred corruptions of one file per test (``search/corpus.json-0100-0199``); a failure names its case."""
+    case(tmp_path)
 
 
-@pytest.fixture(scope="module")
-def fuzzed(tmp_path_factory):
-    return run_export_fuzz(tmp_path_factory.mktemp("fuzz"), PER_FILE)
+def test_the_pristine_export_is_read_correctly(tmp_path):
+    assert judge(base_export(tmp_path)) == (None, "accepted")
 
 
 @pytest.mark.parametrize("rel", FILES)
-def test_reader_on_generated_corruptions(fuzzed, rel):
-    tally, outcomes = fuzzed[rel]
-    assert tally.tried == PER_FILE
-    assert tally.failures == []
-    # The fuzzer is worth something only if most cases break the file, and the error names it.
-    named = outcomes.get(f"rejected: {rel.rsplit('/', 1)[-1]}", 0)
-    assert named >= PER_FILE // 2, outcomes
+def test_most_generated_corruptions_break_the_file_they_name(rel, tmp_path):
+    """The fuzzer is worth something only if most cases break the file, and the error names it."""
+    n = 200
+    outcomes = [check_export_corrupt(rel, i, n, tmp_path) for i in range(n)]
+    assert outcomes.count(f"rejected: {rel.rsplit('/', 1)[-1]}") >= n // 2, sorted(set(outcomes))
 
 
 def test_verify_command_exits_3_naming_the_file(tmp_path):

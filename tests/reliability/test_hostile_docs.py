@@ -12,20 +12,30 @@ import pytest
 
 from ragtui.core.index.index_format import read_index
 from ragtui.core.ingest.walk import WalkRules
-from tests.reliability.helpers import leftovers, one_clear_line, ragtui, run_sync, write
+from tests.helpers.cli import one_error_line, run
+from tests.reliability.cases import CI, groups, params
+from tests.reliability.helpers import leftovers, run_sync, write
 from tests.reliability.helpers_child import ForkServer
-from tests.reliability.helpers_hostile import SECRET, OpenRecorder, build_hostile, check_report, run_same_name
+from tests.reliability.helpers_hostile import (
+    SECRET,
+    OpenRecorder,
+    build_hostile,
+    hostile_cases,
+    hostile_run,
+    same_name_cases,
+)
 
 pytestmark = pytest.mark.timeout(300)
 
 
-def test_hostile_folder(tmp_path):
-    folder, expect = build_hostile(tmp_path)
-    art = tmp_path / "art"
-    with OpenRecorder() as rec:
-        report = run_sync(folder, art)
-    assert check_report(folder, art, report, expect, rec) == []
-    assert report.published
+@pytest.mark.parametrize("case", params(hostile_cases(CI)))
+def test_hostile_document(case, tmp_path):
+    """Each file of the hostile folder skipped with its reason or indexed correctly, from one sync."""
+    case(tmp_path)
+
+
+def test_the_10_mb_line_is_indexed_whole_and_a_second_sync_reads_nothing():
+    folder, art, _report, expect, _problems, _rec = hostile_run()
     # The 10 MB line is indexed whole: its chunks start at its start and end at its end.
     line = (folder / "oneline.txt").read_text()
     chunks = [r.text for r in read_index(art / "rag" / "docs").records if r.doc_id == "docs/oneline.txt"]
@@ -55,9 +65,10 @@ def test_size_limit_is_checked_before_reading(tmp_path):
     assert [Path(p).name for p in rec.opened] == ["at-limit.md"]
 
 
-def test_thousands_of_files_with_the_same_name(tmp_path):
-    tally = run_same_name(tmp_path, 2000)
-    assert tally.failures == [] and tally.tried == 2001
+@pytest.mark.parametrize("case", params(groups(same_name_cases(CI), lambda c: c.id[:2] if c.id[0] == "d" else c.id)))
+def test_thousands_of_files_with_the_same_name(case, tmp_path):
+    """2,000 folders each holding notes.md, in blocks of a thousand (``d0``, ``d1``), and a second sync."""
+    case(tmp_path)
 
 
 def test_a_link_swapped_to_outside_after_the_walk_is_not_read(tmp_path):
@@ -113,14 +124,14 @@ def test_permission_denied_files_and_folders():
 
 def test_cli_reports_each_skip_on_one_safe_line(tmp_path):
     folder, expect = build_hostile(tmp_path, ten_mb_line=False)
-    r = ragtui("ingest", str(folder), "--artifacts", str(tmp_path / "art"))
+    r = run("ingest", str(folder), "--artifacts", str(tmp_path / "art"))
     assert r.returncode == 0, r.stderr
     skip_lines = [line for line in r.stderr.splitlines() if line.startswith("skipped ")]
     assert len(skip_lines) == sum(1 for o in expect.values() if o != "indexed")
     assert "\x1b" not in r.stderr and "\x07" not in r.stderr and "\r" not in r.stderr
-    r = ragtui("ingest", str(folder), "--artifacts", str(tmp_path / "art"), "--json")
+    r = run("ingest", str(folder), "--artifacts", str(tmp_path / "art"), "--json")
     report = json.loads(r.stdout)
     assert r.returncode == 0 and not report["published"]
-    r = ragtui("search", "odd name", "--artifacts", str(tmp_path / "art"), "-k", "100")
+    r = run("search", "odd name", "--artifacts", str(tmp_path / "art"), "-k", "100")
     assert r.returncode == 0 and "\x1b" not in r.stdout and "\u202e" not in r.stdout
-    assert one_clear_line("ragtui: error: x\n")
+    assert one_error_line("ragtui: error: x\n")

@@ -7,24 +7,22 @@ import errno
 import pytest
 
 from ragtui.core.errors import StorageError
+from tests.reliability.cases import CI, params
 from tests.reliability.helpers import leftovers, make_folder, run_sync, snapshot
-from tests.reliability.helpers_child import ForkServer
-from tests.reliability.helpers_faults import FaultOps, run_io_matrix, using_ops
-from tests.reliability.helpers_io_cli import run_cli_faults, run_real_fs_faults
+from tests.reliability.helpers_faults import FaultOps, io_matrix_cases, using_ops
+from tests.reliability.helpers_io_cli import cli_fault_cases, real_fs_cases
 
 
-@pytest.fixture(scope="module")
-def server():
-    with ForkServer() as s:
-        yield s
-
-
-def test_every_call_failing_once_and_persistently(tmp_path):
+@pytest.mark.parametrize("case", params(io_matrix_cases(CI)))
+def test_call_fails(case, tmp_path):
     """Each call of a publish (open, write, fsync, close, mkdir, rename, symlink, unlink, rmdir) fails
-    with ENOSPC, EIO and EACCES, at each of its occurrences and then every time."""
-    tally = run_io_matrix(tmp_path)
-    assert tally.failures == []
-    assert tally.tried >= 150
+    with ENOSPC, EIO and EACCES, at each of its occurrences (``fsync-2-EIO``) and then every time
+    (``fsync-every-EIO``)."""
+    case(tmp_path)
+
+
+def test_the_matrix_covers_a_real_publish():
+    assert len(io_matrix_cases(CI)) >= 150
 
 
 def test_a_failed_fsync_is_not_retried(tmp_path):
@@ -44,15 +42,12 @@ def test_a_failed_fsync_is_not_retried(tmp_path):
     assert leftovers(art) == [".state/docs/embedded.bin"]  # the vectors are kept for the next run
 
 
-def test_cli_exits_3_with_one_line(tmp_path, server):
-    tally = run_cli_faults(tmp_path, server)
-    assert tally.failures == []
-    assert tally.tried == 21
+@pytest.mark.parametrize("case", params(cli_fault_cases(CI)))
+def test_cli_exits_3_with_one_line(case, tmp_path):
+    case(tmp_path)
 
 
-def test_real_filesystem_faults(server):
-    """A full tmpfs, a read-only remount and a folder the user may not write, with the installed command."""
-    tally, skipped = run_real_fs_faults(server)
-    assert tally.failures == []
-    if skipped:
-        pytest.skip("; ".join(skipped))
+@pytest.mark.parametrize("case", params(real_fs_cases(CI)))
+def test_real_filesystem_fault(case, tmp_path):
+    """A full tmpfs, a read-only remount and a folder the user may not write."""
+    case(tmp_path)

@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from tests.reliability.helpers_mcp import INIT, INITIALIZED, _call, make_index, run_protocol_errors
+from tests.reliability.cases import CI, params
+from tests.reliability.helpers_mcp import INIT, INITIALIZED, _call, make_index, protocol_cases
 
 
 @pytest.fixture(scope="module")
@@ -17,10 +18,13 @@ def art(tmp_path_factory):
     return make_index(tmp_path_factory.mktemp("mcp-wire"))
 
 
-def test_every_malformed_line_gets_exactly_one_answer(art):
-    tally = run_protocol_errors(art)
-    assert tally.failures == []
-    assert tally.tried == tally.passed >= 30
+@pytest.mark.parametrize("case", params(protocol_cases(CI)))
+def test_every_malformed_line_gets_exactly_one_answer(case, tmp_path):
+    case(tmp_path)
+
+
+def test_the_protocol_cases_are_many():
+    assert len(protocol_cases(CI)) >= 32
 
 
 def _high_water_kib(pid: int) -> int:

@@ -2,39 +2,45 @@
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
+from tests.reliability.cases import CI, groups, params
 from tests.reliability.helpers_patterns import (
-    run_flag_patterns_fuzz,
-    run_gitignore_vs_git,
-    run_hostile_ignore_files,
-    run_watch_agrees_with_walk,
+    flag_pattern_cases,
+    gitignore_cases,
+    hostile_ignore_cases,
+    watch_agrees_cases,
 )
 
 pytestmark = pytest.mark.timeout(300)
 
 
-def assert_all_passed(tally) -> None:
-    assert tally.tried > 0 and tally.passed == tally.tried, tally.failures
+@pytest.mark.parametrize("case", params(gitignore_cases(CI)))
+def test_ignore_files_as_git_reads_them(case, tmp_path):
+    case(tmp_path)
 
 
-@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
-def test_ignore_files_as_git_reads_them(tmp_path):
-    assert_all_passed(run_gitignore_vs_git(tmp_path, cases=80))
+@pytest.mark.parametrize("case", params(watch_agrees_cases(CI)))
+def test_watch_filter_agrees_with_the_walk(case, tmp_path):
+    case(tmp_path)
 
 
-def test_watch_filter_agrees_with_the_walk(tmp_path):
-    assert_all_passed(run_watch_agrees_with_walk(tmp_path, cases=80))
+@pytest.mark.parametrize("case", params(hostile_ignore_cases(CI)))
+def test_hostile_ignore_file(case, tmp_path):
+    case(tmp_path)
 
 
-def test_hostile_ignore_files(tmp_path):
-    tally = run_hostile_ignore_files(tmp_path)
-    assert tally.tried >= 13
-    assert_all_passed(tally)
+def test_every_kind_of_hostile_ignore_file():
+    assert len(hostile_ignore_cases(CI)) >= 13
+
+
+def _hundreds(case) -> str:
+    kind, i = case.id.rsplit("-", 1)
+    return f"{kind}-{int(i) // 100 * 100:04d}" if kind == "pattern" else case.id
 
 
 @pytest.mark.filterwarnings("error")
-def test_flag_patterns_fuzz(tmp_path):
-    assert_all_passed(run_flag_patterns_fuzz(tmp_path, cases=300, cli_cases=4))
+@pytest.mark.parametrize("case", params(groups(flag_pattern_cases(CI), _hundreds)))
+def test_flag_patterns(case, tmp_path):
+    """A hundred random patterns per test (``pattern-0100``), and each through the CLI (``cli-2``)."""
+    case(tmp_path)

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import pytest
+
 from ragtui.core.search.retriever import MODES
-from tests.reliability.helpers_query import FIXED, run_hostile_syntax
+from tests.reliability.cases import CI, params
+from tests.reliability.helpers_query import FIXED, syntax_cases
 
 
-def test_hostile_query_syntax(tmp_path):
-    tally = run_hostile_syntax(tmp_path, n_random=60, cli_cases=2)
-    assert tally.failures == []
+@pytest.mark.parametrize("case", params(syntax_cases(CI)))
+def test_hostile_query_syntax(case, tmp_path):
+    case(tmp_path)
+
+
+def test_every_query_in_every_mode():
+    n = len(syntax_cases(CI))
     api = (len(FIXED) + 60) * len(MODES)  # every mode, bm25doc included
-    assert api + 2 * (len(FIXED) - 1) <= tally.tried <= api + 2 * (len(FIXED) + 2)  # CLI: no argument holds NUL
+    assert api + 2 * (len(FIXED) - 1) <= n <= api + 2 * (len(FIXED) + 2)  # CLI: no argument holds NUL

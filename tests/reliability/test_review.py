@@ -20,8 +20,9 @@ TALLY = """
 import importlib.util, json, sys
 spec = importlib.util.spec_from_file_location("bench_reliability", sys.argv[1])
 bench = importlib.util.module_from_spec(spec)
+sys.modules["bench_reliability"] = bench
 spec.loader.exec_module(bench)
-t = bench._pytest_tally("row", sys.argv[2])
+t = bench.pytest_row("row", sys.argv[2])
 print(json.dumps({"tried": t.tried, "passed": t.passed, "failures": t.failures}))
 """
 

@@ -4,19 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers.embed_server import EmbedServer
-from tests.reliability.helpers_cli_http import check_secrets_cli, check_secrets_logs
+from tests.reliability.cases import CI, params
+from tests.reliability.helpers_cli_http import secrets_cases
 
 
-@pytest.fixture(scope="module")
-def server():
-    with EmbedServer() as s:
-        yield s
-
-
-def test_key_stays_out_of_everything_the_command_writes(tmp_path, server):
-    check_secrets_cli(tmp_path, server)
-
-
-def test_key_stays_out_of_errors_and_log_records(tmp_path, server):
-    check_secrets_logs(tmp_path, server)
+@pytest.mark.parametrize("case", params(secrets_cases(CI)))
+def test_key_stays_out(case, tmp_path):
+    case(tmp_path)
