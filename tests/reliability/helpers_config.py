@@ -415,21 +415,22 @@ def check_out_of_root_tui(base: Path, name: str) -> None:
 async def _tui_refuses(art: Path, words: str) -> None:
     from ragtui.tui.history import QueryHistory
     from ragtui.tui.screens.source import SourceScreen
-    from tests.tui import make_app, ready, search, settled, wait_for
+    from tests.tui import Notices, make_app, ready, search, settled, wait_for
 
     app = make_app(art, history=QueryHistory(None))
-    async with app.run_test() as pilot:
+    notices = Notices()
+    async with app.run_test(message_hook=notices) as pilot:
         await ready(pilot)
         await search(pilot, "OPENSSH PRIVATE KEY")
         assert app.results.hits, "the crafted chunk should be found"
         await pilot.press("escape")  # from the query box to the results
         for n, key in enumerate(("o", "e"), 1):  # o: the source view, e: $EDITOR
             await pilot.press(key)
-            await wait_for(pilot, lambda n=n: isinstance(app.screen, SourceScreen) or len(app._notifications) >= n,
+            await wait_for(pilot, lambda n=n: isinstance(app.screen, SourceScreen) or len(notices.sent) >= n,
                            f"the answer to {key!r}")
             assert not isinstance(app.screen, SourceScreen), "the source view opened"
         await settled(pilot)
-        notes = [x.message for x in app._notifications]
+        notes = list(notices.sent)
         assert app.editor_runs == [], "the editor was run"
         assert all(words in m for m in notes) if words else all("missing" in m for m in notes), notes
         shown = "".join(str(w.render()) for w in app.screen.query("*") if hasattr(w, "render"))
