@@ -1,6 +1,7 @@
-"""The batched postings build: equal, array for array and byte for byte, to building from every chunk's terms at once."""
+"""The batched postings build and the stepped encoding: equal, array for array and byte for byte, to doing it all at once."""
 
 import itertools
+import struct
 from collections import defaultdict
 
 import numpy as np
@@ -18,6 +19,7 @@ from ragtui.core.index.bm25_write import (
     encode_postings,
 )
 from tests.conftest import shared_data
+from tests.unit.test_bm25 import hand_made, varint
 
 
 def all_at_once(doc_terms):
@@ -47,10 +49,29 @@ def all_at_once(doc_terms):
     return Postings(doc_len, blob, starts, offsets, occ_doc[first], tf)
 
 
+def plain_encode(p: Postings) -> bytes:
+    """bm25.idx from postings by a loop over terms and postings, straight from the spec."""
+    n = p.n_docs
+    avgdl = float(np.mean(p.doc_len)) if n else 0.0
+    out = b"TLBM" + struct.pack("<III", 1, n, p.term_starts.size - 1) + struct.pack("<d", avgdl)
+    out += b"".join(struct.pack("<I", int(x)) for x in p.doc_len)
+    blob = np.asarray(p.term_blob).tobytes()
+    for t in range(p.term_starts.size - 1):
+        raw = blob[p.term_starts[t] : p.term_starts[t + 1]]
+        postings, prev = b"", None
+        for j in range(p.offsets[t], p.offsets[t + 1]):
+            doc = int(p.post_doc[j])
+            postings += varint(doc if prev is None else doc - prev) + varint(int(p.post_tf[j]))
+            prev = doc
+        out += struct.pack("<H", len(raw)) + raw + struct.pack("<II", p.offsets[t + 1] - p.offsets[t], len(postings))
+        out += postings
+    return out
+
+
 def assert_same(got: Postings, want: Postings) -> None:
     for name in ("doc_len", "term_blob", "term_starts", "offsets", "post_doc", "post_tf"):
         assert np.array_equal(getattr(got, name), getattr(want, name)), name
-    assert encode_postings(got) == encode_postings(want)
+    assert encode_postings(got) == plain_encode(want)
 
 
 def real_texts(limit: int) -> list[str]:
@@ -130,3 +151,32 @@ def test_batch_must_be_positive():
        st.integers(1, 6))
 def test_any_chunks_any_batch(docs, batch):
     assert_same(build_postings(docs, batch=batch), all_at_once(docs))
+
+
+def test_plain_encode_is_the_hand_made_writer():
+    docs = [analyze(t) for t in ["The cat sat on the mat.", "Dogs and cats; ΟΔΟΣ", "the the the", "", "İstanbul 東京 cat"]]
+    assert plain_encode(all_at_once(docs)) == hand_made(docs)
+
+
+@pytest.mark.parametrize("step", [1, 2, 5, 1000, 1 << 20])
+def test_stepped_encoding_of_a_real_corpus(step):
+    p = build_postings_from_texts(real_texts(1500))
+    assert encode_postings(p, step=step) == plain_encode(p)
+
+
+@pytest.mark.parametrize("step", [1, 2, 3, 100])
+def test_stepped_encoding_with_terms_that_hold_no_posting(step):
+    # Terms without postings (first, between, last), and chunk numbers and tfs past one varint byte.
+    doc_len = np.arange(300, dtype=np.uint32)
+    blob = np.frombuffer(b"abcde", dtype=np.uint8)
+    starts = np.arange(6)
+    p = Postings(doc_len, blob, starts, np.array([0, 0, 3, 3, 5, 5]), np.array([0, 150, 299, 1, 200], dtype=np.uint32),
+                 np.array([2, 200, 1, 70_000, 1], dtype=np.uint32))
+    assert encode_postings(p, step=step) == plain_encode(p)
+    none = Postings(doc_len, blob, starts, np.zeros(6, dtype=np.int64), np.zeros(0, np.uint32), np.zeros(0, np.uint32))
+    assert encode_postings(none, step=step) == plain_encode(none)
+
+
+def test_step_must_be_positive():
+    with pytest.raises(ValueError, match="step"):
+        encode_postings(build_postings([["a"]]), step=0)

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     import mmap
 
 __all__ = [
-    "BATCH", "PostingBytes", "build_postings", "build_postings_from_texts", "encode_bm25", "encode_postings", "encode_spliced", "encode_spliced_carried",
+    "BATCH", "ENCODE_STEP", "PostingBytes", "build_postings", "build_postings_from_texts", "encode_bm25", "encode_postings", "encode_spliced", "encode_spliced_carried",
     "posting_bytes", "splice_postings",
 ]
 
@@ -206,21 +206,52 @@ def _put_entry_heads(out: np.ndarray, at: np.ndarray, p: Postings, df: np.ndarra
     _put_le(out, at + TERM_LEN_BYTES + DF_BYTES + term_len, postings_bytes, POSTINGS_LEN_BYTES)
 
 
-def encode_postings(p: Postings) -> bytes:
-    """bm25.idx bytes for ``p``: every field written with array operations, no per-term loop."""
+ENCODE_STEP = 1 << 20
+"""Postings encoded at a time by ``encode_postings``: its temporaries are a few dozen bytes per posting of one step."""
+
+
+def encode_postings(p: Postings, step: int = ENCODE_STEP) -> bytes:
+    """bm25.idx bytes for ``p``: every field written with array operations, no per-term loop.
+
+    The postings' varints are encoded ``step`` postings at a time, so that
+    what is held beyond ``p`` and the output is a byte or two per posting.
+    """
+    if step < 1:
+        raise ValueError("step must be at least 1")
     n_docs, n_terms = p.n_docs, p.term_starts.size - 1
-    df = np.diff(p.offsets)
-    gaps = _gaps(np.asarray(p.post_doc, dtype=np.int64), np.asarray(p.offsets, dtype=np.int64))
+    offsets = np.asarray(p.offsets, dtype=np.int64)
+    df = np.diff(offsets)
+    post_doc = np.asarray(p.post_doc)
     tf = np.asarray(p.post_tf)
-    payload = _encode_pairs(gaps, tf)
-    cum = np.zeros(gaps.size + 1, dtype=np.int64)
-    np.cumsum(leb128.sizes(gaps) + leb128.sizes(tf), out=cum[1:])
-    pay_start = cum[p.offsets]  # payload bytes of term t: [pay_start[t], pay_start[t+1])
+    n_post = int(post_doc.size)
+    first = np.zeros(n_post, dtype=bool)  # the first posting of its term: its gap is its chunk number
+    first[offsets[:-1][df > 0]] = True
+    pay_start = np.empty(n_terms + 1, dtype=np.int64)  # payload bytes of term t: [pay_start[t], pay_start[t+1])
+    pieces: list[np.ndarray] = []
+    done = 0
+    for lo in range(0, n_post, step):
+        hi = min(lo + step, n_post)
+        gaps = post_doc[lo:hi].astype(np.int64)
+        if lo:
+            gaps[0] -= int(post_doc[lo - 1])
+        gaps[1:] -= post_doc[lo : hi - 1]
+        opens = first[lo:hi]
+        gaps[opens] = post_doc[lo:hi][opens]
+        cum = np.zeros(hi - lo + 1, dtype=np.int64)
+        np.cumsum(leb128.sizes(gaps) + leb128.sizes(tf[lo:hi]), out=cum[1:])
+        t_lo, t_hi = np.searchsorted(offsets, (lo, hi))
+        pay_start[t_lo:t_hi] = done + cum[offsets[t_lo:t_hi] - lo]
+        pieces.append(_encode_pairs(gaps, tf[lo:hi]))
+        done += int(cum[-1])
+    pay_start[np.searchsorted(offsets, n_post) :] = done
+    payload = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.uint8)
+    del pieces, first
 
     term_len = np.diff(p.term_starts)
     if n_terms and int(term_len.max()) > 0xFFFF:
         raise ValueError("a term is longer than 65,535 bytes, which bm25.idx cannot hold")
-    entry = ENTRY_FIXED + term_len + np.diff(pay_start)
+    head_len = ENTRY_FIXED + term_len
+    entry = head_len + np.diff(pay_start)
     head = _HEADER.size + DOC_LEN_BYTES * n_docs
     at = np.zeros(n_terms + 1, dtype=np.int64)
     np.cumsum(entry, out=at[1:])
@@ -231,7 +262,11 @@ def encode_postings(p: Postings) -> bytes:
     out[_HEADER.size : head] = np.frombuffer(np.asarray(p.doc_len, dtype="<u4").tobytes(), dtype=np.uint8)
     starts = at[:-1]
     _put_entry_heads(out, starts, p, df, np.diff(pay_start))
-    _scatter(out, starts + ENTRY_FIXED + term_len, payload, pay_start)
+    # The payload fills every byte after the file header that no entry head takes, in order.
+    is_payload = np.ones(out.size - head, dtype=bool)
+    head_bytes = int(head_len.sum())
+    is_payload[np.repeat(starts - head - np.cumsum(head_len) + head_len, head_len) + np.arange(head_bytes)] = False
+    out[head:][is_payload] = payload
     return out.tobytes()
 
 
