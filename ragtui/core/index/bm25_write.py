@@ -6,15 +6,17 @@ bytes where a posting's varints did not change. Reading is ``bm25``.
 
 from __future__ import annotations
 
+import array
 import itertools
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ragtui.core.index import leb128
+from ragtui.core.index.analyzer import analyze
 from ragtui.core.index.bm25 import (
     _HEADER,
     DF_BYTES,
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
     import mmap
 
 __all__ = [
-    "PostingBytes", "build_postings", "encode_bm25", "encode_postings", "encode_spliced", "encode_spliced_carried",
+    "BATCH", "ENCODE_STEP", "PostingBytes", "build_postings", "build_postings_from_texts", "encode_bm25", "encode_postings", "encode_spliced", "encode_spliced_carried",
     "posting_bytes", "splice_postings",
 ]
 
@@ -46,42 +48,121 @@ def encode_bm25(doc_terms: Sequence[Sequence[str]]) -> bytes:
     return encode_postings(build_postings(doc_terms))
 
 
-def build_postings(doc_terms: Sequence[Sequence[str]]) -> Postings:
-    """The postings of chunks given as their analyzed terms (chunk i is ``doc_terms[i]``).
+BATCH = 16_384
+"""Chunks analyzed and reduced to postings at a time by ``build_postings``: what it holds at once beyond the postings."""
 
-    One pass of C-level calls numbers every term occurrence (a dict that
-    hands out the next number to each new term); everything after that is
-    array work: a stable radix sort of the occurrences by term (they are
-    already in chunk order), then runs of equal (term, chunk) are postings
-    and their lengths the tfs.
+
+def build_postings_from_texts(texts: Iterable[str], batch: int = BATCH) -> Postings:
+    """The postings of chunks given as their texts (chunk i is the i-th text), analyzed ``batch`` at a time.
+
+    Equal to ``build_postings([analyze(t) for t in texts])``, and encoded to
+    the same bytes, without ever holding every chunk's terms.
     """
-    n_docs = len(doc_terms)
-    doc_len = np.fromiter(map(len, doc_terms), dtype=np.uint32, count=n_docs)
-    total = int(doc_len.sum(dtype=np.uint64))
+    return build_postings(map(analyze, texts), batch)
+
+
+def build_postings(doc_terms: Iterable[Sequence[str]], batch: int = BATCH) -> Postings:
+    """The postings of chunks given as their analyzed terms (chunk i is the i-th of ``doc_terms``).
+
+    The chunks are taken ``batch`` at a time: each term occurrence is
+    numbered (a dict that hands out the next number to each new term, kept
+    for all chunks), and the batch's occurrences are at once reduced to its
+    postings, (term number, chunk number, tf) in the narrowest integer types
+    that hold them. What is held at once is the dictionary, the postings and
+    one batch's occurrences, never every chunk's terms. Once every chunk is
+    in, the terms are ordered and each batch's postings scattered to their
+    place: a batch's postings of a term follow the previous batches' (they
+    hold lower chunk numbers), so the result is in (term, chunk) order.
+    """
+    if batch < 1:
+        raise ValueError("batch must be at least 1")
     number: defaultdict[str, int] = defaultdict(itertools.count().__next__)
-    term_ids = np.fromiter(
-        map(number.__getitem__, itertools.chain.from_iterable(doc_terms)), dtype=np.int64, count=total
-    )
+    lookup = number.__getitem__
+    chunks = iter(doc_terms)
+    lengths: list[np.ndarray] = []
+    runs: list[_Run] = []
+    n_docs = 0
+    while True:
+        ids = array.array("i")
+        doc_len = array.array("I")
+        for terms in itertools.islice(chunks, batch):
+            before = len(ids)
+            ids.extend(map(lookup, terms))
+            doc_len.append(len(ids) - before)
+        if not doc_len:
+            break
+        lengths.append(np.array(doc_len, dtype=np.uint32))
+        runs.append(_batch_postings(np.frombuffer(ids, dtype=np.int32), lengths[-1], n_docs))
+        del ids
+        n_docs += len(doc_len)
+        if len(doc_len) < batch:
+            break
+
     terms_by_id = list(number)
+    del number, lookup
     n_terms = len(terms_by_id)
     # UTF-8 byte order equals code point order, which is Python's str order.
     order = sorted(range(n_terms), key=terms_by_id.__getitem__)
-    rank = np.empty(n_terms, dtype=np.int64)
-    rank[order] = np.arange(n_terms, dtype=np.int64)
-
-    occ_term = rank[term_ids]
-    perm = _stable_order(occ_term, n_terms)
-    occ_term = occ_term[perm]
-    occ_doc = np.repeat(np.arange(n_docs, dtype=np.int64), doc_len.astype(np.int64))[perm]
-    new = np.ones(total, dtype=bool)
-    if total:
-        new[1:] = (occ_term[1:] != occ_term[:-1]) | (occ_doc[1:] != occ_doc[:-1])
-    first = np.flatnonzero(new)
-    tf = np.diff(np.append(first, total))
-    offsets = np.zeros(n_terms + 1, dtype=np.int64)
-    np.cumsum(np.bincount(occ_term[first], minlength=n_terms), out=offsets[1:])
+    rank = np.empty(n_terms, dtype=np.int32)
+    rank[order] = np.arange(n_terms, dtype=np.int32)
     blob, starts = _blob([terms_by_id[t].encode("utf-8") for t in order])
-    return Postings(doc_len, blob, starts, offsets, occ_doc[first], tf)
+    del terms_by_id, order
+
+    df = np.zeros(n_terms, dtype=np.int64)
+    for run in runs:
+        run.term = rank[run.term]
+        df += np.bincount(run.term, minlength=n_terms)
+    offsets = np.zeros(n_terms + 1, dtype=np.int64)
+    np.cumsum(df, out=offsets[1:])
+    total = int(offsets[-1])
+    post_doc = np.empty(total, dtype=np.uint32)
+    post_tf = np.empty(total, dtype=np.result_type(np.uint16, *(run.tf.dtype for run in runs)))
+    fill = offsets[:-1].copy()  # where the next posting of each term goes
+    while runs:
+        run = runs.pop(0)
+        perm = _stable_order(run.term, n_terms)
+        term = run.term[perm]
+        # A posting's place: after its term's postings of earlier batches and those before it in this batch.
+        at = fill[term] + (np.arange(term.size, dtype=np.int64) - np.searchsorted(term, term))
+        post_doc[at] = run.doc[perm]
+        post_tf[at] = run.tf[perm]
+        fill += np.bincount(term, minlength=n_terms)
+        del run, perm, term, at
+    doc_len_all = np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.uint32)
+    return Postings(doc_len_all, blob, starts, offsets, post_doc, post_tf)
+
+
+@dataclass(eq=False)
+class _Run:
+    """One batch's postings, ordered by term number then chunk: term number (int32), chunk (uint32), tf."""
+
+    term: np.ndarray
+    doc: np.ndarray
+    tf: np.ndarray
+
+
+def _batch_postings(ids: np.ndarray, doc_len: np.ndarray, first_doc: int) -> _Run:
+    """The postings of one batch's chunks from their occurrences' term numbers (in chunk order)."""
+    n = max(int(doc_len.size), 1)
+    key = np.repeat(np.arange(doc_len.size, dtype=np.int64), doc_len)
+    key += ids.astype(np.int64) * n  # term number, then chunk within the batch
+    key.sort()
+    if not key.size:
+        empty = np.zeros(0, dtype=np.uint32)
+        return _Run(np.zeros(0, dtype=np.int32), empty, empty.astype(np.uint16))
+    new = np.empty(key.size, dtype=bool)
+    new[0] = True
+    np.not_equal(key[1:], key[:-1], out=new[1:])
+    first = np.flatnonzero(new)
+    del new
+    tf = np.diff(first, append=key.size)
+    key = key[first]
+    del first
+    term, doc = np.divmod(key, n)
+    del key
+    doc += first_doc
+    tf_type = np.uint16 if int(tf.max()) <= 0xFFFF else np.uint32
+    return _Run(term.astype(np.int32), doc.astype(np.uint32), tf.astype(tf_type))
 
 
 def _stable_order(keys: np.ndarray, n_keys: int) -> np.ndarray:
@@ -125,21 +206,52 @@ def _put_entry_heads(out: np.ndarray, at: np.ndarray, p: Postings, df: np.ndarra
     _put_le(out, at + TERM_LEN_BYTES + DF_BYTES + term_len, postings_bytes, POSTINGS_LEN_BYTES)
 
 
-def encode_postings(p: Postings) -> bytes:
-    """bm25.idx bytes for ``p``: every field written with array operations, no per-term loop."""
+ENCODE_STEP = 1 << 20
+"""Postings encoded at a time by ``encode_postings``: its temporaries are a few dozen bytes per posting of one step."""
+
+
+def encode_postings(p: Postings, step: int = ENCODE_STEP) -> bytes:
+    """bm25.idx bytes for ``p``: every field written with array operations, no per-term loop.
+
+    The postings' varints are encoded ``step`` postings at a time, so that
+    what is held beyond ``p`` and the output is a byte or two per posting.
+    """
+    if step < 1:
+        raise ValueError("step must be at least 1")
     n_docs, n_terms = p.n_docs, p.term_starts.size - 1
-    df = np.diff(p.offsets)
-    gaps = _gaps(np.asarray(p.post_doc, dtype=np.int64), np.asarray(p.offsets, dtype=np.int64))
+    offsets = np.asarray(p.offsets, dtype=np.int64)
+    df = np.diff(offsets)
+    post_doc = np.asarray(p.post_doc)
     tf = np.asarray(p.post_tf)
-    payload = _encode_pairs(gaps, tf)
-    cum = np.zeros(gaps.size + 1, dtype=np.int64)
-    np.cumsum(leb128.sizes(gaps) + leb128.sizes(tf), out=cum[1:])
-    pay_start = cum[p.offsets]  # payload bytes of term t: [pay_start[t], pay_start[t+1])
+    n_post = int(post_doc.size)
+    first = np.zeros(n_post, dtype=bool)  # the first posting of its term: its gap is its chunk number
+    first[offsets[:-1][df > 0]] = True
+    pay_start = np.empty(n_terms + 1, dtype=np.int64)  # payload bytes of term t: [pay_start[t], pay_start[t+1])
+    pieces: list[np.ndarray] = []
+    done = 0
+    for lo in range(0, n_post, step):
+        hi = min(lo + step, n_post)
+        gaps = post_doc[lo:hi].astype(np.int64)
+        if lo:
+            gaps[0] -= int(post_doc[lo - 1])
+        gaps[1:] -= post_doc[lo : hi - 1]
+        opens = first[lo:hi]
+        gaps[opens] = post_doc[lo:hi][opens]
+        cum = np.zeros(hi - lo + 1, dtype=np.int64)
+        np.cumsum(leb128.sizes(gaps) + leb128.sizes(tf[lo:hi]), out=cum[1:])
+        t_lo, t_hi = np.searchsorted(offsets, (lo, hi))
+        pay_start[t_lo:t_hi] = done + cum[offsets[t_lo:t_hi] - lo]
+        pieces.append(_encode_pairs(gaps, tf[lo:hi]))
+        done += int(cum[-1])
+    pay_start[np.searchsorted(offsets, n_post) :] = done
+    payload = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.uint8)
+    del pieces, first
 
     term_len = np.diff(p.term_starts)
     if n_terms and int(term_len.max()) > 0xFFFF:
         raise ValueError("a term is longer than 65,535 bytes, which bm25.idx cannot hold")
-    entry = ENTRY_FIXED + term_len + np.diff(pay_start)
+    head_len = ENTRY_FIXED + term_len
+    entry = head_len + np.diff(pay_start)
     head = _HEADER.size + DOC_LEN_BYTES * n_docs
     at = np.zeros(n_terms + 1, dtype=np.int64)
     np.cumsum(entry, out=at[1:])
@@ -150,7 +262,11 @@ def encode_postings(p: Postings) -> bytes:
     out[_HEADER.size : head] = np.frombuffer(np.asarray(p.doc_len, dtype="<u4").tobytes(), dtype=np.uint8)
     starts = at[:-1]
     _put_entry_heads(out, starts, p, df, np.diff(pay_start))
-    _scatter(out, starts + ENTRY_FIXED + term_len, payload, pay_start)
+    # The payload fills every byte after the file header that no entry head takes, in order.
+    is_payload = np.ones(out.size - head, dtype=bool)
+    head_bytes = int(head_len.sum())
+    is_payload[np.repeat(starts - head - np.cumsum(head_len) + head_len, head_len) + np.arange(head_bytes)] = False
+    out[head:][is_payload] = payload
     return out.tobytes()
 
 

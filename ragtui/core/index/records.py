@@ -75,8 +75,11 @@ def encode_meta(meta: IndexMeta) -> bytes:
 
 
 def encode_docs(records: Iterable[ChunkRecord]) -> bytes:
+    # Each line encoded on its own, then the bytes joined: the same bytes as encoding the joined text (UTF-8 of a
+    # concatenation is the concatenation), without the whole text as one str, which takes two bytes a
+    # character as soon as one line holds a character above U+00FF (four above U+FFFF).
     dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-    return "".join(dumps(r.to_json()) + "\n" for r in records).encode("utf-8")
+    return b"".join((dumps(r.to_json()) + "\n").encode("utf-8") for r in records)
 
 
 def encode_vectors(vectors: np.ndarray) -> bytes:

@@ -41,10 +41,9 @@ import numpy as np
 
 from ragtui.core.errors import LockedError, StorageError, UsageError
 from ragtui.core.fsops import OS_OPS, FsOps
-from ragtui.core.index.analyzer import analyze
 from ragtui.core.index.arraycache import remove_dead_temporaries
 from ragtui.core.index.bm25 import Postings
-from ragtui.core.index.bm25_write import build_postings, encode_postings
+from ragtui.core.index.bm25_write import build_postings, build_postings_from_texts, encode_postings
 from ragtui.core.index.index_format import BM25, DOCS, FILES, META, VECTORS
 from ragtui.core.index.records import ChunkRecord, IndexMeta, encode_docs, encode_meta, encode_vectors
 
@@ -103,7 +102,7 @@ def encode_index(
     if vectors.shape != (len(records), meta.dim) or meta.n_chunks != len(records):
         raise ValueError("records, vectors and meta disagree on n_chunks or dim")
     if postings is None:
-        postings = build_postings(doc_terms if doc_terms is not None else [analyze(r.text) for r in records])
+        postings = build_postings(doc_terms) if doc_terms is not None else build_postings_from_texts(r.text for r in records)
     return {
         META: encode_meta(meta),
         DOCS: encode_docs(records),

@@ -30,9 +30,8 @@ from ragtui.core.code.languages import chunker_identity
 from ragtui.core.documents.registry import reader_versions
 from ragtui.core.embedders.base import Embedder, known_dim, tokenizer_name
 from ragtui.core.errors import IndexFormatError, IndexMissingError, UsageError
-from ragtui.core.index.analyzer import analyze
 from ragtui.core.index.bm25 import BM25Index, check_bm25_params
-from ragtui.core.index.bm25_write import build_postings
+from ragtui.core.index.bm25_write import build_postings_from_texts
 from ragtui.core.index.index_format import BM25, DOCS, IndexData, generation_of, read_index
 from ragtui.core.index.records import IndexMeta
 from ragtui.core.ingest import derive
@@ -389,14 +388,14 @@ class IndexWriter:
         embed_pending(asm, e, journal, report, tick)
         records, vectors = expand(asm, prev)
         t0 = time.perf_counter()
-        doc_terms = [analyze(r.text) for r in records]
+        # Analyzed a batch of chunks at a time: every chunk's terms are never held at once.
+        postings = build_postings_from_texts(r.text for r in records)
         report.seconds["analyze"] = time.perf_counter() - t0
         report.chunks_added, report.chunks_removed, report.chunks_total = asm.chunks_added, asm.chunks_removed, asm.n_rows
 
         # 4. Encode and publish as one unit.
         t0 = time.perf_counter()
         meta = self._meta(len(records))
-        postings = build_postings(doc_terms)
         files = encode_index(meta, records, vectors, postings=postings)
         if old is not None and not trusted and _same_content(old, files):
             # Every document "changed" only in ways that leave the index bytes
