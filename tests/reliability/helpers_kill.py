@@ -88,13 +88,16 @@ def _counted(scenario: str) -> tuple[list[str], dict | None, dict]:
 
 
 def _step_id(scenario: str, n: int, steps: list[str]) -> str:
-    return f"{scenario}-{n}-{steps[n - 1].split()[1]}" if n <= len(steps) else f"{scenario}-{n}-after-the-last"
+    # By number, not by the call's name: the writer's write-behind thread interleaves its calls with the main
+    # thread's, so which call is n-th differs from one process to the next, while the count does not (an id
+    # must name the same test in every process, pytest-xdist's workers included).
+    return f"{scenario}-{n}" if n <= len(steps) else f"{scenario}-after-the-last"
 
 
 def kill_cases(size: str = "ci", scenarios=SCENARIOS, every: int = 1) -> list[Case]:
     """One case per kill point: before each step of a publish (1 .. the last), and after the last.
 
-    The steps are counted by one traced publish of the scenario; ids read ``update-17-write``."""
+    The steps are counted by one traced publish of the scenario; ids read ``update-17``."""
     out = []
     for scenario in scenarios:
         steps = _counted(scenario)[0]

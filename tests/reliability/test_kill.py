@@ -3,7 +3,7 @@
 ``update``: a realistic incremental publish; ``first``: the first publish of an index; ``adopt``:
 replacing an index another tool wrote as a plain directory. The export's scenarios: ``new``
 (nothing at the target), ``empty`` (an empty folder there), ``replace`` (a previous export there).
-Each kill point is a test of its own: ``test_writer_killed_before_step[update-17-write]``.
+Each kill point is a test of its own: ``test_writer_killed_before_step[update-17]``.
 """
 
 from __future__ import annotations
