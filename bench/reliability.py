@@ -273,7 +273,7 @@ def run_pytest(table: list[Row], paths: list[str], extra: list[str] | None = Non
     count = Count(table)
     t0 = time.perf_counter()
     with contextlib.redirect_stdout(sys.stderr):
-        code = pytest.main(["-q", "-p", "no:cacheprovider", *(extra or []), *paths], plugins=[count])
+        code = pytest.main(["-q", "-n", "0", "-p", "no:cacheprovider", *(extra or []), *paths], plugins=[count])
     seconds = time.perf_counter() - t0
     for r in table:
         got = count.by_row[r.title]
