@@ -50,6 +50,7 @@ from ragtui.core.embedders.onnx_model import (
     feeds,
     first_line,
     load_session,
+    padded,
     resolve_model,
     token_inputs,
 )
@@ -283,15 +284,7 @@ class OnnxEmbedder:
         return out
 
     def _run(self, encs: Sequence[Encoding]) -> npt.NDArray[np.float32]:
-        width = max(len(e.ids) for e in encs)
-        ids = np.full((len(encs), width), self._pad_id, dtype=np.int64)
-        types = np.zeros_like(ids)
-        mask = np.zeros_like(ids)
-        for row, e in enumerate(encs):
-            n = len(e.ids)
-            ids[row, :n] = e.ids
-            types[row, :n] = e.type_ids
-            mask[row, :n] = 1
+        ids, types, mask = padded(encs, self._pad_id)
         try:
             hidden = self._session.run([self._output], feeds(self._inputs, ids, mask, types))[0]
         except Exception as e:

@@ -22,7 +22,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, cast
@@ -448,6 +448,18 @@ def token_inputs(session: Session, model_file: Path) -> list[str]:
             f"(ragtui feeds {', '.join(sorted(_TOKEN_INPUTS))}; input_ids is required)"
         )
     return names
+
+
+def padded(encs: Sequence[Any], pad_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ids, type_ids, mask) of a batch of tokenizer encodings, padded with ``pad_id`` to the longest."""
+    width = max(len(e.ids) for e in encs)
+    ids = np.full((len(encs), width), pad_id, dtype=np.int64)
+    types = np.zeros_like(ids)
+    mask = np.zeros_like(ids)
+    for row, e in enumerate(encs):
+        n = len(e.ids)
+        ids[row, :n], types[row, :n], mask[row, :n] = e.ids, e.type_ids, 1
+    return ids, types, mask
 
 
 def feeds(names: list[str], ids: np.ndarray, mask: np.ndarray, type_ids: np.ndarray | None) -> dict[str, np.ndarray]:

@@ -143,16 +143,10 @@ class CrossEncoder:
         return np.concatenate(scores).astype(np.float32) if scores else np.zeros(0, dtype=np.float32)
 
     def _run(self, query: str, passages: Sequence[str]) -> np.ndarray:
-        from ragtui.core.embedders.onnx_model import feeds, first_line
+        from ragtui.core.embedders.onnx_model import feeds, first_line, padded
 
         encs = self._tk.encode_batch([(query, p) for p in passages])
-        width = max(len(e.ids) for e in encs)
-        ids = np.full((len(encs), width), self._pad_id, dtype=np.int64)
-        types = np.zeros_like(ids)
-        mask = np.zeros_like(ids)
-        for row, e in enumerate(encs):
-            n = len(e.ids)
-            ids[row, :n], types[row, :n], mask[row, :n] = e.ids, e.type_ids, 1
+        ids, types, mask = padded(encs, self._pad_id)
         try:
             out = self._session.run([self._output], feeds(self._inputs, ids, mask, types))[0]
         except Exception as e:
