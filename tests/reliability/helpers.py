@@ -16,7 +16,6 @@ from pathlib import Path
 from ragtui.core.index.index_format import FILES, read_index
 from ragtui.core.ingest.sync import sync
 from tests.files import write  # noqa: F401 - re-exported for the tests that import it from here
-from tests.helpers.cli import one_error_line, run_process
 from tests.unit.fakes import HashEmbedder
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -81,8 +80,3 @@ def leftovers(artifacts: Path, index_id: str = "docs") -> list[str]:
         out += [f".gen/{index_id}/{g} (stale)" for g in os.listdir(gens) if os.path.realpath(gens / g) != current]
     return sorted(out)
 
-
-ragtui = run_process
-"""The installed command as a process (tests/helpers/cli.py)."""
-one_clear_line = one_error_line
-"""Exactly one line, ``ragtui: error: ...``, with no traceback (tests/helpers/cli.py)."""
