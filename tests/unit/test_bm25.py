@@ -12,7 +12,8 @@ from ragtui.core.errors import IndexFormatError
 from ragtui.core.index import leb128
 from ragtui.core.index.analyzer import analyze
 from ragtui.core.index.bm25 import BM25Index
-from ragtui.core.index.bm25_write import encode_bm25, encode_postings, encode_spliced, splice_postings
+from ragtui.core.index.bm25_splice import encode_spliced, encode_spliced_carried, splice_postings
+from ragtui.core.index.bm25_write import encode_bm25, encode_postings
 
 
 def varint(n: int) -> bytes:
@@ -285,6 +286,8 @@ def test_splicing_equals_building_from_scratch(old, keep, inserts):
     want = encode_bm25([terms for _, _, terms in rows])
     assert encode_postings(spliced) == want
     assert encode_spliced(old_data, old_ix, spliced) == want
+    for limit in (0, 1_000_000):  # byte masks, stretch by stretch
+        assert encode_spliced_carried(old_data, old_ix, spliced, stretch_limit=limit)[0] == want
     decoded = BM25Index.decode(want, 1.2, 0.75).to_arrays()
     for key, value in BM25Index.from_postings(spliced, 1.2, 0.75).to_arrays().items():
         assert np.array_equal(value, decoded[key]), key
@@ -316,3 +319,51 @@ def test_weights_equal_the_plain_formula_to_the_bit(seed):
         args = (df, offsets, post_doc, post_tf, doc_len, avgdl, n_docs, k1, b)
         assert np.array_equal(_weights(*args), _weights_reference(*args))
         assert np.array_equal(_weights(*args[:3], post_tf.astype(np.uint32), *args[4:]), _weights_reference(*args))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_chained_splices_of_a_larger_index_equal_full_builds(seed):
+    """Splice after splice, carrying each file's PostingBytes: multi-byte gaps (hundreds of chunks between a
+    term's postings), chunk counts that shift every later chunk, terms born and gone; every file equal to a
+    full build, by masks and stretch by stretch."""
+    rng = np.random.default_rng(seed)
+    vocab = [f"w{i}" for i in range(600)] + ["ünï", "東京", "σοφία"]
+    weights = 1.0 / np.arange(1, len(vocab) + 1)
+    weights /= weights.sum()
+
+    def chunk() -> list[str]:
+        return list(rng.choice(vocab, size=int(rng.integers(1, 40)), p=weights))
+
+    chunks = [chunk() for _ in range(3000)]
+    data = encode_bm25(chunks)
+    index = BM25Index.decode(data, 1.2, 0.75)
+    carried = None
+    for _ in range(4):
+        # Drop a few runs of chunks, put new ones in at a few places (some with words never seen).
+        keep = np.ones(len(chunks), dtype=bool)
+        for lo in rng.integers(0, len(chunks), size=3):
+            keep[lo : lo + int(rng.integers(1, 5))] = False
+        rows: list[tuple[int, list[str]]] = [(i, terms) for i, terms in enumerate(chunks) if keep[i]]
+        for at in sorted(rng.integers(0, len(rows), size=3), reverse=True):
+            for _ in range(int(rng.integers(0, 4))):
+                extra = [f"fresh{int(rng.integers(0, 10_000))}"] if rng.random() < 0.5 else []
+                rows.insert(int(at), (-1, chunk() + extra))
+        row_map = np.full(len(chunks), -1, dtype=np.int64)
+        new_rows, new_terms = [], []
+        for n, (i, terms) in enumerate(rows):
+            if i >= 0:
+                row_map[i] = n
+            else:
+                new_rows.append(n)
+                new_terms.append(terms)
+        chunks = [terms for _, terms in rows]
+        want = encode_bm25(chunks)
+        spliced = splice_postings(index, row_map, len(chunks), new_rows, new_terms)
+        for limit in (0, 1_000_000):
+            assert encode_spliced_carried(data, index, spliced, carried, stretch_limit=limit)[0] == want
+        data, carried = encode_spliced_carried(data, index, spliced, carried)
+        assert data == want
+        index = BM25Index.from_postings(spliced, 1.2, 0.75)
+        decoded = BM25Index.decode(want, 1.2, 0.75).to_arrays()
+        for key, value in index.to_arrays().items():
+            assert np.array_equal(value, decoded[key]), key

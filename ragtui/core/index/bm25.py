@@ -105,10 +105,10 @@ class Postings:
     offsets: np.ndarray
     post_doc: np.ndarray
     post_tf: np.ndarray
-    kept: np.ndarray | None = None
-    """After ``splice_postings``: the old posting number of each posting carried over, in order."""
+    dropped: np.ndarray | None = None
+    """After ``splice_postings``: the old posting numbers not carried over, ascending (the rest are, in order)."""
     inserted: np.ndarray | None = None
-    """After ``splice_postings``: the positions of the postings that are new (the rest are ``kept``)."""
+    """After ``splice_postings``: the positions of the postings that are new (the rest are carried over)."""
 
     @property
     def n_docs(self) -> int:

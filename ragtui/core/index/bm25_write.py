@@ -1,17 +1,16 @@
-"""bm25.idx (TLBM version 1): build the postings of chunks, splice them, and encode them.
+"""bm25.idx (TLBM version 1): build the postings of chunks and encode them.
 
-Every field is written with array operations; a splice reuses the old file's
-bytes where a posting's varints did not change. Reading is ``bm25``.
+Every field is written with array operations. The next file from the
+previous one is ``bm25_splice``; reading is ``bm25``.
 """
 
 from __future__ import annotations
 
 import array
 import itertools
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -26,18 +25,10 @@ from ragtui.core.index.bm25 import (
     POSTINGS_LEN_BYTES,
     TERM_LEN_BYTES,
     VERSION,
-    BM25Index,
     Postings,
-    _bisect,
 )
 
-if TYPE_CHECKING:
-    import mmap
-
-__all__ = [
-    "BATCH", "ENCODE_STEP", "PostingBytes", "build_postings", "build_postings_from_texts", "encode_bm25", "encode_postings", "encode_spliced", "encode_spliced_carried",
-    "posting_bytes", "splice_postings",
-]
+__all__ = ["BATCH", "ENCODE_STEP", "build_postings", "build_postings_from_texts", "encode_bm25", "encode_postings"]
 
 
 def encode_bm25(doc_terms: Sequence[Sequence[str]]) -> bytes:
@@ -270,178 +261,6 @@ def encode_postings(p: Postings, step: int = ENCODE_STEP) -> bytes:
     return out.tobytes()
 
 
-@dataclass(frozen=True, eq=False)
-class PostingBytes:
-    """Per posting of one bm25.idx: its gap and the bytes its (gap, tf) varints take.
-
-    ``encode_spliced_carried`` returns the new file's, so that the next
-    splice need not work them out again from the decoded postings.
-    """
-
-    gap: np.ndarray
-    """int64: the posting's document number minus the previous one in its term (the first: the number itself)."""
-    size: np.ndarray
-    """uint8: the length of its two varints."""
-
-
-def posting_bytes(post_doc: np.ndarray, offsets: np.ndarray, post_tf: np.ndarray) -> PostingBytes:
-    gap = _gaps(np.asarray(post_doc, dtype=np.int64), np.asarray(offsets, dtype=np.int64))
-    return PostingBytes(gap, leb128.sizes(gap) + leb128.sizes(post_tf))
-
-
-def encode_spliced(old_data: bytes | memoryview | mmap.mmap, old: BM25Index, p: Postings) -> bytes:
-    """``encode_postings(p)`` for ``p`` from ``splice_postings(old, ...)``, reusing ``old_data``'s bytes.
-
-    ``old_data`` is the bm25.idx that ``old`` was decoded from. A carried-over
-    posting whose gap did not change has the same varint bytes as before, so
-    those bytes are copied in bulk; only new postings, postings whose gap
-    changed and the term headers are encoded. The result is byte for byte
-    what ``encode_postings`` gives.
-    """
-    return encode_spliced_carried(old_data, old, p)[0]
-
-
-def encode_spliced_carried(
-    old_data: bytes | memoryview | mmap.mmap, old: BM25Index, p: Postings, old_bytes: PostingBytes | None = None
-) -> tuple[bytes, PostingBytes]:
-    """``encode_spliced``, taking ``old_data``'s ``PostingBytes`` when the caller has them, and giving the new file's.
-
-    The new file is laid out as stretches of ``old_data`` and a few freshly
-    encoded pieces, joined once: a term whose postings all kept their bytes
-    and that lost none (a clean term) has its whole entry, header included,
-    where it was, so consecutive clean terms are one stretch; in the other
-    terms the header is new, and each run of postings that kept their bytes
-    is a stretch too. The work on every posting is a few array passes; what
-    is joined piece by piece grows with the terms a change touched.
-    """
-    new_offsets = np.asarray(p.offsets, dtype=np.int64)
-    new_tf = np.asarray(p.post_tf)
-    new = posting_bytes(p.post_doc, new_offsets, new_tf)
-    if p.kept is None or p.inserted is None:
-        return encode_postings(p), new
-    raw = memoryview(old_data).cast("B") if not isinstance(old_data, bytes) else memoryview(old_data)
-    old_offsets = np.asarray(old.offsets, dtype=np.int64)
-    if old_bytes is None or old_bytes.gap.size != old.post_doc.size:
-        old_bytes = posting_bytes(old.post_doc, old_offsets, old.post_tf)
-    kept = np.asarray(p.kept, dtype=np.int64)
-    inserted = np.asarray(p.inserted, dtype=np.int64)
-    n_post, n_terms = new.gap.size, new_offsets.size - 1
-
-    # Where each old entry, and each old posting within it, lies in old_data.
-    old_cum = np.zeros(old_bytes.size.size + 1, dtype=np.int64)
-    np.cumsum(old_bytes.size, dtype=np.int64, out=old_cum[1:])
-    old_hdr = ENTRY_FIXED + np.diff(np.asarray(old.term_starts, dtype=np.int64))
-    old_head = _HEADER.size + DOC_LEN_BYTES * old.n_docs
-    old_at = np.zeros(old_hdr.size + 1, dtype=np.int64)
-    np.cumsum(old_hdr + np.diff(old_cum[old_offsets]), out=old_at[1:])
-    old_at += old_head
-    if int(old_at[-1]) != len(raw):
-        raise ValueError("old_data is not the file old was decoded from")
-
-    def carried(pos: np.ndarray) -> np.ndarray:
-        """The old posting number of the carried-over postings at new positions ``pos``."""
-        return kept[pos - np.searchsorted(inserted, pos)]
-
-    def raw_at(j: np.ndarray) -> np.ndarray:
-        """Where old posting ``j``'s bytes start in old_data."""
-        t = np.searchsorted(old_offsets, j, side="right") - 1
-        at: np.ndarray = old_at[t] + old_hdr[t] + old_cum[j] - old_cum[old_offsets[t]]
-        return at
-
-    # Postings written anew: inserted, or carried over with another gap (tf never changes).
-    is_old = np.ones(n_post, dtype=bool)
-    is_old[inserted] = False
-    same = np.zeros(n_post, dtype=bool)
-    same[is_old] = new.gap[is_old] == old_bytes.gap[kept]
-    fresh = np.flatnonzero(~same)
-    # Carried postings whose old neighbour before them was dropped: their bytes are reused, but not in one stretch.
-    jump_k = np.flatnonzero(np.diff(kept) != 1) + 1
-    jumps = jump_k + np.searchsorted(inserted - np.arange(inserted.size), jump_k, side="right")
-    breaks = np.union1d(fresh, jumps)
-
-    # Clean terms: no posting written anew and every posting of one old term, in order.
-    first, end = new_offsets[:-1], new_offsets[1:]
-    dirty = np.zeros(n_terms, dtype=bool)
-    dirty[np.searchsorted(new_offsets, fresh, side="right") - 1] = True
-    cand = np.flatnonzero(~dirty)
-    head_old = carried(first[cand])
-    ot = np.searchsorted(old_offsets, head_old, side="right") - 1
-    ok = (old_offsets[ot] == head_old) & (old_offsets[ot + 1] - head_old == end[cand] - first[cand])
-    dirty[cand[~ok]] = True
-    clean, ot = cand[ok], ot[ok]
-    # Consecutive clean terms whose old entries follow each other are one stretch.
-    cut = np.ones(clean.size, dtype=bool)
-    cut[1:] = (np.diff(clean) != 1) | (np.diff(ot) != 1)
-    c_lo = np.flatnonzero(cut)
-    c_hi = np.append(c_lo[1:], clean.size)[: c_lo.size] - 1
-    clean_items = (clean[c_lo], old_at[ot[c_lo]], old_at[ot[c_hi] + 1] - old_at[ot[c_lo]])
-
-    # Dirty terms: runs of postings that kept their bytes, cut at each break and at the term's ends.
-    dterms = np.flatnonzero(dirty)
-    term_of_break = np.searchsorted(new_offsets, breaks, side="right") - 1
-    starts = np.concatenate((first[dterms], breaks[same[breaks]], fresh + 1))
-    s_term = np.concatenate((dterms, term_of_break[same[breaks]], np.searchsorted(new_offsets, fresh, side="right") - 1))
-    inside = starts < end[s_term]
-    starts, s_term = starts[inside], s_term[inside]
-    starts = np.unique(starts[same[starts] & dirty[s_term]])
-    s_term = np.searchsorted(new_offsets, starts, side="right") - 1
-    nxt = np.searchsorted(breaks, starts, side="right")
-    stop = np.minimum(np.append(breaks, n_post)[nxt], end[s_term])
-    j0 = carried(starts)
-    run_at = raw_at(j0)
-    run_len = old_cum[j0 + (stop - starts)] - old_cum[j0]
-
-    # The fresh bytes: each dirty term's header, and each posting written anew.
-    d_index = np.searchsorted(dterms, s_term)
-    post_bytes = np.zeros(dterms.size, dtype=np.int64)
-    np.add.at(post_bytes, d_index, run_len)
-    f_term = np.searchsorted(new_offsets, fresh, side="right") - 1
-    f_len = new.size[fresh].astype(np.int64)
-    np.add.at(post_bytes, np.searchsorted(dterms, f_term), f_len)
-    term_starts = np.asarray(p.term_starts, dtype=np.int64)
-    t_len = term_starts[dterms + 1] - term_starts[dterms]
-    if dterms.size and int(t_len.max()) > 0xFFFF:
-        raise ValueError("a term is longer than 65,535 bytes, which bm25.idx cannot hold")
-    h_len = ENTRY_FIXED + t_len
-    h_at = np.zeros(dterms.size + 1, dtype=np.int64)
-    np.cumsum(h_len, out=h_at[1:])
-    headers = np.empty(int(h_at[-1]), dtype=np.uint8)
-    _put_le(headers, h_at[:-1], t_len, TERM_LEN_BYTES)
-    blob = np.asarray(p.term_blob, dtype=np.uint8)
-    within = np.arange(int(t_len.sum()), dtype=np.int64) - np.repeat(h_at[:-1] - np.arange(dterms.size) * ENTRY_FIXED, t_len)
-    headers[np.repeat(h_at[:-1] + TERM_LEN_BYTES, t_len) + within] = blob[np.repeat(term_starts[dterms], t_len) + within]
-    _put_le(headers, h_at[:-1] + TERM_LEN_BYTES + t_len, end[dterms] - first[dterms], DF_BYTES)
-    _put_le(headers, h_at[:-1] + TERM_LEN_BYTES + DF_BYTES + t_len, post_bytes, POSTINGS_LEN_BYTES)
-    fresh_bytes = _encode_pairs(new.gap[fresh], new_tf[fresh])
-    fresh = fresh.astype(np.int64)
-    fresh_src = np.zeros(fresh.size + 1, dtype=np.int64)
-    np.cumsum(f_len, out=fresh_src[1:])
-    fresh_mv = memoryview(np.concatenate((headers, fresh_bytes)).tobytes())
-
-    # Every piece in stream order: a term's header (or clean entry) at first[t] + t, posting i at i + term + 1.
-    key = np.concatenate((first[clean_items[0]] + clean_items[0], first[dterms] + dterms, starts + s_term + 1, fresh + f_term + 1))
-    src = np.concatenate((clean_items[1], h_at[:-1], run_at, headers.size + fresh_src[:-1]))
-    length = np.concatenate((clean_items[2], h_len, run_len, f_len))
-    from_old = np.concatenate((np.ones(clean_items[0].size, dtype=bool), np.zeros(dterms.size, dtype=bool),
-                               np.ones(starts.size, dtype=bool), np.zeros(fresh.size, dtype=bool)))
-    order = np.argsort(key, kind="stable")
-    n_docs = p.n_docs
-    avgdl = float(p.doc_len.mean(dtype=np.float64)) if n_docs else 0.0
-    parts: list[bytes | memoryview] = [
-        _HEADER.pack(MAGIC, VERSION, n_docs, n_terms, avgdl), np.asarray(p.doc_len, dtype="<u4").tobytes(),
-    ]
-    prev_old, prev_end = False, -1
-    for o, a, n in zip(from_old[order].tolist(), src[order].tolist(), length[order].tolist()):
-        if o and prev_old and a == prev_end:  # follows the previous stretch of old_data: one slice
-            last = parts[-1]
-            assert isinstance(last, memoryview)
-            parts[-1] = raw[a - len(last) : a + n]
-        else:
-            parts.append(raw[a : a + n] if o else fresh_mv[a : a + n])
-        prev_old, prev_end = o, a + n
-    return b"".join(parts), new
-
-
 def _encode_pairs(gaps: np.ndarray, tf: np.ndarray) -> np.ndarray:
     """The postings' varints, (gap, tf) after (gap, tf), as uint8."""
     pairs = np.empty(2 * gaps.size, dtype=np.int64)
@@ -459,91 +278,3 @@ def _gaps(post_doc: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         firsts = offsets[:-1][df > 0]
         gaps[firsts] = post_doc[firsts]
     return gaps
-
-
-def splice_postings(
-    old: BM25Index,
-    row_map: np.ndarray,
-    n_docs: int,
-    new_rows: Sequence[int],
-    new_terms: Sequence[Sequence[str]],
-) -> Postings:
-    """The postings of a new generation that keeps some chunks of ``old`` and adds others.
-
-    ``row_map[i]`` is the new number of old chunk i, or -1 if it is dropped;
-    kept chunks must keep their relative order. Chunk ``new_rows[j]`` of the
-    new generation has the analyzed terms ``new_terms[j]``. Equal, posting for
-    posting, to ``build_postings`` over all the new generation's chunks, at a
-    cost that grows with the old postings' size (array operations) and the
-    new chunks' text (Python), not with the number of old chunks re-analyzed.
-    """
-    row_map = np.asarray(row_map, dtype=np.int64)
-    mapped = row_map[np.asarray(old.post_doc)] if old.post_doc.size else np.zeros(0, dtype=np.int64)
-    keep = mapped >= 0
-    n_old_terms = old.n_terms
-    kept_idx = np.flatnonzero(keep)
-    kept_doc = mapped[kept_idx]
-    kept_tf = np.asarray(old.post_tf)[kept_idx]
-    old_offsets = np.asarray(old.offsets, dtype=np.int64)
-    kept_df = np.diff(np.searchsorted(kept_idx, old_offsets))  # postings each old term keeps
-
-    # The new chunks' (term, chunk, tf) triples, and where each new term sits among the old ones.
-    counts = [Counter(terms) for terms in new_terms]
-    vocab = sorted({t for c in counts for t in c})
-    found = np.empty(len(vocab), dtype=np.int64)  # old term number, or -1
-    place = np.empty(len(vocab), dtype=np.int64)  # old terms before it
-    for j, term in enumerate(vocab):
-        found[j], place[j] = _bisect(old.term_blob, old.term_starts, term.encode("utf-8"))
-    fresh = found < 0
-    fresh_place = place[fresh]
-    # Merged dictionary: old term t moves up by the fresh terms sorted before it.
-    old_rank = np.arange(n_old_terms, dtype=np.int64) + np.searchsorted(fresh_place, np.arange(n_old_terms), side="right")
-    vocab_rank = np.empty(len(vocab), dtype=np.int64)
-    vocab_rank[~fresh] = old_rank[found[~fresh]]
-    vocab_rank[fresh] = fresh_place + np.arange(int(fresh.sum()))
-    n_merged = n_old_terms + int(fresh.sum())
-
-    index_of = {t: j for j, t in enumerate(vocab)}
-    add = np.array(
-        sorted((int(vocab_rank[index_of[t]]), row, tf) for row, c in zip(new_rows, counts) for t, tf in c.items()),
-        dtype=np.int64,
-    ).reshape(-1, 3)
-    # Where each new posting goes among the kept ones: after the kept postings
-    # of earlier terms, and after those of its own term with a lower chunk number.
-    df = np.zeros(n_merged, dtype=np.int64)
-    df[old_rank] = kept_df
-    term_start = np.zeros(n_merged + 1, dtype=np.int64)
-    np.cumsum(df, out=term_start[1:])
-    at = np.empty(len(add), dtype=np.int64)
-    for j, (rank, row, _) in enumerate(add.tolist()):
-        lo, hi = term_start[rank], term_start[rank + 1]
-        at[j] = lo + np.searchsorted(kept_doc[lo:hi], row)
-    doc = np.insert(kept_doc, at, add[:, 1])
-    tf = np.insert(kept_tf, at, add[:, 2])
-    df += np.bincount(add[:, 0], minlength=n_merged)
-    live = df > 0  # a term only the dropped chunks held leaves the dictionary
-    offsets = np.zeros(int(live.sum()) + 1, dtype=np.int64)
-    np.cumsum(df[live], out=offsets[1:])
-
-    # Term bytes in merged order: old terms from the old blob, fresh ones from their own.
-    fresh_blob, fresh_starts = _blob([t.encode("utf-8") for t, f in zip(vocab, fresh) if f])
-    src = np.concatenate((np.asarray(old.term_blob, dtype=np.uint8), fresh_blob))
-    src_lo = np.empty(n_merged, dtype=np.int64)
-    src_len = np.empty(n_merged, dtype=np.int64)
-    old_starts = np.asarray(old.term_starts, dtype=np.int64)
-    src_lo[old_rank] = old_starts[:-1]
-    src_len[old_rank] = np.diff(old_starts)
-    fresh_rank = vocab_rank[fresh]
-    src_lo[fresh_rank] = fresh_starts[:-1] + old_starts[-1]
-    src_len[fresh_rank] = np.diff(fresh_starts)
-    src_lo, src_len = src_lo[live], src_len[live]
-    starts = np.zeros(src_len.size + 1, dtype=np.int64)
-    np.cumsum(src_len, out=starts[1:])
-    blob = src[np.repeat(src_lo - starts[:-1], src_len) + np.arange(int(starts[-1]))]
-
-    doc_len = np.zeros(n_docs, dtype=np.uint32)
-    kept_rows = np.flatnonzero(row_map >= 0)
-    doc_len[row_map[kept_rows]] = np.asarray(old.doc_len)[kept_rows]
-    for row, terms in zip(new_rows, new_terms):
-        doc_len[row] = len(terms)
-    return Postings(doc_len, blob, starts, offsets, doc, tf, kept_idx, at + np.arange(at.size))

@@ -25,7 +25,7 @@ import numpy.typing as npt
 from ragtui.core.errors import IndexFormatError, IndexMissingError
 from ragtui.core.index.analyzer import analyze
 from ragtui.core.index.bm25 import BM25Index
-from ragtui.core.index.bm25_write import PostingBytes, encode_spliced_carried, splice_postings
+from ragtui.core.index.bm25_splice import PostingBytes, encode_spliced_carried, splice_postings
 from ragtui.core.index.docs_file import DocsFile
 from ragtui.core.index.index_format import BM25, DOCS, META, VECTORS, IndexData, generation_of, read_index
 from ragtui.core.index.records import IndexMeta, encode_docs, encode_meta

@@ -1,0 +1,403 @@
+"""The next bm25.idx from the previous one: postings carried over and renumbered, bytes reused in place.
+
+``splice_postings`` gives the postings of a generation that keeps some chunks
+of the previous one and adds others; ``encode_spliced_carried`` writes them as
+the previous file with a few bytes taken out and a few put in, which is byte
+for byte what ``bm25_write.encode_postings`` writes from scratch (a property
+test compares them). Both work on whole arrays: what grows with the corpus is
+a handful of passes over the postings and the file's bytes, with no step per
+term or per stretch of the old file in Python.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ragtui.core.index import leb128
+from ragtui.core.index.bm25 import (
+    _HEADER,
+    DF_BYTES,
+    DOC_LEN_BYTES,
+    ENTRY_FIXED,
+    MAGIC,
+    POSTINGS_LEN_BYTES,
+    TERM_LEN_BYTES,
+    VERSION,
+    BM25Index,
+    Postings,
+    _bisect,
+)
+from ragtui.core.index.bm25_write import _blob, _encode_pairs, _gaps, _put_le, encode_postings
+
+if TYPE_CHECKING:
+    import mmap
+
+__all__ = ["PostingBytes", "encode_spliced", "encode_spliced_carried", "posting_bytes", "splice_postings"]
+
+
+@dataclass(frozen=True, eq=False)
+class PostingBytes:
+    """Per posting of one bm25.idx: its gap and the bytes its (gap, tf) varints take.
+
+    ``encode_spliced_carried`` returns the new file's, so that the next
+    splice need not work them out again from the decoded postings.
+    """
+
+    gap: np.ndarray
+    """uint32 (int64 for other document-number types): the posting's document number minus the previous one in
+    its term (the first: the number itself)."""
+    size: np.ndarray
+    """uint8: the length of its two varints."""
+
+
+def posting_bytes(post_doc: np.ndarray, offsets: np.ndarray, post_tf: np.ndarray) -> PostingBytes:
+    docs = np.asarray(post_doc)
+    if docs.dtype != np.uint32:  # uint32 as it comes: a gap's wrap-around at a term's first posting is overwritten
+        docs = docs.astype(np.int64)
+    gap = _gaps(docs, np.asarray(offsets, dtype=np.int64))
+    size = leb128.sizes(gap)
+    size += leb128.sizes(post_tf)
+    return PostingBytes(gap, size)
+
+
+def encode_spliced(old_data: bytes | memoryview | mmap.mmap, old: BM25Index, p: Postings) -> bytes:
+    """``encode_postings(p)`` for ``p`` from ``splice_postings(old, ...)``, reusing ``old_data``'s bytes.
+
+    ``old_data`` is the bm25.idx that ``old`` was decoded from. A carried-over
+    posting whose gap did not change has the same varint bytes as before, and
+    a term none of whose postings changed has the same entry; only the file
+    header, the entry heads of the other terms and the postings written anew
+    are encoded. The result is byte for byte what ``encode_postings`` gives.
+    """
+    return encode_spliced_carried(old_data, old, p)[0]
+
+
+def encode_spliced_carried(
+    old_data: bytes | memoryview | mmap.mmap, old: BM25Index, p: Postings, old_bytes: PostingBytes | None = None,
+    *, stretch_limit: int | None = None,
+) -> tuple[bytes, PostingBytes]:
+    """``encode_spliced``, taking ``old_data``'s ``PostingBytes`` when the caller has them, and giving the new file's.
+
+    Every byte of the old file either survives unchanged — a clean term's
+    whole entry (no posting of it written anew, none dropped, none added), or
+    a carried-over posting whose gap is the same — or goes: the file header
+    and ``doc_len``, the entry head of every other term, the postings dropped
+    or renumbered against their neighbour. The survivors keep their relative
+    order in the new file, so the new file is the survivors in order with the
+    new pieces (the header, the heads of the changed terms, the postings
+    written anew) put in where the new file's order places them: a piece
+    goes after as many surviving bytes as come before it in the new file.
+    Both steps are whole-array passes over the file's bytes (a mask of
+    what goes, a mask of what is put in), so a change that touches every
+    term — a document whose chunk count changed renumbers the chunks after
+    it, and with them one posting of most terms — costs no more per piece.
+    Where the pieces are few (up to ``stretch_limit``, ``STRETCHES`` by
+    default) the body is copied stretch by stretch instead: the same bytes.
+    """
+    new_offsets = np.asarray(p.offsets, dtype=np.int64)
+    new_tf = np.asarray(p.post_tf)
+    new = posting_bytes(p.post_doc, new_offsets, new_tf)
+    if p.dropped is None or p.inserted is None:
+        return encode_postings(p), new
+    raw = np.frombuffer(old_data, dtype=np.uint8)
+    old_offsets = np.asarray(old.offsets, dtype=np.int64)
+    n_old = int(old_offsets[-1])
+    if old_bytes is None or old_bytes.gap.size != n_old:
+        old_bytes = posting_bytes(old.post_doc, old_offsets, old.post_tf)
+    dropped = np.asarray(p.dropped, dtype=np.int64)
+    inserted = np.asarray(p.inserted, dtype=np.int64)
+    n_terms, n_old_terms = new_offsets.size - 1, old_offsets.size - 1
+
+    # Where each old entry, and each old posting within it, lies in old_data.
+    old_cum = _offsets(old_bytes.size)
+    old_hdr = ENTRY_FIXED + np.diff(np.asarray(old.term_starts, dtype=np.int64))
+    old_head = _HEADER.size + DOC_LEN_BYTES * old.n_docs
+    old_at = np.zeros(n_old_terms + 1, dtype=np.int64)
+    np.cumsum(old_hdr + np.diff(old_cum[old_offsets]), out=old_at[1:])
+    old_at += old_head
+    if int(old_at[-1]) != raw.size:
+        raise ValueError("old_data is not the file old was decoded from")
+
+    # The carried-over postings, by rank: carried posting c is new posting c + (new ones before it) and old
+    # posting c + (dropped ones before it).
+    ins_shift = inserted - np.arange(inserted.size)
+    drop_shift = dropped - np.arange(dropped.size)
+
+    def new_number(c: np.ndarray) -> np.ndarray:
+        return c + np.searchsorted(ins_shift, c, side="right")
+
+    def old_number(c: np.ndarray) -> np.ndarray:
+        return c + np.searchsorted(drop_shift, c, side="right")
+
+    # Postings written anew: inserted, or carried over with another gap (tf never changes).
+    regapped = np.flatnonzero(_without(new.gap, inserted) != _without(old_bytes.gap, dropped))
+    fresh = _merged(inserted, new_number(regapped))
+    gone = _merged(dropped, old_number(regapped))  # old postings whose bytes go
+    gone_cum = np.zeros(gone.size + 1, dtype=np.int64)
+    np.cumsum(old_bytes.size[gone], dtype=np.int64, out=gone_cum[1:])
+
+    def surviving_before(i: np.ndarray) -> np.ndarray:
+        """Bytes of the postings that keep theirs before new posting number ``i``."""
+        c = i - np.searchsorted(inserted, i)  # carried postings before it: old postings before x
+        x = np.where(c > 0, old_number(np.maximum(c - 1, 0)) + 1, 0)
+        return old_cum[x] - gone_cum[np.searchsorted(gone, x)]
+
+    # Clean terms: no posting written anew and every posting of one old term, in order.
+    first, end = new_offsets[:-1], new_offsets[1:]
+    f_term = np.searchsorted(new_offsets, fresh, side="right") - 1
+    dirty = np.zeros(n_terms, dtype=bool)
+    dirty[f_term] = True
+    cand = np.flatnonzero(~dirty)
+    head_new = first[cand]
+    head_old = old_number(head_new - np.searchsorted(inserted, head_new))
+    ot = np.searchsorted(old_offsets, head_old, side="right") - 1
+    ok = (old_offsets[ot] == head_old) & (old_offsets[ot + 1] - head_old == end[cand] - first[cand])
+    dirty[cand[~ok]] = True
+    clean, clean_old = cand[ok], ot[ok]
+    dterms = np.flatnonzero(dirty)
+
+    # What goes: the old entry head of every term that is not clean, and the postings that do not stay.
+    old_clean = np.zeros(n_old_terms, dtype=bool)
+    old_clean[clean_old] = True
+    h_gone = np.flatnonzero(~old_clean)
+    g_term = np.searchsorted(old_offsets, gone, side="right") - 1
+    go_at = np.concatenate((old_at[h_gone], old_at[g_term] + old_hdr[g_term] + old_cum[gone] - old_cum[old_offsets[g_term]]))
+    go_len = np.concatenate((old_hdr[h_gone], old_bytes.size[gone].astype(np.int64)))
+    body = raw[old_head:]
+
+    # What is put in: each dirty term's head, and each posting written anew, in the new file's order,
+    # each after as many surviving bytes as come before it in the new file.
+    f_len = new.size[fresh].astype(np.int64)
+    clean_head = np.zeros(n_terms + 1, dtype=np.int64)  # bytes of clean terms' entries' heads before each term
+    clean_head[clean + 1] = old_hdr[clean_old]
+    np.cumsum(clean_head, out=clean_head)
+    d_first = surviving_before(first[dterms])
+    post_bytes = surviving_before(end[dterms]) - d_first
+    np.add.at(post_bytes, np.searchsorted(dterms, f_term), f_len)
+    heads, h_len = _entry_heads(p, dterms, end[dterms] - first[dterms], post_bytes)
+    pieces = np.concatenate((heads, _encode_pairs(new.gap[fresh], new_tf[fresh])))
+    # A term's head sits at first[t] + t in the stream of heads and postings, posting i at i + term + 1.
+    key = np.concatenate((first[dterms] + dterms, fresh + f_term + 1))
+    at = np.concatenate((clean_head[dterms] + d_first, clean_head[f_term] + surviving_before(fresh)))
+    length = np.concatenate((h_len, f_len))
+    src = np.zeros(length.size + 1, dtype=np.int64)
+    np.cumsum(length, out=src[1:])
+    order = np.argsort(key, kind="stable")
+    at, length, src = at[order], length[order], src[:-1][order]
+
+    n_docs = p.n_docs
+    avgdl = float(p.doc_len.mean(dtype=np.float64)) if n_docs else 0.0
+    new_head = _HEADER.size + DOC_LEN_BYTES * n_docs
+    go_at -= old_head
+    out = np.empty(new_head + body.size - int(go_len.sum()) + pieces.size, dtype=np.uint8)
+    out[: _HEADER.size] = np.frombuffer(_HEADER.pack(MAGIC, VERSION, n_docs, n_terms, avgdl), dtype=np.uint8)
+    out[_HEADER.size : new_head] = np.frombuffer(np.asarray(p.doc_len, dtype="<u4").tobytes(), dtype=np.uint8)
+    if go_at.size + at.size <= (STRETCHES if stretch_limit is None else stretch_limit):
+        _copy_stretches(out[new_head:], body, go_at, go_len, pieces, at, length, src)
+    else:
+        _place_masked(out[new_head:], body, go_at, go_len, pieces, at, length, src)
+    return out.tobytes(), new
+
+
+STRETCHES = 4096
+"""Up to this many pieces, ``encode_spliced_carried`` copies stretch by stretch; past it, by masks over the bytes."""
+
+
+def _copy_stretches(out: np.ndarray, body: np.ndarray, go_at: np.ndarray, go_len: np.ndarray,
+                    pieces: np.ndarray, at: np.ndarray, length: np.ndarray, src: np.ndarray) -> None:
+    """The new body, one copy per stretch: the surviving bytes between the spans that go, and the pieces put in
+    after ``at`` surviving bytes each (``at`` non-decreasing). For few pieces: each copy is a block move."""
+    order = np.argsort(go_at, kind="stable")
+    go_at, go_len = go_at[order].tolist(), go_len[order].tolist()
+    # The surviving stretches of body, in order, with the count of surviving bytes before each.
+    stretches: list[tuple[int, int]] = []
+    pos = 0
+    for a, n in zip(go_at, go_len):
+        if a > pos:
+            stretches.append((pos, a))
+        pos = max(pos, a + n)
+    if pos < body.size:
+        stretches.append((pos, body.size))
+    w = 0  # bytes written
+    done = 0  # surviving bytes written
+    puts = list(zip(at.tolist(), length.tolist(), src.tolist()))
+    k = 0
+    for lo, hi in stretches:
+        while lo < hi:
+            # Pieces due before the next surviving byte go first.
+            while k < len(puts) and puts[k][0] <= done:
+                _, n, s = puts[k]
+                out[w : w + n] = pieces[s : s + n]
+                w += n
+                k += 1
+            upto = hi if k == len(puts) else min(hi, lo + puts[k][0] - done)
+            out[w : w + upto - lo] = body[lo:upto]
+            w += upto - lo
+            done += upto - lo
+            lo = upto
+    for _, n, s in puts[k:]:
+        out[w : w + n] = pieces[s : s + n]
+        w += n
+
+
+def _place_masked(out: np.ndarray, body: np.ndarray, go_at: np.ndarray, go_len: np.ndarray,
+                  pieces: np.ndarray, at: np.ndarray, length: np.ndarray, src: np.ndarray) -> None:
+    """The new body by whole-array passes: the put-in bytes where they go (``np.insert``'s placement), the
+    surviving bytes around them in order. For many pieces: no step per piece."""
+    stays = np.ones(body.size, dtype=bool)
+    stays[_spans(go_at, go_len)] = False
+    put_pos = np.repeat(at, length) + np.arange(int(length.sum()), dtype=np.int64)
+    out[put_pos] = pieces[_spans(src, length)]
+    kept = np.ones(out.size, dtype=bool)
+    kept[put_pos] = False
+    out[kept] = body[stays]
+
+
+def _merged(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The union of two ascending arrays with no element in common, ascending."""
+    out = np.concatenate((a, b))
+    out.sort(kind="stable")  # two sorted runs: a merge
+    return out
+
+
+def _offsets(sizes: np.ndarray) -> np.ndarray:
+    """int64 [0, sizes[0], sizes[0] + sizes[1], ...]: summed in 32 bits while the total fits (a quarter of the
+    memory traffic of summing bytes into int64)."""
+    out = np.zeros(sizes.size + 1, dtype=np.int64)
+    if sizes.size and sizes.size * int(sizes.max()) < 1 << 32:
+        out[1:] = np.cumsum(sizes.astype(np.uint32))
+    else:
+        np.cumsum(sizes, dtype=np.int64, out=out[1:])
+    return out
+
+
+def _without(values: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """``values`` without the elements at ``positions`` (no copy when there are none)."""
+    return np.delete(values, positions) if positions.size else values
+
+
+def _spans(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The positions ``starts[i] .. starts[i] + lengths[i] - 1`` of every span, in order, as one array."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    total = int(lengths.sum())
+    before = np.zeros(lengths.size, dtype=np.int64)
+    np.cumsum(lengths[:-1], out=before[1:])
+    return np.repeat(np.asarray(starts, dtype=np.int64) - before, lengths) + np.arange(total, dtype=np.int64)
+
+
+def _entry_heads(p: Postings, terms: np.ndarray, df: np.ndarray, postings_bytes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The entry heads (u16 length, the term's bytes, u32 df, u32 postings_bytes) of ``terms``, one after another,
+    and each one's length."""
+    term_starts = np.asarray(p.term_starts, dtype=np.int64)
+    t_len = term_starts[terms + 1] - term_starts[terms]
+    if terms.size and int(t_len.max()) > 0xFFFF:
+        raise ValueError("a term is longer than 65,535 bytes, which bm25.idx cannot hold")
+    h_len = ENTRY_FIXED + t_len
+    h_at = np.zeros(terms.size + 1, dtype=np.int64)
+    np.cumsum(h_len, out=h_at[1:])
+    heads = np.empty(int(h_at[-1]), dtype=np.uint8)
+    _put_le(heads, h_at[:-1], t_len, TERM_LEN_BYTES)
+    blob = np.asarray(p.term_blob, dtype=np.uint8)
+    heads[_spans(h_at[:-1] + TERM_LEN_BYTES, t_len)] = blob[_spans(term_starts[terms], t_len)]
+    _put_le(heads, h_at[:-1] + TERM_LEN_BYTES + t_len, df, DF_BYTES)
+    _put_le(heads, h_at[:-1] + TERM_LEN_BYTES + DF_BYTES + t_len, postings_bytes, POSTINGS_LEN_BYTES)
+    return heads, h_len
+
+
+def splice_postings(
+    old: BM25Index,
+    row_map: np.ndarray,
+    n_docs: int,
+    new_rows: Sequence[int],
+    new_terms: Sequence[Sequence[str]],
+) -> Postings:
+    """The postings of a new generation that keeps some chunks of ``old`` and adds others.
+
+    ``row_map[i]`` is the new number of old chunk i, or -1 if it is dropped;
+    kept chunks must keep their relative order. Chunk ``new_rows[j]`` of the
+    new generation has the analyzed terms ``new_terms[j]``. Equal, posting for
+    posting, to ``build_postings`` over all the new generation's chunks, at a
+    cost that grows with the old postings' size (array operations) and the
+    new chunks' text (Python), not with the number of old chunks re-analyzed.
+    """
+    # Chunk numbers in 32 bits while they fit (half the bytes to move): -1 marks a dropped chunk.
+    wide = max(n_docs, int(np.asarray(row_map).size)) >= 1 << 31
+    row_map = np.asarray(row_map, dtype=np.int64 if wide else np.int32)
+    mapped = row_map[np.asarray(old.post_doc)] if old.post_doc.size else np.zeros(0, dtype=row_map.dtype)
+    keep = mapped >= 0
+    n_old_terms = old.n_terms
+    old_offsets = np.asarray(old.offsets, dtype=np.int64)
+    dropped = np.flatnonzero(~keep)
+    kept_doc, kept_tf = (mapped[keep], np.asarray(old.post_tf)[keep]) if dropped.size else (mapped, np.asarray(old.post_tf))
+    del keep, mapped
+    # Postings each old term keeps.
+    kept_df = np.diff(old_offsets) - np.bincount(np.searchsorted(old_offsets, dropped, side="right") - 1,
+                                                 minlength=n_old_terms)
+
+    # The new chunks' (term, chunk, tf) triples, and where each new term sits among the old ones.
+    counts = [Counter(terms) for terms in new_terms]
+    vocab = sorted({t for c in counts for t in c})
+    found = np.empty(len(vocab), dtype=np.int64)  # old term number, or -1
+    place = np.empty(len(vocab), dtype=np.int64)  # old terms before it
+    for j, term in enumerate(vocab):
+        found[j], place[j] = _bisect(old.term_blob, old.term_starts, term.encode("utf-8"))
+    fresh = found < 0
+    fresh_place = place[fresh]
+    # Merged dictionary: old term t moves up by the fresh terms sorted before it.
+    old_rank = np.arange(n_old_terms, dtype=np.int64) + np.searchsorted(fresh_place, np.arange(n_old_terms), side="right")
+    vocab_rank = np.empty(len(vocab), dtype=np.int64)
+    vocab_rank[~fresh] = old_rank[found[~fresh]]
+    vocab_rank[fresh] = fresh_place + np.arange(int(fresh.sum()))
+    n_merged = n_old_terms + int(fresh.sum())
+
+    index_of = {t: j for j, t in enumerate(vocab)}
+    add = np.array(
+        sorted((int(vocab_rank[index_of[t]]), row, tf) for row, c in zip(new_rows, counts) for t, tf in c.items()),
+        dtype=np.int64,
+    ).reshape(-1, 3)
+    # Where each new posting goes among the kept ones: after the kept postings
+    # of earlier terms, and after those of its own term with a lower chunk number.
+    df = np.zeros(n_merged, dtype=np.int64)
+    df[old_rank] = kept_df
+    term_start = np.zeros(n_merged + 1, dtype=np.int64)
+    np.cumsum(df, out=term_start[1:])
+    at = np.empty(len(add), dtype=np.int64)
+    for j, (rank, row, _) in enumerate(add.tolist()):
+        lo, hi = term_start[rank], term_start[rank + 1]
+        at[j] = lo + np.searchsorted(kept_doc[lo:hi], row)
+    doc = np.insert(kept_doc, at, add[:, 1])
+    tf = np.insert(kept_tf, at, add[:, 2])
+    df += np.bincount(add[:, 0], minlength=n_merged)
+    live = df > 0  # a term only the dropped chunks held leaves the dictionary
+    offsets = np.zeros(int(live.sum()) + 1, dtype=np.int64)
+    np.cumsum(df[live], out=offsets[1:])
+
+    # Term bytes in merged order: old terms from the old blob, fresh ones from their own.
+    fresh_blob, fresh_starts = _blob([t.encode("utf-8") for t, f in zip(vocab, fresh) if f])
+    src = np.concatenate((np.asarray(old.term_blob, dtype=np.uint8), fresh_blob))
+    src_lo = np.empty(n_merged, dtype=np.int64)
+    src_len = np.empty(n_merged, dtype=np.int64)
+    old_starts = np.asarray(old.term_starts, dtype=np.int64)
+    src_lo[old_rank] = old_starts[:-1]
+    src_len[old_rank] = np.diff(old_starts)
+    fresh_rank = vocab_rank[fresh]
+    src_lo[fresh_rank] = fresh_starts[:-1] + old_starts[-1]
+    src_len[fresh_rank] = np.diff(fresh_starts)
+    src_lo, src_len = src_lo[live], src_len[live]
+    starts = np.zeros(src_len.size + 1, dtype=np.int64)
+    np.cumsum(src_len, out=starts[1:])
+    blob = src[np.repeat(src_lo - starts[:-1], src_len) + np.arange(int(starts[-1]))]
+
+    doc_len = np.zeros(n_docs, dtype=np.uint32)
+    kept_rows = np.flatnonzero(row_map >= 0)
+    doc_len[row_map[kept_rows]] = np.asarray(old.doc_len)[kept_rows]
+    for row, terms in zip(new_rows, new_terms):
+        doc_len[row] = len(terms)
+    if not wide:
+        doc = doc.view(np.uint32)  # no chunk number is negative any more
+    return Postings(doc_len, blob, starts, offsets, doc, tf, dropped, at + np.arange(at.size))
