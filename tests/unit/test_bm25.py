@@ -303,7 +303,8 @@ def test_varint_sizes_match_the_encoding():
 
 @pytest.mark.parametrize("seed", range(4))
 def test_weights_equal_the_plain_formula_to_the_bit(seed):
-    """``_weights`` (per-chunk norms, a tf table, in-place operations) is the reference formula, value for value."""
+    """``_weights`` (per-chunk norms, a tf table, in-place operations, a block at a time) is the reference formula,
+    value for value."""
     from ragtui.core.index.bm25 import _weights, _weights_reference
 
     rng = np.random.default_rng(seed)
@@ -317,8 +318,11 @@ def test_weights_equal_the_plain_formula_to_the_bit(seed):
     avgdl = float(doc_len.mean()) if seed else 0.0
     for k1, b in ((1.2, 0.75), (0.0, 0.0), (2.7, 1.0), (0.9, 0.3)):
         args = (df, offsets, post_doc, post_tf, doc_len, avgdl, n_docs, k1, b)
-        assert np.array_equal(_weights(*args), _weights_reference(*args))
-        assert np.array_equal(_weights(*args[:3], post_tf.astype(np.uint32), *args[4:]), _weights_reference(*args))
+        want = _weights_reference(*args)
+        assert np.array_equal(_weights(*args), want)
+        assert np.array_equal(_weights(*args[:3], post_tf.astype(np.uint32), *args[4:]), want)
+        for block in (1, 7, 64):  # blocks that cut terms, and empty terms, anywhere
+            assert np.array_equal(_weights(*args, block=block), want)
 
 
 @pytest.mark.parametrize("seed", range(6))

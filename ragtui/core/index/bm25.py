@@ -610,6 +610,10 @@ _TF_TABLE = 1 << 16
 """Up to this tf, ``_weights`` looks tf*(k1+1) up in a table."""
 
 
+WEIGHT_BLOCK = 1 << 16
+"""Postings whose weights ``_weights`` works out at a time: its temporaries stay in the processor's cache."""
+
+
 def _weights(
     df: npt.NDArray[np.int64],
     offsets: npt.NDArray[np.int64],
@@ -620,30 +624,45 @@ def _weights(
     n_docs: int,
     k1: float,
     b: float,
+    block: int = WEIGHT_BLOCK,
 ) -> npt.NDArray[np.float64]:
     """Each posting's weight: ``_weights_reference`` to the bit, in fewer passes over the postings.
 
     The length norm is computed once per chunk and gathered, ``tf*(k1+1)``
-    once per distinct tf; the remaining operations run in place. Each value
-    goes through the same IEEE operations on the same operands as in the
-    reference (addition and multiplication commute exactly), so the results
-    are identical.
+    once per distinct tf; the remaining operations run in place, ``block``
+    postings at a time, so that each block's values stay in the cache from
+    the first operation to the last instead of every operation streaming all
+    postings through memory. Each value goes through the same IEEE
+    operations on the same operands as in the reference (addition and
+    multiplication commute exactly), so the results are identical.
     """
-    if post_doc.size == 0:
+    n = int(post_doc.size)
+    if n == 0:
         return np.zeros(0, dtype=np.float64)
     dff = df.astype(np.float64)
     idf = np.log(1.0 + (n_docs - dff + 0.5) / (dff + 0.5))
     dl = doc_len.astype(np.float64)
     norm = k1 * (1.0 - b + b * dl / avgdl) if avgdl > 0 else np.full_like(dl, k1 * (1.0 - b))
-    w = norm[post_doc]
-    np.add(w, post_tf, out=w)  # tf + norm
     top = int(post_tf.max())
-    if top <= _TF_TABLE:
-        out = (np.arange(top + 1, dtype=np.float64) * (k1 + 1.0))[post_tf]  # tf * (k1 + 1), from a table
-    else:  # a term repeated that often is rare (or the file is hostile): no table that large
-        out = post_tf.astype(np.float64) * (k1 + 1.0)
-    np.divide(out, w, out=out)
-    np.multiply(out, np.repeat(idf, df), out=out)
+    table = np.arange(top + 1, dtype=np.float64) * (k1 + 1.0) if top <= _TF_TABLE else None  # tf * (k1 + 1)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    out = np.empty(n, dtype=np.float64)
+    w = np.empty(min(block, n), dtype=np.float64)
+    for lo in range(0, n, block):
+        hi = min(lo + block, n)
+        o, t = out[lo:hi], w[: hi - lo]
+        np.take(norm, post_doc[lo:hi], out=t)
+        np.add(t, post_tf[lo:hi], out=t)  # tf + norm
+        if table is not None:
+            np.take(table, post_tf[lo:hi], out=o)
+        else:  # a term repeated that often is rare (or the file is hostile): no table that large
+            np.multiply(post_tf[lo:hi], k1 + 1.0, out=o)
+        np.divide(o, t, out=o)
+        # The idf of each posting's term: the terms this block overlaps, each for its postings inside it.
+        t_lo = int(np.searchsorted(offsets, lo, side="right")) - 1
+        t_hi = int(np.searchsorted(offsets, hi, side="left"))
+        inside = np.clip(offsets[t_lo + 1 : t_hi + 1], lo, hi) - np.clip(offsets[t_lo:t_hi], lo, hi)
+        np.multiply(o, np.repeat(idf[t_lo:t_hi], inside), out=o)
     return out
 
 
