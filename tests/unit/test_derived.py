@@ -266,3 +266,95 @@ def test_a_long_running_writer_derives_behind_and_the_newest_generation_gets_its
     reader = Retriever.open(link, embedder=embedder(), cache_dir=cache)
     assert isinstance(reader.doc_lexical().docs.weights, np.memmap)
     assert results(reader) == rebuilt(link)
+
+
+def _entry_arrays(cache: Path, kind: str, key: str) -> dict[str, np.ndarray]:
+    return {p.stem: np.load(p) for p in (cache / f"{kind}-docs-{key}").glob("*.npy")}
+
+
+def test_a_long_running_writer_splices_the_next_entries_equal_to_builds_array_for_array(tmp_path, monkeypatch):
+    """Edits that add, replace and remove chunks, documents and words: from the second save on, the writer makes the
+    document-level and stemmed entries from the previous generation's (no build at all), and each equals, array
+    for array, what a build from the generation's own files gives."""
+    from ragtui.core.ingest.writer import IndexWriter
+
+    folder, art = tmp_path / "docs", tmp_path / "art"
+    make_docs(folder)
+    writer = IndexWriter(folder, artifacts=art, embedder=embedder(), max_tokens=12, overlap=3)
+    link, cache = art / "rag" / "docs", art / "rag" / ".cache"
+    writer.sync()
+    Retriever.open(link, embedder=embedder(), cache_dir=cache).search("otters", mode="hybrid", k=5)  # the arm in use
+    (folder / "d2.md").write_text("a first edit of otters " * 3, encoding="utf-8")
+    writer.sync()
+    builds = Builds(monkeypatch)
+    stem_builds = []
+    real_stem = stemmed.StemLexical.build.__func__
+    monkeypatch.setattr(stemmed.StemLexical, "build", classmethod(lambda cls, *a: stem_builds.append(1) or real_stem(cls, *a)))
+    edits = [
+        ("d3.md", "otters otters and a river " * 9),  # more chunks: every later row moves
+        ("d0.md", "documents made shorter"),  # fewer chunks
+        ("new1.md", "a new document of zebras and quokkas " * 4),  # a document and words never seen
+        ("d5.md", None),  # a document gone, with the words only it had
+        ("d8.md", "cats and dogs and the quick fox " * 6),
+    ]
+    for name, text in edits:
+        if text is None:
+            (folder / name).unlink()
+        else:
+            (folder / name).write_text(text, encoding="utf-8")
+        builds.builds = 0
+        stem_builds.clear()
+        assert writer.sync().published
+        assert builds.builds == 0 and stem_builds == []  # spliced, not built (the builds below are the test's)
+        data = read_index(link, full=True, cache_dir=None)
+        groups = doc_groups_of(data.records)
+        built = DocLexical.build(data.bm25, groups)
+        key = doclex_key(data.bm25.cache_key(Path(link, "bm25.idx").read_bytes(), data.bm25.k1, data.bm25.b), groups)
+        assert read_index(link, full=False, cache_dir=cache).stats["doclex_key"] == key
+        stored = _entry_arrays(cache, "doclex", key)
+        for n, a in built.to_arrays().items():
+            assert stored[n].dtype == a.dtype and np.array_equal(stored[n], a), n
+        stem_built = real_stem(stemmed.StemLexical, data.bm25, groups)
+        stem_stored = _entry_arrays(cache, "stem", stemmed.source_cache_key(key, stemmed.DEFAULT_STEM_K1,
+                                                                            stemmed.DEFAULT_STEM_B))
+        want = {f"c_{n}": a for n, a in stem_built.chunks.to_arrays().items()}
+        want.update({f"d_{n}": a for n, a in stem_built.docs.docs.to_arrays().items()})
+        assert set(stem_stored) == set(want)
+        for n, a in want.items():
+            assert stem_stored[n].dtype == a.dtype and np.array_equal(stem_stored[n], a), n
+    assert results(Retriever.open(link, embedder=embedder(), cache_dir=cache)) == rebuilt(link)
+
+
+def test_a_reader_waits_for_the_entries_a_writer_is_making_instead_of_building_them(published, monkeypatch):
+    """While a writer holds the index's lexical lock (from the rename until its entries are stored), a reader that
+    misses the entry waits for it, then maps it: one build in all."""
+    import threading
+
+    from ragtui.core.index.arraycache import BuildLock
+
+    folder, link, cache = published
+    for p in doclex_entries(cache):
+        shutil.rmtree(p)
+    held = BuildLock.take(cache, docaware.lexical_lock("docs"))
+    assert held.held and not BuildLock.take(cache, docaware.lexical_lock("docs")).held
+    builds = Builds(monkeypatch)
+    waiting = threading.Event()
+    real_wait = BuildLock.wait.__func__
+
+    def wait(cls, *a):
+        waiting.set()
+        return real_wait(cls, *a)
+
+    monkeypatch.setattr(BuildLock, "wait", classmethod(wait))
+    got: list[object] = []
+    reader = threading.Thread(target=lambda: got.append(
+        Retriever.open(link, embedder=embedder(), cache_dir=cache).search("otters", mode="bm25doc", k=5)))
+    reader.start()
+    assert waiting.wait(60)  # the reader missed the entry and waits for the lock
+    # The "writer": it makes the entry, stores it, and lets go; the reader then finds it.
+    data = read_index(link, full=False, cache_dir=cache)
+    DocLexical.build(data.bm25, doc_groups_of(data.records), data.stats["doclex_key"]).store(cache, "docs")
+    assert builds.builds == 1
+    held.release()
+    reader.join()
+    assert builds.builds == 1 and got and got[0]

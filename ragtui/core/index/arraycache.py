@@ -12,9 +12,11 @@ arrays; the result is the same either way.
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import shutil
 import stat
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,7 +24,9 @@ import numpy as np
 
 from ragtui.core.files import remove_dead_temporaries
 
-__all__ = ["StagedArrays", "cached_arrays", "evict", "load_entry", "remove_dead_temporaries", "store_arrays"]
+__all__ = [
+    "BuildLock", "StagedArrays", "cached_arrays", "evict", "load_entry", "remove_dead_temporaries", "store_arrays",
+]
 
 _MARKER = "complete"
 
@@ -34,11 +38,15 @@ def cached_arrays(
     key: str,
     compute: Callable[[], dict[str, np.ndarray]],
     keep: int = 2,
+    lock: str | None = None,
 ) -> tuple[dict[str, np.ndarray], bool]:
     """Return (arrays, came_from_cache); arrays from the cache are read-only memory maps.
 
     ``keep`` entries of the same kind and name are kept (the newest ones), so
-    a stream of publishes does not fill the disk.
+    a stream of publishes does not fill the disk. With ``lock``, a miss waits
+    for the ``BuildLock`` of that name, looks again, and computes holding it:
+    an entry that another process (a writer) is making is waited for, not
+    made twice.
     """
     if cache_dir is None:
         return compute(), False
@@ -46,13 +54,25 @@ def cached_arrays(
     found = load_entry(cache_dir, kind, name, key)
     if found:
         return found, True
+    if lock is not None:
+        with BuildLock.wait(cache_dir, lock):
+            # Whoever held it may have stored this very entry.
+            found = load_entry(cache_dir, kind, name, key)
+            if found:
+                return found, True
+            return _compute_and_store(cache_dir, kind, name, entry, compute, keep), False
+    return _compute_and_store(cache_dir, kind, name, entry, compute, keep), False
+
+
+def _compute_and_store(cache_dir: Path, kind: str, name: str, entry: Path,
+                       compute: Callable[[], dict[str, np.ndarray]], keep: int) -> dict[str, np.ndarray]:
     arrays = compute()
     try:
         _store(entry, arrays)
         _evict(Path(cache_dir), f"{kind}-{name}-", keep)
     except OSError:
         pass  # a read-only or full disk costs time on the next load, nothing else
-    return arrays, False
+    return arrays
 
 
 def load_entry(cache_dir: Path, kind: str, name: str, key: str) -> dict[str, np.ndarray] | None:
@@ -127,6 +147,62 @@ def evict(cache_dir: Path, kind: str, name: str, keep: int = 2) -> None:
         _evict(Path(cache_dir), f"{kind}-{name}-", keep)
     except OSError:
         pass
+
+
+class BuildLock:
+    """While held, one process makes the entries of a name (``<cache_dir>/.build-<name>.lock``, an exclusive ``flock``).
+
+    A writer takes it (``take``: never waits) before it makes a generation
+    current and lets it go once the generation's derived entries are stored;
+    a reader that misses such an entry waits for it (``wait``), then finds
+    the entry instead of making its own. The kernel lets go of a dead
+    holder's lock; a lock that cannot be had (a read-only cache, something
+    else under the name) is not held, and the holder then just makes the
+    entry as it would have.
+    """
+
+    def __init__(self, fd: int | None) -> None:
+        # Let go when released, or when the holder drops it without (a publish that failed half way).
+        self._close = weakref.finalize(self, os.close, fd) if fd is not None else None
+
+    @property
+    def held(self) -> bool:
+        return self._close is not None and self._close.alive
+
+    @classmethod
+    def take(cls, cache_dir: Path, name: str) -> BuildLock:
+        """The lock if it is free now (else one not held)."""
+        return cls(_flock(Path(cache_dir) / f".build-{name}.lock", fcntl.LOCK_EX | fcntl.LOCK_NB))
+
+    @classmethod
+    def wait(cls, cache_dir: Path, name: str) -> BuildLock:
+        """The lock, once whoever holds it lets go (not held if it cannot be had)."""
+        return cls(_flock(Path(cache_dir) / f".build-{name}.lock", fcntl.LOCK_EX))
+
+    def release(self) -> None:
+        if self._close is not None:
+            self._close()
+
+    def __enter__(self) -> BuildLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _flock(path: Path, how: int) -> int | None:
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        fcntl.flock(fd, how)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
 
 
 class StagedArrays:

@@ -21,8 +21,9 @@ wrong answer, and never fails the publish.
 
 from __future__ import annotations
 
+import itertools
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,13 +32,39 @@ import numpy.typing as npt
 
 from ragtui.core.embedders.base import Embedder
 from ragtui.core.index import verified
+from ragtui.core.index.arraycache import BuildLock, store_arrays
 from ragtui.core.index.bm25 import BM25Index
-from ragtui.core.index.index_format import FILES
-from ragtui.core.search.docaware import DocLexical, doc_groups_of_rows, doclex_key
+from ragtui.core.index.bm25_splice import splice_postings
+from ragtui.core.index.index_format import FILES, generation_of
+from ragtui.core.search.docaware import DocLexical, doc_groups_of_rows, doclex_key, lexical_lock
 from ragtui.core.search.ivf_cache import warm_ivf_cache
-from ragtui.core.search.stemmed import STEM_KIND, StemLexical
+from ragtui.core.search.stemmed import STEM_KIND, StemLexical, source_cache_key, stem_terms
 
-__all__ = ["Derivation", "tidy"]
+__all__ = ["Change", "Derivation", "Lexical", "tidy"]
+
+
+@dataclass(frozen=True, eq=False)
+class Lexical:
+    """The document-level and stemmed BM25 of one published generation (mapped from their cache entries), kept by
+    a long-running writer so that the next generation's can be spliced from them instead of built."""
+
+    generation: str
+    """The generation's identity (``index_format.generation_of``)."""
+    doclex: DocLexical
+    stem: StemLexical | None
+    """None when nobody searched the stemmed arm."""
+
+
+@dataclass(frozen=True, eq=False)
+class Change:
+    """What an incremental publish changed, as the derived structures need it."""
+
+    row_map: npt.NDArray[np.int64]
+    """Each old chunk row's new row, or -1."""
+    new_rows: Sequence[int]
+    """The rows of the new chunks, ascending."""
+    new_terms: Sequence[Sequence[str]]
+    """Their analyzed terms."""
 
 
 @dataclass
@@ -60,8 +87,16 @@ class Derivation:
     doc_of_row: npt.NDArray[np.int64] | None
     key: str | None
     """The document-level BM25 entry's key (``docaware.doclex_key``); None: nothing will be stored."""
+    bm25_key: str | None = None
+    """The chunk index's cache key (``BM25Index.cache_key``)."""
     generation_dir: Path | None = None
     """The generation's directory, once ``before_swap`` has seen it complete (its four files, flushed)."""
+    previous: tuple[Lexical, Change] | None = None
+    """The previous generation's document-level (and stemmed) BM25 and what changed since (``follow``)."""
+    lexical: Lexical | None = None
+    """Its document-level (and stemmed) BM25 as stored, once ``after_swap`` has made them."""
+    lock: BuildLock | None = None
+    """The index's ``lexical_lock``, held from ``before_swap`` until its entries are stored."""
 
     @classmethod
     def plan(cls, cache_dir: Path, index_id: str, bm25: BM25Index, bm25_key: str | None,
@@ -75,12 +110,66 @@ class Derivation:
                 key = doclex_key(bm25_key, doc_of_row)
             except ValueError:
                 doc_of_row = key = None
-        return cls(cache_dir, index_id, bm25, doc_of_row, key)
+        return cls(cache_dir, index_id, bm25, doc_of_row, key, bm25_key)
+
+    def follow(self, before: Lexical, change: Change) -> None:
+        """Make the entries from ``before``, the previous generation's, and ``change`` (``_splice``), not from scratch."""
+        self.previous = (before, change)
+
+    def _splice(self, before: Lexical, change: Change) -> tuple[DocLexical, StemLexical | None] | None:
+        """The document-level BM25 (and the stemmed arm, when ``before`` has one) from ``before``'s, stored:
+        ``splice_postings`` on documents as the chunk index is spliced, instead of a build from every posting
+        (a sort of every stemmed posting among it). The arrays are the ones a build gives (tests compare
+        them). None when anything is amiss: the caller builds them."""
+        doc_of_row, key = self.doc_of_row, self.key
+        old_rows = before.doclex.doc_of_row
+        if key is None or doc_of_row is None or old_rows.size != change.row_map.size or not doc_of_row.size:
+            return None
+        n_docs = int(doc_of_row[-1]) + 1
+        # Documents: an old document whose chunks were carried over keeps its postings under its new number; one
+        # whose chunks were replaced is dropped, and every document with new chunks is put in (all its chunks are).
+        old_first = np.flatnonzero(np.concatenate(([True], old_rows[1:] != old_rows[:-1]))) if old_rows.size else old_rows
+        moved = np.asarray(change.row_map, dtype=np.int64)[old_first]
+        doc_map = np.where(moved >= 0, doc_of_row[np.maximum(moved, 0)], -1)
+        new_rows = np.asarray(change.new_rows, dtype=np.int64)
+        new_docs, first = np.unique(doc_of_row[new_rows], return_index=True)
+        if not np.array_equal(np.bincount(doc_of_row[new_rows], minlength=n_docs)[new_docs],
+                              np.bincount(doc_of_row, minlength=n_docs)[new_docs]):
+            return None  # a document with old and new chunks: not a layout this writer makes
+        bounds = [*first.tolist(), len(new_rows)]
+        docs = new_docs.tolist()
+
+        def per_doc(terms: Sequence[Sequence[str]]) -> list[list[str]]:
+            return [list(itertools.chain.from_iterable(terms[a:b])) for a, b in itertools.pairwise(bounds)]
+
+        chunks = self.bm25
+        lex = _spliced_index(before.doclex.docs, doc_map, n_docs, docs, per_doc(change.new_terms), chunks.k1, chunks.b)
+        if not (np.array_equal(lex.term_starts, chunks.term_starts) and np.array_equal(lex.term_blob, chunks.term_blob)):
+            return None  # not the chunk index's dictionary: the previous entry was not this index's
+        if not DocLexical(doc_of_row, lex, key).store(self.cache_dir, self.index_id, tidy=False):
+            return None
+        doclex = self._mapped(key)
+        stem = None
+        if before.stem is not None:
+            stemmed = [stem_terms(list(t)) for t in change.new_terms]
+            old = before.stem.chunks
+            c = _spliced_index(old, change.row_map, chunks.n_docs, list(change.new_rows), stemmed, old.k1, old.b)
+            d = _spliced_index(before.stem.docs.docs, doc_map, n_docs, docs, per_doc(stemmed), old.k1, old.b)
+            arrays = {f"c_{n}": a for n, a in c.to_arrays().items()}
+            arrays.update({f"d_{n}": a for n, a in d.to_arrays().items()})
+            if store_arrays(self.cache_dir, STEM_KIND, self.index_id, source_cache_key(key, old.k1, old.b), arrays):
+                del arrays, c, d
+                stem = StemLexical.load(chunks, doc_of_row, self.cache_dir, self.index_id, old.k1, old.b, source_key=key,
+                                        wait=False)
+        return doclex, stem
 
     def before_swap(self, generation_dir: Path, *, ends: npt.NDArray[np.int64], bm25_key: str | None) -> None:
         """Once the generation in ``generation_dir`` is complete and flushed, just before it becomes current:
         record what the writer verified of it. Must not raise (``NewGeneration.commit``)."""
         self.generation_dir = generation_dir
+        if self.key is not None:
+            # Readers of the generation about to be current wait for its entries rather than build their own.
+            self.lock = BuildLock.take(self.cache_dir, lexical_lock(self.index_id))
         paths = [generation_dir / name for name in FILES]
         verified.record(self.cache_dir, self.index_id, paths, ends=ends, bm25_key=bm25_key, doclex_key=self.key)
 
@@ -91,8 +180,11 @@ class Derivation:
         stops here, since nobody will open this one any more. ``embedder`` (the index's own) calibrates
         the IVF lists on spans of the chunks' text; they are built only when a reader has searched IVF.
         """
-        if still_wanted():
-            self._lexical(still_wanted)
+        try:
+            if still_wanted():
+                self._lexical(still_wanted)
+        finally:
+            self.release()
         if still_wanted() and self.generation_dir is not None and _in_use(self.cache_dir, "ivf", self.index_id):
             try:
                 # Through the link (<rag>/<index_id> -> .gen/<index_id>/<gen>), as readers open it: its name is
@@ -101,18 +193,49 @@ class Derivation:
             except Exception:  # noqa: BLE001 - the lists only save readers time; a reader builds its own
                 pass
 
+    def _mapped(self, key: str) -> DocLexical:
+        """The document-level BM25 just stored under ``key``, mapped from its entry (not held in memory)."""
+        doc_of_row = self.doc_of_row
+        assert doc_of_row is not None
+        return DocLexical.load(self.bm25, lambda: doc_of_row, self.cache_dir, self.index_id, self.bm25_key, key,
+                               wait=False)
+
+    def release(self) -> None:
+        """Let readers waiting for this generation's entries go (they find them, or build their own)."""
+        if self.lock is not None:
+            self.lock.release()
+
     def _lexical(self, still_wanted: Callable[[], bool]) -> None:
-        """The document-level BM25 entry, then the stemmed arm's when it is in use."""
+        """The document-level BM25 entry, then the stemmed arm's when it is in use: spliced from the previous
+        generation's when ``follow`` gave them, else built."""
         if self.key is None or self.doc_of_row is None:
             return
+        name = (generation_of(self.generation_dir) if self.generation_dir is not None else None) or ""
         try:
-            lex = DocLexical.build(self.bm25, self.doc_of_row, self.key)
-            if (lex.store(self.cache_dir, self.index_id, tidy=False) and still_wanted()
-                    and _stem_in_use(self.cache_dir, self.index_id)):
+            made = self._splice(*self.previous) if self.previous is not None else None
+        except (OSError, ValueError, IndexError, MemoryError):
+            made = None
+        self.previous = None
+        try:
+            lex, stem = made if made is not None else (None, None)
+            if lex is None:
+                if not DocLexical.build(self.bm25, self.doc_of_row, self.key).store(self.cache_dir, self.index_id,
+                                                                                     tidy=False):
+                    return
+                lex = self._mapped(self.key)
+            if stem is None and still_wanted() and _stem_in_use(self.cache_dir, self.index_id):
                 # A reader searched the stemmed arm (bm25stem, hybrid's default) before: the next one finds it ready.
-                StemLexical.load(self.bm25, self.doc_of_row, self.cache_dir, self.index_id, source_key=lex.key)
+                stem = StemLexical.load(self.bm25, self.doc_of_row, self.cache_dir, self.index_id, source_key=lex.key,
+                                        wait=False)
+            self.lexical = Lexical(name, lex, stem)
         except (OSError, ValueError, MemoryError):
             pass  # the readers build it: time, not a wrong answer
+
+
+def _spliced_index(old: BM25Index, row_map: npt.NDArray[np.int64], n_rows: int, new_rows: list[int],
+                   new_terms: Sequence[Sequence[str]], k1: float, b: float) -> BM25Index:
+    """The BM25 index of ``old``'s rows moved by ``row_map`` (-1: dropped) with ``new_rows`` of ``new_terms`` put in."""
+    return BM25Index.from_postings(splice_postings(old, row_map, n_rows, new_rows, new_terms), k1, b)
 
 
 def _stem_in_use(cache_dir: Path, index_id: str) -> bool:

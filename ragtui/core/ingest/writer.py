@@ -116,6 +116,9 @@ class IndexWriter:
         self._deriving: threading.Thread | None = None
         self._published = 0
         """Generations this writer published: a thread deriving an older one stops between its steps."""
+        self._derived: derive.Derivation | None = None
+        """The derived entries of the generation this writer published last: the next splice starts from its
+        document-level and stemmed BM25 once they are made (``Derivation.lexical``)."""
 
     # -- what this writer remembers -------------------------------------------------------------
 
@@ -287,6 +290,7 @@ class IndexWriter:
         two newest of each kind: here, or in a thread with ``derive_behind`` (``wait_derived`` joins it)."""
         self._published += 1
         mine = self._published
+        self._derived = derived
 
         def run() -> None:
             try:
@@ -334,8 +338,9 @@ class IndexWriter:
         report.chunks_added, report.chunks_removed, report.chunks_total = asm.chunks_added, asm.chunks_removed, asm.n_rows
         report.seconds["plan"] = time.perf_counter() - t0
         embed_pending(asm, e, journal, report, tick)
+        lexical = self._derived.lexical if self._derived is not None else None
         done = publish_splice(self.artifacts, self.index_id, gen, asm, self._meta(asm.n_rows), report, tick,
-                              self._cache_dir)
+                              self._cache_dir, lexical)
         # Readers already see the new generation; what follows only saves readers time and tidies up.
         self._derive(done.derived, report)
         t0 = time.perf_counter()

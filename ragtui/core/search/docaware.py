@@ -49,7 +49,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ragtui.core.errors import UsageError
-from ragtui.core.index.arraycache import evict, load_entry, store_arrays
+from ragtui.core.index.arraycache import BuildLock, evict, load_entry, store_arrays
 from ragtui.core.index.bm25 import BM25Index, Postings
 from ragtui.core.index.topk import top_k
 from ragtui.core.search.ranking_options import RANGES
@@ -125,6 +125,11 @@ def doc_groups_of_rows(spans: list[tuple[int, int]] | tuple[tuple[int, int], ...
     return np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)
 
 
+def lexical_lock(name: str) -> str:
+    """The ``BuildLock`` name under which the document-level and stemmed BM25 entries of index ``name`` are made."""
+    return f"lexical-{name}"
+
+
 def doclex_key(bm25_key: str, doc_of_row: npt.NDArray[np.int64]) -> str:
     """The cache key of the document-level BM25 of the chunk index keyed ``bm25_key`` (``BM25Index.cache_key``,
     which covers bm25.idx's bytes, k1 and b) with rows grouped as ``doc_of_row``: everything it is derived from."""
@@ -185,7 +190,7 @@ class DocLexical:
 
     @classmethod
     def load(cls, chunks: BM25Index, groups: Callable[[], npt.NDArray[np.int64]], cache_dir: Path | None, name: str,
-             bm25_key: str | None, key: str | None = None) -> DocLexical:
+             bm25_key: str | None, key: str | None = None, *, wait: bool = True) -> DocLexical:
         """``build``, or the entry of an earlier build from ``cache_dir`` (outside the index), memory-mapped.
 
         ``groups()`` gives the document number of each row (called only when
@@ -193,23 +198,33 @@ class DocLexical:
         (None: nothing is cached); ``key`` the entry's key as the writer
         recorded it, taken when its entry is sound. A missing or damaged
         entry is built and stored again; the result is the same either way.
+        Before building, ``wait`` waits for the index's ``lexical_lock``: a
+        writer holds it from the moment a generation becomes current until
+        its entries are stored (a caller that holds it passes False).
         """
         if cache_dir is None or bm25_key is None:
             return cls.build(chunks, groups())
         if key is not None:
-            found = load_entry(cache_dir, DOCLEX_KIND, name, key)
-            got = cls.from_arrays(found, chunks, key, bm25_key) if found is not None else None
+            got = cls._cached(chunks, cache_dir, name, bm25_key, key)
             if got is not None:
                 return got
         doc_of_row = np.asarray(groups(), dtype=np.int64)
         key = doclex_key(bm25_key, doc_of_row)
-        found = load_entry(cache_dir, DOCLEX_KIND, name, key)
-        got = cls.from_arrays(found, chunks, key, bm25_key) if found is not None else None
+        got = cls._cached(chunks, cache_dir, name, bm25_key, key)
         if got is not None:
             return got
-        built = cls.build(chunks, doc_of_row, key)
-        built.store(cache_dir, name, replace=True)  # whatever is under the key could not be used
+        with BuildLock.wait(cache_dir, lexical_lock(name)) if wait else BuildLock(None):
+            got = cls._cached(chunks, cache_dir, name, bm25_key, key) if wait else None
+            if got is not None:
+                return got
+            built = cls.build(chunks, doc_of_row, key)
+            built.store(cache_dir, name, replace=True)  # whatever is under the key could not be used
         return built
+
+    @classmethod
+    def _cached(cls, chunks: BM25Index, cache_dir: Path, name: str, bm25_key: str, key: str) -> DocLexical | None:
+        found = load_entry(cache_dir, DOCLEX_KIND, name, key)
+        return cls.from_arrays(found, chunks, key, bm25_key) if found is not None else None
 
     def store(self, cache_dir: Path, name: str, *, replace: bool = False, tidy: bool = True) -> bool:
         """Put this in ``cache_dir`` under its key (best effort; True when the entry is there).

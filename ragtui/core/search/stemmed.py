@@ -43,7 +43,7 @@ from ragtui.core.index.analyzer import analyze
 from ragtui.core.index.arraycache import cached_arrays
 from ragtui.core.index.bm25 import BM25Index, Postings
 from ragtui.core.index.topk import top_k
-from ragtui.core.search.docaware import DocLexical
+from ragtui.core.search.docaware import DocLexical, lexical_lock
 
 __all__ = [
     "DEFAULT_STEM_B", "DEFAULT_STEM_CHUNK_WEIGHT", "DEFAULT_STEM_K1", "STEMMER", "STEM_KIND", "StemLexical", "stem_terms",
@@ -106,11 +106,13 @@ class StemLexical:
 
     @classmethod
     def load(cls, chunks: BM25Index, doc_of_row: npt.NDArray[np.int64], cache_dir: Path | None, name: str,
-             k1: float = DEFAULT_STEM_K1, b: float = DEFAULT_STEM_B, source_key: str | None = None) -> StemLexical:
+             k1: float = DEFAULT_STEM_K1, b: float = DEFAULT_STEM_B, source_key: str | None = None, *,
+             wait: bool = True) -> StemLexical:
         """``build``, reusing the arrays of an earlier build from ``cache_dir`` (outside the index).
 
         ``source_key``: the ``docaware.doclex_key`` of ``chunks`` grouped as ``doc_of_row`` (None: the
-        entry is found by hashing the arrays instead). A new entry leaves the two newest of ``name``."""
+        entry is found by hashing the arrays instead). A new entry leaves the two newest of ``name``.
+        ``wait``: before building, wait for a writer that is making the entry (``DocLexical.load``)."""
         doc_of_row = np.asarray(doc_of_row, dtype=np.int64)
         if cache_dir is None:
             return cls.build(chunks, doc_of_row, k1, b)
@@ -122,7 +124,7 @@ class StemLexical:
             return out
 
         key = source_cache_key(source_key, k1, b) if source_key is not None else cache_key(chunks, doc_of_row, k1, b)
-        arrays, _ = cached_arrays(cache_dir, STEM_KIND, name, key, compute)
+        arrays, _ = cached_arrays(cache_dir, STEM_KIND, name, key, compute, lock=lexical_lock(name) if wait else None)
         try:
             c = BM25Index.from_arrays({n[2:]: a for n, a in arrays.items() if n.startswith("c_")})
             d = BM25Index.from_arrays({n[2:]: a for n, a in arrays.items() if n.startswith("d_")})
