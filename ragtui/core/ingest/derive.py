@@ -7,10 +7,13 @@ stemmed arm of ``bm25stem`` and of hybrid's default (``stemmed.StemLexical``;
 built here only once a reader has used it for an earlier generation, so an
 index nobody searches that way does not pay for it at every save) and the
 facts the writer checked (``verified``).
-The writer has everything they are made of in memory, so it builds them
+The writer has everything they are made of in memory, so it makes them
 once, into ``<artifacts>/rag/.cache/``: ``Derivation`` keys them while the
-generation is written and builds them once it is current; ``tidy`` then
-keeps the two newest entries of each kind.
+generation is written and makes them once it is current — a long-running
+writer by splicing the last generation's (``follow``), as the chunk index is
+spliced, else by building them — holding the index's lexical lock meanwhile,
+so that a reader of the new generation waits for them instead of building
+its own; ``tidy`` then keeps the two newest entries of each kind.
 
 Every step is best effort and leaves either no entry or a complete one (an
 ``arraycache`` entry is written under a temporary name with a ``complete``
