@@ -191,10 +191,10 @@ def _find_vectors(asm: Assembly, prev: Previous | None, dim: int) -> None:
     """Fill each new record's vector from a stored row of the same fingerprint; count what is added and removed."""
     records = asm.records
     asm.vectors = np.zeros((len(records), dim), dtype=np.float32)
-    find = _fingerprint_finder(prev.fingerprints, len(records)) if prev is not None else None
+    held = _first_rows(prev.fingerprints, [r.fingerprint.encode("ascii") for r in records]) if prev is not None else {}
     added = 0
     for i, rec in enumerate(records):
-        src = find(rec.fingerprint.encode("ascii")) if find is not None else None
+        src = held.get(rec.fingerprint.encode("ascii"))
         if src is None:
             added += 1
         if src is not None and prev is not None and prev.reusable:
@@ -211,24 +211,40 @@ def _find_vectors(asm: Assembly, prev: Previous | None, dim: int) -> None:
     gone = [f for f in prev.fingerprints[dropped].tolist() if f not in now]
     if not gone:
         return
-    kept = asm.row_map >= 0
-    if len(gone) <= 8:
-        asm.chunks_removed = sum(1 for f in gone if not kept[prev.fingerprints == f].any())
-    else:
-        kept_set = set(prev.fingerprints[kept].tolist())
-        asm.chunks_removed = sum(1 for f in gone if f not in kept_set)
+    still = _first_rows(prev.fingerprints[asm.row_map >= 0], gone)
+    asm.chunks_removed = sum(1 for f in gone if f not in still)
 
 
-def _fingerprint_finder(fingerprints: npt.NDArray[np.bytes_], wanted: int) -> Callable[[bytes], int | None]:
-    """A function from a fingerprint (ASCII bytes) to the first row holding it, or None."""
-    if wanted <= 8:
-        def scan(fp: bytes) -> int | None:
-            hit = np.flatnonzero(fingerprints == fp)
-            return int(hit[0]) if hit.size else None
-        return scan
-    n = len(fingerprints)
-    rows: dict[bytes, int] = dict(zip(fingerprints[::-1].tolist(), range(n - 1, -1, -1)))
-    return rows.get
+_HEX = np.full(256, 0, dtype=np.uint64)
+_HEX[np.frombuffer(b"0123456789abcdef", dtype=np.uint8)] = np.arange(16, dtype=np.uint64)
+
+
+def _keys(fingerprints: npt.NDArray[np.bytes_]) -> npt.NDArray[np.uint64]:
+    """The first 16 hex digits of each fingerprint as a 64-bit number: equal fingerprints, equal keys."""
+    digits = np.ascontiguousarray(fingerprints, dtype="S64").view(np.uint8).reshape(-1, 64)[:, :16]
+    keys = np.zeros(digits.shape[0], dtype=np.uint64)
+    for j in range(16):
+        keys <<= np.uint64(4)
+        keys |= _HEX[digits[:, j]]
+    return keys
+
+
+def _first_rows(fingerprints: npt.NDArray[np.bytes_], wanted: list[bytes]) -> dict[bytes, int]:
+    """Each of ``wanted`` (ASCII fingerprints) that ``fingerprints`` holds: the first row holding it.
+
+    By array passes over the rows (a key per row, matched against the wanted keys), then a look at the few
+    rows whose key matched: no Python object per row, where a dict or a set of every fingerprint was one
+    per chunk of the index at every save.
+    """
+    if not wanted or not fingerprints.size:
+        return {}
+    maybe = np.flatnonzero(np.isin(_keys(fingerprints), _keys(np.array(wanted, dtype="S64"))))
+    want = set(wanted)
+    rows: dict[bytes, int] = {}
+    for row, fp in zip(maybe.tolist(), fingerprints[maybe].tolist()):
+        if fp in want and fp not in rows:
+            rows[fp] = row
+    return rows
 
 
 def expand(asm: Assembly, prev: Previous | None) -> tuple[list[ChunkRecord], Vectors]:
