@@ -134,10 +134,17 @@ def encode_spliced_carried(
     def old_number(c: np.ndarray) -> np.ndarray:
         return c + np.searchsorted(drop_shift, c, side="right")
 
-    # Postings written anew: inserted, or carried over with another gap (tf never changes).
+    # Postings written anew: inserted, or carried over with another gap (tf never changes). A carried posting
+    # whose new gap takes as many bytes as the old one keeps its place and is patched there (most of them: a
+    # chunk count that changed moves one posting of most terms by a few chunk numbers), so its term's entry
+    # keeps its head; one whose size changed goes and is put in anew.
     regapped = np.flatnonzero(_without(new.gap, inserted) != _without(old_bytes.gap, dropped))
-    fresh = _merged(inserted, new_number(regapped))
-    gone = _merged(dropped, old_number(regapped))  # old postings whose bytes go
+    re_new, re_old = new_number(regapped), old_number(regapped)
+    in_place = new.size[re_new] == old_bytes.size[re_old]
+    patched_new, patched_old = re_new[in_place], re_old[in_place]
+    fresh = _merged(inserted, re_new[~in_place])
+    gone = _merged(dropped, re_old[~in_place])  # old postings whose bytes go
+    del regapped, re_new, re_old
     gone_cum = np.zeros(gone.size + 1, dtype=np.int64)
     np.cumsum(old_bytes.size[gone], dtype=np.int64, out=gone_cum[1:])
 
@@ -201,6 +208,17 @@ def encode_spliced_carried(
         _copy_stretches(out[new_head:], body, go_at, go_len, pieces, at, length, src)
     else:
         _place_masked(out[new_head:], body, go_at, go_len, pieces, at, length, src)
+    if patched_old.size:
+        # Where each patched posting's bytes landed: its place among the surviving bytes, after the bytes put in
+        # at or before that place.
+        p_term = np.searchsorted(old_offsets, patched_old, side="right") - 1
+        p_at = old_at[p_term] + old_hdr[p_term] + old_cum[patched_old] - old_cum[old_offsets[p_term]] - old_head
+        by = np.argsort(go_at, kind="stable")
+        go_sorted, gone_before = go_at[by], np.concatenate(([0], np.cumsum(go_len[by])))
+        p_at -= gone_before[np.searchsorted(go_sorted, p_at)]
+        put_before = np.concatenate(([0], np.cumsum(length)))
+        p_at += put_before[np.searchsorted(at, p_at, side="right")] + new_head
+        out[_spans(p_at, new.size[patched_new])] = _encode_pairs(new.gap[patched_new], new_tf[patched_new])
     return out.tobytes(), new
 
 
