@@ -122,13 +122,17 @@ def test_a_copied_generation_never_matches(published, tmp_path, monkeypatch):
     assert data.stats["verified_entry"] is False and counts.total() == (1, 1, 1)
 
 
-def test_an_entry_recorded_too_soon_after_a_write_is_not_recorded(tmp_path):
+def test_an_entry_recorded_too_soon_after_a_write_is_not_recorded(tmp_path, monkeypatch):
     paths = []
     for name in FILES:
         (tmp_path / name).write_bytes(b"{}\n")
         paths.append(tmp_path / name)
-    # Just written: within the granularity; without waiting nothing is recorded.
-    assert not verified.record(tmp_path / "cache", "x", paths, ends=np.array([2]), bm25_key=None, max_wait_ns=0)
+    # Just written (the clock reads the files' ctime, however long the test took to get here): within the
+    # granularity; without waiting nothing is recorded.
+    written = max(os.stat(p).st_ctime_ns for p in paths)
+    with monkeypatch.context() as m:
+        m.setattr(verified.time, "time_ns", lambda: written)
+        assert not verified.record(tmp_path / "cache", "x", paths, ends=np.array([2]), bm25_key=None, max_wait_ns=0)
     assert not (tmp_path / "cache").exists()
     # Waiting (at most one granularity step) records it.
     assert verified.record(tmp_path / "cache", "x", paths, ends=np.array([2]), bm25_key=None, max_wait_ns=10**9)
