@@ -168,6 +168,12 @@ class IndexWriter:
                     encode_docs(["Warm up: the first save after start must not build the tokenizer's tables.\n"])
             return True
 
+    def open_postings(self) -> int:
+        """The postings of the generation open for the next save (0 when none is): the size of what a save
+        spliced from it works on (``ragtui.watch.memory.grow_heap_for``)."""
+        gen = self._generation
+        return 0 if gen is None else int(gen.data.bm25.post_doc.size)
+
     # -- the sync ---------------------------------------------------------------------------------
 
     def _remember_skips(self, found: Scan, old: Skips, partial: bool) -> None:
