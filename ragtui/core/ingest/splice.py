@@ -383,7 +383,7 @@ def following(target: Path, gen: Generation, asm: Assembly, done: Spliced, cache
     if len(mapped[BM25]) == len(done.bm25_raw):
         bm25_raw = mapped[BM25]
         key = _bm25_key(cache_dir, meta, [stats[name] for name in FILES], bm25_raw)
-        found = _cached_bm25(cache_dir, meta, key, bm25_raw) if key is not None else None
+        found = _cached_bm25(cache_dir, meta, key, bm25_raw)
         if found is not None:
             bm25, cached = found
     data = IndexData(path=target, generation=generation_of(target) or "", meta=meta, records=records,
@@ -393,7 +393,7 @@ def following(target: Path, gen: Generation, asm: Assembly, done: Spliced, cache
     return Generation(data, asm.rows, fingerprints, bm25_raw, stamp, layout, cached)
 
 
-def _bm25_key(cache_dir: Path, meta: IndexMeta, stats: list[os.stat_result], raw: bytes | mmap.mmap) -> str | None:
+def _bm25_key(cache_dir: Path, meta: IndexMeta, stats: list[os.stat_result], raw: bytes | mmap.mmap) -> str:
     """bm25.idx's cache key: as the writer recorded it with the generation (``verified``), else its hash."""
     known = verified.lookup(cache_dir, meta.index_id, [verified.file_stamp(st) for st in stats], meta.n_chunks)
     if known is not None and known.bm25_key is not None:
