@@ -46,6 +46,7 @@ from ragtui.core.ingest.report import SyncReport
 from ragtui.core.ingest.walk import WalkRules
 from ragtui.core.ingest.writer import IndexWriter
 from ragtui.watch.events import ROOT_GONE, Batch, ChangeBuffer, Scope, classify, compact_paths, is_ignore_file
+from ragtui.watch.memory import grow_heap_for
 from ragtui.watch.observers import EVENT_FILTER, LIMITS, Handler, Hooks, limit_message, make_observer, stop_observer
 
 if TYPE_CHECKING:
@@ -480,6 +481,9 @@ class WatchAgent:
         try:
             # The warm-up only saves time later: a save already waiting goes first.
             opened = self._writer.prepare(warm_up=True, should_stop=self._buffer.has_work)
+            if opened and not self._said_ready and not self._buffer.has_work():
+                # The heap the first save works in, faulted in now (only where freed memory is kept: ragtui watch).
+                grow_heap_for(self._writer.open_postings())
         except Exception:  # noqa: BLE001 - it only saves time; the next sync reads what it needs itself
             opened = False
         if not self._said_ready:

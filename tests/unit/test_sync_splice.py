@@ -220,3 +220,132 @@ def test_the_warm_up_builds_the_tokenizers_document_tables(tmp_path):
     writer = IndexWriter(folder, artifacts=art, embedder=embedder)
     assert writer.prepare(warm_up=True)
     assert embedder.tokenizer._splitter_ready and embedder.tokenizer._splitter is not None
+
+
+def _file_backed(a: object) -> bool:
+    """Whether an array's memory is a map of a file (its base chain ends in an mmap)."""
+    import mmap
+
+    while a is not None:
+        if isinstance(a, mmap.mmap):
+            return True
+        a = a.obj if isinstance(a, memoryview) else getattr(a, "base", None)
+    return False
+
+
+def test_a_long_running_writer_keeps_maps_of_the_files_it_wrote(tmp_path):
+    """Between saves the writer holds maps of bm25.idx and of the readers' cache entry, not their bytes in memory."""
+    import mmap
+
+    from ragtui.core.index.bm25_splice import posting_bytes
+
+    folder, art = tmp_path / "docs", tmp_path / "art"
+    for i in range(6):
+        write(folder / f"f{i}.md", f"file {i} cat dog " * (i + 2))
+    writer = IndexWriter(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3)
+    writer.sync()
+    write(folder / "f2.md", "edited zebra park")
+    assert writer.sync([folder / "f2.md"]).incremental
+    gen = writer._generation
+    assert gen is not None and gen.intact() and gen.cached
+    assert isinstance(gen.bm25_raw, mmap.mmap)
+    assert bytes(gen.bm25_raw) == (art / "rag" / "docs" / "bm25.idx").read_bytes()
+    for name, value in gen.data.bm25.to_arrays().items():
+        assert name == "scalars" or _file_backed(value), name
+    b = gen.data.bm25
+    want = posting_bytes(b.post_doc, b.offsets, b.post_tf)
+    assert gen.posting_bytes is not None and gen.posting_bytes.gap.dtype == np.uint32
+    assert np.array_equal(gen.posting_bytes.gap, want.gap) and np.array_equal(gen.posting_bytes.size, want.size)
+    write(folder / "f3.md", "and another edit")
+    assert writer.sync([folder / "f3.md"]).incremental
+    assert_same_as_rebuild(folder, art, tmp_path / "scratch")
+
+
+def test_a_cache_file_swapped_under_the_writer_is_not_spliced_from(tmp_path, monkeypatch):
+    """A file of the cache entry the writer maps, replaced (a FIFO, another inode) or changed: the writer opens the
+    published generation again instead of splicing from what it mapped."""
+    from ragtui.core.ingest import writer as writer_module
+
+    opened = []
+    real_open = writer_module.open_generation
+    monkeypatch.setattr(writer_module, "open_generation", lambda *a: opened.append(a[0]) or real_open(*a))
+    folder, art = tmp_path / "docs", tmp_path / "art"
+    for i in range(4):
+        write(folder / f"f{i}.md", f"file {i} cat dog " * (i + 2))
+    writer = IndexWriter(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3)
+    writer.sync()
+    for i, swap in enumerate(("fifo", "inode", "in place")):
+        write(folder / "f1.md", f"edit {i} zebra")
+        assert writer.sync([folder / "f1.md"]).incremental
+        gen = writer._generation
+        assert gen is not None and gen.intact()
+        path = Path(next(p for p, _ in gen.cached if p.endswith("post_doc.npy")))
+        content = path.read_bytes()
+        if swap == "in place":
+            # Zeros over every posting's chunk number, in the file mapped (a splice from it would be wrong);
+            # its mtime set to another time, as a coarse clock might have left it.
+            with open(path, "r+b") as f:
+                f.seek(len(content) - 4 * gen.data.bm25.post_doc.size)
+                f.write(bytes(4 * gen.data.bm25.post_doc.size))
+            os.utime(path, ns=(1, 1))
+        else:
+            path.unlink()
+            if swap == "fifo":
+                os.mkfifo(path)
+            else:
+                path.write_bytes(content)
+        assert not writer._generation.intact()
+        before = len(opened)
+        write(folder / "f2.md", f"and then {i} a second edit")
+        assert writer.sync([folder / "f2.md"]).incremental
+        assert len(opened) == before + 1
+        assert_same_as_rebuild(folder, art, tmp_path / "scratch")
+
+
+def test_the_warm_up_holds_a_few_bytes_a_posting(tmp_path, monkeypatch):
+    """The warm-up works out the postings' layout a step at a time: its peak is the layout (5 bytes a posting) and
+    one step's temporaries, not a splice's (tens of bytes a posting)."""
+    import random
+    import tracemalloc
+
+    from ragtui.core.ingest import splice
+
+    rng = random.Random(5)
+    folder, art = tmp_path / "docs", tmp_path / "art"
+    vocab = [f"w{i}" for i in range(3000)]
+    for i in range(400):
+        write(folder / f"f{i}.md", " ".join(rng.choice(vocab) for _ in range(400)))
+    run(folder, art)
+    writer = IndexWriter(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3)
+    assert writer.prepare(warm_up=False)
+    gen = writer._generation
+    n_post = int(gen.data.bm25.post_doc.size)
+    assert n_post > 100_000
+    monkeypatch.setattr(splice, "LAYOUT_STEP", 4096)
+    tracemalloc.start()
+    try:
+        splice.warm(gen)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert gen.posting_bytes is not None
+    assert peak < 5 * n_post + 40 * 4096 + (1 << 20), (peak, n_post)
+    write(folder / "f7.md", "an edit after the warm-up")
+    assert writer.sync([folder / "f7.md"]).incremental
+    assert_same_as_rebuild(folder, art, tmp_path / "scratch")
+
+
+def test_posting_layout_equals_the_postings_bytes_at_any_step():
+    from ragtui.core.index.bm25_splice import posting_bytes
+    from ragtui.core.index.bm25_write import build_postings
+    from ragtui.core.ingest.splice import posting_layout
+
+    rng = np.random.default_rng(3)
+    docs = [[f"t{int(x)}" for x in rng.integers(0, 40, size=int(rng.integers(0, 30)))] for _ in range(300)]
+    docs[7] = ["far"] * 200  # a tf that takes two varint bytes
+    p = build_postings(docs)
+    want = posting_bytes(p.post_doc, p.offsets, p.post_tf)
+    for step in (1, 2, 7, 1000, 1 << 20):
+        got = posting_layout(p.post_doc, p.offsets, p.post_tf, step)
+        assert got.gap.dtype == np.uint32 and got.size.dtype == np.uint8
+        assert np.array_equal(got.gap, want.gap) and np.array_equal(got.size, want.size), step

@@ -96,6 +96,30 @@ print("ok")
     assert out == "ok"
 
 
+@glibc_only
+def test_a_grown_heap_stays_in_the_agents_thread():
+    """``grow_heap`` faults in heap that a thread other than the main one keeps once freed (only when retaining)."""
+    out = _python("""
+import threading
+from ragtui.watch.memory import grow_heap, grow_heap_for, retain_freed_memory
+
+assert grow_heap(128 << 20) is False, "grew the heap of a process that does not keep freed memory"
+assert retain_freed_memory() is True
+def work():
+    before = resident()
+    assert grow_heap(240 << 20) is True
+    kept = resident() - before
+    assert kept >= 120 << 20, f"only {kept} bytes stayed"  # (the last block may go back with its heap)
+    assert libc.mallinfo2().fordblks >= 120 << 20, "the grown heap is not free for the next arrays"
+    assert grow_heap_for(10 ** 8) is False  # a save's arrays that large are maps of their own: nothing to grow
+    print("ok")
+thread = threading.Thread(target=work)
+thread.start()
+thread.join()
+""")
+    assert out == "ok"
+
+
 @pytest.fixture()
 def harness(tmp_path):
     yield from harness_for(tmp_path)

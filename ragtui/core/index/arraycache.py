@@ -75,17 +75,24 @@ def _compute_and_store(cache_dir: Path, kind: str, name: str, entry: Path,
     return arrays
 
 
-def load_entry(cache_dir: Path, kind: str, name: str, key: str) -> dict[str, np.ndarray] | None:
+def load_entry(cache_dir: Path, kind: str, name: str, key: str,
+               stats: dict[str, os.stat_result] | None = None) -> dict[str, np.ndarray] | None:
     """The arrays of a complete entry, memory-mapped, or None when there is none or it cannot be read.
 
     Nothing is computed or written. Entries are files like any other: what
-    they hold is only as good as what the caller checks of it.
+    they hold is only as good as what the caller checks of it. ``stats``,
+    when given, receives each file's ``fstat`` as it was mapped, by path (a
+    caller that keeps the maps can tell later whether the files are still those).
     """
     entry = Path(cache_dir) / f"{kind}-{name}-{key}"
     try:
         if not (entry / _MARKER).is_file():
             return None
-        arrays = {p.stem: _load(p) for p in entry.glob("*.npy")}
+        arrays = {}
+        for p in entry.glob("*.npy"):
+            arrays[p.stem], st = _load_stat(p)
+            if stats is not None:
+                stats[str(p)] = st
     except (OSError, ValueError):
         return None
     return arrays or None
@@ -95,7 +102,12 @@ _NPY_MAGIC = b"\x93NUMPY"
 
 
 def _load(path: Path) -> np.ndarray:
-    """One cached array, memory-mapped.
+    """One cached array, memory-mapped (``_load_stat``)."""
+    return _load_stat(path)[0]
+
+
+def _load_stat(path: Path) -> tuple[np.ndarray, os.stat_result]:
+    """One cached array, memory-mapped, and the ``fstat`` of the file mapped.
 
     ``OSError`` unless it is a regular file (a FIFO would block the open);
     ``ValueError`` for anything that is not a plain ``.npy`` array (numpy
@@ -104,7 +116,8 @@ def _load(path: Path) -> np.ndarray:
     """
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise OSError(errno.EINVAL, "not a regular file", str(path))
         if os.pread(fd, len(_NPY_MAGIC), 0) != _NPY_MAGIC:
             raise ValueError(f"{path} is not a .npy file")
@@ -119,7 +132,7 @@ def _load(path: Path) -> np.ndarray:
             raise ValueError(f"{path}: {type(e).__name__}") from None
         if not isinstance(array, np.ndarray):
             raise ValueError(f"{path} is not an array")
-        return array
+        return array, st
     finally:
         os.close(fd)
 

@@ -9,9 +9,11 @@ what a full rebuild writes (tests compare them).
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import mmap
 import os
+import shutil
 import stat
 import time
 from collections.abc import Mapping, Sequence
@@ -23,19 +25,24 @@ import numpy as np
 import numpy.typing as npt
 
 from ragtui.core.errors import IndexFormatError, IndexMissingError
+from ragtui.core.index import leb128, verified
 from ragtui.core.index.analyzer import analyze
+from ragtui.core.index.arraycache import load_entry
 from ragtui.core.index.bm25 import BM25Index
+from ragtui.core.index.bm25 import _sound as bm25_entry_sound
 from ragtui.core.index.bm25_splice import PostingBytes, encode_spliced_carried, splice_postings
 from ragtui.core.index.docs_file import DocsFile
-from ragtui.core.index.index_format import BM25, DOCS, META, VECTORS, IndexData, generation_of, read_index
+from ragtui.core.index.index_format import BM25, DOCS, FILES, META, VECTORS, IndexData, generation_of, read_index
 from ragtui.core.index.records import IndexMeta, encode_docs, encode_meta
 from ragtui.core.ingest.assemble import Assembly, Previous
 from ragtui.core.ingest.derive import Change, Derivation, Lexical
 from ragtui.core.ingest.publish import FileRange, NewGeneration, file_size
 from ragtui.core.ingest.report import Progress, SyncReport
-from ragtui.core.ingest.state import FileEntry, FileTable, IndexStamp, index_stamp, stat_stamp
+from ragtui.core.ingest.state import FileEntry, FileTable, IndexStamp, Stamp, file_stamp, index_stamp, stat_stamp
 
-__all__ = ["Generation", "Piece", "Spliced", "following", "open_generation", "publish_splice", "rows_of", "warm"]
+__all__ = [
+    "Generation", "Piece", "Spliced", "following", "open_generation", "posting_layout", "publish_splice", "rows_of", "warm",
+]
 
 Piece = bytes | memoryview | FileRange
 """A stretch of one file's content, as ``publish`` writes it."""
@@ -43,27 +50,50 @@ Piece = bytes | memoryview | FileRange
 
 @dataclass
 class Generation:
-    """A published generation, opened to be the starting point of the next splice."""
+    """A published generation, opened to be the starting point of the next splice.
+
+    A long-running writer keeps one between saves, so what it holds is kept
+    small: the four files and the decoded BM25 arrays are read-only maps of
+    files the writer wrote (the generation's own, and the readers' cache entry
+    of its bm25.idx), each checked by its stamp; in anonymous memory stay the
+    fingerprints (64 bytes a chunk), the documents' rows and each posting's
+    gap and varint length (5 bytes a posting).
+    """
 
     data: IndexData
     rows: dict[str, tuple[int, int]]
     """Each document's rows [lo, hi) (documents with chunks only), in index order."""
     fingerprints: npt.NDArray[np.bytes_]
     """S64: each row's fingerprint as ASCII."""
-    bm25_raw: bytes
-    """The bm25.idx whose postings' bytes are reused."""
+    bm25_raw: bytes | mmap.mmap
+    """The bm25.idx whose postings' bytes are reused: a read-only map of the file stamped (the bytes written, when
+    the file cannot be mapped again)."""
     stamp: IndexStamp
     """Where its files are, and the size, mtime, ctime and inode each had when it was opened."""
     posting_bytes: PostingBytes | None = None
-    """Each posting's gap and varint length in ``bm25_raw``, once worked out (carried from the splice that wrote it)."""
+    """Each posting's gap (uint32) and varint length in ``bm25_raw``, once worked out (carried from the splice that
+    wrote it, or by ``warm``)."""
+    cached: tuple[tuple[str, Stamp], ...] = ()
+    """The readers' cache files whose maps ``data.bm25`` holds, each with its stamp when it was mapped."""
 
     def previous(self) -> Previous:
         records = self.data.records
         return Previous(self.rows, self.fingerprints, self.data.vectors, lambda lo, hi: records[lo:hi])
 
+    def intact(self) -> bool:
+        """Whether every cache file mapped still has the stamp it had then (none changed in place, cut or replaced)."""
+        return all(file_stamp(path) == stamp for path, stamp in self.cached)
+
     def still_published(self, target: Path) -> bool:
         """Whether ``target`` still names this generation, every file untouched since it was stamped."""
-        return index_stamp(target) == self.stamp
+        return index_stamp(target) == self.stamp and self.intact()
+
+    def drop_changed(self) -> None:
+        """Remove the cache entry of any mapped file that changed since: what it holds is not known any more (the
+        next open decodes bm25.idx again and stores the entry anew). Best effort."""
+        for path, stamp in self.cached:
+            if file_stamp(path) != stamp:
+                shutil.rmtree(os.path.dirname(path), ignore_errors=True)
 
 
 def rows_of(files: Mapping[str, FileEntry]) -> dict[str, tuple[int, int]] | None:
@@ -106,29 +136,78 @@ def open_generation(target: Path, stamp: IndexStamp | None, generation: str | No
         return None
     if sum(hi - lo for lo, hi in rows.values()) != old.n_chunks:
         return None
-    try:
-        # Non-blocking: the file stamped may have been swapped for a FIFO since (the fstat then refuses it).
-        fd = os.open(os.path.join(stamp.dir, BM25), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        with open(fd, "rb") as f:
-            st = os.fstat(f.fileno())
-            if stat_stamp(st) != stamp.of(BM25) or not stat.S_ISREG(st.st_mode):
-                return None
-            bm25_raw = f.read()
-    except OSError:
+    mapped = _map_published(stamp, (BM25,))
+    if mapped is None:
         return None
-    return Generation(old, rows, fps, bm25_raw, stamp)
+    bm25_raw = mapped[BM25]
+    key = old.stats.get("bm25_key")
+    found = _cached_bm25(cache_dir, old.meta, key, bm25_raw) if isinstance(key, str) else None
+    if found is not None:
+        old = dataclasses.replace(old, bm25=found[0])
+    return Generation(old, rows, fps, bm25_raw, stamp, cached=found[1] if found is not None else ())
+
+
+def _cached_bm25(cache_dir: Path, meta: IndexMeta, key: str,
+                 raw: bytes | mmap.mmap) -> tuple[BM25Index, tuple[tuple[str, Stamp], ...]] | None:
+    """The readers' cache entry ``key`` of bm25.idx ``raw``, mapped, with each file's stamp; None unless it is
+    sound and holds ``raw``'s header and chunk lengths (``BM25Index.describes``)."""
+    stats: dict[str, os.stat_result] = {}
+    arrays = load_entry(cache_dir, "bm25", meta.index_id, key, stats)
+    if arrays is None or not bm25_entry_sound(arrays, meta.k1, meta.b):
+        return None
+    index = BM25Index.from_arrays(arrays)
+    if not index.describes(raw):
+        return None
+    return index, tuple((path, stat_stamp(st)) for path, st in sorted(stats.items()))
 
 
 def warm(gen: Generation) -> None:
-    """Run the BM25 splice of ``gen`` once without publishing (reads its arrays in, grows the heap).
+    """Ready ``gen`` for the first splice without publishing: its postings' byte layout, and the pages a splice reads.
 
-    It also works out the postings' byte layout, which the first splice then takes as it is.
+    The layout (``PostingBytes``: each posting's gap and varint length) is
+    worked out ``LAYOUT_STEP`` postings at a time from the mapped arrays, which
+    reads their pages in; bm25.idx and the small term arrays are read in too.
+    No splice runs: the temporaries of one (tens of bytes a posting) would
+    make the start of the agent its peak.
     """
-    old = gen.data
-    same = np.arange(old.n_chunks, dtype=np.int64)
-    postings = splice_postings(old.bm25, same, old.n_chunks, [], [])
-    _, gen.posting_bytes = encode_spliced_carried(gen.bm25_raw, old.bm25, postings, gen.posting_bytes)
-    BM25Index.from_postings(postings, old.meta.k1, old.meta.b)
+    old = gen.data.bm25
+    if gen.posting_bytes is None or gen.posting_bytes.gap.size != old.post_doc.size:
+        gen.posting_bytes = posting_layout(old.post_doc, old.offsets, old.post_tf, LAYOUT_STEP)
+    for a in (old.doc_len, old.term_blob, old.term_starts, old.offsets, gen.bm25_raw):
+        _read_in(a)
+
+
+LAYOUT_STEP = 1 << 20
+"""Postings worked out at a time by ``posting_layout``: its temporaries are about 20 bytes a posting of one step."""
+
+
+def posting_layout(post_doc: npt.NDArray[np.integer], offsets: npt.NDArray[np.int64], post_tf: npt.NDArray[np.integer],
+                   step: int = LAYOUT_STEP) -> PostingBytes:
+    """``bm25_splice.posting_bytes`` with the gaps as uint32 (a chunk number is below 2^32), ``step`` postings at a time."""
+    n = int(post_doc.size)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    firsts = offsets[:-1][np.diff(offsets) > 0]  # each term's first posting: its gap is its chunk number
+    gap = np.empty(n, dtype=np.uint32)
+    size = np.empty(n, dtype=np.uint8)
+    for lo in range(0, n, step):
+        hi = min(lo + step, n)
+        docs = np.asarray(post_doc[lo:hi], dtype=np.int64)
+        g = docs.copy()
+        g[1:] -= docs[:-1]
+        if lo:
+            g[0] -= int(post_doc[lo - 1])
+        f = firsts[np.searchsorted(firsts, lo) : np.searchsorted(firsts, hi)] - lo
+        g[f] = docs[f]
+        gap[lo:hi] = g
+        size[lo:hi] = leb128.sizes(g) + leb128.sizes(np.asarray(post_tf[lo:hi]))
+    return PostingBytes(gap, size)
+
+
+def _read_in(data: np.ndarray | bytes | mmap.mmap) -> None:
+    """Read one byte of every page of ``data`` (an array or a map): a map's pages are then in memory."""
+    view = data.reshape(-1).view(np.uint8) if isinstance(data, np.ndarray) else np.frombuffer(data, dtype=np.uint8)
+    if view.size:
+        int(view[:: mmap.PAGESIZE].sum())
 
 
 @dataclass
@@ -274,8 +353,14 @@ def _open_sources(stamp: IndexStamp) -> dict[str, int] | None:
     return fds
 
 
-def following(target: Path, gen: Generation, asm: Assembly, done: Spliced) -> Generation | None:
-    """The generation just published as the next splice's starting point, or None if it cannot be had cheaply."""
+def following(target: Path, gen: Generation, asm: Assembly, done: Spliced, cache_dir: Path) -> Generation | None:
+    """The generation just published as the next splice's starting point, or None if it cannot be had cheaply.
+
+    Its files are mapped again (checked by their stamps), and so is the readers'
+    cache entry of its BM25 arrays that the publish stored: the arrays built in
+    memory are let go, as are the bytes of bm25.idx (kept only when the entry
+    or the file cannot be mapped).
+    """
     stamp = index_stamp(target)
     if stamp is None:
         return None
@@ -286,7 +371,8 @@ def following(target: Path, gen: Generation, asm: Assembly, done: Spliced) -> Ge
             fps.append(gen.fingerprints[seg.lo : seg.hi])
         else:
             fps.append(np.array([r.fingerprint.encode("ascii") for r in asm.records[seg.lo : seg.hi]], dtype="S64"))
-    mapped = _map_published(stamp)
+    stats: dict[str, os.stat_result] = {}
+    mapped = _map_published(stamp, (DOCS, VECTORS, BM25), stats)
     if mapped is None:
         return None
     where = os.path.join(target, DOCS)
@@ -295,23 +381,46 @@ def following(target: Path, gen: Generation, asm: Assembly, done: Spliced) -> Ge
         np.frombuffer(mapped[VECTORS], dtype="<f4").reshape(meta.n_chunks, meta.dim)
         if meta.n_chunks else np.zeros((0, meta.dim), dtype=np.float32)
     )
+    bm25_raw: bytes | mmap.mmap = done.bm25_raw
+    bm25 = done.bm25
+    cached: tuple[tuple[str, Stamp], ...] = ()
+    if len(mapped[BM25]) == len(done.bm25_raw):
+        bm25_raw = mapped[BM25]
+        key = _bm25_key(cache_dir, meta, [stats[name] for name in FILES], bm25_raw)
+        found = _cached_bm25(cache_dir, meta, key, bm25_raw)
+        if found is not None:
+            bm25, cached = found
     data = IndexData(path=target, generation=generation_of(target) or "", meta=meta, records=records,
-                     vectors=vectors, bm25=done.bm25)
+                     vectors=vectors, bm25=bm25)
     fingerprints = np.concatenate(fps) if fps else np.zeros(0, dtype="S64")
-    return Generation(data, asm.rows, fingerprints, done.bm25_raw, stamp, done.posting_bytes)
+    layout = PostingBytes(done.posting_bytes.gap.astype(np.uint32, copy=False), done.posting_bytes.size)
+    return Generation(data, asm.rows, fingerprints, bm25_raw, stamp, layout, cached)
 
 
-def _map_published(stamp: IndexStamp) -> dict[str, mmap.mmap | bytes] | None:
-    """Read-only maps of the published docs.jsonl and vectors.f32, if they are the files stamped."""
+def _bm25_key(cache_dir: Path, meta: IndexMeta, stats: list[os.stat_result], raw: bytes | mmap.mmap) -> str:
+    """bm25.idx's cache key: as the writer recorded it with the generation (``verified``), else its hash."""
+    known = verified.lookup(cache_dir, meta.index_id, [verified.file_stamp(st) for st in stats], meta.n_chunks)
+    if known is not None and known.bm25_key is not None:
+        return known.bm25_key
+    return BM25Index.cache_key(raw, meta.k1, meta.b)
+
+
+def _map_published(stamp: IndexStamp, names: tuple[str, ...],
+                   stats: dict[str, os.stat_result] | None = None) -> dict[str, mmap.mmap | bytes] | None:
+    """Read-only maps of the published files ``names``, if every one of the four files is the file stamped;
+    ``stats`` receives each one's ``fstat``."""
     mapped: dict[str, mmap.mmap | bytes] = {}
     try:
-        for name in (DOCS, VECTORS):
+        for name in FILES:
             fd = os.open(os.path.join(stamp.dir, name), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
             with open(fd, "rb") as f:
                 st = os.fstat(f.fileno())
                 if stat_stamp(st) != stamp.of(name) or not stat.S_ISREG(st.st_mode):
                     return None
-                mapped[name] = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if st.st_size else b""
+                if stats is not None:
+                    stats[name] = st
+                if name in names:
+                    mapped[name] = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if st.st_size else b""
     except (OSError, ValueError):
         return None
     return mapped

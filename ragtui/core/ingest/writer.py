@@ -156,6 +156,8 @@ class IndexWriter:
         with self._busy:
             if self._generation is not None and self._generation.still_published(self.target):
                 return True  # this writer published it: everything is in memory already
+            if self._generation is not None:
+                self._generation.drop_changed()
             gen = open_published(self.target, self._current_state(), self._cache_dir)
             if gen is None:
                 return False
@@ -168,6 +170,12 @@ class IndexWriter:
                 if encode_docs is not None:
                     encode_docs(["Warm up: the first save after start must not build the tokenizer's tables.\n"])
             return True
+
+    def open_postings(self) -> int:
+        """The postings of the generation open for the next save (0 when none is): the size of what a save
+        spliced from it works on (``ragtui.watch.memory.grow_heap_for``)."""
+        gen = self._generation
+        return 0 if gen is None else int(gen.data.bm25.post_doc.size)
 
     # -- the sync ---------------------------------------------------------------------------------
 
@@ -275,7 +283,9 @@ class IndexWriter:
         gen, self._generation = self._generation, None  # dropped if this sync fails: it is re-opened then
         if not (state is not None and trusted and current_gen):
             gen = None
-        elif gen is None or gen.stamp != state.index_files:
+        elif gen is None or gen.stamp != state.index_files or not gen.intact():
+            if gen is not None:
+                gen.drop_changed()
             gen = open_generation(self.target, state.index_files, state.generation, state.files, self._cache_dir)
         report.seconds["open"] = time.perf_counter() - t0
         if gen is not None:
@@ -344,7 +354,7 @@ class IndexWriter:
         # Readers already see the new generation; what follows only saves readers time and tidies up.
         self._derive(done.derived, report)
         t0 = time.perf_counter()
-        nxt = following(self.target, gen, asm, done)
+        nxt = following(self.target, gen, asm, done, self._cache_dir)
         remove_stale_generations(self.artifacts, self.index_id)
         journal.clear()
         report.seconds["tidy"] = time.perf_counter() - t0
