@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import sys
 from contextlib import asynccontextmanager
 
 import pytest
 
+from tests.helpers.cli import ragtui_exe
 from tests.helpers.cli import run as ragtui
 
 CATS = "# Cats\n\nCats are small domesticated carnivorous mammals.\nThey sleep a lot.\n"
@@ -32,9 +31,8 @@ def indexed(tmp_path_factory):
 async def session(*args: str):
     from mcp import ClientSession, StdioServerParameters, stdio_client
 
-    exe = shutil.which("ragtui")
-    command, argv = (exe, ["mcp", *args]) if exe else (sys.executable, ["-m", "ragtui", "mcp", *args])
-    params = StdioServerParameters(command=command, args=argv, env=dict(os.environ))
+    command, *prefix = ragtui_exe()  # the ragtui beside this Python, as every other process test runs it
+    params = StdioServerParameters(command=command, args=[*prefix, "mcp", *args], env=dict(os.environ))
     with open(os.devnull, "w") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as s:
             await s.initialize()
