@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ragtui.core.code.languages import CODE_EXTENSIONS, GRAMMARS, code_language
@@ -180,6 +181,72 @@ def test_promises_hold_on_real_source_files(wordllama):
         total += len(chunks)
     # Symbols derived from the chunks alone are the file's for nearly every chunk (spec/chunker.md, "Code").
     assert agree >= 0.97 * total
+
+
+class PartsOnly:
+    """``tok`` that gives a text's spans part by part (``iter_spans``, ``size`` tokens a part) and records the
+    length of every text whose spans were asked for whole."""
+
+    def __init__(self, tok, size: int) -> None:
+        self.tok, self.size, self.name = tok, size, tok.name
+        self.whole: list[int] = []
+
+    def spans(self, text):
+        self.whole.append(len(text))
+        return self.tok.spans(text)
+
+    def iter_spans(self, text):
+        spans = self.tok.spans(text)
+        for lo in range(0, len(spans), self.size):
+            yield spans[lo : lo + self.size]
+
+    def count(self, text):
+        return self.tok.count(text)
+
+    def count_many(self, texts):
+        return self.tok.count_many(texts)
+
+
+@pytest.mark.parametrize("size", [1, 3, 64])
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_tokens_taken_part_by_part_give_the_same_chunks(name, size):
+    # chunk_code keeps only the tokens' starts and ends, taken part by part when it tokenizes the file
+    # itself: the chunks are those of the document's spans handed over whole.
+    text = (SAMPLES / name).read_text(encoding="utf-8")
+    language = code_language(name)
+    tok = WordTokenizer()
+    parts = PartsOnly(tok, size)
+    for p in ((40, 4), (16, 2), (7, 0)):
+        expect = chunk_code(text, language, tok, *p, spans=tok.spans(text))
+        assert chunk_code(text, language, parts, *p) == expect
+        assert chunk_code(text, language, tok, *p) == expect  # a tokenizer without iter_spans: one spans call
+    assert len(text) not in parts.whole  # the document's spans were never asked for whole
+
+
+@pytest.fixture(scope="module")
+def default_tokenizer():
+    from tests.reliability.helpers_longlines import wordllama_tokenizer
+
+    tok = wordllama_tokenizer()
+    if tok is None:
+        pytest.skip("wordllama's tokenizer is not installed")
+    return tok
+
+
+def test_a_long_source_file_gives_the_same_chunks_and_ids_from_its_tokens_in_parts(default_tokenizer):
+    # Over 300,000 characters: the default tokenizer gives the spans in several parts.
+    tok = default_tokenizer
+    text = ""
+    for path in _repo_files("*.py", 400):
+        text += path.read_text(encoding="utf-8") + "\n"
+        if len(text) > 300_000:
+            break
+    assert len(list(tok.iter_spans(text))) > 1
+    got = chunk_code(text, "python", tok, 256, 32, keep_ids=True)
+    whole = chunk_code(text, "python", tok, 256, 32, spans=tok.spans(text))
+    tokens = chunk_code(text, "python", tok, 256, 32, keep_ids=True, tokens=tok.encode_docs([text])[0])
+    assert len(got) > 300 and got == whole == tokens
+    assert all(a.ids is not None and b.ids is not None and np.array_equal(a.ids, b.ids) for a, b in zip(got, tokens))
 
 
 def test_a_file_without_a_grammar_or_not_parsable_keeps_the_plain_chunker():
