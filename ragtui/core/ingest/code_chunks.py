@@ -310,6 +310,8 @@ def _pack(atoms: list[tuple[int, int, bool]], est: list[int], lo: int, hi: int,
 _REPACKS = 4
 """Times a group whose count is over ``max_tokens`` is packed again with a smaller budget before it is cut by
 lines."""
+_COUNT_BATCH = 256
+"""Chunk texts handed to the tokenizer per ``ids_many`` or ``count_many`` call."""
 
 
 def _chunks(text: str, atoms: list[tuple[int, int, bool]], starts: Sequence[int], tok: _Tokenizer,
@@ -326,17 +328,27 @@ def _chunks(text: str, atoms: list[tuple[int, int, bool]], starts: Sequence[int]
         for a, b, _, _, _ in queued:
             ranges.append(_trimmed(text, bounds[a], bounds[b]))
         texts = [text[s:e] for s, e in ranges if e > s]
-        ids: list[Any] | None = None
+        ids: list[np.ndarray] | None = None
         if callable(ids_many) and all(len(t) < IDS_MAX_CHARS for t in texts):
-            ids = list(ids_many(texts)) if texts else []
-            counts = [len(x) for x in ids]
-        else:
-            counts = list(tok.count_many(texts)) if texts else []
-        if len(counts) != len(texts):
-            from ragtui.core.errors import EmbeddingError
+            ids = []
+        counts: list[int] = []
+        # A batch at a time: the library's encodings and the ids as Python lists are held for one batch,
+        # not for every chunk of the file (a 1 MB file's took 45 MiB); each chunk keeps its ids as int32.
+        for lo in range(0, len(texts), _COUNT_BATCH):
+            batch = texts[lo : lo + _COUNT_BATCH]
+            if ids is not None:
+                assert callable(ids_many)
+                answers = list(ids_many(batch))
+                ids.extend(np.asarray(x, dtype=np.int32) for x in answers)
+                counts.extend(len(x) for x in answers)
+            else:
+                answers = list(tok.count_many(batch))
+                counts.extend(answers)
+            if len(answers) != len(batch):
+                from ragtui.core.errors import EmbeddingError
 
-            raise EmbeddingError(f"tokenizer {getattr(tok, 'name', '?')!r} counted {len(counts)} texts "
-                                 f"when given {len(texts)}")
+                raise EmbeddingError(f"tokenizer {getattr(tok, 'name', '?')!r} counted {len(answers)} texts "
+                                     f"when given {len(batch)}")
         again: list[tuple[int, int, int, int, bool]] = []
         t = 0
         for (a, b, used, times, leaf), (s, e) in zip(queued, ranges):
@@ -346,7 +358,7 @@ def _chunks(text: str, atoms: list[tuple[int, int, bool]], starts: Sequence[int]
             got = None if ids is None else ids[t]
             t += 1
             if 1 <= k <= max_tokens and not leaf:
-                done[a] = [Chunk(s, e, text[s:e], k, None if got is None else np.asarray(got, dtype=np.int32))]
+                done[a] = [Chunk(s, e, text[s:e], k, got)]
             elif k < 1 and not leaf:
                 continue  # the tokenizer sees no token here (the plain chunker skips such text too)
             elif b > a + 1 and times < _REPACKS and not leaf:
