@@ -262,9 +262,9 @@ def _status_kib(key: str) -> int:
 def test_wordllama_long_line_memory_grows_by_a_few_bytes_per_character(wordllama):
     # What chunking a long line costs this process at its peak (VmHWM: Python and the
     # tokenizer's own allocations alike), the chunks with their ids included, as ingest
-    # asks for them. Measured: 18 MiB for 2 MB of minified JSON (19 MiB for 4 MB, 30 MiB
-    # for 10 MB). Holding the whole document's spans instead (one tok.spans call, what the
-    # chunker does below LONG_DOCUMENT_CHARS) costs 128 MiB here, 67 bytes per character.
+    # asks for them. Measured: 18 MiB for 2 MB of minified JSON (30 MiB for 10 MB).
+    # Holding the whole document's spans instead (one tok.spans call, what the chunker
+    # does below LONG_DOCUMENT_CHARS) costs 128 MiB here, 67 bytes per character.
     if not Path("/proc/self/clear_refs").exists():
         pytest.skip("needs Linux's /proc/self/clear_refs to reset the high-water mark")
     doc = json_line(2_000_000, seed=9)
