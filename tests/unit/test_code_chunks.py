@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ragtui.core.code.languages import CODE_EXTENSIONS, GRAMMARS, code_language
 from ragtui.core.code.symbols import chunk_symbols, document_symbols
@@ -222,6 +224,26 @@ def test_tokens_taken_part_by_part_give_the_same_chunks(name, size):
         assert chunk_code(text, language, parts, *p) == expect
         assert chunk_code(text, language, tok, *p) == expect  # a tokenizer without iter_spans: one spans call
     assert len(text) not in parts.whole  # the document's spans were never asked for whole
+
+
+_LINES = {
+    "python": ["def f(a, b):", "    return a + b", "class C:", "    def m(self):", "        x = 'a string'",
+               "        # a comment", "", "    @property", "    def p(self): return 1", "x = [1, 2,", "     3]",
+               "if x:", "    pass", '"""A docstring."""'],
+    "javascript": ["function f(a) {", "  return a + 1;", "}", "class C {", "  m() { return 2; }", "};",
+                   "// a comment", "", "const g = () => {", "  let s = 'a string';", "x = [1, 2,", "  3];"],
+}
+
+
+@settings(max_examples=150, deadline=None)
+@given(language=st.sampled_from(sorted(_LINES)), data=st.data(), size=st.integers(1, 9),
+       p=st.sampled_from([(40, 4), (12, 2), (5, 0), (3, 1)]))
+def test_tokens_in_parts_agree_with_whole_spans_on_generated_code(language, data, size, p):
+    lines = data.draw(st.lists(st.sampled_from(_LINES[language]), max_size=60))
+    text = "\n".join(lines) + "\n"
+    tok = WordTokenizer()
+    expect = chunk_code(text, language, tok, *p, spans=tok.spans(text))
+    assert chunk_code(text, language, PartsOnly(tok, size), *p) == expect
 
 
 @pytest.fixture(scope="module")
