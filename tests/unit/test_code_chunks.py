@@ -3,12 +3,16 @@ source files, and hostile files that fall back to the plain chunker (spec/chunke
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ragtui.core.code.languages import CODE_EXTENSIONS, GRAMMARS, code_language
 from ragtui.core.code.symbols import chunk_symbols, document_symbols
@@ -180,6 +184,132 @@ def test_promises_hold_on_real_source_files(wordllama):
         total += len(chunks)
     # Symbols derived from the chunks alone are the file's for nearly every chunk (spec/chunker.md, "Code").
     assert agree >= 0.97 * total
+
+
+class PartsOnly:
+    """``tok`` that gives a text's spans part by part (``iter_spans``, ``size`` tokens a part) and records the
+    length of every text whose spans were asked for whole."""
+
+    def __init__(self, tok, size: int) -> None:
+        self.tok, self.size, self.name = tok, size, tok.name
+        self.whole: list[int] = []
+
+    def spans(self, text):
+        self.whole.append(len(text))
+        return self.tok.spans(text)
+
+    def iter_spans(self, text):
+        spans = self.tok.spans(text)
+        for lo in range(0, len(spans), self.size):
+            yield spans[lo : lo + self.size]
+
+    def count(self, text):
+        return self.tok.count(text)
+
+    def count_many(self, texts):
+        return self.tok.count_many(texts)
+
+
+@pytest.mark.parametrize("size", [1, 3, 64])
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_tokens_taken_part_by_part_give_the_same_chunks(name, size):
+    # chunk_code keeps only the tokens' starts and ends, taken part by part when it tokenizes the file
+    # itself: the chunks are those of the document's spans handed over whole.
+    text = (SAMPLES / name).read_text(encoding="utf-8")
+    language = code_language(name)
+    tok = WordTokenizer()
+    parts = PartsOnly(tok, size)
+    for p in ((40, 4), (16, 2), (7, 0)):
+        expect = chunk_code(text, language, tok, *p, spans=tok.spans(text))
+        assert chunk_code(text, language, parts, *p) == expect
+        assert chunk_code(text, language, tok, *p) == expect  # a tokenizer without iter_spans: one spans call
+    assert len(text) not in parts.whole  # the document's spans were never asked for whole
+
+
+_LINES = {
+    "python": ["def f(a, b):", "    return a + b", "class C:", "    def m(self):", "        x = 'a string'",
+               "        # a comment", "", "    @property", "    def p(self): return 1", "x = [1, 2,", "     3]",
+               "if x:", "    pass", '"""A docstring."""'],
+    "javascript": ["function f(a) {", "  return a + 1;", "}", "class C {", "  m() { return 2; }", "};",
+                   "// a comment", "", "const g = () => {", "  let s = 'a string';", "x = [1, 2,", "  3];"],
+}
+
+
+@settings(max_examples=150, deadline=None)
+@given(language=st.sampled_from(sorted(_LINES)), data=st.data(), size=st.integers(1, 9),
+       p=st.sampled_from([(40, 4), (12, 2), (5, 0), (3, 1)]))
+def test_tokens_in_parts_agree_with_whole_spans_on_generated_code(language, data, size, p):
+    lines = data.draw(st.lists(st.sampled_from(_LINES[language]), max_size=60))
+    text = "\n".join(lines) + "\n"
+    tok = WordTokenizer()
+    expect = chunk_code(text, language, tok, *p, spans=tok.spans(text))
+    assert chunk_code(text, language, PartsOnly(tok, size), *p) == expect
+
+
+@pytest.fixture(scope="module")
+def default_tokenizer():
+    from tests.reliability.helpers_longlines import wordllama_tokenizer
+
+    tok = wordllama_tokenizer()
+    if tok is None:
+        pytest.skip("wordllama's tokenizer is not installed")
+    return tok
+
+
+def test_a_long_source_file_gives_the_same_chunks_and_ids_from_its_tokens_in_parts(default_tokenizer):
+    # Over 300,000 characters: the default tokenizer gives the spans in several parts.
+    tok = default_tokenizer
+    text = ""
+    for path in _repo_files("*.py", 400):
+        text += path.read_text(encoding="utf-8") + "\n"
+        if len(text) > 300_000:
+            break
+    assert len(list(tok.iter_spans(text))) > 1
+    got = chunk_code(text, "python", tok, 256, 32, keep_ids=True)
+    whole = chunk_code(text, "python", tok, 256, 32, spans=tok.spans(text))
+    tokens = chunk_code(text, "python", tok, 256, 32, keep_ids=True, tokens=tok.encode_docs([text])[0])
+    assert len(got) > 300 and got == whole == tokens
+    assert all(a.ids is not None and b.ids is not None and np.array_equal(a.ids, b.ids) for a, b in zip(got, tokens))
+
+
+def _status_kib(key: str) -> int:
+    """A line of /proc/self/status in KiB (``VmRSS``, ``VmHWM``)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {key} in /proc/self/status")
+
+
+def _functions(size: int) -> str:
+    """About ``size`` characters of JavaScript: short functions of eight statements each."""
+    out, n, k = [], 0, 0
+    while n < size:
+        k += 1
+        body = "\n".join(f"  const v{j} = compute(a{j}, {k * 7919 % 1_000_003 + j}, 'text {k}.{j}');" for j in range(8))
+        out.append(f"function f{k}(a0, a1) {{\n{body}\n  return v0 + v7;\n}}\n\n")
+        n += len(out[-1])
+    return "".join(out)
+
+
+def test_a_large_source_file_costs_a_bounded_number_of_bytes_per_character(default_tokenizer):
+    # What cutting a large source file by its syntax costs this process at its peak (VmHWM: the parser's
+    # tree and the tokenizer's allocations alike), ids kept as ingest keeps them. Measured: 38 MiB for
+    # 500,000 characters (64 MiB for 1 MB), a third of it the tree. Holding the document's span tuples
+    # and counting every chunk in one call took 74 MiB here (168 MiB for 1 MB).
+    if not Path("/proc/self/clear_refs").exists():
+        pytest.skip("needs Linux's /proc/self/clear_refs to reset the high-water mark")
+    tok = default_tokenizer
+    text = _functions(500_000)
+    assert parse(text, "javascript")[0] is not None
+    tok.count(text[:20_000])  # the long-text splitter is built once per tokenizer, not per file
+    gc.collect()
+    # Writing 5 resets the high-water mark to the current resident size (Linux >= 4.0).
+    Path("/proc/self/clear_refs").write_text("5")
+    before = _status_kib("VmRSS")
+    chunks = chunk_code(text, "javascript", tok, 256, 32, keep_ids=True)
+    growth = (_status_kib("VmHWM") - before) << 10
+    assert len(chunks) > 1000 and all(c.ids is not None for c in chunks)
+    assert growth <= (8 << 20) + 96 * len(text), f"{growth >> 20} MiB for {len(text):,} characters"
 
 
 def test_a_file_without_a_grammar_or_not_parsable_keeps_the_plain_chunker():

@@ -6,11 +6,13 @@ what the chunker's regular expressions scan, never by the clock.
 
 from __future__ import annotations
 
+import gc
 import re
 import tracemalloc
 import zlib
 from contextlib import contextmanager
 from itertools import islice
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -247,6 +249,36 @@ def test_wordllama_long_line_matches_reference(wordllama):
     assert chunk_text(doc, wordllama) == reference_chunks(doc, wordllama, 256, 32)
     doc = prose_line(chunker.LONG_DOCUMENT_CHARS + 30_000, seed=5)
     assert chunk_text(doc, wordllama, 64, 16) == reference_chunks(doc, wordllama, 64, 16)
+
+
+def _status_kib(key: str) -> int:
+    """A line of /proc/self/status in KiB (``VmRSS``, ``VmHWM``)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {key} in /proc/self/status")
+
+
+def test_wordllama_long_line_memory_grows_by_a_few_bytes_per_character(wordllama):
+    # What chunking a long line costs this process at its peak (VmHWM: Python and the
+    # tokenizer's own allocations alike), the chunks with their ids included, as ingest
+    # asks for them. Measured: 18 MiB for 2 MB of minified JSON (30 MiB for 10 MB).
+    # Holding the whole document's spans instead (one tok.spans call, what the chunker
+    # does below LONG_DOCUMENT_CHARS) costs 128 MiB here, 67 bytes per character.
+    if not Path("/proc/self/clear_refs").exists():
+        pytest.skip("needs Linux's /proc/self/clear_refs to reset the high-water mark")
+    doc = json_line(2_000_000, seed=9)
+    wordllama.count(doc[:20_000])  # the long-text splitter is built once per tokenizer, not per line
+    gc.collect()
+    # Writing 5 resets the high-water mark to the current resident size (Linux >= 4.0): what
+    # this process held before does not count.
+    Path("/proc/self/clear_refs").write_text("5")
+    before = _status_kib("VmRSS")
+    chunks = chunk_text(doc, wordllama, keep_ids=True)
+    growth = (_status_kib("VmHWM") - before) << 10
+    assert len(chunks) > 4000 and chunks[-1].end == len(doc)
+    assert sum(c.ids is not None for c in chunks) > len(chunks) // 2
+    assert growth <= (16 << 20) + 12 * len(doc), f"{growth >> 20} MiB for {len(doc):,} characters"
 
 
 def test_splitter_cuts_minified_json_exactly(wordllama, plain):

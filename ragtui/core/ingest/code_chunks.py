@@ -47,8 +47,9 @@ chunks alone (``core.code.symbols``).
 from __future__ import annotations
 
 import re
+from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -94,12 +95,28 @@ def chunk_code(
         return chunk_text(text, tokenizer, max_tokens, overlap, spans=spans, keep_ids=keep_ids, tokens=tokens)
     if tokens is not None:
         spans = tokens.spans
-    if spans is None:
-        spans = tokenizer.spans(text)
-    starts = [s for s, _ in spans]
+    starts, ends = _token_bounds(text, tokenizer, spans)
     budget = max(1, max_tokens - 2)  # the count of a substring can pass the spans' by a word-start piece
-    atoms = _on_token_boundaries(code_atoms(parsed, text, starts, budget), spans, text)
+    atoms = _on_token_boundaries(code_atoms(parsed, text, starts, budget), starts, ends, text)
+    del ends
     return _chunks(text, atoms, starts, tokenizer, max_tokens, budget, keep_ids)
+
+
+def _token_bounds(text: str, tokenizer: _Tokenizer,
+                  spans: Sequence[tuple[int, int]] | None) -> tuple[array[int], array[int]]:
+    """The tokens' starts and ends, each as one array of 8-byte integers (16 bytes a token; a list of
+    span tuples takes about 100). Without ``spans`` the tokenizer is asked for them part by part when it
+    can (``iter_spans``), so the document's span tuples are never all held at once."""
+    if spans is not None:
+        parts: Iterable[Sequence[tuple[int, int]]] = (spans,)
+    else:
+        iter_spans = getattr(tokenizer, "iter_spans", None)
+        parts = iter_spans(text) if callable(iter_spans) else (tokenizer.spans(text),)
+    starts, ends = array("q"), array("q")
+    for part in parts:
+        starts.extend([s for s, _ in part])
+        ends.extend([e for _, e in part])
+    return starts, ends
 
 
 def _estimate(starts: Sequence[int], a: int, b: int) -> int:
@@ -188,19 +205,19 @@ def code_atoms(parsed: Parsed, text: str, starts: Sequence[int], budget: int) ->
     return atoms
 
 
-def _on_token_boundaries(atoms: list[tuple[int, int, bool]], spans: Sequence[tuple[int, int]],
+def _on_token_boundaries(atoms: list[tuple[int, int, bool]], starts: Sequence[int], ends: Sequence[int],
                          text: str) -> list[tuple[int, int, bool]]:
     """The atoms without the boundaries that fall inside a token's text (``},`` can be one token of a BPE
-    vocabulary): such an atom joins the one before it, so no token is cut in two."""
-    starts = [sp[0] for sp in spans]
+    vocabulary): such an atom joins the one before it, so no token is cut in two. Token k is
+    ``starts[k] .. ends[k]``."""
     out: list[tuple[int, int, bool]] = []
     for atom in atoms:
         p = atom[0]
         i = bisect_right(starts, p) - 1
         inside = False
         for j in (i - 1, i):
-            if 0 <= j < len(spans):
-                s, e = spans[j]
+            if 0 <= j < len(starts):
+                s, e = starts[j], ends[j]
                 while s < e and text[s].isspace():
                     s += 1
                 while e > s and text[e - 1].isspace():
@@ -293,6 +310,8 @@ def _pack(atoms: list[tuple[int, int, bool]], est: list[int], lo: int, hi: int,
 _REPACKS = 4
 """Times a group whose count is over ``max_tokens`` is packed again with a smaller budget before it is cut by
 lines."""
+_COUNT_BATCH = 256
+"""Chunk texts handed to the tokenizer per ``ids_many`` or ``count_many`` call."""
 
 
 def _chunks(text: str, atoms: list[tuple[int, int, bool]], starts: Sequence[int], tok: _Tokenizer,
@@ -309,17 +328,27 @@ def _chunks(text: str, atoms: list[tuple[int, int, bool]], starts: Sequence[int]
         for a, b, _, _, _ in queued:
             ranges.append(_trimmed(text, bounds[a], bounds[b]))
         texts = [text[s:e] for s, e in ranges if e > s]
-        ids: list[Any] | None = None
+        ids: list[np.ndarray] | None = None
         if callable(ids_many) and all(len(t) < IDS_MAX_CHARS for t in texts):
-            ids = list(ids_many(texts)) if texts else []
-            counts = [len(x) for x in ids]
-        else:
-            counts = list(tok.count_many(texts)) if texts else []
-        if len(counts) != len(texts):
-            from ragtui.core.errors import EmbeddingError
+            ids = []
+        counts: list[int] = []
+        # A batch at a time: the library's encodings and the ids as Python lists are held for one batch,
+        # not for every chunk of the file (a 1 MB file's took 45 MiB); each chunk keeps its ids as int32.
+        for lo in range(0, len(texts), _COUNT_BATCH):
+            batch = texts[lo : lo + _COUNT_BATCH]
+            if ids is not None:
+                assert callable(ids_many)
+                answers = list(ids_many(batch))
+                ids.extend(np.asarray(x, dtype=np.int32) for x in answers)
+                counts.extend(len(x) for x in answers)
+            else:
+                answers = list(tok.count_many(batch))
+                counts.extend(answers)
+            if len(answers) != len(batch):
+                from ragtui.core.errors import EmbeddingError
 
-            raise EmbeddingError(f"tokenizer {getattr(tok, 'name', '?')!r} counted {len(counts)} texts "
-                                 f"when given {len(texts)}")
+                raise EmbeddingError(f"tokenizer {getattr(tok, 'name', '?')!r} counted {len(answers)} texts "
+                                     f"when given {len(batch)}")
         again: list[tuple[int, int, int, int, bool]] = []
         t = 0
         for (a, b, used, times, leaf), (s, e) in zip(queued, ranges):
@@ -329,7 +358,7 @@ def _chunks(text: str, atoms: list[tuple[int, int, bool]], starts: Sequence[int]
             got = None if ids is None else ids[t]
             t += 1
             if 1 <= k <= max_tokens and not leaf:
-                done[a] = [Chunk(s, e, text[s:e], k, None if got is None else np.asarray(got, dtype=np.int32))]
+                done[a] = [Chunk(s, e, text[s:e], k, got)]
             elif k < 1 and not leaf:
                 continue  # the tokenizer sees no token here (the plain chunker skips such text too)
             elif b > a + 1 and times < _REPACKS and not leaf:
