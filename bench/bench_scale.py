@@ -522,7 +522,7 @@ def watch(folder: Path, art: Path, edit: str, reader, saves: int, env: dict[str,
     daemon.ready()
     ready_s = time.perf_counter() - t0
     rss_ready = proc_status(daemon.proc.pid)
-    want: dict = {"token": None, "seen": None}
+    want: dict = {"token": None, "seen": None, "hybrid": None}
     stop = threading.Event()
 
     def follow() -> None:
@@ -532,24 +532,32 @@ def watch(folder: Path, art: Path, edit: str, reader, saves: int, env: dict[str,
                 hits = reader.search(token, mode="bm25", k=1) if token else []
                 if hits and token in hits[0].text and want["seen"] is None:
                     want["seen"] = time.perf_counter()
+                    # The default mode too: its lexical arm needs the generation's derived entries.
+                    hits = reader.search(token, mode="hybrid", k=1)
+                    if hits and token in hits[0].text:
+                        want["hybrid"] = time.perf_counter()
             time.sleep(0.002)
 
     thread = threading.Thread(target=follow, daemon=True)
     thread.start()
     totals: list[float] = []
+    hybrid: list[float] = []
     syncs: list[float] = []
     stages: list[dict[str, float]] = []
     try:
         for i in range(saves):
             token = f"zqscale{i:03d}{secrets.token_hex(4)}"
-            want.update(token=token, seen=None)
+            want.update(token=token, seen=None, hybrid=None)
             t0 = time.perf_counter()
             with open(target, "w", encoding="utf-8") as f:  # a save in place
                 f.write(f"{original}\nscale token {token}\n")
             _, line = daemon.wait(lambda o: o["event"] == "publish")
-            while want["seen"] is None:
+            while want["seen"] is None or (want["hybrid"] is None and not stop.is_set() and thread.is_alive()
+                                           and time.perf_counter() - want["seen"] < 120):
                 time.sleep(0.001)
             totals.append(want["seen"] - t0)
+            if want["hybrid"] is not None:
+                hybrid.append(want["hybrid"] - t0)
             syncs.append(line["ms"] / 1000)
             stages.append(line.get("seconds", {}))
             time.sleep(0.2)  # a user does not save ten times a second
@@ -562,12 +570,14 @@ def watch(folder: Path, art: Path, edit: str, reader, saves: int, env: dict[str,
         daemon.stop()
     out = {"save_median_ms": 1000 * statistics.median(totals), "save_p95_ms": 1000 * pct(totals, 0.95),
            "save_all_ms": [round(1000 * t) for t in totals], "save_sync_median_ms": 1000 * statistics.median(syncs),
+           "save_hybrid_median_ms": 1000 * statistics.median(hybrid) if hybrid else None,
            "save_stages_median_ms": {k: round(1000 * statistics.median(st.get(k, 0.0) for st in stages), 1)
                                      for k in dict.fromkeys(k for st in stages for k in st)},
            "watch_start_s": ready_s, "watch_rss_ready_mib": rss_ready["VmRSS"],
            "watch_rss_mib": rss_after["VmRSS"], "watch_hwm_mib": rss_after["VmHWM"], "watch_load": [la, load()]}
     print(f"  save -> searchable under `ragtui watch`, {saves} saves: median {out['save_median_ms']:.0f} ms, "
-          f"p95 {out['save_p95_ms']:.0f} ms (the agent's sync {out['save_sync_median_ms']:.0f} ms); "
+          f"p95 {out['save_p95_ms']:.0f} ms (the agent's sync {out['save_sync_median_ms']:.0f} ms; "
+          f"hybrid finds it at {fmt(out['save_hybrid_median_ms'])} ms); "
           f"every save (ms): {out['save_all_ms']}")
     print(f"    the agent's sync stages, medians (ms): {out['save_stages_median_ms']}")
     print(f"  watch agent: start to ready {ready_s:.1f} s; RSS {rss_ready['VmRSS']:,.0f} MiB when ready, "
@@ -586,6 +596,7 @@ ROWS = [
     ("state_mb", "writer state on disk, MB"),
     ("save_median_ms", "watch save -> searchable, median ms"),
     ("save_p95_ms", "watch save -> searchable, p95 ms"),
+    ("save_hybrid_median_ms", "watch save -> a hybrid search finds it, median ms"),
     ("watch_rss_mib", "watch agent RSS after the saves, MiB"),
     ("watch_hwm_mib", "watch agent peak RSS, MiB"),
     ("ingest_one_file_s", "one changed file, `ragtui ingest`, s"),
