@@ -328,3 +328,42 @@ def test_an_empty_index_exports_and_reads_back(tmp_path):
     export = read_export(out)
     export.verify_text()
     assert export.corpora["empty"].n_chunks == 0 and export.search("anything") == []
+
+
+@pytest.mark.parametrize("replacing", [False, True])
+def test_every_file_and_folder_is_on_disk_before_the_export_takes_its_place(tmp_path, monkeypatch, replacing):
+    """fsync of each file and each folder of the new export before the rename (or swap) that makes it the export,
+    then of the folder that holds it: after a crash the export is a whole one."""
+    from ragtui.core.export import writer
+    from ragtui.core.fsops import OS_OPS
+
+    out = tmp_path / "site"
+    if replacing:  # a previous export there (what check_target lets an export replace)
+        export_to(out, {"index.html": b"old", "search/manifest.json": b'{"format": "seekite"}'})
+    events: list[tuple[str, str]] = []
+    real_fsync, real_rename, real_exchange = os.fsync, os.rename, OS_OPS.exchange
+
+    def fsync(fd):
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        return real_fsync(fd)
+
+    def rename(a, b, *rest, **kw):
+        events.append(("rename", os.fspath(b)))
+        return real_rename(a, b, *rest, **kw)
+
+    def exchange(a, b):
+        events.append(("rename", os.fspath(b)))
+        return real_exchange(a, b)
+
+    monkeypatch.setattr(writer.os, "fsync", fsync)
+    monkeypatch.setattr(writer.os, "rename", rename)
+    monkeypatch.setattr(OS_OPS, "exchange", exchange)
+    export_to(out, {"index.html": b"new", "docs/a/b.md": b"text", "docs/c.md": b"more"})
+    made = [i for i, e in enumerate(events) if e == ("rename", os.fspath(out))]
+    assert len(made) == 1
+    before = {path for kind, path in events[: made[0]] if kind == "fsync"}
+    temp = next(p for p in before if os.path.basename(p).startswith(".site.export-"))
+    want = {temp, *(os.path.join(temp, rel) for rel in ("index.html", "docs", "docs/a", "docs/a/b.md", "docs/c.md"))}
+    assert want <= before
+    assert ("fsync", os.fspath(tmp_path)) in events[made[0]:]
+    assert (out / "docs" / "a" / "b.md").read_bytes() == b"text"

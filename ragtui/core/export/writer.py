@@ -695,12 +695,17 @@ def export_to(out: str | os.PathLike[str], files: Mapping[str, bytes] | Callable
     parent, name = target.parent, target.name
     temp = parent / f".{name}.export-{os.getpid()}"
 
+    folders: set[Path] = {temp}
+
     def write(rel: str, parts: Iterable[bytes]) -> None:
         path = temp / rel
         path.parent.mkdir(parents=True, exist_ok=True)
+        folders.update(p for p in path.parents if p.is_relative_to(temp))
         with open(path, "wb") as f:
             for part in parts:
                 f.write(part)
+            f.flush()
+            os.fsync(f.fileno())
 
     try:
         shutil.rmtree(temp, ignore_errors=True)
@@ -710,10 +715,15 @@ def export_to(out: str | os.PathLike[str], files: Mapping[str, bytes] | Callable
         else:
             for rel, content in sorted(files.items()):
                 write(rel, (content,))
+        # Every file and folder on disk before the swap, the swap on disk before the return: after a crash
+        # the export at ``out`` is a whole one, the new or the old, never files the kernel had not written yet.
+        for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):
+            _fsync_dir(folder)
         if os.path.lexists(target.path):
             _swap_in(temp, target.path, parent / f".{name}.old-{os.getpid()}")
         else:
             os.rename(temp, target.path)
+        _fsync_dir(parent)
     except OSError as e:
         shutil.rmtree(temp, ignore_errors=True)
         raise StorageError(f"cannot write the export to {os.fspath(out)}: {e.strerror or e}") from None
@@ -721,6 +731,14 @@ def export_to(out: str | os.PathLike[str], files: Mapping[str, bytes] | Callable
         shutil.rmtree(temp, ignore_errors=True)
         raise
     return target.path
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _swap_in(temp: Path, target: Path, old: Path) -> None:
