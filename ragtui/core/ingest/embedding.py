@@ -11,7 +11,7 @@ through ``lookup`` (by default ``EmbedJournal.load``; the full rebuild passes
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Container
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -57,7 +57,7 @@ class EmbedRun:
 
     def __init__(self, embedder: Embedder, journal: EmbedJournal, tick: Progress, *,
                  clock: Callable[[], float] = time.monotonic,
-                 lookup: Callable[[Container[str]], dict[str, np.ndarray]] | None = None) -> None:
+                 lookup: Callable[[dict[str, list[int]]], dict[str, np.ndarray]] | None = None) -> None:
         self.embedder, self.journal, self.tick, self.clock = embedder, journal, tick, clock
         self.lookup = lookup if lookup is not None else journal.load
         pace = getattr(embedder, "pace", None)
