@@ -1,4 +1,4 @@
-"""The one assembly step of both publish paths: which rows the next generation holds, and their vectors.
+"""The assembly step of the incremental publish: which rows the next generation holds, and their vectors.
 
 Given the documents of the next generation in order, the chunks of those
 whose text changed, and the previous generation (when there is one to take
@@ -6,9 +6,8 @@ rows from), ``assemble`` lays the next generation out as ``Segment`` runs:
 stretches of the previous generation's rows kept as they are, and the new
 chunks' records. It counts each document's chunks, finds a stored vector
 for every new chunk whose fingerprint the previous generation holds, and
-leaves the rest for ``embed_pending``. The full rebuild expands the
-segments into whole lists (``expand``); the splice copies the old runs'
-bytes instead.
+leaves the rest for ``embed_pending``. The splice copies the old runs'
+bytes; the full rebuild (``rebuild``) lays its batches out itself.
 """
 
 from __future__ import annotations
@@ -32,7 +31,7 @@ from ragtui.core.ingest.report import Progress, SyncReport
 
 __all__ = [
     "CHUNK_BATCH", "EMBED_BATCH", "JOURNAL_SECONDS", "Assembly", "Previous", "Segment", "assemble", "chunk_all",
-    "chunk_docs", "embed_pending", "expand", "warn_no_grammar",
+    "chunk_docs", "embed_pending", "records_of", "warn_no_grammar",
 ]
 
 CHUNK_BATCH = 64
@@ -114,7 +113,7 @@ class Assembly:
         return out
 
 
-def _records_of(doc_id: str, chunks: Sequence[Chunk]) -> list[ChunkRecord]:
+def records_of(doc_id: str, chunks: Sequence[Chunk]) -> list[ChunkRecord]:
     return [ChunkRecord(f"{doc_id}#{k}", doc_id, "file", doc_id, ch.text, ch.n_tokens, fingerprint(ch.text))
             for k, ch in enumerate(chunks)]
 
@@ -148,7 +147,7 @@ def assemble(order: Sequence[str], new_chunks: Mapping[str, Sequence[Chunk]], pr
                 n += hi - lo
                 continue
         if chunks is not None:
-            doc_records = _records_of(doc_id, chunks)
+            doc_records = records_of(doc_id, chunks)
             for ch, rec in zip(chunks, doc_records):
                 if ch.ids is not None:
                     asm.ids.setdefault(rec.fingerprint, ch.ids)
@@ -225,23 +224,6 @@ def _fingerprint_finder(fingerprints: npt.NDArray[np.bytes_], wanted: int) -> Ca
     n = len(fingerprints)
     rows: dict[bytes, int] = dict(zip(fingerprints[::-1].tolist(), range(n - 1, -1, -1)))
     return rows.get
-
-
-def expand(asm: Assembly, prev: Previous | None) -> tuple[list[ChunkRecord], Vectors]:
-    """Every record and vector of the next generation, in row order (for a full rebuild)."""
-    records: list[ChunkRecord] = []
-    pieces: list[Vectors] = []
-    for seg in asm.segments:
-        if seg.source == "old":
-            assert prev is not None
-            records.extend(prev.records(seg.lo, seg.hi))
-            pieces.append(prev.vectors[seg.lo : seg.hi])
-        else:
-            records.extend(asm.records[seg.lo : seg.hi])
-            pieces.append(asm.vectors[seg.lo : seg.hi])
-    dim = asm.vectors.shape[1]
-    vectors = np.concatenate(pieces) if pieces else np.zeros((0, dim), dtype=np.float32)
-    return records, vectors
 
 
 def chunk_all(

@@ -1,0 +1,394 @@
+"""The full rebuild, streamed: the next generation made and written a batch of documents at a time.
+
+The documents are taken in index order, in batches of at most
+``TEXT_BATCH`` characters of new text and ``ROWS_BATCH`` rows taken from the
+previous generation (each plus one document). A batch is chunked, its
+records laid out, their vectors found (the previous generation's row of
+the same fingerprint, a vector this run embedded in an earlier batch, the
+embed journal, else the embedder), and its docs.jsonl lines and vectors.f32
+rows appended to the new generation's files (``NewGeneration.stream``) and
+its chunks' terms to the BM25 postings (``PostingsBuilder``); then the batch
+is dropped. Each document's text is dropped from ``new_texts`` once it is
+chunked. What stays from batch to batch grows by a few bytes a chunk: the
+postings, each docs.jsonl line's end, the fingerprints embedded (for
+embedding each text once) and each document's number of rows. bm25.idx and
+meta.json are encoded once every chunk is in. The files are byte for byte
+what encoding the whole index at once gives.
+
+When the published generation is to be compared with (the writer's state
+was lost: the documents may all be as indexed), the two streamed files are
+compared with its files instead of written, and the new generation is
+created only at the first difference, its bytes up to there copied from the
+published file: a rebuild that comes to the same bytes writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ragtui.core.embedders.base import Embedder
+from ragtui.core.index.analyzer import analyze
+from ragtui.core.index.bm25 import BM25Index
+from ragtui.core.index.bm25_write import PostingsBuilder, encode_postings
+from ragtui.core.index.index_format import BM25, DOCS, META, VECTORS
+from ragtui.core.index.records import IndexMeta, encode_docs, encode_meta, encode_vectors
+from ragtui.core.ingest import derive
+from ragtui.core.ingest.assemble import Assembly, Previous, chunk_docs, records_of, warn_no_grammar
+from ragtui.core.ingest.embedding import EmbedRun
+from ragtui.core.ingest.journal import EmbedJournal
+from ragtui.core.ingest.publish import FileRange, GenerationFile, NewGeneration
+from ragtui.core.ingest.report import Progress, SyncReport
+
+__all__ = ["ROWS_BATCH", "TEXT_BATCH", "Rebuilt", "rebuild"]
+
+TEXT_BATCH = 1 << 22
+"""Characters of new documents' text chunked, embedded and written at a time, at most (plus one document)."""
+ROWS_BATCH = 4096
+"""Rows of the previous generation carried into the next one at a time, at most (plus one document)."""
+DOCS_BATCH = 4096
+"""Documents taken at a time, at most (most have no rows to carry or are short)."""
+
+
+@dataclass
+class Rebuilt:
+    """What a full rebuild made."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    """Every document's number of chunks (0 for one that has none)."""
+    n_rows: int = 0
+    chunks_added: int = 0
+    chunks_removed: int = 0
+    published: bool = False
+    bytes_written: int = 0
+    derived: derive.Derivation | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the rebuild is asked to make, and from what."""
+
+    artifacts: Path
+    index_id: str
+    cache_dir: Path
+    order: Sequence[str]
+    """Every document of the next generation, in index order."""
+    new_texts: dict[str, str]
+    """The text of each document to chunk; each is removed once chunked."""
+    prev: Previous | None
+    embedder: Embedder
+    max_tokens: int
+    overlap: int
+    keep_ids: bool
+    k1: float
+    b: float
+    meta: Callable[[int], IndexMeta]
+    """meta.json for a number of chunks."""
+    compare: Path | None = None
+    """The published generation to compare with: nothing is written if the result is its bytes."""
+
+
+def rebuild(plan: Plan, journal: EmbedJournal, report: SyncReport, tick: Progress) -> Rebuilt:
+    """Make and (unless it equals ``plan.compare``) publish the next generation; see the module docstring.
+
+    Raises what chunking, embedding or writing raises; the previous
+    generation then stays current and the new one is deleted.
+    """
+    with ExitStack() as stack:
+        gen: list[NewGeneration] = []
+
+        def start() -> NewGeneration:
+            if not gen:
+                gen.append(stack.enter_context(NewGeneration(plan.artifacts, plan.index_id)))
+            return gen[0]
+
+        docs = stack.enter_context(_Output(DOCS, plan.compare, start))
+        vectors = stack.enter_context(_Output(VECTORS, plan.compare, start))
+        reader = journal.reader()
+        stack.callback(reader.close)
+        run = _Run(plan, EmbedRun(plan.embedder, journal, tick, lookup=reader), docs, vectors, report, tick)
+        for batch in _batches(plan.order, plan.new_texts, plan.prev):
+            run.batch(batch)
+        return run.finish(start)
+
+
+def _batches(order: Sequence[str], new_texts: Mapping[str, str], prev: Previous | None) -> Iterator[list[str]]:
+    """``order`` cut into batches of at most ``TEXT_BATCH`` characters of new text, ``ROWS_BATCH`` old rows and
+    ``DOCS_BATCH`` documents (each bound passed by one document at most)."""
+    old_rows = prev.rows if prev is not None else {}
+    batch: list[str] = []
+    chars = rows = 0
+    for doc_id in order:
+        batch.append(doc_id)
+        text = new_texts.get(doc_id)
+        if text is not None:
+            chars += len(text)
+        else:
+            span = old_rows.get(doc_id)
+            if span is not None:
+                rows += span[1] - span[0]
+        if chars >= TEXT_BATCH or rows >= ROWS_BATCH or len(batch) >= DOCS_BATCH:
+            yield batch
+            batch, chars, rows = [], 0, 0
+    if batch:
+        yield batch
+
+
+class _Run:
+    """The state kept from batch to batch (see the module docstring for what it holds)."""
+
+    def __init__(self, plan: Plan, embed: EmbedRun, docs: _Output, vectors: _Output, report: SyncReport,
+                 tick: Progress) -> None:
+        self.plan, self.embed, self.docs, self.vectors, self.report, self.tick = plan, embed, docs, vectors, report, tick
+        self.out = Rebuilt()
+        self.dim = plan.embedder.dim
+        self.postings = PostingsBuilder()
+        self.ends: list[np.ndarray] = []
+        """The offset of each docs.jsonl line's newline, a batch at a time."""
+        self.sizes: list[int] = []
+        """Each document's number of rows (documents with rows only), in index order."""
+        self.embedded: dict[bytes, int] = {}
+        """The SHA-256 (bytes) of each text embedded so far -> its first row."""
+        self.no_grammar: dict[str, int] = {}
+        self.chunked = 0
+        self.n_new = len(plan.new_texts)
+        self.seconds = {"chunk": 0.0, "analyze": 0.0, "write": 0.0}
+        prev = plan.prev
+        self.first: dict[bytes, int] = {}
+        """The previous generation's first row of each fingerprint (ASCII)."""
+        self.first_of = np.zeros(0, dtype=np.int64)
+        self.present = np.zeros(0, dtype=bool)
+        """Per previous row: whether the next generation holds its fingerprint (marked at its first row)."""
+        if prev is not None and prev.n_chunks:
+            fps = prev.fingerprints
+            n = prev.n_chunks
+            self.first = dict(zip(fps[::-1].tolist(), range(n - 1, -1, -1)))
+            self.first_of = np.fromiter(map(self.first.__getitem__, fps.tolist()), dtype=np.int64, count=n)
+            self.present = np.zeros(n, dtype=bool)
+
+    def _chunk_tick(self, stage: str, done: int, total: int) -> None:
+        self.tick(stage, self.chunked + done, self.n_new)
+
+    def batch(self, doc_ids: list[str]) -> None:
+        plan, prev, out = self.plan, self.plan.prev, self.out
+        t0 = time.perf_counter()
+        texts = {d: plan.new_texts.pop(d) for d in doc_ids if d in plan.new_texts}
+        chunks = chunk_docs(texts, plan.embedder.tokenizer, plan.max_tokens, plan.overlap, self._chunk_tick,
+                            self.no_grammar, plan.keep_ids)
+        self.chunked += len(texts)
+        del texts
+        self.seconds["chunk"] += time.perf_counter() - t0
+
+        asm = Assembly()
+        records = asm.records
+        carried: list[tuple[int, int, int]] = []  # (position in records, previous rows lo, hi) kept with their vectors
+        for doc_id in doc_ids:
+            doc_chunks = chunks.pop(doc_id, None)
+            if doc_chunks is not None:
+                recs = records_of(doc_id, doc_chunks)
+                for ch, rec in zip(doc_chunks, recs):
+                    if ch.ids is not None:
+                        asm.ids.setdefault(rec.fingerprint, ch.ids)
+            elif prev is not None and doc_id in prev.rows:
+                lo, hi = prev.rows[doc_id]
+                recs = list(prev.records(lo, hi))
+                if prev.reusable:
+                    carried.append((len(records), lo, hi))
+            else:
+                out.counts[doc_id] = 0
+                continue
+            out.counts[doc_id] = len(recs)
+            if recs:
+                self.sizes.append(len(recs))
+                records.extend(recs)
+        del chunks
+        base = out.n_rows
+        asm.vectors = vectors = np.zeros((len(records), self.dim), dtype=np.float32)
+        own = np.ones(len(records), dtype=bool)  # rows made in this batch, not carried with their vectors
+        for at, lo, hi in carried:
+            vectors[at : at + hi - lo] = prev.vectors[lo:hi]  # type: ignore[union-attr]
+            self.present[self.first_of[lo:hi]] = True
+            own[at : at + hi - lo] = False
+        again: list[tuple[int, int]] = []  # (position, row of the next generation already holding its vector)
+        reuse = prev is not None and prev.reusable
+        for i in np.flatnonzero(own).tolist():
+            fp = records[i].fingerprint
+            src = self.first.get(fp.encode("ascii"))
+            if src is None:
+                out.chunks_added += 1
+            else:
+                self.present[src] = True
+                if reuse:
+                    vectors[i] = prev.vectors[src]  # type: ignore[union-attr]
+                    continue
+            row = self.embedded.get(bytes.fromhex(fp))
+            if row is not None:
+                again.append((i, row))
+            else:
+                asm.pending.setdefault(fp, []).append(i)
+        fresh = {fp: rows[0] for fp, rows in asm.pending.items()}
+        self.embed.embed(asm)
+        for fp, i in fresh.items():
+            self.embedded[bytes.fromhex(fp)] = base + i
+        row_bytes = 4 * self.dim
+        for i, row in again:
+            vectors[i] = np.frombuffer(self.vectors.read_back(row * row_bytes, row_bytes), dtype="<f4")
+
+        t0 = time.perf_counter()
+        lines = encode_docs(records)
+        self.ends.append(np.flatnonzero(np.frombuffer(lines, dtype=np.uint8) == 10) + self.docs.size)
+        self.docs.write(lines)
+        del lines
+        self.vectors.write(encode_vectors(vectors))
+        t1 = time.perf_counter()
+        self.seconds["write"] += t1 - t0
+        self.postings.add(analyze(r.text) for r in records)
+        self.seconds["analyze"] += time.perf_counter() - t1
+        out.n_rows += len(records)
+
+    def finish(self, start: Callable[[], NewGeneration]) -> Rebuilt:
+        """Encode bm25.idx and meta.json; publish unless every file is the compared generation's."""
+        plan, out, report = self.plan, self.out, self.report
+        self.tick("chunk", self.n_new, self.n_new)
+        warn_no_grammar(report, self.no_grammar)
+        self.embed.finish(report)
+        if self.present.size:
+            out.chunks_removed = int(np.count_nonzero(~self.present[self.first_of]))
+        del self.first, self.first_of, self.present, self.embedded
+        t0 = time.perf_counter()
+        postings = self.postings.finish()
+        report.seconds["chunk"] = self.seconds["chunk"]
+        report.seconds["analyze"] = self.seconds["analyze"] + time.perf_counter() - t0
+        t0 = time.perf_counter()
+        bm25 = encode_postings(postings)
+        meta = encode_meta(plan.meta(out.n_rows))
+        if plan.compare is not None and self.docs.same() and self.vectors.same() and _same(plan.compare, meta, bm25):
+            # Every document "changed" only in ways that leave the index bytes identical (e.g. state was lost):
+            # keep the current generation.
+            report.seconds["write"] = self.seconds["write"] + time.perf_counter() - t0
+            return out
+        self.tick("write", 0, 1)
+        new = start()
+        self.docs.finish()
+        self.vectors.finish()
+        # Readers find the decoded BM25 arrays ready instead of decoding the new file, and what this
+        # writer checked of the files instead of checking it again (core.index.verified).
+        decoded = BM25Index.from_postings(postings, plan.k1, plan.b)
+        del postings
+        key = decoded.store(bm25, plan.cache_dir, plan.index_id)
+        ends = np.concatenate(self.ends) if self.ends else np.zeros(0, dtype=np.int64)
+        self.ends = []
+        stops = np.cumsum(np.array(self.sizes, dtype=np.int64))
+        spans = zip((stops - np.array(self.sizes, dtype=np.int64)).tolist(), stops.tolist())
+        derived = derive.Derivation.plan(plan.cache_dir, plan.index_id, decoded, key, spans)
+        del decoded
+        new.write({META: meta, BM25: bm25})
+        new.commit(before_swap=lambda d: derived.before_swap(d, ends=ends, bm25_key=key))
+        out.published, out.derived = True, derived
+        out.bytes_written = len(meta) + self.docs.size + self.vectors.size + len(bm25)
+        self.tick("write", 1, 1)
+        report.seconds["write"] = self.seconds["write"] + time.perf_counter() - t0
+        return out
+
+
+def _same(published: Path, meta: bytes, bm25: bytes) -> bool:
+    """Whether the published meta.json (but for created_at) and bm25.idx are ``meta`` and ``bm25``."""
+    try:
+        if (published / BM25).read_bytes() != bm25:
+            return False
+        old_meta = json.loads((published / META).read_bytes())
+        new_meta = json.loads(meta)
+    except (OSError, ValueError):
+        return False
+    old_meta.pop("created_at", None)
+    new_meta.pop("created_at", None)
+    return bool(old_meta == new_meta)
+
+
+class _Output:
+    """docs.jsonl or vectors.f32 of the next generation, written as it is made.
+
+    With a published generation to compare with, the bytes are compared with
+    its file while they are equal to it; at the first difference the new
+    generation's file is started (``begin``), its bytes so far copied from
+    the published file (they are the same).
+    """
+
+    def __init__(self, name: str, compare: Path | None, start: Callable[[], NewGeneration]) -> None:
+        self.name, self._start = name, start
+        self.size = 0
+        """Bytes made so far."""
+        self.file: GenerationFile | None = None
+        self._old: int | None = None
+        self._old_size = 0
+        self._read: int | None = None
+        if compare is not None:
+            try:
+                fd = os.open(compare / name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            except OSError:
+                fd = None
+            if fd is not None:
+                st = os.fstat(fd)
+                if stat.S_ISREG(st.st_mode):
+                    self._old, self._old_size = fd, st.st_size
+                else:
+                    os.close(fd)
+
+    def __enter__(self) -> _Output:
+        if self._old is None:
+            self.begin()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for fd in (self._old, self._read):
+            if fd is not None:
+                os.close(fd)
+        self._old = self._read = None
+
+    def begin(self) -> None:
+        """Start the new generation's file, with the bytes made so far (the compared file's)."""
+        if self.file is not None:
+            return
+        self.file = self._start().stream(self.name)
+        if self.size:
+            assert self._old is not None
+            self.file.write([FileRange(self._old, 0, self.size)])
+
+    def write(self, data: bytes) -> None:
+        if self.file is None:
+            assert self._old is not None
+            end = self.size + len(data)
+            if end <= self._old_size and os.pread(self._old, len(data), self.size) == data:
+                self.size = end
+                return
+            self.begin()
+        assert self.file is not None
+        self.file.write(data)
+        self.size += len(data)
+
+    def read_back(self, offset: int, n: int) -> bytes:
+        """``n`` bytes made before, from ``offset``."""
+        if self.file is None:
+            assert self._old is not None
+            return os.pread(self._old, n, offset)
+        if self._read is None:
+            self._read = os.open(self.file.path, os.O_RDONLY | os.O_CLOEXEC)
+        return os.pread(self._read, n, offset)
+
+    def same(self) -> bool:
+        """Whether every byte made is the compared file's, and nothing of it is left over."""
+        return self.file is None and self.size == self._old_size
+
+    def finish(self) -> None:
+        """Complete the new generation's file and flush it."""
+        self.begin()
+        assert self.file is not None
+        self.file.close()
