@@ -40,7 +40,7 @@ from ragtui.core.index.analyzer import analyze
 from ragtui.core.index.bm25 import BM25Index
 from ragtui.core.index.bm25_write import PostingsBuilder, encode_postings
 from ragtui.core.index.index_format import BM25, DOCS, META, VECTORS
-from ragtui.core.index.records import IndexMeta, encode_docs, encode_meta, encode_vectors
+from ragtui.core.index.records import ChunkRecord, IndexMeta, encode_docs, encode_meta, encode_vectors
 from ragtui.core.ingest import derive
 from ragtui.core.ingest.assemble import Assembly, Previous, chunk_docs, records_of, warn_no_grammar
 from ragtui.core.ingest.embedding import EmbedRun
@@ -56,6 +56,8 @@ ROWS_BATCH = 4096
 """Rows of the previous generation carried into the next one at a time, at most (plus one document)."""
 DOCS_BATCH = 4096
 """Documents taken at a time, at most (most have no rows to carry or are short)."""
+VECTOR_BYTES = 1 << 22
+"""Bytes of vectors found or embedded and written at a time, at most (at least one row)."""
 
 
 @dataclass
@@ -187,8 +189,8 @@ class _Run:
         del texts
         self.seconds["chunk"] += time.perf_counter() - t0
 
-        asm = Assembly()
-        records = asm.records
+        records: list[ChunkRecord] = []
+        ids: dict[str, np.ndarray] = {}
         carried: list[tuple[int, int, int]] = []  # (position in records, previous rows lo, hi) kept with their vectors
         for doc_id in doc_ids:
             doc_chunks = chunks.pop(doc_id, None)
@@ -196,7 +198,7 @@ class _Run:
                 recs = records_of(doc_id, doc_chunks)
                 for ch, rec in zip(doc_chunks, recs):
                     if ch.ids is not None:
-                        asm.ids.setdefault(rec.fingerprint, ch.ids)
+                        ids.setdefault(rec.fingerprint, ch.ids)
             elif prev is not None and doc_id in prev.rows:
                 lo, hi = prev.rows[doc_id]
                 recs = list(prev.records(lo, hi))
@@ -210,24 +212,35 @@ class _Run:
                 self.sizes.append(len(recs))
                 records.extend(recs)
         del chunks
-        base = out.n_rows
-        asm.vectors = vectors = np.zeros((len(records), self.dim), dtype=np.float32)
-        own = np.ones(len(records), dtype=bool)  # rows made in this batch, not carried with their vectors
+        src = np.full(len(records), -1, dtype=np.int64)  # the previous row whose vector a record keeps, or -1
         for at, lo, hi in carried:
-            vectors[at : at + hi - lo] = prev.vectors[lo:hi]  # type: ignore[union-attr]
-            self.present[self.first_of[lo:hi]] = True
-            own[at : at + hi - lo] = False
+            src[at : at + hi - lo] = np.arange(lo, hi)
+        # The vectors are made and written VECTOR_BYTES at a time, whatever the dimension.
+        step = max(1, VECTOR_BYTES // (4 * self.dim))
+        for lo in range(0, len(records), step):
+            self._rows(records[lo : lo + step], src[lo : lo + step], ids)
+
+    def _rows(self, records: list[ChunkRecord], src: np.ndarray, ids: Mapping[str, np.ndarray]) -> None:
+        """Find or embed the vectors of ``records`` (the next rows), and write them."""
+        prev, out = self.plan.prev, self.out
+        base = out.n_rows
+        asm = Assembly(records=records)
+        asm.vectors = vectors = np.zeros((len(records), self.dim), dtype=np.float32)
+        carried = src >= 0
+        if prev is not None and carried.any():
+            vectors[carried] = prev.vectors[src[carried]]
+            self.present[self.first_of[src[carried]]] = True
         again: list[tuple[int, int]] = []  # (position, row of the next generation already holding its vector)
         reuse = prev is not None and prev.reusable
-        for i in np.flatnonzero(own).tolist():
+        for i in np.flatnonzero(~carried).tolist():
             fp = records[i].fingerprint
-            src = self.first.get(fp.encode("ascii"))
-            if src is None:
+            src_row = self.first.get(fp.encode("ascii"))
+            if src_row is None:
                 out.chunks_added += 1
             else:
-                self.present[src] = True
+                self.present[src_row] = True
                 if reuse:
-                    vectors[i] = prev.vectors[src]  # type: ignore[union-attr]
+                    vectors[i] = prev.vectors[src_row]  # type: ignore[union-attr]
                     continue
             row = self.embedded.get(bytes.fromhex(fp))
             if row is not None:
@@ -235,6 +248,7 @@ class _Run:
             else:
                 asm.pending.setdefault(fp, []).append(i)
         fresh = {fp: rows[0] for fp, rows in asm.pending.items()}
+        asm.ids = {fp: ids[fp] for fp in fresh if fp in ids}
         self.embed.embed(asm)
         for fp, i in fresh.items():
             self.embedded[bytes.fromhex(fp)] = base + i
