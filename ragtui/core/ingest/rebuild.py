@@ -39,6 +39,7 @@ import numpy as np
 
 from ragtui.core.embedders.base import Embedder
 from ragtui.core.index.analyzer import analyze
+from ragtui.core.index.arraycache import store_arrays
 from ragtui.core.index.bm25 import BM25Index
 from ragtui.core.index.bm25_write import PostingsBuilder, encode_postings
 from ragtui.core.index.index_format import BM25, DOCS, META, VECTORS
@@ -297,21 +298,25 @@ class _Run:
         self.docs.finish()
         self.vectors.finish()
         # Readers find the decoded BM25 arrays ready instead of decoding the new file, and what this
-        # writer checked of the files instead of checking it again (core.index.verified).
+        # writer checked of the files instead of checking it again (core.index.verified). bm25.idx is
+        # written (and its bytes dropped) before those arrays are made: the key is all the entry needs of it.
+        key = BM25Index.cache_key(bm25, plan.k1, plan.b)
+        new.write({META: meta, BM25: bm25})
+        sizes = len(meta) + len(bm25)
+        del bm25
         _give_back()  # the postings' batches and the encoding's temporaries, before the readers' arrays are made
         decoded = BM25Index.from_postings(postings, plan.k1, plan.b)
         del postings
-        key = decoded.store(bm25, plan.cache_dir, plan.index_id)
+        store_arrays(plan.cache_dir, "bm25", plan.index_id, key, decoded.to_arrays())  # BM25Index.store
         ends = np.concatenate(self.ends) if self.ends else np.zeros(0, dtype=np.int64)
         self.ends = []
         stops = np.cumsum(np.array(self.sizes, dtype=np.int64))
         spans = zip((stops - np.array(self.sizes, dtype=np.int64)).tolist(), stops.tolist())
         derived = derive.Derivation.plan(plan.cache_dir, plan.index_id, decoded, key, spans)
         del decoded
-        new.write({META: meta, BM25: bm25})
         new.commit(before_swap=lambda d: derived.before_swap(d, ends=ends, bm25_key=key))
         out.published, out.derived = True, derived
-        out.bytes_written = len(meta) + self.docs.size + self.vectors.size + len(bm25)
+        out.bytes_written = sizes + self.docs.size + self.vectors.size
         self.tick("write", 1, 1)
         report.seconds["write"] = self.seconds["write"] + time.perf_counter() - t0
         return out
