@@ -276,6 +276,7 @@ class _Run:
         plan, out, report = self.plan, self.out, self.report
         self.tick("chunk", self.n_new, self.n_new)
         warn_no_grammar(report, self.no_grammar)
+        report.seconds["chunk"] = self.seconds["chunk"]
         self.embed.finish(report)
         if self.present.size:
             out.chunks_removed = int(np.count_nonzero(~self.present[self.first_of]))
@@ -283,7 +284,6 @@ class _Run:
         _give_back()  # what the batches freed (the texts, the chunks) before the postings are laid out
         t0 = time.perf_counter()
         postings = self.postings.finish()
-        report.seconds["chunk"] = self.seconds["chunk"]
         report.seconds["analyze"] = self.seconds["analyze"] + time.perf_counter() - t0
         t0 = time.perf_counter()
         bm25 = encode_postings(postings)
