@@ -1,14 +1,16 @@
 """The full rebuild, streamed: the next generation made and written a batch of documents at a time.
 
 The documents are taken in index order, in batches of at most
-``TEXT_BATCH`` characters of new text and ``ROWS_BATCH`` rows taken from the
-previous generation (each plus one document). A batch is chunked, its
-records laid out, their vectors found (the previous generation's row of
-the same fingerprint, a vector this run embedded in an earlier batch, the
-embed journal, else the embedder), and its docs.jsonl lines and vectors.f32
-rows appended to the new generation's files (``NewGeneration.stream``) and
-its chunks' terms to the BM25 postings (``PostingsBuilder``); then the batch
-is dropped. Each document's text is dropped from ``new_texts`` once it is
+``TEXT_BATCH`` characters of new text, ``ROWS_BATCH`` rows taken from the
+previous generation and ``DOCS_BATCH`` documents (each bound passed by one
+document at most). A batch is chunked and its records laid out; then,
+``VECTOR_BYTES`` of vectors at a time, their vectors are found (the previous
+generation's row of the same fingerprint, a row this run embedded in an
+earlier batch, read back from the new vectors.f32, the embed journal, else
+the embedder), their docs.jsonl lines and vectors.f32 rows appended to the
+new generation's files (``streamed.StreamedFile`` over
+``NewGeneration.stream``) and their terms to the BM25 postings
+(``PostingsBuilder``); then the batch is dropped. Each document's text is dropped from ``new_texts`` once it is
 chunked. What stays from batch to batch grows by a few bytes a chunk: the
 postings, each docs.jsonl line's end, the fingerprints embedded (for
 embedding each text once) and each document's number of rows. bm25.idx and
@@ -24,11 +26,6 @@ published file: a rebuild that comes to the same bytes writes nothing.
 
 from __future__ import annotations
 
-import ctypes
-import functools
-import json
-import os
-import stat
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
@@ -48,8 +45,9 @@ from ragtui.core.ingest import derive
 from ragtui.core.ingest.assemble import Assembly, Previous, chunk_docs, records_of, warn_no_grammar
 from ragtui.core.ingest.embedding import EmbedRun
 from ragtui.core.ingest.journal import EmbedJournal
-from ragtui.core.ingest.publish import FileRange, GenerationFile, NewGeneration
+from ragtui.core.ingest.publish import NewGeneration
 from ragtui.core.ingest.report import Progress, SyncReport
+from ragtui.core.ingest.streamed import StreamedFile, give_back, same_rest
 
 __all__ = ["ROWS_BATCH", "TEXT_BATCH", "Rebuilt", "rebuild"]
 
@@ -115,8 +113,8 @@ def rebuild(plan: Plan, journal: EmbedJournal, report: SyncReport, tick: Progres
                 gen.append(stack.enter_context(NewGeneration(plan.artifacts, plan.index_id)))
             return gen[0]
 
-        docs = stack.enter_context(_Output(DOCS, plan.compare, start))
-        vectors = stack.enter_context(_Output(VECTORS, plan.compare, start))
+        docs = stack.enter_context(StreamedFile(DOCS, plan.compare, start))
+        vectors = stack.enter_context(StreamedFile(VECTORS, plan.compare, start))
         reader = journal.reader()
         stack.callback(reader.close)
         run = _Run(plan, EmbedRun(plan.embedder, journal, tick, lookup=reader), docs, vectors, report, tick)
@@ -150,7 +148,7 @@ def _batches(order: Sequence[str], new_texts: Mapping[str, str], prev: Previous 
 class _Run:
     """The state kept from batch to batch (see the module docstring for what it holds)."""
 
-    def __init__(self, plan: Plan, embed: EmbedRun, docs: _Output, vectors: _Output, report: SyncReport,
+    def __init__(self, plan: Plan, embed: EmbedRun, docs: StreamedFile, vectors: StreamedFile, report: SyncReport,
                  tick: Progress) -> None:
         self.plan, self.embed, self.docs, self.vectors, self.report, self.tick = plan, embed, docs, vectors, report, tick
         self.out = Rebuilt()
@@ -281,14 +279,14 @@ class _Run:
         if self.present.size:
             out.chunks_removed = int(np.count_nonzero(~self.present[self.first_of]))
         del self.first, self.first_of, self.present, self.embedded
-        _give_back()  # what the batches freed (the texts, the chunks) before the postings are laid out
+        give_back()  # what the batches freed (the texts, the chunks) before the postings are laid out
         t0 = time.perf_counter()
         postings = self.postings.finish()
         report.seconds["analyze"] = self.seconds["analyze"] + time.perf_counter() - t0
         t0 = time.perf_counter()
         bm25 = encode_postings(postings)
         meta = encode_meta(plan.meta(out.n_rows))
-        if plan.compare is not None and self.docs.same() and self.vectors.same() and _same(plan.compare, meta, bm25):
+        if plan.compare is not None and self.docs.same() and self.vectors.same() and same_rest(plan.compare, meta, bm25):
             # Every document "changed" only in ways that leave the index bytes identical (e.g. state was lost):
             # keep the current generation.
             report.seconds["write"] = self.seconds["write"] + time.perf_counter() - t0
@@ -304,7 +302,7 @@ class _Run:
         new.write({META: meta, BM25: bm25})
         sizes = len(meta) + len(bm25)
         del bm25
-        _give_back()  # the postings' batches and the encoding's temporaries, before the readers' arrays are made
+        give_back()  # the postings' batches and the encoding's temporaries, before the readers' arrays are made
         decoded = BM25Index.from_postings(postings, plan.k1, plan.b)
         del postings
         store_arrays(plan.cache_dir, "bm25", plan.index_id, key, decoded.to_arrays())  # BM25Index.store
@@ -320,123 +318,3 @@ class _Run:
         self.tick("write", 1, 1)
         report.seconds["write"] = self.seconds["write"] + time.perf_counter() - t0
         return out
-
-
-@functools.cache
-def _glibc() -> ctypes.CDLL | None:
-    try:
-        if not os.confstr("CS_GNU_LIBC_VERSION"):
-            return None
-        libc = ctypes.CDLL("libc.so.6")
-        libc.malloc_trim.argtypes = (ctypes.c_size_t,)
-        return libc
-    except (OSError, ValueError, AttributeError):
-        return None
-
-
-def _give_back() -> None:
-    """Return the heap's free pages to the kernel (glibc's ``malloc_trim``; elsewhere nothing).
-
-    Between the rebuild's stages most of what the last one held is free but
-    stays in the heap, scattered among what is still alive, so the resident
-    size would keep it while the next stage allocates its own: at 100k chunks
-    about 120 MiB at each of the two points this is called.
-    """
-    libc = _glibc()
-    if libc is not None:
-        libc.malloc_trim(0)
-
-
-def _same(published: Path, meta: bytes, bm25: bytes) -> bool:
-    """Whether the published meta.json (but for created_at) and bm25.idx are ``meta`` and ``bm25``."""
-    try:
-        if (published / BM25).read_bytes() != bm25:
-            return False
-        old_meta = json.loads((published / META).read_bytes())
-        new_meta = json.loads(meta)
-    except (OSError, ValueError):
-        return False
-    old_meta.pop("created_at", None)
-    new_meta.pop("created_at", None)
-    return bool(old_meta == new_meta)
-
-
-class _Output:
-    """docs.jsonl or vectors.f32 of the next generation, written as it is made.
-
-    With a published generation to compare with, the bytes are compared with
-    its file while they are equal to it; at the first difference the new
-    generation's file is started (``begin``), its bytes so far copied from
-    the published file (they are the same).
-    """
-
-    def __init__(self, name: str, compare: Path | None, start: Callable[[], NewGeneration]) -> None:
-        self.name, self._start = name, start
-        self.size = 0
-        """Bytes made so far."""
-        self.file: GenerationFile | None = None
-        self._old: int | None = None
-        self._old_size = 0
-        self._read: int | None = None
-        if compare is not None:
-            try:
-                fd = os.open(compare / name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-            except OSError:
-                fd = None
-            if fd is not None:
-                st = os.fstat(fd)
-                if stat.S_ISREG(st.st_mode):
-                    self._old, self._old_size = fd, st.st_size
-                else:
-                    os.close(fd)
-
-    def __enter__(self) -> _Output:
-        if self._old is None:
-            self.begin()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for fd in (self._old, self._read):
-            if fd is not None:
-                os.close(fd)
-        self._old = self._read = None
-
-    def begin(self) -> None:
-        """Start the new generation's file, with the bytes made so far (the compared file's)."""
-        if self.file is not None:
-            return
-        self.file = self._start().stream(self.name)
-        if self.size:
-            assert self._old is not None
-            self.file.write([FileRange(self._old, 0, self.size)])
-
-    def write(self, data: bytes) -> None:
-        if self.file is None:
-            assert self._old is not None
-            end = self.size + len(data)
-            if end <= self._old_size and os.pread(self._old, len(data), self.size) == data:
-                self.size = end
-                return
-            self.begin()
-        assert self.file is not None
-        self.file.write(data)
-        self.size += len(data)
-
-    def read_back(self, offset: int, n: int) -> bytes:
-        """``n`` bytes made before, from ``offset``."""
-        if self.file is None:
-            assert self._old is not None
-            return os.pread(self._old, n, offset)
-        if self._read is None:
-            self._read = os.open(self.file.path, os.O_RDONLY | os.O_CLOEXEC)
-        return os.pread(self._read, n, offset)
-
-    def same(self) -> bool:
-        """Whether every byte made is the compared file's, and nothing of it is left over."""
-        return self.file is None and self.size == self._old_size
-
-    def finish(self) -> None:
-        """Complete the new generation's file and flush it."""
-        self.begin()
-        assert self.file is not None
-        self.file.close()
