@@ -105,3 +105,54 @@ def test_a_failure_in_the_thread_is_the_next_calls_storage_error(tmp_path):
             new.write({BM25: b"TLBM-new"})
     assert sorted(os.listdir(tmp_path / "art" / "rag" / ".gen" / "x")) == gens
     assert (old / BM25).read_bytes() == b"TLBM-old"
+
+
+def test_a_streamed_file_is_written_piece_by_piece_and_committed_once_closed(tmp_path):
+    from ragtui.core.ingest.publish import NewGeneration
+
+    _first_generation(tmp_path)
+    src = tmp_path / "source.bin"
+    src.write_bytes(b"0123456789")
+    fd = os.open(src, os.O_RDONLY)
+    try:
+        with IndexLock(tmp_path / "art", "x"), NewGeneration(tmp_path / "art", "x") as new:
+            docs = new.stream(DOCS)
+            docs.write([FileRange(fd, 2, 3)])
+            docs.write(b"-more\n")
+            with pytest.raises(ValueError, match="four index files"):
+                new.commit()  # docs.jsonl is still open
+            assert docs.size == 9
+            docs.close()
+            new.write({META: b"{}", VECTORS: b"", BM25: b"TLBM-new"})
+            path = new.commit()
+    finally:
+        os.close(fd)
+    assert (path / DOCS).read_bytes() == b"234-more\n" and (path / BM25).read_bytes() == b"TLBM-new"
+
+
+@pytest.mark.parametrize("fails", ["write", "fsync"])
+def test_a_streamed_file_that_cannot_be_written_fails_the_publish_and_keeps_the_old_index(tmp_path, fails):
+    from ragtui.core.errors import StorageError
+    from ragtui.core.ingest.publish import NewGeneration
+
+    class NoSpace(FsOps):
+        def write(self, fd, data):
+            if fails == "write":
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            return super().write(fd, data)
+
+        def fsync(self, fd):
+            if fails == "fsync":
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            super().fsync(fd)
+
+    old = _first_generation(tmp_path)
+    gens = sorted(os.listdir(tmp_path / "art" / "rag" / ".gen" / "x"))
+    what = "writing" if fails == "write" else "flushing"
+    with IndexLock(tmp_path / "art", "x"), NewGeneration(tmp_path / "art", "x", ops=NoSpace()) as new:
+        vectors = new.stream(VECTORS)
+        with pytest.raises(StorageError, match=rf"{what} .*vectors.f32.* failed: No space left.*previous index is unchanged"):
+            vectors.write(b"\0" * 16)
+            vectors.close()
+    assert sorted(os.listdir(tmp_path / "art" / "rag" / ".gen" / "x")) == gens
+    assert (old / BM25).read_bytes() == b"TLBM-old"

@@ -28,7 +28,7 @@ from ragtui.core.index.bm25 import (
     Postings,
 )
 
-__all__ = ["BATCH", "ENCODE_STEP", "build_postings", "build_postings_from_texts", "encode_bm25", "encode_postings"]
+__all__ = ["BATCH", "ENCODE_STEP", "PostingsBuilder", "build_postings", "build_postings_from_texts", "encode_bm25", "encode_postings"]
 
 
 def encode_bm25(doc_terms: Sequence[Sequence[str]]) -> bytes:
@@ -55,72 +55,89 @@ def build_postings_from_texts(texts: Iterable[str], batch: int = BATCH) -> Posti
 def build_postings(doc_terms: Iterable[Sequence[str]], batch: int = BATCH) -> Postings:
     """The postings of chunks given as their analyzed terms (chunk i is the i-th of ``doc_terms``).
 
-    The chunks are taken ``batch`` at a time: each term occurrence is
-    numbered (a dict that hands out the next number to each new term, kept
-    for all chunks), and the batch's occurrences are at once reduced to its
-    postings, (term number, chunk number, tf) in the narrowest integer types
-    that hold them. What is held at once is the dictionary, the postings and
-    one batch's occurrences, never every chunk's terms. Once every chunk is
-    in, the terms are ordered and each batch's postings scattered to their
-    place: a batch's postings of a term follow the previous batches' (they
-    hold lower chunk numbers), so the result is in (term, chunk) order.
+    The chunks are taken ``batch`` at a time (``PostingsBuilder``), so what is
+    held at once is the term dictionary, the postings and one batch's
+    occurrences, never every chunk's terms.
     """
     if batch < 1:
         raise ValueError("batch must be at least 1")
-    number: defaultdict[str, int] = defaultdict(itertools.count().__next__)
-    lookup = number.__getitem__
+    builder = PostingsBuilder()
     chunks = iter(doc_terms)
-    lengths: list[np.ndarray] = []
-    runs: list[_Run] = []
-    n_docs = 0
-    while True:
+    while builder.add(itertools.islice(chunks, batch)) == batch:
+        pass
+    return builder.finish()
+
+
+class PostingsBuilder:
+    """``build_postings`` fed a batch of chunks at a time (``add``), then ``finish``ed.
+
+    Each term occurrence of a batch is numbered (a dict that hands out the
+    next number to each new term, kept for all batches), and the batch's
+    occurrences are at once reduced to its postings, (term number, chunk
+    number, tf) in the narrowest integer types that hold them. Once every
+    chunk is in, the terms are ordered and each batch's postings scattered to
+    their place: a batch's postings of a term follow the previous batches'
+    (they hold lower chunk numbers), so the result is in (term, chunk) order,
+    the same whatever the batches were.
+    """
+
+    def __init__(self) -> None:
+        self._number: defaultdict[str, int] = defaultdict(itertools.count().__next__)
+        self._lengths: list[np.ndarray] = []
+        self._runs: list[_Run] = []
+        self.n_docs = 0
+
+    def add(self, doc_terms: Iterable[Sequence[str]]) -> int:
+        """Take the next chunks, given as their analyzed terms; how many there were."""
+        lookup = self._number.__getitem__
         ids = array.array("i")
         doc_len = array.array("I")
-        for terms in itertools.islice(chunks, batch):
+        for terms in doc_terms:
             before = len(ids)
             ids.extend(map(lookup, terms))
             doc_len.append(len(ids) - before)
         if not doc_len:
-            break
-        lengths.append(np.array(doc_len, dtype=np.uint32))
-        runs.append(_batch_postings(np.frombuffer(ids, dtype=np.int32), lengths[-1], n_docs))
-        del ids
-        n_docs += len(doc_len)
-        if len(doc_len) < batch:
-            break
+            return 0
+        self._lengths.append(np.array(doc_len, dtype=np.uint32))
+        self._runs.append(_batch_postings(np.frombuffer(ids, dtype=np.int32), self._lengths[-1], self.n_docs))
+        self.n_docs += len(doc_len)
+        return len(doc_len)
 
-    terms_by_id = list(number)
-    del number, lookup
-    n_terms = len(terms_by_id)
-    # UTF-8 byte order equals code point order, which is Python's str order.
-    order = sorted(range(n_terms), key=terms_by_id.__getitem__)
-    rank = np.empty(n_terms, dtype=np.int32)
-    rank[order] = np.arange(n_terms, dtype=np.int32)
-    blob, starts = _blob([terms_by_id[t].encode("utf-8") for t in order])
-    del terms_by_id, order
+    def finish(self) -> Postings:
+        """The postings of every chunk added; the builder is empty after."""
+        runs, lengths = self._runs, self._lengths
+        terms_by_id = list(self._number)
+        self._number, self._runs, self._lengths, self.n_docs = defaultdict(itertools.count().__next__), [], [], 0
+        n_terms = len(terms_by_id)
+        # UTF-8 byte order equals code point order, which is Python's str order.
+        order = sorted(range(n_terms), key=terms_by_id.__getitem__)
+        rank = np.empty(n_terms, dtype=np.int32)
+        rank[order] = np.arange(n_terms, dtype=np.int32)
+        blob, starts = _blob([terms_by_id[t].encode("utf-8") for t in order])
+        del terms_by_id, order
 
-    df = np.zeros(n_terms, dtype=np.int64)
-    for run in runs:
-        run.term = rank[run.term]
-        df += np.bincount(run.term, minlength=n_terms)
-    offsets = np.zeros(n_terms + 1, dtype=np.int64)
-    np.cumsum(df, out=offsets[1:])
-    total = int(offsets[-1])
-    post_doc = np.empty(total, dtype=np.uint32)
-    post_tf = np.empty(total, dtype=np.result_type(np.uint16, *(run.tf.dtype for run in runs)))
-    fill = offsets[:-1].copy()  # where the next posting of each term goes
-    while runs:
-        run = runs.pop(0)
-        perm = _stable_order(run.term, n_terms)
-        term = run.term[perm]
-        # A posting's place: after its term's postings of earlier batches and those before it in this batch.
-        at = fill[term] + (np.arange(term.size, dtype=np.int64) - np.searchsorted(term, term))
-        post_doc[at] = run.doc[perm]
-        post_tf[at] = run.tf[perm]
-        fill += np.bincount(term, minlength=n_terms)
-        del run, perm, term, at
-    doc_len_all = np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.uint32)
-    return Postings(doc_len_all, blob, starts, offsets, post_doc, post_tf)
+        df = np.zeros(n_terms, dtype=np.int64)
+        for run in runs:
+            run.term = rank[run.term]
+            df += np.bincount(run.term, minlength=n_terms)
+        offsets = np.zeros(n_terms + 1, dtype=np.int64)
+        np.cumsum(df, out=offsets[1:])
+        total = int(offsets[-1])
+        post_doc = np.empty(total, dtype=np.uint32)
+        post_tf = np.empty(total, dtype=np.result_type(np.uint16, *(run.tf.dtype for run in runs)))
+        fill = offsets[:-1].copy()  # where the next posting of each term goes
+        while runs:
+            run = runs.pop(0)
+            perm = _stable_order(run.term, n_terms)
+            term = run.term[perm]
+            # A posting's place: after its term's postings of earlier batches and those before it in this batch.
+            at = fill[term] + (np.arange(term.size, dtype=np.int64) - np.searchsorted(term, term))
+            post_doc[at] = run.doc[perm]
+            post_tf[at] = run.tf[perm]
+            fill += np.bincount(term, minlength=n_terms)
+            del run, perm, term, at
+        doc_len_all = np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.uint32)
+        return Postings(doc_len_all, blob, starts, offsets, post_doc, post_tf)
 
 
 @dataclass(eq=False)

@@ -1,4 +1,4 @@
-"""The one assembly step of both publish paths: which rows the next generation holds, and their vectors.
+"""The assembly step of the incremental publish: which rows the next generation holds, and their vectors.
 
 Given the documents of the next generation in order, the chunks of those
 whose text changed, and the previous generation (when there is one to take
@@ -6,9 +6,8 @@ rows from), ``assemble`` lays the next generation out as ``Segment`` runs:
 stretches of the previous generation's rows kept as they are, and the new
 chunks' records. It counts each document's chunks, finds a stored vector
 for every new chunk whose fingerprint the previous generation holds, and
-leaves the rest for ``embed_pending``. The full rebuild expands the
-segments into whole lists (``expand``); the splice copies the old runs'
-bytes instead.
+leaves the rest for ``embed_pending``. The splice copies the old runs'
+bytes; the full rebuild (``rebuild``) lays its batches out itself.
 """
 
 from __future__ import annotations
@@ -23,22 +22,18 @@ import numpy as np
 import numpy.typing as npt
 
 from ragtui.core.code.languages import code_language, grammar
-from ragtui.core.embedders.base import Embedder, Tokenizer
-from ragtui.core.errors import EmbeddingError
-from ragtui.core.index.index_format import bad_vector_rows, vector_row_problem
+from ragtui.core.embedders.base import Tokenizer
 from ragtui.core.index.records import ChunkRecord, fingerprint
 from ragtui.core.ingest.chunker import LONG_DOCUMENT_CHARS, Chunk, chunk_text
 from ragtui.core.ingest.code_chunks import chunk_code
-from ragtui.core.ingest.journal import EmbedJournal
+from ragtui.core.ingest.embedding import EMBED_BATCH, JOURNAL_SECONDS, embed_pending
 from ragtui.core.ingest.report import Progress, SyncReport
 
 __all__ = [
-    "CHUNK_BATCH", "EMBED_BATCH", "Assembly", "Previous", "Segment", "assemble", "chunk_all", "embed_pending", "expand",
+    "CHUNK_BATCH", "EMBED_BATCH", "JOURNAL_SECONDS", "Assembly", "Previous", "Segment", "assemble", "chunk_all",
+    "chunk_docs", "embed_pending", "records_of", "warn_no_grammar",
 ]
 
-EMBED_BATCH = 256
-JOURNAL_SECONDS = 2.0
-"""Vectors the embedder answered are in the journal within about this long (plus one batch)."""
 CHUNK_BATCH = 64
 CHUNK_BATCH_CHARS = 1 << 21
 """Characters of documents tokenized in one batch by chunk_all, at most (plus one document)."""
@@ -118,7 +113,7 @@ class Assembly:
         return out
 
 
-def _records_of(doc_id: str, chunks: Sequence[Chunk]) -> list[ChunkRecord]:
+def records_of(doc_id: str, chunks: Sequence[Chunk]) -> list[ChunkRecord]:
     return [ChunkRecord(f"{doc_id}#{k}", doc_id, "file", doc_id, ch.text, ch.n_tokens, fingerprint(ch.text))
             for k, ch in enumerate(chunks)]
 
@@ -152,7 +147,7 @@ def assemble(order: Sequence[str], new_chunks: Mapping[str, Sequence[Chunk]], pr
                 n += hi - lo
                 continue
         if chunks is not None:
-            doc_records = _records_of(doc_id, chunks)
+            doc_records = records_of(doc_id, chunks)
             for ch, rec in zip(chunks, doc_records):
                 if ch.ids is not None:
                     asm.ids.setdefault(rec.fingerprint, ch.ids)
@@ -247,31 +242,34 @@ def _first_rows(fingerprints: npt.NDArray[np.bytes_], wanted: list[bytes]) -> di
     return rows
 
 
-def expand(asm: Assembly, prev: Previous | None) -> tuple[list[ChunkRecord], Vectors]:
-    """Every record and vector of the next generation, in row order (for a full rebuild)."""
-    records: list[ChunkRecord] = []
-    pieces: list[Vectors] = []
-    for seg in asm.segments:
-        if seg.source == "old":
-            assert prev is not None
-            records.extend(prev.records(seg.lo, seg.hi))
-            pieces.append(prev.vectors[seg.lo : seg.hi])
-        else:
-            records.extend(asm.records[seg.lo : seg.hi])
-            pieces.append(asm.vectors[seg.lo : seg.hi])
-    dim = asm.vectors.shape[1]
-    vectors = np.concatenate(pieces) if pieces else np.zeros((0, dim), dtype=np.float32)
-    return records, vectors
-
-
 def chunk_all(
     new_texts: Mapping[str, str], tokenizer: Tokenizer, max_tokens: int, overlap: int, report: SyncReport, tick: Progress,
     keep_ids: bool = False,
 ) -> dict[str, list[Chunk]]:
     """Each new document's chunks (with their token ids when ``keep_ids``: ``chunk_text``)."""
     t0 = time.perf_counter()
-    new_chunks: dict[str, list[Chunk]] = {}
     no_grammar: dict[str, int] = {}
+    new_chunks = chunk_docs(new_texts, tokenizer, max_tokens, overlap, tick, no_grammar, keep_ids)
+    tick("chunk", len(new_texts), len(new_texts))
+    warn_no_grammar(report, no_grammar)
+    report.seconds["chunk"] = time.perf_counter() - t0
+    return new_chunks
+
+
+def warn_no_grammar(report: SyncReport, no_grammar: Mapping[str, int]) -> None:
+    """Said once per sync: which source files were cut as plain text, and how to have them cut at definitions."""
+    if no_grammar:
+        langs = ", ".join(f"{lang} ({n})" for lang, n in sorted(no_grammar.items()))
+        report.warnings.append(f"source files cut as plain text, no grammar installed for: {langs}; "
+                               "install ragtui[code] to cut them at their definitions (spec/chunker.md, Code)")
+
+
+def chunk_docs(
+    new_texts: Mapping[str, str], tokenizer: Tokenizer, max_tokens: int, overlap: int, tick: Progress,
+    no_grammar: dict[str, int], keep_ids: bool = False,
+) -> dict[str, list[Chunk]]:
+    """``chunk_all`` without the report: the source files cut as plain text are counted into ``no_grammar``."""
+    new_chunks: dict[str, list[Chunk]] = {}
     done = 0
     items = list(new_texts.items())
     spans_many = getattr(tokenizer, "spans_many", None)
@@ -328,131 +326,4 @@ def chunk_all(
             del spans, tokens
             done += len(batch)
             tick("chunk", done, len(new_texts))
-    tick("chunk", len(new_texts), len(new_texts))
-    if no_grammar:
-        # Said once per sync: which source files were cut as plain text, and how to have them cut at definitions.
-        langs = ", ".join(f"{lang} ({n})" for lang, n in sorted(no_grammar.items()))
-        report.warnings.append(f"source files cut as plain text, no grammar installed for: {langs}; "
-                               "install ragtui[code] to cut them at their definitions (spec/chunker.md, Code)")
-    report.seconds["chunk"] = time.perf_counter() - t0
     return new_chunks
-
-
-def embed_pending(asm: Assembly, embedder: Embedder, journal: EmbedJournal, report: SyncReport, tick: Progress,
-                  *, clock: Callable[[], float] = time.monotonic) -> None:
-    """Fill the vector of every pending record: from the journal, else from the embedder (once per fingerprint).
-
-    What the embedder answered is appended to the journal at least every
-    ``JOURNAL_SECONDS`` and every ``EMBED_BATCH`` vectors, and once more when
-    embedding fails, so a failed or killed run loses at most a few seconds of
-    the backend's work. An embedder with ``embed_parts`` (the HTTP one) is
-    given every pending text at once and answers batch by batch; others are
-    called with groups of at most ``EMBED_BATCH`` texts, smaller when a group
-    takes longer than ``JOURNAL_SECONDS``.
-    """
-    t0 = time.perf_counter()
-    pending, vectors = asm.pending, asm.vectors
-    texts_for = {f: asm.records[rows[0]].text for f, rows in pending.items()}
-    if pending:
-        # Vectors a failed earlier run already had embedded are not asked for again.
-        for f, vec in journal.load(pending).items():
-            if f in pending:
-                vectors[pending.pop(f)] = vec
-    fps = list(pending)
-    # The chunker's token ids, where it kept them, spare the embedder tokenizing those texts again.
-    found = getattr(embedder, "embed_ids", None) if asm.ids else None
-    embed_ids: Callable[[list[np.ndarray]], np.ndarray] | None = found if callable(found) else None
-
-    def embed(batch: list[str]) -> Vectors:
-        with_ids = [i for i, f in enumerate(batch) if f in asm.ids] if embed_ids is not None else []
-        if embed_ids is None or not with_ids:
-            return np.asarray(embedder.embed([texts_for[f] for f in batch]), dtype=np.float32)
-        # An embedder's vector of a text does not depend on the other texts of the call.
-        out = np.empty((len(batch), vectors.shape[1]), dtype=np.float32)
-        out[with_ids] = np.asarray(embed_ids([asm.ids[batch[i]] for i in with_ids]), dtype=np.float32)
-        rest = [i for i, f in enumerate(batch) if f not in asm.ids]
-        if rest:
-            out[rest] = np.asarray(embedder.embed([texts_for[batch[i]] for i in rest]), dtype=np.float32)
-        return out
-
-    unsaved: list[tuple[list[str], Vectors]] = []
-    n_unsaved = 0
-    saved_at = clock()
-    done = 0
-
-    def take(batch: list[str], emb: Vectors) -> None:
-        nonlocal n_unsaved, saved_at, done
-        emb = np.asarray(emb, dtype=np.float32)
-        if emb.shape != (len(batch), vectors.shape[1]):
-            raise EmbeddingError(f"embedder {embedder.model}: {emb.shape} embeddings for {len(batch)} texts of dim {vectors.shape[1]}")
-        bad = bad_vector_rows(emb)
-        if bad.size:
-            # Never published: a row that is not a unit vector ranks wrongly in every later search.
-            raise EmbeddingError(f"embedder {embedder.model}: {vector_row_problem(emb, int(bad[0]))}")
-        for f, vec in zip(batch, emb):
-            vectors[pending[f]] = vec
-        unsaved.append((batch, emb))
-        n_unsaved += len(batch)
-        done += len(batch)
-        if n_unsaved >= EMBED_BATCH or clock() - saved_at >= JOURNAL_SECONDS:
-            save()
-        tick("embed", done, len(fps))
-
-    def save() -> None:
-        nonlocal n_unsaved, saved_at
-        if unsaved:
-            journal.append([f for batch, _ in unsaved for f in batch], np.concatenate([emb for _, emb in unsaved]))
-            unsaved.clear()
-        n_unsaved, saved_at = 0, clock()
-
-    parts = getattr(embedder, "embed_parts", None)
-    pace = getattr(embedder, "pace", None)
-    paced = pace.counters() if pace is not None and callable(getattr(pace, "counters", None)) else None
-    retried = getattr(embedder, "retried", 0)
-    try:
-        if parts is not None and fps:
-            answers = parts([texts_for[f] for f in fps])
-            try:
-                for positions, emb in answers:
-                    take([fps[i] for i in positions], emb)
-            finally:
-                answers.close()  # on failure: the requests still in flight are abandoned now
-        else:
-            lo, size = 0, EMBED_BATCH
-            while lo < len(fps):
-                batch = fps[lo : lo + size]
-                started = clock()
-                take(batch, embed(batch))
-                took = clock() - started
-                if took > JOURNAL_SECONDS:  # a slow backend: smaller groups, so the journal keeps up
-                    size = max(1, int(len(batch) * JOURNAL_SECONDS / took))
-                lo += len(batch)
-    finally:
-        save()
-    if done != len(fps):
-        raise EmbeddingError(f"embedder {embedder.model}: answered {done} of {len(fps)} texts")
-    pending.clear()
-    asm.ids.clear()
-    if paced is not None and fps:
-        _report_pace(report, embedder, paced, retried)
-    report.chunks_embedded = len(fps)
-    report.seconds["embed"] = time.perf_counter() - t0
-
-
-def _report_pace(report: SyncReport, embedder: Any, before: dict[str, float], retried_before: int) -> None:
-    """This run's embedding requests in ``report.embedding``, and a warning for each kind of work done twice."""
-    pace: Any = embedder.pace
-    now = pace.counters()
-    run = {k: now[k] - before.get(k, 0) for k in now}
-    retried = int(getattr(embedder, "retried", 0)) - int(retried_before)
-    report.embedding = {**run, "lost_seconds": round(run["lost_seconds"], 3), "retried": retried,
-                        "batch_tokens": pace.batch_tokens, "concurrency": pace.concurrency}
-    if run["timeouts"]:
-        report.warnings.append(
-            f"the embedding server did not answer {run['timeouts']:.0f} request(s) within {pace.timeout:g}s: "
-            f"{run['resent_texts']:.0f} text(s) (about {run['resent_tokens']:,.0f} tokens) were sent again in smaller "
-            f"batches, {run['lost_seconds']:.1f} s lost; the batch is now {pace.batch_tokens:,} tokens (raise "
-            "[embedder] timeout or lower max_batch_tokens if this recurs)")
-    if retried:
-        report.warnings.append(f"{retried} request(s) to the embedding server were repeated after a failure "
-                               "(HTTP 429/5xx or a broken connection)")

@@ -6,14 +6,14 @@ import json
 import os
 import stat
 import zlib
-from collections.abc import Container, Sequence
+from collections.abc import Container, Iterable, Sequence
 
 import numpy as np
 
 from ragtui.core.index.index_format import bad_vector_rows
 from ragtui.core.ingest.publish import state_dir
 
-__all__ = ["EmbedJournal"]
+__all__ = ["EmbedJournal", "JournalReader"]
 
 
 class EmbedJournal:
@@ -78,6 +78,17 @@ class EmbedJournal:
         bad = set(bad_vector_rows(np.stack([out[k] for k in keys])).tolist())  # finite, unit length: an index row
         return {key: out[key] for i, key in enumerate(keys) if i not in bad}
 
+    def reader(self) -> JournalReader:
+        """``load`` for a sync that asks batch by batch (the full rebuild): the journal is read once, now.
+
+        What is kept is where each record lies (a fingerprint and an offset,
+        not its vector); each call reads the wanted records again and checks
+        them as ``load`` does. Records appended after this call are not seen:
+        the sync that appends them has their vectors already. Without a
+        journal, the calls read nothing. ``close`` it when done.
+        """
+        return JournalReader(self)
+
     def append(self, fingerprints: Sequence[str], vectors: np.ndarray) -> None:
         vectors = np.ascontiguousarray(vectors, dtype="<f4")
         body = b"".join(
@@ -131,3 +142,63 @@ def _read_exact(fd: int, n: int) -> bytes:
         parts.append(block)
         got += len(block)
     return b"".join(parts)
+
+
+class JournalReader:
+    """``EmbedJournal.reader``: the journal's records as they were when it was made, read on demand."""
+
+    def __init__(self, journal: EmbedJournal) -> None:
+        self._size, self._dim = journal._size, journal._dim
+        self._where: dict[str, int] = {}
+        self._fd: int | None = None
+        try:
+            fd = os.open(journal.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return
+        header = journal._header
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode) or _read_exact(fd, len(header)) != header:
+                raise OSError("not a journal")
+            size = self._size
+            per_block = max(1, (1 << 20) // size)
+            at = len(header)
+            while at + size <= journal.MAX_BYTES:
+                block = _read_exact(fd, min(per_block, (journal.MAX_BYTES - at) // size) * size)
+                for pos in range(0, len(block) - size + 1, size):
+                    self._where[block[pos : pos + 32].hex()] = at + pos  # the last record of a key, as load keeps
+                at += len(block)
+                if len(block) < per_block * size:
+                    break
+        except OSError:
+            self._where.clear()
+        if self._where:
+            self._fd = fd
+        else:
+            os.close(fd)
+
+    def __call__(self, wanted: Iterable[str]) -> dict[str, np.ndarray]:
+        """fingerprint -> unit float32 vector, for each of ``wanted`` the journal held intact."""
+        out: dict[str, np.ndarray] = {}
+        if self._fd is None:
+            return out
+        size = self._size
+        try:
+            for key in wanted:
+                pos = self._where.get(key)
+                if pos is None:
+                    continue
+                rec = os.pread(self._fd, size, pos)
+                if len(rec) == size and zlib.crc32(rec[:-4]) == int.from_bytes(rec[-4:], "little"):
+                    out[key] = np.frombuffer(rec, dtype="<f4", count=self._dim, offset=32).astype(np.float32)
+        except OSError:
+            return {}
+        if not out:
+            return out
+        keys = list(out)
+        bad = set(bad_vector_rows(np.stack([out[k] for k in keys])).tolist())  # finite, unit length: an index row
+        return {key: out[key] for i, key in enumerate(keys) if i not in bad}
+
+    def close(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)

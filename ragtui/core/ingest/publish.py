@@ -48,7 +48,7 @@ from ragtui.core.index.index_format import BM25, DOCS, FILES, META, VECTORS
 from ragtui.core.index.records import ChunkRecord, IndexMeta, encode_docs, encode_meta, encode_vectors
 
 __all__ = [
-    "OS_OPS", "FileRange", "FsOps", "IndexLock", "NewGeneration", "check_index_id", "encode_index", "file_size",
+    "OS_OPS", "FileRange", "FsOps", "GenerationFile", "IndexLock", "NewGeneration", "check_index_id", "encode_index", "file_size",
     "flock_holder", "index_dir", "publish", "release_flock",
     "rag_root", "remove_leftovers", "remove_stale_generations", "state_dir", "take_flock", "utc_now",
 ]
@@ -218,23 +218,27 @@ def _write_file(ops: FsOps, path: Path, data: FileContent, step: _Step) -> None:
     fd = ops.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     try:
         step(f"writing {path}")
-        for piece in _pieces(data):
-            if isinstance(piece, FileRange):
-                offset, left = piece.offset, piece.length
-                while left:
-                    n = ops.copy_range(piece.fd, fd, left, offset)
-                    if n <= 0:
-                        raise OSError(errno.EIO, "the file copied from is shorter than expected")
-                    offset, left = offset + n, left - n
-                continue
-            view = memoryview(piece).cast("B")
-            while view:
-                n = ops.write(fd, view)
-                view = view[n:]
+        _write_pieces(ops, fd, data)
         step(f"flushing {path} to disk")
         ops.fsync(fd)
     finally:
         ops.close(fd)
+
+
+def _write_pieces(ops: FsOps, fd: int, data: FileContent) -> None:
+    for piece in _pieces(data):
+        if isinstance(piece, FileRange):
+            offset, left = piece.offset, piece.length
+            while left:
+                n = ops.copy_range(piece.fd, fd, left, offset)
+                if n <= 0:
+                    raise OSError(errno.EIO, "the file copied from is shorter than expected")
+                offset, left = offset + n, left - n
+            continue
+        view = memoryview(piece).cast("B")
+        while view:
+            n = ops.write(fd, view)
+            view = view[n:]
 
 
 @dataclass(frozen=True)
@@ -350,6 +354,7 @@ class NewGeneration:
         self._written: set[str] = set()
         self._behind: threading.Thread | None = None
         self._behind_failed: tuple[OSError, str] | BaseException | None = None
+        self._open: list[GenerationFile] = []
 
     def __enter__(self) -> NewGeneration:
         step = _Step()
@@ -367,6 +372,8 @@ class NewGeneration:
             # Left early (an error here, or no commit): the thread's own failure, if any, is not the one to report.
             self._behind.join()
             self._behind, self._behind_failed = None, None
+        for f in self._open:
+            f.abandon()
         if self._made is not None:  # not committed: nothing of it may stay
             _remove_entry(self.ops, self._made)
             self._made = None
@@ -400,10 +407,30 @@ class NewGeneration:
         except OSError as e:
             raise self._failed(e, step.what) from None
 
+    def stream(self, name: str) -> GenerationFile:
+        """Create ``name`` in the new generation, to be written piece by piece (``GenerationFile``).
+
+        Its content never needs to be held whole: the full rebuild writes
+        docs.jsonl and vectors.f32 a batch of chunks at a time. Its ``close``
+        flushes it; ``commit`` needs every streamed file closed.
+        """
+        self._join()
+        self._claim({name: b""})
+        path = self.tmp_gen / name
+        step = _Step()
+        try:
+            step(f"creating {path}")
+            fd = self.ops.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        except OSError as e:
+            raise self._failed(e, step.what) from None
+        out = GenerationFile(self, path, fd)
+        self._open.append(out)
+        return out
+
     def commit(self, *, tidy: bool = True, before_swap: Callable[[Path], object] | None = None) -> Path:
         """Flush the generation directory, rename it into place and the link over the index; see ``publish``."""
         self._join()
-        if self._written != set(FILES) or self._made != self.tmp_gen:
+        if self._written != set(FILES) or self._made != self.tmp_gen or any(f.fd is not None for f in self._open):
             raise ValueError("commit needs the four index files written, once")
         ops, root, tmp_gen, final_gen, gens, link, tmp_link = (
             self.ops, self.root, self.tmp_gen, self.final_gen, self.gens, self.link, self.tmp_link)
@@ -474,6 +501,53 @@ class NewGeneration:
             f"cannot publish index {self.index_id!r}: {what} failed: {e.strerror or e}; "
             f"the previous index is unchanged ({_hint(e)})"
         )
+
+
+class GenerationFile:
+    """One file of a ``NewGeneration`` written piece by piece (``NewGeneration.stream``).
+
+    A failed write or flush is the generation's ``StorageError`` (the
+    unfinished generation is deleted, the previous one stays current).
+    """
+
+    def __init__(self, gen: NewGeneration, path: Path, fd: int) -> None:
+        self.gen, self.path = gen, path
+        self.fd: int | None = fd
+        self.size = 0
+        """Bytes written so far."""
+
+    def write(self, data: FileContent) -> None:
+        """Append ``data`` (a buffer, or buffers and ``FileRange`` pieces, as ``publish`` takes)."""
+        if self.fd is None:
+            raise ValueError(f"{self.path} is closed")
+        try:
+            _write_pieces(self.gen.ops, self.fd, data)
+        except OSError as e:
+            raise self.gen._failed(e, f"writing {self.path}") from None
+        self.size += file_size(data)
+
+    def close(self) -> None:
+        """Flush the file to disk and close it."""
+        if self.fd is None:
+            raise ValueError(f"{self.path} is closed")
+        fd, self.fd = self.fd, None
+        what = f"flushing {self.path} to disk"
+        try:
+            try:
+                self.gen.ops.fsync(fd)
+            finally:
+                self.gen.ops.close(fd)
+        except OSError as e:
+            raise self.gen._failed(e, what) from None
+
+    def abandon(self) -> None:
+        """Close without flushing (the generation is being deleted)."""
+        if self.fd is not None:
+            fd, self.fd = self.fd, None
+            try:
+                self.gen.ops.close(fd)
+            except OSError:
+                pass
 
 
 def _replace_plain_dir(ops: FsOps, tmp_link: Path, link: Path, gens: Path) -> None:

@@ -17,7 +17,6 @@ files on disk are provably the ones it describes.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import threading
 import time
@@ -30,19 +29,16 @@ from ragtui.core.code.languages import chunker_identity
 from ragtui.core.documents.registry import reader_versions
 from ragtui.core.embedders.base import Embedder, known_dim, tokenizer_name
 from ragtui.core.errors import IndexFormatError, IndexMissingError, UsageError
-from ragtui.core.index.bm25 import BM25Index, check_bm25_params
-from ragtui.core.index.bm25_write import build_postings_from_texts
-from ragtui.core.index.index_format import BM25, DOCS, IndexData, generation_of, read_index
+from ragtui.core.index.bm25 import check_bm25_params
+from ragtui.core.index.index_format import IndexData, generation_of, read_index
 from ragtui.core.index.records import IndexMeta
 from ragtui.core.ingest import derive
-from ragtui.core.ingest.assemble import Previous, assemble, chunk_all, embed_pending, expand
+from ragtui.core.ingest.assemble import Previous, assemble, chunk_all, embed_pending
 from ragtui.core.ingest.journal import EmbedJournal
 from ragtui.core.ingest.patterns import IGNORE_FILES
 from ragtui.core.ingest.publish import (
     IndexLock,
-    NewGeneration,
     check_index_id,
-    encode_index,
     index_dir,
     rag_root,
     remove_leftovers,
@@ -50,6 +46,7 @@ from ragtui.core.ingest.publish import (
     state_dir,
     utc_now,
 )
+from ragtui.core.ingest.rebuild import Plan, rebuild
 from ragtui.core.ingest.report import Progress, SyncReport
 from ragtui.core.ingest.scan import Scan, by_bytes, classify, keep_unreadable, scan
 from ragtui.core.ingest.skips import Skips, load_skips, save_skips
@@ -397,47 +394,17 @@ class IndexWriter:
             keep_unreadable(found.seen, found.unreadable, dict.fromkeys(old_docs, FileEntry(None, None)))
             classify(report, found, old_docs)
 
-        new_chunks = chunk_all(found.new_texts, e.tokenizer, self.max_tokens, self.overlap, report, tick,
-                               keep_ids=self._embeds_ids)
-        asm = assemble(by_bytes(found.seen), new_chunks, prev, e.dim)
-        embed_pending(asm, e, journal, report, tick)
-        records, vectors = expand(asm, prev)
-        t0 = time.perf_counter()
-        # Analyzed a batch of chunks at a time: every chunk's terms are never held at once.
-        postings = build_postings_from_texts(r.text for r in records)
-        report.seconds["analyze"] = time.perf_counter() - t0
-        report.chunks_added, report.chunks_removed, report.chunks_total = asm.chunks_added, asm.chunks_removed, asm.n_rows
-
-        # 4. Encode and publish as one unit.
-        t0 = time.perf_counter()
-        meta = self._meta(len(records))
-        files = encode_index(meta, records, vectors, postings=postings)
-        if old is not None and not trusted and _same_content(old, files):
-            # Every document "changed" only in ways that leave the index bytes
-            # identical (e.g. state was lost): keep the current generation.
-            report.published = False
-        else:
-            tick("write", 0, 1)
-            with NewGeneration(self.artifacts, self.index_id) as new:
-                # A thread writes and flushes the other three files meanwhile.
-                new.write_behind({name: data for name, data in files.items() if name != BM25})
-                # Readers find the decoded BM25 arrays ready instead of decoding the new file, and what this
-                # writer checked of the files instead of checking it again (core.index.verified).
-                decoded = BM25Index.from_postings(postings, self.k1, self.b)
-                key = decoded.store(files[BM25], self._cache_dir, self.index_id)
-                ends = np.flatnonzero(np.frombuffer(files[DOCS], dtype=np.uint8) == 10)
-                derived = derive.Derivation.plan(self._cache_dir, self.index_id, decoded, key, asm.rows.values())
-                del decoded
-                new.write({BM25: files[BM25]})
-                new.commit(before_swap=lambda d: derived.before_swap(d, ends=ends, bm25_key=key))
-            report.published = True
-            report.bytes_written = sum(len(v) for v in files.values())
-            tick("write", 1, 1)
-            self._derive(derived, report)
-            del derived
+        # 3-4. Chunked, embedded and written a batch of documents at a time, then published as one unit.
+        plan = Plan(self.artifacts, self.index_id, self._cache_dir, by_bytes(found.seen), found.new_texts, prev, e,
+                    self.max_tokens, self.overlap, self._embeds_ids, self.k1, self.b, self._meta,
+                    compare=old.path if old is not None and not trusted else None)
+        done = rebuild(plan, journal, report, tick)
+        report.chunks_added, report.chunks_removed, report.chunks_total = done.chunks_added, done.chunks_removed, done.n_rows
+        report.published, report.bytes_written = done.published, done.bytes_written
+        if done.derived is not None:
+            self._derive(done.derived, report)
         journal.clear()
-        report.seconds["write"] = time.perf_counter() - t0
-        self._save(self._next_state(settings, found.seen, asm.counts))
+        self._save(self._next_state(settings, found.seen, done.counts))
 
 
 def open_published(target: Path, state: WriterState | None, cache_dir: Path) -> Generation | None:
@@ -509,19 +476,3 @@ def _refuse_other_folder(state: WriterState | None, folder: Path, index_id: str,
         f"index {index_id!r} holds the folder {recorded}, not {folder} (same name): "
         "give this one another index id with --index ID, or pass --replace to replace that index"
     )
-
-
-def _same_content(old: IndexData, files: dict[str, bytes]) -> bool:
-    """Whether ``files`` differ from the published generation only in created_at."""
-    base = old.path
-    try:
-        for name in ("docs.jsonl", "bm25.idx", "vectors.f32"):
-            if (base / name).read_bytes() != files[name]:
-                return False
-        old_meta = json.loads((base / "meta.json").read_bytes())
-        new_meta = json.loads(files["meta.json"])
-    except (OSError, ValueError):
-        return False
-    old_meta.pop("created_at", None)
-    new_meta.pop("created_at", None)
-    return bool(old_meta == new_meta)
