@@ -166,8 +166,9 @@ def test_rm_deletes_an_index_its_state_and_cache(two_indexes):
     def cached() -> list[str]:  # the entries' <kind>-<name>, their keys cut off
         # Whether a writer recorded a verified entry depends on how long its flushes took (the racy rule):
         # those are checked on their own below.
+        # The build locks (.build-lexical-<name>.lock) stay, as the writer lock does: checked below.
         return sorted(re.sub(r"-(v\d+[a-z]*-)?[0-9a-f]{32,40}$", "", p.name) for p in (rag / ".cache").iterdir()
-                      if not p.name.startswith("verified-"))
+                      if not p.name.startswith(("verified-", ".build-")))
 
     def verified_of(name: str) -> list[str]:
         return [p.name for p in (rag / ".cache").iterdir() if re.fullmatch(rf"verified-{name}-[0-9a-f]{{40}}", p.name)]
@@ -182,6 +183,8 @@ def test_rm_deletes_an_index_its_state_and_cache(two_indexes):
     assert not (rag / ".state" / "alpha").exists()
     assert cached() == ["bm25-alpha-2", "bm25-beta", "doclex-alpha-2", "doclex-beta", "ivf-alpha-2", "ivfcal-alpha-2"]
     assert verified_of("alpha") == [] and verified_of("alpha-2") == kept
+    # The lock file stays, empty, so that two processes never lock different files under one name.
+    assert (rag / ".cache" / ".build-lexical-alpha.lock").is_file()
     assert (base / "alpha" / "alpha.md").is_file()  # the documents are not the index's to delete
     info = ragtui("info", "--artifacts", str(art), env=env)
     assert info.stdout.split() == ["alpha-2", "beta"]
