@@ -527,15 +527,16 @@ def watch(folder: Path, art: Path, edit: str, reader, saves: int, env: dict[str,
 
     def follow() -> None:
         while not stop.is_set():
+            token = want["token"]
             if reader.reload():
-                token = want["token"]
                 hits = reader.search(token, mode="bm25", k=1) if token else []
                 if hits and token in hits[0].text and want["seen"] is None:
                     want["seen"] = time.perf_counter()
-                    # The default mode too: its lexical arm needs the generation's derived entries.
-                    hits = reader.search(token, mode="hybrid", k=1)
-                    if hits and token in hits[0].text:
-                        want["hybrid"] = time.perf_counter()
+            if token and want["seen"] is not None and want["hybrid"] is None:
+                # The default mode too, on the generation just seen: its lexical arm needs the generation's
+                # derived entries (a search waits for the writer that makes them, or makes its own).
+                if any(token in h.text for h in reader.search(token, mode="hybrid", k=10)):
+                    want["hybrid"] = time.perf_counter()
             time.sleep(0.002)
 
     thread = threading.Thread(target=follow, daemon=True)
@@ -552,8 +553,8 @@ def watch(folder: Path, art: Path, edit: str, reader, saves: int, env: dict[str,
             with open(target, "w", encoding="utf-8") as f:  # a save in place
                 f.write(f"{original}\nscale token {token}\n")
             _, line = daemon.wait(lambda o: o["event"] == "publish")
-            while want["seen"] is None or (want["hybrid"] is None and not stop.is_set() and thread.is_alive()
-                                           and time.perf_counter() - want["seen"] < 120):
+            while want["seen"] is None or (want["hybrid"] is None and thread.is_alive()
+                                           and time.perf_counter() - want["seen"] < 60):
                 time.sleep(0.001)
             totals.append(want["seen"] - t0)
             if want["hybrid"] is not None:
