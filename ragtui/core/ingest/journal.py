@@ -72,11 +72,7 @@ class EmbedJournal:
             pass
         finally:
             os.close(fd)
-        if not out:
-            return out
-        keys = list(out)
-        bad = set(bad_vector_rows(np.stack([out[k] for k in keys])).tolist())  # finite, unit length: an index row
-        return {key: out[key] for i, key in enumerate(keys) if i not in bad}
+        return _sound_rows(out)
 
     def reader(self) -> JournalReader:
         """``load`` for a sync that asks batch by batch (the full rebuild): the journal is read once, now.
@@ -192,13 +188,18 @@ class JournalReader:
                     out[key] = np.frombuffer(rec, dtype="<f4", count=self._dim, offset=32).astype(np.float32)
         except OSError:
             return {}
-        if not out:
-            return out
-        keys = list(out)
-        bad = set(bad_vector_rows(np.stack([out[k] for k in keys])).tolist())  # finite, unit length: an index row
-        return {key: out[key] for i, key in enumerate(keys) if i not in bad}
+        return _sound_rows(out)
 
     def close(self) -> None:
         if self._fd is not None:
             fd, self._fd = self._fd, None
             os.close(fd)
+
+
+def _sound_rows(out: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The records of ``out`` whose vector could be an index row (finite, unit length); the rest are dropped."""
+    if not out:
+        return out
+    keys = list(out)
+    bad = set(bad_vector_rows(np.stack([out[k] for k in keys])).tolist())
+    return {key: out[key] for i, key in enumerate(keys) if i not in bad}
