@@ -32,6 +32,7 @@ from ragtui.core.errors import IndexFormatError, IndexMissingError, UsageError
 from ragtui.core.index.bm25 import check_bm25_params
 from ragtui.core.index.index_format import IndexData, generation_of, read_index
 from ragtui.core.index.records import IndexMeta
+from ragtui.core.index.release import release_later
 from ragtui.core.ingest import derive
 from ragtui.core.ingest.assemble import Previous, assemble, chunk_all, embed_pending
 from ragtui.core.ingest.journal import EmbedJournal
@@ -288,7 +289,12 @@ class IndexWriter:
         if gen is not None:
             # 3'. The common case: keep the previous generation's bytes for every
             # unchanged document and build only what changed.
-            self._splice(gen, found, settings, report, tick, journal)
+            try:
+                self._splice(gen, found, settings, report, tick, journal)
+            finally:
+                # Its maps of removed files: unmapping them frees their pages, which need not hold this sync up.
+                release_later(gen)
+                del gen
         else:
             self._rebuild(found, state if trusted else None, current_gen, settings, report, tick, journal)
 

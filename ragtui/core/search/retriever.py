@@ -34,6 +34,7 @@ import numpy.typing as npt
 from ragtui.core.errors import ModelMismatchError, QueryError, UsageError
 from ragtui.core.index.index_format import IndexData, generation_of, read_index
 from ragtui.core.index.records import IndexMeta
+from ragtui.core.index.release import release_later
 from ragtui.core.search.modes import COMMON, LEXICAL, MODES, PARAMS, mode_spec
 from ragtui.core.search.query import ParsedQuery, parse_query
 
@@ -346,11 +347,14 @@ class Retriever:
         # No lock: a search running now keeps the generation it took, and an IVF
         # build under way (it holds _ivf_lock) must not hold the reload up. The IVF
         # lists are kept with their generation, so a stale entry is never served.
+        old = (self._data, self._ivf, self._quant, self._doclex, self._stemlex)
         self._data = fresh
         self._ivf = None
         self._quant = None
         self._doclex = None
         self._stemlex = None
+        # Unmapping the old generation's files (removed by its writer) frees their pages: not on this path.
+        release_later(*old)
         return True
 
     # -- vectors -------------------------------------------------------------
