@@ -185,3 +185,36 @@ def test_a_sound_cache_entry_is_taken_as_it_is(tmp_path, monkeypatch):
     BM25Index.from_postings(build_postings([["a", "b"], ["b"]]), 1.2, 0.75).store(
         encode_bm25([["a", "b"], ["b"]]), tmp_path / "w", "index")
     assert BM25Index.load(encode_bm25([["a", "b"], ["b"]]), 1.2, 0.75, cache_dir=tmp_path / "w").n_docs == 2
+
+
+def test_a_first_search_scores_whole_and_the_entries_come_once_searches_have_read_as_much(monkeypatch):
+    monkeypatch.setattr(bm25_prune, "PRUNE_MIN_POSTINGS", 1)
+    monkeypatch.setattr(bm25_prune, "PRUNE_MAX_ENTRIES", 10.0)  # prune whenever the entries are there
+    rng = np.random.default_rng(7)
+    docs = [list(rng.choice(WORDS, size=8)) for _ in range(400)]
+    ix = BM25Index.decode(encode_bm25(docs), 1.2, 0.75)
+    total = int(ix.offsets[-1])
+    query = "the of zeta a"
+    want = ix.search_exhaustive(query, 10)
+    per_query = sum(int(ix.offsets[t + 1] - ix.offsets[t]) for t, _ in ix.term_ids(query))
+
+    stats = SearchStats()
+    same(ix.search_terms(ix.term_ids(query), 10, stats), want)
+    assert not stats.pruned and "_blocks" not in ix.__dict__  # nothing built for one query
+    for _ in range((total - 1) // per_query - 1):  # every query so far short of the index's postings
+        same(ix.search(query, 10), want)
+    assert "_blocks_thread" not in ix.__dict__  # short of the index's postings: still not started
+    same(ix.search(query, 10), want)  # this one passes them: the build starts beside it
+    ix.wait_blocks()
+    assert "_blocks" in ix.__dict__
+    stats = SearchStats()
+    same(ix.search_terms(ix.term_ids(query), 10, stats), want)
+    assert stats.pruned
+
+
+def test_the_pruned_path_asked_for_builds_the_entries_at_once():
+    docs = [["a", "b", "the"], ["the", "of"], ["zeta", "a"]] * 20
+    ix = BM25Index.decode(encode_bm25(docs), 1.2, 0.75)
+    want = ix.search_exhaustive("a the", 5)
+    same(ix.search_terms(ix.term_ids("a the"), 5, how="pruned"), want)
+    assert "_blocks" in ix.__dict__ and "_blocks_thread" not in ix.__dict__

@@ -7,12 +7,15 @@ chunk number), with bit-identical scores, because every returned score is a
 sum over the query's terms in the reference's order.
 
 The chunk numbers are cut into fixed blocks of ``BLOCK`` (chunks 0..63,
-64..127, ...). From the decoded postings, at load, each term gets one entry
-per block that holds any of its postings: the block, the largest weight of
-the term's postings in it (the block maximum), and where those postings
-start. These arrays live in memory and in the cache outside the index
-directory, never in it. A term in most chunks has about n_docs/64 entries
-where it has n_docs postings.
+64..127, ...). From the decoded postings each term gets one entry per
+block that holds any of its postings: the block, the largest weight of the
+term's postings in it (the block maximum), and where those postings start.
+These arrays live in the reader's memory, never in the index directory.
+Making them reads every posting of the index, which one query never pays
+back: a reader builds them, in a thread of its own, only once its searches
+have scored as many postings whole as the index holds
+(``BM25Index.blocks_if_built``), and scores every posting until then. A term
+in most chunks has about n_docs/64 entries where it has n_docs postings.
 
 A query then:
 
@@ -66,7 +69,7 @@ SEED_BLOCKS = 128
 
 @dataclass(frozen=True, eq=False)
 class PruneArrays:
-    """The block entries of the pruned search, derived from the postings on its first use."""
+    """The block entries of the pruned search, derived from the postings (module docstring)."""
 
     entry_at: npt.NDArray[np.int64]
     """The entries of term t are [entry_at[t], entry_at[t+1]), in ascending block order."""
@@ -190,12 +193,15 @@ def top_k_terms(
     k: int,
     stats: SearchStats | None = None,
     how: str = "auto",
+    built: Callable[[int], PruneArrays | None] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``exhaustive_top_k``'s result, pruned where that pays (module docstring).
 
     ``how``: ``auto`` (prune where the measured costs say it pays), ``pruned``
     (always, for a query of two or more terms), ``dense`` (never). All three
     give the same result. ``blocks`` gives the block entries (built on first use).
+    ``built``, when given, stands in for ``blocks`` on the ``auto`` path: the entries if they are built, else
+    None (told how many postings are scored instead), and the query scores every posting.
     """
     if not found or k <= 0:
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
@@ -216,7 +222,9 @@ def top_k_terms(
         w = weights[a:b]
         return top_k(w * r if r != 1 else w, post_doc[a:b], k)
     if how == "pruned" or (how == "auto" and total >= PRUNE_MIN_POSTINGS):
-        result = _block_max(n_docs, post_doc, weights, blocks(), found, total, k, stats, how == "pruned")
+        pa = blocks() if how == "pruned" or built is None else built(total)
+        result = None if pa is None else _block_max(n_docs, post_doc, weights, pa, found, total, k, stats,
+                                                     how == "pruned")
         if result is not None:
             return result
     docs = np.concatenate([post_doc[a:b] for a, b, _ in spans])
