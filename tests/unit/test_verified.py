@@ -178,6 +178,29 @@ def test_ends_fit_takes_the_true_ends_and_refuses_others():
     assert not ends_fit(b"", np.array([0]), 1)
 
 
+def test_ends_not_looked_at_are_caught_when_their_line_is_read(monkeypatch):
+    from ragtui.core.index.docs_file import DocsFile
+    from ragtui.core.index.records import ChunkRecord, IndexMeta, encode_docs, fingerprint
+
+    monkeypatch.setattr(docs_file, "ENDS_SAMPLE", 3)
+    texts = [f"text number {i}" for i in range(9)]
+    raw = encode_docs(ChunkRecord(f"d/{i}.md#0", f"d/{i}.md", "file", f"d/{i}.md", t, 3, fingerprint(t))
+                      for i, t in enumerate(texts))
+    true = _line_ends(raw, 9, "x")
+    # Line 2's end moved into line 3: line 2 runs on into it, and line 3 starts in its middle. The lines
+    # looked at (the first, the middle and the last) hold, so the ends are taken...
+    wrong = true.copy()
+    wrong[2] += 50
+    assert ends_fit(raw, wrong, 9)
+    meta = IndexMeta("d", "2026-01-01T00:00:00Z", 9, 4, "m", "m", 12, 3, 1.2, 0.75)
+    docs = DocsFile(raw, "docs.jsonl", meta, wrong)
+    assert docs[0].text == texts[0] and docs[8].text == texts[8]
+    # ...and the lines they cut are refused when read, never shown as another line's text.
+    for i in (2, 3):
+        with pytest.raises(index_format.IndexFormatError):
+            docs[i]
+
+
 def test_a_wrong_bm25_key_or_damaged_arrays_fall_back_to_hashing(published, monkeypatch, tmp_path):
     _, link, cache = published
     raw = (link / "bm25.idx").read_bytes()
