@@ -25,7 +25,8 @@ import numpy as np
 from ragtui.core.files import remove_dead_temporaries
 
 __all__ = [
-    "BuildLock", "StagedArrays", "cached_arrays", "evict", "load_entry", "remove_dead_temporaries", "store_arrays",
+    "BuildLock", "StagedArrays", "cached_arrays", "evict", "load_entry", "mark_used", "remove_dead_temporaries",
+    "store_arrays", "used", "used_marker",
 ]
 
 _MARKER = "complete"
@@ -160,6 +161,30 @@ def evict(cache_dir: Path, kind: str, name: str, keep: int = 2) -> None:
         _evict(Path(cache_dir), f"{kind}-{name}-", keep)
     except OSError:
         pass
+
+
+def used_marker(cache_dir: Path, kind: str, name: str) -> Path:
+    """The empty file whose presence says a reader used the entries of ``kind`` of ``name`` (``mark_used``)."""
+    return Path(cache_dir) / f".used-{kind}-{name}"
+
+
+def mark_used(cache_dir: Path | None, kind: str, name: str) -> None:
+    """Note that a reader searched with the entries of ``kind`` of ``name`` (best effort: a read-only cache
+    notes nothing). A long-running writer makes such entries at each publish only once they are noted."""
+    if cache_dir is None:
+        return
+    marker = used_marker(cache_dir, kind, name)
+    try:
+        if not marker.is_file():
+            fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+            os.close(fd)
+    except OSError:
+        pass
+
+
+def used(cache_dir: Path, kind: str, name: str) -> bool:
+    """Whether a reader noted using the entries of ``kind`` of ``name`` (``mark_used``)."""
+    return used_marker(cache_dir, kind, name).is_file()
 
 
 class BuildLock:
