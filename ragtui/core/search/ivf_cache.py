@@ -29,14 +29,14 @@ import re
 import shutil
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
-from ragtui.core.index.arraycache import BuildLock, evict, load_entry, store_arrays
+from ragtui.core.index.arraycache import BuildLock, evict, load_entry, store_arrays, store_streamed
 from ragtui.core.search.flat import as_vectors
 from ragtui.core.search.ivf import (
     _BLOCK_ROWS,
@@ -221,31 +221,23 @@ def _build_and_store(v: np.ndarray, index_id: str, p: ResolvedIVFParams, cache_d
                      key: str, should_stop: Callable[[], bool] | None = None) -> IVFIndex:
     """Build the lists, store their entry, and return the index mapped from it (in memory if it cannot be stored).
 
-    The vectors are put in list order through a temporary file in ``cache_dir``, ``_BLOCK_ROWS`` rows at a
-    time, so the build holds no second copy of them in memory.
+    The vectors are written to the entry in list order ``_BLOCK_ROWS`` rows at a time, each list's CRC-32
+    taken as its rows go by (``_packed_blocks``): the build holds no second copy of them, in memory or mapped.
     """
     started = time.perf_counter()
     centroids, offsets, rows, iterations = _lists(v, index_id, p, should_stop)
-    spool = cache_dir / f"ivf-{name}-{key}.packed.tmp{os.getpid()}"
+    sums = np.zeros(offsets.shape[0] - 1, dtype=np.uint32)
+
+    def rest() -> dict[str, np.ndarray]:
+        return {"centroids": centroids, "offsets": offsets, "rows": rows, "sums": sums,
+                "digest": _digest(key, centroids, offsets, rows, sums)}
+
     try:
-        try:
-            cache_dir.mkdir(parents=True, exist_ok=True)
-            spooled = np.lib.format.open_memmap(spool, mode="w+", dtype="<f4", shape=v.shape)
-            for lo in range(0, rows.shape[0], _BLOCK_ROWS):
-                spooled[lo : lo + _BLOCK_ROWS] = v[rows[lo : lo + _BLOCK_ROWS]]
-            spooled.flush()
-            packed: np.ndarray = spooled
-        except (OSError, ValueError):
-            packed = np.ascontiguousarray(v[rows], dtype=np.float32)
-        sums = _list_sums(packed, offsets)
-        stored = store_arrays(cache_dir, "ivf", name, key, {
-            "centroids": centroids, "offsets": offsets, "rows": rows, "packed": packed, "sums": sums,
-            "digest": _digest(key, centroids, offsets, rows, sums)})
-    finally:
-        try:
-            os.unlink(spool)
-        except OSError:
-            pass
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        stored = store_streamed(cache_dir, "ivf", name, key,
+                                {"packed": (v.shape, np.dtype("<f4"), _packed_blocks(v, rows, offsets, sums))}, rest)
+    except OSError:
+        stored = False
     seconds = time.perf_counter() - started
     if stored:
         evict(cache_dir, "ivf", name)
@@ -255,6 +247,27 @@ def _build_and_store(v: np.ndarray, index_id: str, p: ResolvedIVFParams, cache_d
             return IVFIndex(v, *mapped[:3], p, iterations=iterations, packed=mapped[3], sums=mapped[4],
                             entry=cache_dir / f"ivf-{name}-{key}", build_seconds=seconds)
     return IVFIndex(v, centroids, offsets, rows, p, iterations=iterations, build_seconds=seconds)
+
+
+def _packed_blocks(v: np.ndarray, rows: np.ndarray, offsets: np.ndarray, sums: np.ndarray) -> Iterator[np.ndarray]:
+    """The rows of ``v`` in list order (``rows``), ``_BLOCK_ROWS`` at a time; fills ``sums`` with each list's
+    CRC-32 of those bytes as they go by (what ``_list_sums`` gives over the whole list-ordered copy)."""
+    nlist = offsets.shape[0] - 1
+    c, crc = 0, 0
+    for lo in range(0, rows.shape[0], _BLOCK_ROWS):
+        block = np.ascontiguousarray(v[rows[lo : lo + _BLOCK_ROWS]], dtype="<f4")
+        hi = lo + block.shape[0]
+        at = lo
+        while c < nlist:
+            end = min(int(offsets[c + 1]), hi)
+            crc = zlib.crc32(block[at - lo : end - lo].data, crc)
+            at = end
+            if end < int(offsets[c + 1]):
+                break  # list c goes on in the next block
+            sums[c], c, crc = crc, c + 1, 0
+        yield block
+    while c < nlist:  # empty lists at the end
+        sums[c], c = zlib.crc32(b""), c + 1
 
 
 _METHODS = {"spans": 1.0, "sums": 2.0}
