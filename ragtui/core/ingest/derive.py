@@ -47,7 +47,14 @@ from ragtui.core.index.bm25_splice import splice_postings
 from ragtui.core.index.index_format import FILES, generation_of
 from ragtui.core.search.docaware import DocLexical, doc_groups_of_rows, doclex_key, lexical_lock
 from ragtui.core.search.ivf_cache import entry_name, ivf_lock, warm_ivf_cache
-from ragtui.core.search.stemmed import STEM_KIND, StemLexical, source_cache_key, stem_terms
+from ragtui.core.search.stemmed import (
+    DEFAULT_STEM_B,
+    DEFAULT_STEM_K1,
+    STEM_KIND,
+    StemLexical,
+    source_cache_key,
+    stem_terms,
+)
 
 __all__ = ["Change", "Derivation", "Lexical", "tidy"]
 
@@ -189,13 +196,16 @@ class Derivation:
         paths = [generation_dir / name for name in FILES]
         verified.record(self.cache_dir, self.index_id, paths, ends=ends, bm25_key=bm25_key, doclex_key=self.key)
 
-    def after_swap(self, still_wanted: Callable[[], bool] = lambda: True, embedder: Embedder | None = None) -> None:
+    def after_swap(self, still_wanted: Callable[[], bool] = lambda: True, embedder: Embedder | None = None,
+                   between: Callable[[], None] | None = None) -> None:
         """Once the generation is current: build and store its derived entries (best effort, never raises).
 
         ``still_wanted()`` is asked before each build and between the IVF build's steps: False (a newer
         generation was published meanwhile) stops there, since nobody will open this one any more.
         ``embedder`` (the index's own) calibrates the IVF lists on spans of the chunks' text; they are
         built when ``before_swap`` took the IVF lock for them (``everything``, or a reader searched IVF).
+        ``between`` runs after the lexical entries, before the lists (a one-shot writer returns the heap
+        the stemmed arm's build freed, so that it does not add to the lists' pages).
         """
         try:
             try:
@@ -204,6 +214,8 @@ class Derivation:
             finally:
                 self.release_lexical()
             if self.ivf is not None and still_wanted() and self.generation_dir is not None:
+                if between is not None:
+                    between()
                 try:
                     # Through the link (<rag>/<index_id> -> .gen/<index_id>/<gen>), as readers open it: its name
                     # is the index_id read_index checks, and the generation read is this one unless a newer was
@@ -221,6 +233,18 @@ class Derivation:
         assert doc_of_row is not None
         return DocLexical.load(self.bm25, lambda: doc_of_row, self.cache_dir, self.index_id, self.bm25_key, key,
                                wait=False)
+
+    def _stem(self, key: str | None) -> StemLexical:
+        """The stemmed arm of the document-level BM25 keyed ``key``: built and stored, then mapped from its
+        entry, so that the build's arrays (some 100 MB at 100k chunks) are not held with what is built next."""
+        assert self.doc_of_row is not None
+        stem = StemLexical.load(self.bm25, self.doc_of_row, self.cache_dir, self.index_id, source_key=key, wait=False)
+        if isinstance(stem.chunks.weights, np.memmap):
+            return stem
+        if key is None or not (self.cache_dir / f"{STEM_KIND}-{self.index_id}-{source_cache_key(key, DEFAULT_STEM_K1, DEFAULT_STEM_B)}").is_dir():
+            return stem  # not stored (a read-only cache): keep what was built
+        del stem  # built here and stored: the next load maps the entry
+        return StemLexical.load(self.bm25, self.doc_of_row, self.cache_dir, self.index_id, source_key=key, wait=False)
 
     def release_lexical(self) -> None:
         """Let readers waiting for this generation's lexical entries go (they find them, or build their own)."""
@@ -254,8 +278,7 @@ class Derivation:
             if stem is None and still_wanted() and (self.everything or _stem_in_use(self.cache_dir, self.index_id)):
                 # A one-shot writer, or a reader searched the stemmed arm (bm25stem, hybrid's default) before:
                 # the next one finds it ready.
-                stem = StemLexical.load(self.bm25, self.doc_of_row, self.cache_dir, self.index_id, source_key=lex.key,
-                                        wait=False)
+                stem = self._stem(lex.key)
             self.lexical = Lexical(name, lex, stem)
         except (OSError, ValueError, MemoryError):
             pass  # the readers build it: time, not a wrong answer

@@ -54,6 +54,7 @@ from ragtui.core.ingest.skips import Skips, load_skips, save_skips
 from ragtui.core.ingest.splice import Generation, following, open_generation, publish_splice, warm
 from ragtui.core.ingest.state import FileEntry, FileTable, IndexSettings, WriterState, chunk_total, index_stamp
 from ragtui.core.ingest.state_store import StateStore
+from ragtui.core.ingest.streamed import give_back
 from ragtui.core.ingest.walk import WalkRules
 
 __all__ = ["IndexWriter", "open_published"]
@@ -310,7 +311,11 @@ class IndexWriter:
 
         def run() -> None:
             try:
-                derived.after_swap(still_wanted=lambda: self._published == mine, embedder=self.embedder)
+                # A one-shot writer gives the heap back between the builds (each frees hundreds of MB at 100k
+                # chunks); a long-running one keeps it for the next save (``ragtui.watch.memory``).
+                between = None if self._derive_behind else give_back
+                derived.after_swap(still_wanted=lambda: self._published == mine, embedder=self.embedder,
+                                   between=between)
                 derive.tidy(self._cache_dir, self.index_id)
             except Exception:  # noqa: BLE001 - derived entries only save readers time; a reader builds its own
                 pass
