@@ -204,12 +204,14 @@ class Derivation:
         generation was published meanwhile) stops there, since nobody will open this one any more.
         ``embedder`` (the index's own) calibrates the IVF lists on spans of the chunks' text; they are
         built when ``before_swap`` took the IVF lock for them (``everything``, or a reader searched IVF).
-        ``between`` runs after the lexical entries, before the lists (a one-shot writer returns the heap
-        the stemmed arm's build freed, so that it does not add to the lists' pages).
+        ``between`` runs before the lexical entries and again before the lists (a one-shot writer returns
+        the heap the publish and then the stemmed arm's build freed, so that it does not add to the next).
         """
         try:
             try:
                 if still_wanted():
+                    if between is not None:
+                        between()
                     self._lexical(still_wanted)
             finally:
                 self.release_lexical()
