@@ -190,3 +190,28 @@ def test_the_one_shot_lists_are_those_a_reader_would_build(tmp_path):
         built.centroids.tobytes(), built.rows.tobytes(), built.offsets.tobytes())
     assert stored.calibration == built.calibration and stored.calibration_method == built.calibration_method
     assert ivf_cache.entry_name("docs") == "docs"
+
+
+def test_a_long_running_writer_builds_every_generation_s_entries_in_one_thread_of_its_own(tmp_path, monkeypatch):
+    """The memory a build frees stays in its thread's arena for the next build, rather than one arena per save."""
+    from ragtui.core.ingest import derive
+
+    threads: list[int] = []
+    real = derive.Derivation.after_swap
+
+    def spy(self, *a, **kw):
+        threads.append(threading.get_ident())
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(derive.Derivation, "after_swap", spy)
+    folder, art = tmp_path / "docs", tmp_path / "art"
+    write_folder(folder)
+    writer = long_running(folder, art)
+    for i in range(4):
+        write_folder(folder, f"save {i}")
+        assert writer.sync().published
+    writer.wait_derived()
+    assert len(threads) == 4 and len(set(threads)) == 1 and threads[0] != threading.get_ident()
+    link, cache = art / "rag" / "docs", art / "rag" / ".cache"
+    key = read_index(link, full=False, cache_dir=cache).stats["doclex_key"]
+    assert (cache / f"doclex-docs-{key}" / "complete").is_file()  # the newest generation got its entry
