@@ -243,7 +243,10 @@ class Derivation:
         stem = StemLexical.load(self.bm25, self.doc_of_row, self.cache_dir, self.index_id, source_key=key, wait=False)
         if isinstance(stem.chunks.weights, np.memmap):
             return stem
-        if key is None or not (self.cache_dir / f"{STEM_KIND}-{self.index_id}-{source_cache_key(key, DEFAULT_STEM_K1, DEFAULT_STEM_B)}").is_dir():
+        stored = key is not None and (
+            self.cache_dir / f"{STEM_KIND}-{self.index_id}-{source_cache_key(key, DEFAULT_STEM_K1, DEFAULT_STEM_B)}"
+        ).is_dir()
+        if not stored:
             return stem  # not stored (a read-only cache): keep what was built
         del stem  # built here and stored: the next load maps the entry
         return StemLexical.load(self.bm25, self.doc_of_row, self.cache_dir, self.index_id, source_key=key, wait=False)
