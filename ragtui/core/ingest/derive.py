@@ -207,6 +207,12 @@ class Derivation:
         ``between`` runs before the lexical entries and again before the lists (a one-shot writer returns
         the heap the publish and then the stemmed arm's build freed, so that it does not add to the next).
         """
+        # A build of the previous generation may have held the locks when ``before_swap`` asked: it has let
+        # them go by now (it stops once this generation is published), so readers wait for this one's entries.
+        if self.lock is not None and not self.lock.held:
+            self.lock = BuildLock.take(self.cache_dir, lexical_lock(self.index_id))
+        if self.ivf is not None and not self.ivf.held:
+            self.ivf = BuildLock.take(self.cache_dir, ivf_lock(self.index_id))
         try:
             try:
                 if still_wanted():
