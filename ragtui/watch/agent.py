@@ -159,8 +159,9 @@ class WatchAgent:
         self.rules = rules or WalkRules()
         self.max_tokens, self.overlap = max_tokens, overlap
         # One writer for the agent's lifetime: each save starts from what the previous one published. Its derived
-        # entries (document-level and stemmed BM25) are built in a thread after each publish, so a save is
-        # searchable without waiting for them and the next save does not wait either.
+        # entries (document-level BM25; the stemmed arm and the IVF lists once a reader searched that way) are
+        # built in one thread of the writer's after each publish, so a save is searchable without waiting for
+        # them and the next save does not wait either.
         self._writer = IndexWriter(self.folder, artifacts=self.artifacts, embedder=embedder, index_id=self.index_id,
                                    max_tokens=max_tokens, overlap=overlap, rules=self.rules, derive_behind=True)
         self.poll, self.poll_seconds = poll, poll_seconds

@@ -166,22 +166,31 @@ def test_rm_deletes_an_index_its_state_and_cache(two_indexes):
     def cached() -> list[str]:  # the entries' <kind>-<name>, their keys cut off
         # Whether a writer recorded a verified entry depends on how long its flushes took (the racy rule):
         # those are checked on their own below.
-        # The build locks (.build-lexical-<name>.lock) stay, as the writer lock does: checked below.
+        # The build locks (.build-lexical-<name>.lock) stay, as the writer lock does: checked below; so are the
+        # notes that a reader searched an index that way (.used-<kind>-<name>).
         return sorted(re.sub(r"-(v\d+[a-z]*-)?[0-9a-f]{32,40}$", "", p.name) for p in (rag / ".cache").iterdir()
-                      if not p.name.startswith(("verified-", ".build-")))
+                      if not p.name.startswith(("verified-", ".build-", ".used-")))
+
+    def used() -> list[str]:
+        return sorted(p.name for p in (rag / ".cache").iterdir() if p.name.startswith(".used-"))
 
     def verified_of(name: str) -> list[str]:
         return [p.name for p in (rag / ".cache").iterdir() if re.fullmatch(rf"verified-{name}-[0-9a-f]{{40}}", p.name)]
 
+    # An ingest makes every derived entry, the stemmed arm and the IVF lists included.
     assert cached() == ["bm25-alpha", "bm25-alpha-2", "bm25-beta", "doclex-alpha", "doclex-alpha-2", "doclex-beta",
-                        "ivf-alpha", "ivf-alpha-2", "ivfcal-alpha", "ivfcal-alpha-2"]
+                        "ivf-alpha", "ivf-alpha-2", "ivf-beta", "ivfcal-alpha", "ivfcal-alpha-2", "ivfcal-beta",
+                        "stem-alpha", "stem-alpha-2", "stem-beta"]
+    assert used() == [".used-ivf-alpha", ".used-ivf-alpha-2"]
     kept = verified_of("alpha-2")
     result = ragtui("rm", "alpha", "--yes", "--artifacts", str(art), env=env)
     assert result.returncode == 0, result.stderr
     assert "deleted index alpha" in result.stdout and "writer state" in result.stdout
     assert not os.path.lexists(rag / "alpha") and not (rag / ".gen" / "alpha").exists()
     assert not (rag / ".state" / "alpha").exists()
-    assert cached() == ["bm25-alpha-2", "bm25-beta", "doclex-alpha-2", "doclex-beta", "ivf-alpha-2", "ivfcal-alpha-2"]
+    assert cached() == ["bm25-alpha-2", "bm25-beta", "doclex-alpha-2", "doclex-beta", "ivf-alpha-2", "ivf-beta",
+                        "ivfcal-alpha-2", "ivfcal-beta", "stem-alpha-2", "stem-beta"]
+    assert used() == [".used-ivf-alpha-2"]
     assert verified_of("alpha") == [] and verified_of("alpha-2") == kept
     # The lock file stays, empty, so that two processes never lock different files under one name.
     assert (rag / ".cache" / ".build-lexical-alpha.lock").is_file()

@@ -56,3 +56,18 @@ class HashEmbedder:
 
     def close(self):
         pass
+
+
+class ChunkCountingEmbedder(HashEmbedder):
+    """A ``HashEmbedder`` whose ``embedded`` holds only the chunks it embedded: what it embeds as queries (a
+    search's, the pseudo-queries a publish calibrates its IVF lists on) goes to ``queried`` instead."""
+
+    def __init__(self, dim: int = 16, model: str = "test-hash") -> None:
+        super().__init__(dim, model)
+        self.queried: list[str] = []
+
+    def embed_query(self, texts):
+        out = HashEmbedder.embed(self, texts)
+        del self.embedded[len(self.embedded) - len(texts):]
+        self.queried.extend(texts)
+        return out

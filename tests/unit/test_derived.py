@@ -232,12 +232,22 @@ def test_an_unwritable_cache_costs_the_reader_time_not_the_publish(tmp_path):
     assert os.path.isfile(art / "rag" / ".cache")
 
 
-def test_the_stemmed_arm_is_stored_at_publish_once_a_reader_used_it(published, monkeypatch):
-    folder, link, cache = published
+def test_a_long_running_writer_stores_the_stemmed_arm_once_a_reader_used_it(tmp_path, monkeypatch):
+    from ragtui.core.ingest.writer import IndexWriter
+
+    folder, art = tmp_path / "docs", tmp_path / "art"
+    link, cache = art / "rag" / "docs", art / "rag" / ".cache"
+    make_docs(folder)
+    writer = IndexWriter(folder, artifacts=art, embedder=embedder(), max_tokens=12, overlap=3, derive_behind=True)
+    writer.sync()
+    writer.wait_derived()
     assert not [p for p in cache.iterdir() if p.name.startswith("stem-")]  # nobody used it: not built
     Retriever.open(link, embedder=embedder(), cache_dir=cache).search("otters", mode="hybrid", k=5)
     (folder / "d5.md").write_text("rivers full of otters " * 5, encoding="utf-8")
-    run(folder, link.parent.parent)
+    writer.sync()
+    writer.wait_derived()
+    kept = writer._derived.lexical.stem  # what the next save splices from: mapped from the entry, not as built
+    assert kept is not None and isinstance(kept.chunks.weights, np.memmap)
     builds = []
     real = stemmed.StemLexical.build.__func__
     monkeypatch.setattr(stemmed.StemLexical, "build", classmethod(lambda cls, *a: builds.append(1) or real(cls, *a)))

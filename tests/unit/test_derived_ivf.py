@@ -1,19 +1,34 @@
-"""A publish warms the IVF lists of its generation once a reader has searched IVF: the next fresh reader maps
-them and builds nothing; an index nobody searched with IVF gets no lists it did not ask for."""
+"""Which derived entries a publish makes, and that a fresh reader then builds nothing.
+
+A one-shot publish (``sync``, ``ragtui ingest``) makes every entry: the first query of a fresh reader in every
+mode writes nothing to the cache. A long-running writer (the watch agent) makes the stemmed arm and the IVF lists
+only once a reader has searched that way, in one thread of its own, and a build of a generation that a newer one
+replaced stops. While a writer makes a generation's lists, a reader that misses them waits instead of building
+them beside it.
+"""
 
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
 
 from ragtui.core.index import verified
-from ragtui.core.ingest.sync import sync
+from ragtui.core.index.arraycache import BuildLock, used_marker
+from ragtui.core.index.index_format import read_index
+from ragtui.core.ingest.remove import remove_index
+from ragtui.core.ingest.sync import IndexWriter, sync
+from ragtui.core.search import ivf_cache
+from ragtui.core.search.ivf import BuildStopped
+from ragtui.core.search.ivf_cache import ivf_lock, warm_ivf_cache
 from ragtui.core.search.retriever import Retriever
 
 from .fakes import HashEmbedder
 from .test_ivf_cache import Spy
+
+MODES = ("bm25", "bm25doc", "bm25stem", "flat", "ivf", "hybrid")
 
 
 @pytest.fixture(autouse=True)
@@ -35,17 +50,52 @@ def ivf_entries(cache: Path) -> list[str]:
     return sorted(n for n in os.listdir(cache) if n.startswith("ivf-docs-") and ".tmp" not in n)
 
 
-def test_the_next_publish_warms_the_lists_a_reader_used(tmp_path, monkeypatch):
+def listing(cache: Path) -> dict[str, int]:
+    """Every file under the cache (build locks and use notes aside) and its modification time."""
+    out = {}
+    for root, _, files in os.walk(cache):
+        for name in files:
+            if not name.startswith((".build-", ".used-")):
+                path = os.path.join(root, name)
+                out[os.path.relpath(path, cache)] = os.stat(path).st_mtime_ns
+    return out
+
+
+def long_running(folder: Path, art: Path) -> IndexWriter:
+    return IndexWriter(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3, derive_behind=True)
+
+
+def test_after_a_one_shot_publish_a_fresh_reader_builds_nothing_in_any_mode(tmp_path, monkeypatch):
     folder, art = tmp_path / "docs", tmp_path / "art"
     link, cache = art / "rag" / "docs", art / "rag" / ".cache"
     write_folder(folder)
     sync(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3)
+    kinds = {name.split("-")[0] for name in os.listdir(cache) if not name.startswith(".")}
+    assert {"bm25", "doclex", "stem", "ivf", "ivfcal", "verified"} <= kinds
+    before = listing(cache)
+    spy = Spy(monkeypatch)
+    for mode in MODES:  # a process of its own for each mode's first query
+        hits = Retriever.open(link, embedder=HashEmbedder(), cache_dir=cache).search("gzip archives", mode=mode, k=5)
+        assert hits, mode
+    assert spy.builds == 0
+    assert listing(cache) == before  # nothing written: every entry was there, and none was rewritten
+
+
+def test_a_long_running_writer_makes_the_lists_once_a_reader_used_them(tmp_path, monkeypatch):
+    folder, art = tmp_path / "docs", tmp_path / "art"
+    link, cache = art / "rag" / "docs", art / "rag" / ".cache"
+    write_folder(folder)
+    writer = long_running(folder, art)
+    writer.sync()
+    writer.wait_derived()
+    assert ivf_entries(cache) == [] and not [n for n in os.listdir(cache) if n.startswith("stem-")]
     Retriever.open(link, embedder=HashEmbedder(), cache_dir=cache).ivf()  # a reader searches IVF once
     first = ivf_entries(cache)
-    assert len(first) == 1
+    assert len(first) == 1 and used_marker(cache, "ivf", "docs").is_file()
 
     write_folder(folder, "a new closing word")
-    sync(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3)
+    writer.sync()
+    writer.wait_derived()
     assert len(set(ivf_entries(cache)) - set(first)) == 1  # the new generation's lists, stored by the writer
 
     spy = Spy(monkeypatch)
@@ -53,10 +103,115 @@ def test_the_next_publish_warms_the_lists_a_reader_used(tmp_path, monkeypatch):
     assert spy.builds == 0 and lists.from_cache and lists.calibration_method == "spans"
 
 
-def test_no_lists_are_built_for_an_index_nobody_searched_with_ivf(tmp_path):
+def test_a_long_running_writer_makes_no_lists_nobody_searched_even_after_a_one_shot_publish_made_some(tmp_path):
     folder, art = tmp_path / "docs", tmp_path / "art"
+    cache = art / "rag" / ".cache"
     write_folder(folder)
     sync(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3)
-    write_folder(folder, "a new closing word")
+    made = ivf_entries(cache)
+    assert len(made) == 1
+    writer = long_running(folder, art)
+    for i in range(2):
+        write_folder(folder, f"save {i}")
+        assert writer.sync().published
+    writer.wait_derived()
+    assert ivf_entries(cache) == made  # only the one-shot publish's: no reader searched IVF
+
+
+def test_a_build_of_a_replaced_generation_stops_and_leaves_nothing(tmp_path):
+    folder, art = tmp_path / "docs", tmp_path / "art"
+    link, cache = art / "rag" / "docs", art / "rag" / ".cache"
+    write_folder(folder)
+    IndexWriter(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3, derive_all=False).sync()
+    asked = []
+
+    def replaced() -> bool:
+        asked.append(1)
+        return len(asked) > 1  # wanted when the build starts, replaced right after
+
+    with pytest.raises(BuildStopped):
+        warm_ivf_cache(link, cache, embedder=HashEmbedder(), should_stop=replaced)
+    assert ivf_entries(cache) == [] and not [n for n in os.listdir(cache) if n.startswith("ivf") or ".tmp" in n]
+
+
+def test_a_reader_waits_for_the_lists_a_writer_is_making_instead_of_building_them(tmp_path, monkeypatch):
+    folder, art = tmp_path / "docs", tmp_path / "art"
+    link, cache = art / "rag" / "docs", art / "rag" / ".cache"
+    write_folder(folder)
+    IndexWriter(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3, derive_all=False).sync()
+    held = BuildLock.take(cache, ivf_lock("docs"))  # as a writer holds it from the rename until its lists are stored
+    assert held.held
+    spy = Spy(monkeypatch)
+    waiting = threading.Event()
+    real_wait = BuildLock.wait.__func__
+
+    def wait(cls, *a):
+        waiting.set()
+        return real_wait(cls, *a)
+
+    monkeypatch.setattr(BuildLock, "wait", classmethod(wait))
+    got: list[object] = []
+    reader = threading.Thread(target=lambda: got.append(
+        Retriever.open(link, embedder=HashEmbedder(), cache_dir=cache).search("gzip archives", mode="ivf", k=5)))
+    reader.start()
+    assert waiting.wait(60)  # the reader missed the lists and waits for the lock
+    # The "writer": it makes the lists of the generation, stores them, and lets go; the reader then maps them.
+    warm_ivf_cache(read_index(link, full=False, cache_dir=cache), cache, embedder=HashEmbedder())
+    assert spy.builds == 1
+    held.release()
+    reader.join(60)
+    assert spy.builds == 1 and got and got[0]
+
+
+def test_rm_removes_the_notes_of_use_with_the_entries(tmp_path):
+    folder, art = tmp_path / "docs", tmp_path / "art"
+    link, cache = art / "rag" / "docs", art / "rag" / ".cache"
+    write_folder(folder)
     sync(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3)
-    assert ivf_entries(art / "rag" / ".cache") == []
+    reader = Retriever.open(link, embedder=HashEmbedder(), cache_dir=cache)
+    reader.search("gzip", mode="hybrid", k=3)
+    reader.ivf()
+    assert used_marker(cache, "ivf", "docs").is_file() and used_marker(cache, "stem", "docs").is_file()
+    del reader
+    report = remove_index(art, "docs")
+    assert {n.split("-")[0] for n in report.cache_entries} >= {"ivf", "ivfcal", "stem"}
+    assert not [n for n in os.listdir(cache) if not n.startswith(".build-")]
+
+
+def test_the_one_shot_lists_are_those_a_reader_would_build(tmp_path):
+    folder, art = tmp_path / "docs", tmp_path / "art"
+    link, cache = art / "rag" / "docs", art / "rag" / ".cache"
+    write_folder(folder)
+    sync(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3)
+    stored = Retriever.open(link, embedder=HashEmbedder(), cache_dir=cache).ivf()
+    built = Retriever.open(link, embedder=HashEmbedder(), cache_dir=None).ivf()
+    assert stored.from_cache and not built.from_cache
+    assert (stored.centroids.tobytes(), stored.rows.tobytes(), stored.offsets.tobytes()) == (
+        built.centroids.tobytes(), built.rows.tobytes(), built.offsets.tobytes())
+    assert stored.calibration == built.calibration and stored.calibration_method == built.calibration_method
+    assert ivf_cache.entry_name("docs") == "docs"
+
+
+def test_a_long_running_writer_builds_every_generation_s_entries_in_one_thread_of_its_own(tmp_path, monkeypatch):
+    """The memory a build frees stays in its thread's arena for the next build, rather than one arena per save."""
+    from ragtui.core.ingest import derive
+
+    threads: list[int] = []
+    real = derive.Derivation.after_swap
+
+    def spy(self, *a, **kw):
+        threads.append(threading.get_ident())
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(derive.Derivation, "after_swap", spy)
+    folder, art = tmp_path / "docs", tmp_path / "art"
+    write_folder(folder)
+    writer = long_running(folder, art)
+    for i in range(4):
+        write_folder(folder, f"save {i}")
+        assert writer.sync().published
+    writer.wait_derived()
+    assert len(threads) == 4 and len(set(threads)) == 1 and threads[0] != threading.get_ident()
+    link, cache = art / "rag" / "docs", art / "rag" / ".cache"
+    key = read_index(link, full=False, cache_dir=cache).stats["doclex_key"]
+    assert (cache / f"doclex-docs-{key}" / "complete").is_file()  # the newest generation got its entry

@@ -19,7 +19,7 @@ import pytest
 import ragtui.core.search.ivf_cache as ivf_cache
 from ragtui.core.index import verified
 from ragtui.core.index.index_format import read_index
-from ragtui.core.ingest.sync import sync
+from ragtui.core.ingest.sync import IndexWriter
 from ragtui.core.search.flat import flat_search
 from ragtui.core.search.ivf import IVFParams, build_ivf, calibration_text
 from ragtui.core.search.ivf_cache import warm_ivf_cache
@@ -44,7 +44,8 @@ def publish(tmp_path: Path, extra: str = "") -> tuple[Path, Path]:
     for i in range(60):
         words = " ".join(f"{topics[(i + j) % len(topics)]} note{i} part{j} {extra}" for j in range(8))
         (folder / f"d{i:02d}.md").write_text(words, encoding="utf-8")
-    sync(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3)
+    # A writer that leaves the lists to these tests' readers (a one-shot one makes them at publish).
+    IndexWriter(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3, derive_all=False).sync()
     return art / "rag" / "docs", art / "rag" / ".cache"
 
 
@@ -203,3 +204,20 @@ def test_a_reader_without_the_index_s_embedder_falls_back_to_sums_until_spans_ar
     assert spans.calibration_method == "spans" and spans.from_cache
     later = Retriever.open(link, ivf_params=PARAMS, cache_dir=cache).ivf()
     assert later.calibration_method == "spans" and later.calibration == spans.calibration
+
+
+@pytest.mark.parametrize("sizes", [[5, 0, 3, 9000, 0, 1], [0, 0, 4], [4096, 4096], [4095, 1, 4097, 0], [0]])
+def test_the_streamed_list_sums_are_those_of_the_whole_copy(sizes):
+    """The entry's vectors are written block by block and each list's CRC-32 taken as they go by: the same sums
+    as over the list-ordered copy at once, whatever the lists' sizes against the blocks (empty ones too)."""
+    from ragtui.core.search.ivf_cache import _list_sums, _packed_blocks
+
+    n = sum(sizes)
+    rng = np.random.default_rng(len(sizes))
+    v = rng.standard_normal((n, 3)).astype(np.float32)
+    rows = rng.permutation(n).astype(np.int64)
+    offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+    sums = np.zeros(len(sizes), dtype=np.uint32)
+    packed = np.concatenate([*_packed_blocks(v, rows, offsets, sums), np.zeros((0, 3), np.float32)])
+    assert packed.tobytes() == v[rows].tobytes()
+    assert sums.tolist() == _list_sums(v[rows], offsets).tolist()

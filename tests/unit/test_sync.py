@@ -16,7 +16,7 @@ from ragtui.core.ingest.sync import load_state, sync
 from ragtui.core.ingest.walk import WalkRules
 from tests.files import write
 
-from .fakes import HashEmbedder, WordTokenizer
+from .fakes import ChunkCountingEmbedder, HashEmbedder, WordTokenizer
 
 
 def tree_snapshot(root: Path) -> dict[str, tuple]:
@@ -88,7 +88,7 @@ def test_one_change_embeds_only_new_chunks(docs, tmp_path):
     run(docs, art)
     old = read_index(art / "rag" / "docs")
     write(docs / "c.rst", "Gamma: now about whales instead.")
-    emb = HashEmbedder()
+    emb = ChunkCountingEmbedder()  # the publish's IVF calibration embeds pseudo-queries too: not counted here
     report = run(docs, art, emb)
     assert report.published and report.changed == ["docs/c.rst"] and report.unchanged == 2
     assert emb.embedded == ["Gamma: now about whales instead."]
@@ -107,7 +107,7 @@ def test_delete_and_rename(docs, tmp_path):
     assert report.removed == ["docs/c.rst"]
     assert "docs/c.rst" not in {r.doc_id for r in read_index(art / "rag" / "docs").records}
     os.rename(docs / "a.md", docs / "renamed.md")
-    emb = HashEmbedder()
+    emb = ChunkCountingEmbedder()
     report = run(docs, art, emb)
     assert report.removed == ["docs/a.md"] and report.added == ["docs/renamed.md"]
     assert emb.embedded == []  # same text, same fingerprints: vectors reused
@@ -157,7 +157,7 @@ def test_artifacts_inside_the_folder_are_not_indexed(docs):
 def test_changed_settings_rebuild(docs, tmp_path):
     art = tmp_path / "art"
     run(docs, art)
-    emb = HashEmbedder(model="other-model")
+    emb = ChunkCountingEmbedder(model="other-model")
     report = sync(docs, artifacts=art, embedder=emb, max_tokens=16, overlap=4)
     assert report.published and "embedding_model" in report.rebuilt
     assert read_index(art / "rag" / "docs").meta.embedding_model == "other-model"

@@ -17,7 +17,7 @@ import os
 import shutil
 import stat
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +25,8 @@ import numpy as np
 from ragtui.core.files import remove_dead_temporaries
 
 __all__ = [
-    "BuildLock", "StagedArrays", "cached_arrays", "evict", "load_entry", "remove_dead_temporaries", "store_arrays",
+    "BuildLock", "StagedArrays", "cached_arrays", "evict", "load_entry", "mark_used", "remove_dead_temporaries",
+    "store_arrays", "store_streamed", "used", "used_marker",
 ]
 
 _MARKER = "complete"
@@ -154,12 +155,77 @@ def store_arrays(cache_dir: Path, kind: str, name: str, key: str, arrays: dict[s
     return True
 
 
+def store_streamed(cache_dir: Path, kind: str, name: str, key: str,
+                   streamed: dict[str, tuple[tuple[int, ...], np.dtype, Iterable[np.ndarray]]],
+                   rest: Callable[[], dict[str, np.ndarray]]) -> bool:
+    """``store_arrays`` for arrays too large to hold: each of ``streamed`` (shape, dtype, its rows block by
+    block, in order) is written to its file as the blocks come, then the arrays ``rest()`` returns (which may
+    depend on what the blocks were). The blocks are written with ``write``, not through a map, so the file's
+    pages never count in this process's resident size. True when the entry is there (stored now or before)."""
+    entry = Path(cache_dir) / f"{kind}-{name}-{key}"
+    if (entry / _MARKER).is_file():
+        return True
+    tmp = entry.with_name(entry.name + f".tmp{os.getpid()}")
+    try:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        for array_name, (shape, dtype, blocks) in streamed.items():
+            _write_blocks(tmp / f"{array_name}.npy", shape, np.dtype(dtype), blocks)
+        _write_entry(tmp, rest(), fresh=False)
+        _rename_into(tmp, entry)
+        os.utime(entry)
+    except OSError:
+        return False
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return True
+
+
+def _write_blocks(path: Path, shape: tuple[int, ...], dtype: np.dtype, blocks: Iterable[np.ndarray]) -> None:
+    """A ``.npy`` file of ``shape`` and ``dtype`` (C order) from its rows in ``blocks``; OSError if they do not fill it."""
+    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": tuple(shape)}
+    want = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    written = 0
+    with open(path, "wb") as f:
+        np.lib.format.write_array_header_1_0(f, header)
+        for block in blocks:
+            data = np.ascontiguousarray(block, dtype=dtype)
+            f.write(data.data)
+            written += data.nbytes
+    if written != want:
+        raise OSError(errno.EIO, f"{path.name}: {written} bytes written of {want}")
+
+
 def evict(cache_dir: Path, kind: str, name: str, keep: int = 2) -> None:
     """Keep only the ``keep`` newest entries of ``kind`` and ``name`` (best effort)."""
     try:
         _evict(Path(cache_dir), f"{kind}-{name}-", keep)
     except OSError:
         pass
+
+
+def used_marker(cache_dir: Path, kind: str, name: str) -> Path:
+    """The empty file whose presence says a reader used the entries of ``kind`` of ``name`` (``mark_used``)."""
+    return Path(cache_dir) / f".used-{kind}-{name}"
+
+
+def mark_used(cache_dir: Path | None, kind: str, name: str) -> None:
+    """Note that a reader searched with the entries of ``kind`` of ``name`` (best effort: a read-only cache
+    notes nothing). A long-running writer makes such entries at each publish only once they are noted."""
+    if cache_dir is None:
+        return
+    marker = used_marker(cache_dir, kind, name)
+    try:
+        if not marker.is_file():
+            fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+            os.close(fd)
+    except OSError:
+        pass
+
+
+def used(cache_dir: Path, kind: str, name: str) -> bool:
+    """Whether a reader noted using the entries of ``kind`` of ``name`` (``mark_used``)."""
+    return used_marker(cache_dir, kind, name).is_file()
 
 
 class BuildLock:
@@ -254,10 +320,12 @@ class StagedArrays:
         return True
 
 
-def _write_entry(tmp: Path, arrays: dict[str, np.ndarray]) -> None:
-    """The arrays and the ``complete`` marker in the new directory ``tmp`` (replacing what a failed attempt left)."""
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+def _write_entry(tmp: Path, arrays: dict[str, np.ndarray], fresh: bool = True) -> None:
+    """The arrays and the ``complete`` marker in the new directory ``tmp`` (replacing what a failed attempt left;
+    ``fresh`` False: in ``tmp`` as it is)."""
+    if fresh:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
     for key, value in arrays.items():
         np.save(tmp / f"{key}.npy", np.ascontiguousarray(value), allow_pickle=False)
     (tmp / _MARKER).write_bytes(b"")

@@ -3,17 +3,24 @@
 A reader of a generation needs, besides the four files, structures derived
 from them: the decoded BM25 arrays (``BM25Index``, stored by the publish
 itself), the document-level BM25 of ``bm25doc`` (``docaware.DocLexical``), the
-stemmed arm of ``bm25stem`` and of hybrid's default (``stemmed.StemLexical``;
-built here only once a reader has used it for an earlier generation, so an
-index nobody searches that way does not pay for it at every save) and the
-facts the writer checked (``verified``).
+stemmed arm of ``bm25stem`` and of hybrid's default (``stemmed.StemLexical``),
+the IVF lists and their calibration (``ivf_cache``) and the facts the writer
+checked (``verified``).
 The writer has everything they are made of in memory, so it makes them
 once, into ``<artifacts>/rag/.cache/``: ``Derivation`` keys them while the
 generation is written and makes them once it is current — a long-running
 writer by splicing the last generation's (``follow``), as the chunk index is
-spliced, else by building them — holding the index's lexical lock meanwhile,
-so that a reader of the new generation waits for them instead of building
-its own; ``tidy`` then keeps the two newest entries of each kind.
+spliced, else by building them — holding the index's lexical lock (and, for
+the lists, its IVF lock) meanwhile, so that a reader of the new generation
+waits for them instead of building its own; ``tidy`` then keeps the two
+newest entries of each kind.
+
+Which are made: a one-shot writer (``ragtui ingest``, ``sync``: ``everything``)
+makes every one, so that the first query of a fresh process in any mode
+builds nothing. A long-running writer (the watch agent) makes the stemmed arm
+and the IVF lists only once a reader has searched that way (a reader notes it:
+``arraycache.mark_used``), so that an index nobody searches with IVF does not
+pay for the lists at every save.
 
 Every step is best effort and leaves either no entry or a complete one (an
 ``arraycache`` entry is written under a temporary name with a ``complete``
@@ -25,7 +32,6 @@ wrong answer, and never fails the publish.
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,13 +41,20 @@ import numpy.typing as npt
 
 from ragtui.core.embedders.base import Embedder
 from ragtui.core.index import verified
-from ragtui.core.index.arraycache import BuildLock, store_arrays
+from ragtui.core.index.arraycache import BuildLock, store_arrays, used
 from ragtui.core.index.bm25 import BM25Index
 from ragtui.core.index.bm25_splice import splice_postings
 from ragtui.core.index.index_format import FILES, generation_of
 from ragtui.core.search.docaware import DocLexical, doc_groups_of_rows, doclex_key, lexical_lock
-from ragtui.core.search.ivf_cache import warm_ivf_cache
-from ragtui.core.search.stemmed import STEM_KIND, StemLexical, source_cache_key, stem_terms
+from ragtui.core.search.ivf_cache import entry_name, ivf_lock, warm_ivf_cache
+from ragtui.core.search.stemmed import (
+    DEFAULT_STEM_B,
+    DEFAULT_STEM_K1,
+    STEM_KIND,
+    StemLexical,
+    source_cache_key,
+    stem_terms,
+)
 
 __all__ = ["Change", "Derivation", "Lexical", "tidy"]
 
@@ -100,12 +113,17 @@ class Derivation:
     """Its document-level (and stemmed) BM25 as stored, once ``after_swap`` has made them."""
     lock: BuildLock | None = None
     """The index's ``lexical_lock``, held from ``before_swap`` until its entries are stored."""
+    everything: bool = False
+    """Make the stemmed arm and the IVF lists whether or not a reader used them (a one-shot writer)."""
+    ivf: BuildLock | None = None
+    """The index's ``ivf_cache.ivf_lock``, held from ``before_swap`` until its lists are stored (or given up);
+    None when no lists will be made."""
 
     @classmethod
     def plan(cls, cache_dir: Path, index_id: str, bm25: BM25Index, bm25_key: str | None,
-             spans: Iterable[tuple[int, int]]) -> Derivation:
+             spans: Iterable[tuple[int, int]], *, everything: bool = False) -> Derivation:
         """The entries of the generation whose chunk index is ``bm25`` (keyed ``bm25_key``, ``BM25Index.store``),
-        its documents' rows [lo, hi) ``spans`` in index order."""
+        its documents' rows [lo, hi) ``spans`` in index order; ``everything``: see the field."""
         doc_of_row = key = None
         if bm25_key is not None:
             try:
@@ -113,7 +131,7 @@ class Derivation:
                 key = doclex_key(bm25_key, doc_of_row)
             except ValueError:
                 doc_of_row = key = None
-        return cls(cache_dir, index_id, bm25, doc_of_row, key, bm25_key)
+        return cls(cache_dir, index_id, bm25, doc_of_row, key, bm25_key, everything=everything)
 
     def follow(self, before: Lexical, change: Change) -> None:
         """Make the entries from ``before``, the previous generation's, and ``change`` (``_splice``), not from scratch."""
@@ -173,28 +191,49 @@ class Derivation:
         if self.key is not None:
             # Readers of the generation about to be current wait for its entries rather than build their own.
             self.lock = BuildLock.take(self.cache_dir, lexical_lock(self.index_id))
+        if self.everything or _ivf_in_use(self.cache_dir, self.index_id):
+            self.ivf = BuildLock.take(self.cache_dir, ivf_lock(self.index_id))
         paths = [generation_dir / name for name in FILES]
         verified.record(self.cache_dir, self.index_id, paths, ends=ends, bm25_key=bm25_key, doclex_key=self.key)
 
-    def after_swap(self, still_wanted: Callable[[], bool] = lambda: True, embedder: Embedder | None = None) -> None:
+    def after_swap(self, still_wanted: Callable[[], bool] = lambda: True, embedder: Embedder | None = None,
+                   between: Callable[[], None] | None = None) -> None:
         """Once the generation is current: build and store its derived entries (best effort, never raises).
 
-        ``still_wanted()`` is asked before each build: False (a newer generation was published meanwhile)
-        stops here, since nobody will open this one any more. ``embedder`` (the index's own) calibrates
-        the IVF lists on spans of the chunks' text; they are built only when a reader has searched IVF.
+        ``still_wanted()`` is asked before each build and between the IVF build's steps: False (a newer
+        generation was published meanwhile) stops there, since nobody will open this one any more.
+        ``embedder`` (the index's own) calibrates the IVF lists on spans of the chunks' text; they are
+        built when ``before_swap`` took the IVF lock for them (``everything``, or a reader searched IVF).
+        ``between`` runs before the lexical entries and again before the lists (a one-shot writer returns
+        the heap the publish and then the stemmed arm's build freed, so that it does not add to the next).
         """
+        # A build of the previous generation may have held the locks when ``before_swap`` asked: it has let
+        # them go by now (it stops once this generation is published), so readers wait for this one's entries.
+        if self.lock is not None and not self.lock.held:
+            self.lock = BuildLock.take(self.cache_dir, lexical_lock(self.index_id))
+        if self.ivf is not None and not self.ivf.held:
+            self.ivf = BuildLock.take(self.cache_dir, ivf_lock(self.index_id))
         try:
-            if still_wanted():
-                self._lexical(still_wanted)
+            try:
+                if still_wanted():
+                    if between is not None:
+                        between()
+                    self._lexical(still_wanted)
+            finally:
+                self.release_lexical()
+            if self.ivf is not None and still_wanted() and self.generation_dir is not None:
+                if between is not None:
+                    between()
+                try:
+                    # Through the link (<rag>/<index_id> -> .gen/<index_id>/<gen>), as readers open it: its name
+                    # is the index_id read_index checks, and the generation read is this one unless a newer was
+                    # published (then still_wanted() is False and the build stops at its next step).
+                    warm_ivf_cache(self.generation_dir.parents[2] / self.index_id, self.cache_dir, embedder=embedder,
+                                   should_stop=lambda: not still_wanted())
+                except Exception:  # noqa: BLE001 - the lists only save readers time; a reader builds its own
+                    pass
         finally:
             self.release()
-        if still_wanted() and self.generation_dir is not None and _in_use(self.cache_dir, "ivf", self.index_id):
-            try:
-                # Through the link (<rag>/<index_id> -> .gen/<index_id>/<gen>), as readers open it: its name is
-                # the index_id read_index checks, and the generation read is this one unless a newer was published.
-                warm_ivf_cache(self.generation_dir.parents[2] / self.index_id, self.cache_dir, embedder=embedder)
-            except Exception:  # noqa: BLE001 - the lists only save readers time; a reader builds its own
-                pass
 
     def _mapped(self, key: str) -> DocLexical:
         """The document-level BM25 just stored under ``key``, mapped from its entry (not held in memory)."""
@@ -203,10 +242,31 @@ class Derivation:
         return DocLexical.load(self.bm25, lambda: doc_of_row, self.cache_dir, self.index_id, self.bm25_key, key,
                                wait=False)
 
-    def release(self) -> None:
-        """Let readers waiting for this generation's entries go (they find them, or build their own)."""
+    def _stem(self, key: str | None) -> StemLexical:
+        """The stemmed arm of the document-level BM25 keyed ``key``: built and stored, then mapped from its
+        entry, so that the build's arrays (some 100 MB at 100k chunks) are not held with what is built next."""
+        assert self.doc_of_row is not None
+        stem = StemLexical.load(self.bm25, self.doc_of_row, self.cache_dir, self.index_id, source_key=key, wait=False)
+        if isinstance(stem.chunks.weights, np.memmap):
+            return stem
+        stored = key is not None and (
+            self.cache_dir / f"{STEM_KIND}-{self.index_id}-{source_cache_key(key, DEFAULT_STEM_K1, DEFAULT_STEM_B)}"
+        ).is_dir()
+        if not stored:
+            return stem  # not stored (a read-only cache): keep what was built
+        del stem  # built here and stored: the next load maps the entry
+        return StemLexical.load(self.bm25, self.doc_of_row, self.cache_dir, self.index_id, source_key=key, wait=False)
+
+    def release_lexical(self) -> None:
+        """Let readers waiting for this generation's lexical entries go (they find them, or build their own)."""
         if self.lock is not None:
             self.lock.release()
+
+    def release(self) -> None:
+        """Let readers waiting for any of this generation's entries go (they find them, or build their own)."""
+        self.release_lexical()
+        if self.ivf is not None:
+            self.ivf.release()
 
     def _lexical(self, still_wanted: Callable[[], bool]) -> None:
         """The document-level BM25 entry, then the stemmed arm's when it is in use: spliced from the previous
@@ -226,10 +286,10 @@ class Derivation:
                                                                                      tidy=False):
                     return
                 lex = self._mapped(self.key)
-            if stem is None and still_wanted() and _stem_in_use(self.cache_dir, self.index_id):
-                # A reader searched the stemmed arm (bm25stem, hybrid's default) before: the next one finds it ready.
-                stem = StemLexical.load(self.bm25, self.doc_of_row, self.cache_dir, self.index_id, source_key=lex.key,
-                                        wait=False)
+            if stem is None and still_wanted() and (self.everything or _stem_in_use(self.cache_dir, self.index_id)):
+                # A one-shot writer, or a reader searched the stemmed arm (bm25stem, hybrid's default) before:
+                # the next one finds it ready.
+                stem = self._stem(lex.key)
             self.lexical = Lexical(name, lex, stem)
         except (OSError, ValueError, MemoryError):
             pass  # the readers build it: time, not a wrong answer
@@ -242,17 +302,13 @@ def _spliced_index(old: BM25Index, row_map: npt.NDArray[np.int64], n_rows: int, 
 
 
 def _stem_in_use(cache_dir: Path, index_id: str) -> bool:
-    """Whether the cache holds a stemmed arm of ``index_id`` (a reader built one for an earlier generation)."""
-    return _in_use(cache_dir, STEM_KIND, index_id)
+    """Whether a reader searched ``index_id``'s stemmed arm (``arraycache.mark_used``)."""
+    return used(cache_dir, STEM_KIND, index_id)
 
 
-def _in_use(cache_dir: Path, kind: str, index_id: str) -> bool:
-    """Whether the cache holds an entry of ``kind`` for ``index_id`` (a reader built one for an earlier generation)."""
-    prefix = f"{kind}-{index_id}-"
-    try:
-        return any(n.startswith(prefix) and ".tmp" not in n for n in os.listdir(cache_dir))
-    except OSError:
-        return False
+def _ivf_in_use(cache_dir: Path, index_id: str) -> bool:
+    """Whether a reader searched ``index_id`` with IVF (``arraycache.mark_used``)."""
+    return used(cache_dir, "ivf", entry_name(index_id))
 
 
 def tidy(cache_dir: Path, index_id: str) -> None:

@@ -97,6 +97,8 @@ class Plan:
     """meta.json for a number of chunks."""
     compare: Path | None = None
     """The published generation to compare with: nothing is written if the result is its bytes."""
+    derive_all: bool = False
+    """Make every derived entry of the generation (``derive.Derivation.everything``)."""
 
 
 def rebuild(plan: Plan, journal: EmbedJournal, report: SyncReport, tick: Progress) -> Rebuilt:
@@ -310,7 +312,7 @@ class _Run:
         self.ends = []
         stops = np.cumsum(np.array(self.sizes, dtype=np.int64))
         spans = zip((stops - np.array(self.sizes, dtype=np.int64)).tolist(), stops.tolist())
-        derived = derive.Derivation.plan(plan.cache_dir, plan.index_id, decoded, key, spans)
+        derived = derive.Derivation.plan(plan.cache_dir, plan.index_id, decoded, key, spans, everything=plan.derive_all)
         del decoded
         new.commit(before_swap=lambda d: derived.before_swap(d, ends=ends, bm25_key=key))
         out.published, out.derived = True, derived

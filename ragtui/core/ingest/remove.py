@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ragtui.core.errors import StorageError, UsageError
+from ragtui.core.index.arraycache import used_marker
 from ragtui.core.index.index_format import META
 from ragtui.core.ingest.keeper import KeeperLock
 from ragtui.core.ingest.publish import IndexLock, check_index_id, rag_root, state_dir
@@ -53,13 +54,18 @@ def _cache_pattern(index_id: str) -> re.Pattern[str]:
     # v<version><letters>-<40 hex>; doclex and stem by the id, keyed v<version>-<40 hex>; verified by the id,
     # keyed by 40 hex; ivf and ivfcal (the IVF calibration) by the id made filename-safe, keyed by 32 hex.
     # The key shape keeps "docs" from matching the entries of an index called "docs-2".
-    ivf_name = re.sub(r"[^A-Za-z0-9_.-]", "_", index_id)[:64] or "_"
+    ivf_name = _ivf_name(index_id)
     return re.compile(
         rf"(?:bm25-{re.escape(index_id)}-v\d+[a-z]*-[0-9a-f]{{40}}|verified-{re.escape(index_id)}-[0-9a-f]{{40}}"
         rf"|(?:doclex|stem)-{re.escape(index_id)}-v\d+-[0-9a-f]{{40}}"
         rf"|(?:ivf|ivfcal)-{re.escape(ivf_name)}-[0-9a-f]{{32}})"
         rf"(?:\.tmp\d+)?"
     )
+
+
+def _ivf_name(index_id: str) -> str:
+    """``index_id`` as the IVF entries name it (``ivf_cache.entry_name``)."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", index_id)[:64] or "_"
 
 
 def cache_entries(artifacts: str | os.PathLike[str], index_id: str) -> list[Path]:
@@ -134,6 +140,9 @@ def remove_index(artifacts: str | os.PathLike[str], index_id: str) -> RemoveRepo
                 step = f"removing {entry}"
                 _remove_tree(entry)
                 report.cache_entries.append(entry.name)
+            for kind, name in (("stem", index_id), ("ivf", _ivf_name(index_id))):
+                # The notes that readers searched this index that way: a new index of the same name starts without.
+                used_marker(rag_root(artifacts) / ".cache", kind, name).unlink(missing_ok=True)
         except OSError as e:
             raise StorageError(f"cannot delete index {index_id!r}: {step} failed: {e.strerror or e}") from None
     return report

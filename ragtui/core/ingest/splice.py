@@ -226,7 +226,8 @@ class Spliced:
 
 
 def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembly, meta: IndexMeta,
-                   report: SyncReport, tick: Progress, cache_dir: Path, lexical: Lexical | None = None) -> Spliced:
+                   report: SyncReport, tick: Progress, cache_dir: Path, lexical: Lexical | None = None, *,
+                   derive_all: bool = False) -> Spliced:
     """Publish ``asm`` (laid out against ``gen``) as the next generation; the caller holds the lock.
 
     meta.json, docs.jsonl and vectors.f32 do not depend on the BM25 work: a
@@ -273,7 +274,7 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
             bm25_key = place(bm25_bytes)
             ends = _docs_ends(gen, asm, pieces[DOCS])
             report.seconds["cache"] = time.perf_counter() - t0
-            derived = Derivation.plan(cache_dir, index_id, decoded, bm25_key, asm.rows.values())
+            derived = Derivation.plan(cache_dir, index_id, decoded, bm25_key, asm.rows.values(), everything=derive_all)
             report.seconds["cache"] = time.perf_counter() - t0
             if lexical is not None and lexical.generation == old.generation:
                 # The previous generation's document-level and stemmed BM25 are spliced as the chunk index was.

@@ -16,6 +16,7 @@ files on disk are provably the ones it describes.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import os
 import threading
@@ -54,6 +55,7 @@ from ragtui.core.ingest.skips import Skips, load_skips, save_skips
 from ragtui.core.ingest.splice import Generation, following, open_generation, publish_splice, warm
 from ragtui.core.ingest.state import FileEntry, FileTable, IndexSettings, WriterState, chunk_total, index_stamp
 from ragtui.core.ingest.state_store import StateStore
+from ragtui.core.ingest.streamed import give_back
 from ragtui.core.ingest.walk import WalkRules
 
 __all__ = ["IndexWriter", "open_published"]
@@ -87,6 +89,7 @@ class IndexWriter:
         b: float = 0.75,
         rules: WalkRules | None = None,
         derive_behind: bool = False,
+        derive_all: bool | None = None,
     ) -> None:
         check_bm25_params(k1, b)
         self.folder = Path(os.path.abspath(folder))
@@ -111,7 +114,14 @@ class IndexWriter:
         self._derive_behind = derive_behind
         """Build a published generation's derived entries in a thread (a long-running writer: its next save
         need not wait for them); by default ``sync`` returns once they are stored."""
-        self._deriving: threading.Thread | None = None
+        self._derive_all = not derive_behind if derive_all is None else derive_all
+        """Make the stemmed arm and the IVF lists at every publish (default: a one-shot writer does, so that a
+        fresh reader builds nothing; a long-running one makes them once a reader searched that way)."""
+        self._deriver: concurrent.futures.ThreadPoolExecutor | None = None
+        """The one thread that derives behind: every build runs in it, one after another, so the memory a build
+        frees stays where the next build takes it (glibc gives each thread an arena of its own: builds in
+        threads of their own, overlapping when saves come faster than the builds, each kept what it had freed)."""
+        self._deriving: concurrent.futures.Future[None] | None = None
         self._published = 0
         """Generations this writer published: a thread deriving an older one stops between its steps."""
         self._derived: derive.Derivation | None = None
@@ -307,7 +317,11 @@ class IndexWriter:
 
         def run() -> None:
             try:
-                derived.after_swap(still_wanted=lambda: self._published == mine, embedder=self.embedder)
+                # A one-shot writer gives the heap back between the builds (each frees hundreds of MB at 100k
+                # chunks); a long-running one keeps it for the next save (``ragtui.watch.memory``).
+                between = None if self._derive_behind else give_back
+                derived.after_swap(still_wanted=lambda: self._published == mine, embedder=self.embedder,
+                                   between=between)
                 derive.tidy(self._cache_dir, self.index_id)
             except Exception:  # noqa: BLE001 - derived entries only save readers time; a reader builds its own
                 pass
@@ -317,16 +331,17 @@ class IndexWriter:
             run()
             report.seconds["derive"] = time.perf_counter() - t0
             return
-        thread = threading.Thread(target=run, name=f"derive {self.index_id}")
-        self._deriving = thread
-        thread.start()
+        if self._deriver is None:
+            self._deriver = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"derive {self.index_id}")
+        # A build of an older generation still running stops at its next step (still_wanted): this one follows.
+        self._deriving = self._deriver.submit(run)
 
     def wait_derived(self, timeout: float | None = None) -> None:
         """Wait (at most ``timeout`` s) until the derived entries of the last generation this writer published
         are stored (or given up)."""
-        thread = self._deriving
-        if thread is not None:
-            thread.join(timeout)
+        future = self._deriving
+        if future is not None:
+            concurrent.futures.wait([future], timeout)
 
     def _meta(self, n_chunks: int) -> IndexMeta:
         e = self.embedder
@@ -353,7 +368,7 @@ class IndexWriter:
         embed_pending(asm, e, journal, report, tick)
         lexical = self._derived.lexical if self._derived is not None else None
         done = publish_splice(self.artifacts, self.index_id, gen, asm, self._meta(asm.n_rows), report, tick,
-                              self._cache_dir, lexical)
+                              self._cache_dir, lexical, derive_all=self._derive_all)
         # Readers already see the new generation; what follows only saves readers time and tidies up.
         self._derive(done.derived, report)
         t0 = time.perf_counter()
@@ -403,7 +418,7 @@ class IndexWriter:
         # 3-4. Chunked, embedded and written a batch of documents at a time, then published as one unit.
         plan = Plan(self.artifacts, self.index_id, self._cache_dir, by_bytes(found.seen), found.new_texts, prev, e,
                     self.max_tokens, self.overlap, self._embeds_ids, self.k1, self.b, self._meta,
-                    compare=old.path if old is not None and not trusted else None)
+                    compare=old.path if old is not None and not trusted else None, derive_all=self._derive_all)
         done = rebuild(plan, journal, report, tick)
         report.chunks_added, report.chunks_removed, report.chunks_total = done.chunks_added, done.chunks_removed, done.n_rows
         report.published, report.bytes_written = done.published, done.bytes_written

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ALGORITHM_VERSION",
+    "BuildStopped",
     "CALIBRATION_K",
     "CALIBRATION_QUERIES",
     "CALIBRATION_SPAN_WORDS",
@@ -98,7 +99,7 @@ _SPAN_MAX_CHARS = 200  # a "word" of a chunk may be a long token (a hash, a base
 # Rows per block when scoring against all centroids: bounds the float64
 # temporaries to a few MiB whatever n is.
 _BLOCK_ROWS = 4096
-_SCORE_BLOCK = 1 << 23  # float32 + float64 scores of the calibration, per block of queries
+_SCORE_BLOCK = 1 << 23  # float32 scores of the calibration, per block of queries (one row at a time in float64)
 
 
 @dataclass(frozen=True)
@@ -191,19 +192,41 @@ def _dot64(rows32: np.ndarray, centroid: np.ndarray) -> np.ndarray:
     return vecdot(np.asarray(rows32, dtype=np.float64), centroid)
 
 
-def seed_centroids(train: np.ndarray, nlist: int, rng: PCG32) -> np.ndarray:
+def _dot64_rows(rows32: np.ndarray, centroid: np.ndarray, which: np.ndarray | None = None) -> np.ndarray:
+    """``_dot64(rows32[which], centroid)`` (``which`` None: every row), ``_BLOCK_ROWS`` rows at a time: the
+    same bits (one ddot per pair), but the float64 copy of the rows never exceeds a block (a few MiB)."""
+    n = rows32.shape[0] if which is None else which.shape[0]
+    out = np.empty(n, dtype=np.float64)
+    for lo in range(0, n, _BLOCK_ROWS):
+        part = rows32[lo : lo + _BLOCK_ROWS] if which is None else rows32[which[lo : lo + _BLOCK_ROWS]]
+        out[lo : lo + part.shape[0]] = _dot64(part, centroid)
+    return out
+
+
+class BuildStopped(Exception):
+    """A build's ``should_stop`` said to give up (nobody will read what it was building)."""
+
+
+def _check(should_stop: Callable[[], bool] | None) -> None:
+    if should_stop is not None and should_stop():
+        raise BuildStopped
+
+
+def seed_centroids(train: np.ndarray, nlist: int, rng: PCG32, *,
+                   should_stop: Callable[[], bool] | None = None) -> np.ndarray:
     """k-means++ over the float32 rows ``train`` (S's order): return ``nlist`` float64 centroids.
 
     Each further centroid draws ``uniform()`` first and, only if the total
     weight is 0, ``below(|S|)`` as well (spec/pcg32.md fixes that order).
     Weights are exactly those of a plain float64 pass (``_dot64`` on every row):
-    a float32 screen only skips rows it proves cannot get closer.
+    a float32 screen only skips rows it proves cannot get closer. ``should_stop``
+    is asked every 64 centroids (``BuildStopped``).
     """
     m, dim = train.shape
     centroids = np.empty((nlist, dim), dtype=np.float64)
     first = rng.below(m)
     centroids[0] = train[first]
-    best = _dot64(train, centroids[0])  # max over chosen centroids of x·c, per row of S
+    best = _dot64_rows(train, centroids[0])  # max over chosen centroids of x·c, per row of S
     # 2x the bound: a skipped row's exact x·c is then below best by a full bound.
     slack = 2.0 * _dot_error_bound(dim, _max_norm(train), _max_norm(train))
     for c in range(1, nlist):
@@ -221,7 +244,9 @@ def seed_centroids(train: np.ndarray, nlist: int, rng: PCG32) -> np.ndarray:
         centroids[c] = train[chosen]
         if c + 1 < nlist:
             near = np.flatnonzero(vecdot(train, train[chosen]) >= best - slack)
-            best[near] = np.maximum(best[near], _dot64(train[near], centroids[c]))
+            best[near] = np.maximum(best[near], _dot64_rows(train, centroids[c], near))
+        if c % 64 == 0:
+            _check(should_stop)
     return centroids
 
 
@@ -268,24 +293,28 @@ def _group(labels: np.ndarray, nlist: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _update(train: np.ndarray, labels: np.ndarray, centroids: np.ndarray) -> np.ndarray:
-    """One Lloyd update: members' L2-normalized float64 sum; no members or a zero sum keeps the old one."""
+    """One Lloyd update: members' L2-normalized float64 sum; no members or a zero sum keeps the old one.
+
+    Each list's members are gathered on their own (the same rows in the same order, so the same sums),
+    not the whole training set reordered at once."""
     offsets, order = _group(labels, centroids.shape[0])
-    members = train[order]
     new = centroids.copy()
     total = np.empty(train.shape[1], dtype=np.float64)
     for c in np.flatnonzero(np.diff(offsets)):
-        members[offsets[c] : offsets[c + 1]].sum(axis=0, dtype=np.float64, out=total)
+        train[order[offsets[c] : offsets[c + 1]]].sum(axis=0, dtype=np.float64, out=total)
         norm = math.sqrt(float(total @ total))
         if norm > 0.0:
             new[c] = total / norm
     return new
 
 
-def _lloyd(train: np.ndarray, centroids: np.ndarray, iters: int) -> tuple[np.ndarray, int]:
+def _lloyd(train: np.ndarray, centroids: np.ndarray, iters: int,
+           should_stop: Callable[[], bool] | None = None) -> tuple[np.ndarray, int]:
     """Up to ``iters`` Lloyd iterations; return (centroids, updates done)."""
     previous = None
     done = 0
     for _ in range(iters):
+        _check(should_stop)
         labels = nearest_centroid(train, centroids)
         # Same assignment as last time: the update would reproduce the same centroids.
         if previous is not None and np.array_equal(labels, previous):
@@ -358,12 +387,12 @@ class IVFIndex:
         label = np.empty(n, dtype=np.int64)
         label[self.rows] = np.repeat(np.arange(nlist, dtype=np.int64), np.diff(self.offsets))
         hits = np.zeros(nlist + 1, dtype=np.int64)  # true neighbours first reached at each nprobe
-        step = max(1, _SCORE_BLOCK // n)  # bounds the (queries, n) score block to ~100 MB whatever n is
+        step = max(1, _SCORE_BLOCK // n)  # bounds the (queries, n) float32 score block to 32 MiB whatever n is
         for lo in range(0, queries.shape[0], step):
             block = queries[lo : lo + step]
-            exact = np.asarray(block @ np.asarray(vectors, dtype=np.float32).T, dtype=np.float64)
+            exact = block @ np.asarray(vectors, dtype=np.float32).T
             for i in range(block.shape[0]):
-                truth = top_k(exact[i], None, k)[0]
+                truth = top_k(exact[i].astype(np.float64), None, k)[0]  # one row in float64 at a time
                 order = self.probe(block[i], nlist)  # lists best first, ties lowest, as search probes them
                 rank = np.empty(nlist, dtype=np.int64)
                 rank[order] = np.arange(nlist)
@@ -544,12 +573,18 @@ def build_ivf(vectors: np.ndarray, index_id: str, params: IVFParams | None = Non
     return index
 
 
-def _lists(v: np.ndarray, index_id: str, p: ResolvedIVFParams) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """Sections 3.1-3.4 of spec/ivf.md for n >= 1: (centroids, offsets, rows, Lloyd updates)."""
+def _lists(v: np.ndarray, index_id: str, p: ResolvedIVFParams, should_stop: Callable[[], bool] | None = None
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Sections 3.1-3.4 of spec/ivf.md for n >= 1: (centroids, offsets, rows, Lloyd updates).
+
+    Memory: the training rows (float32, ``train_cap`` of them) and the row labels (8 bytes a row), plus
+    blocks of ``_BLOCK_ROWS`` rows; ``should_stop`` is asked between steps (``BuildStopped``)."""
     rng = index_rng(index_id)
     train_rows = training_rows(v.shape[0], p.train_cap, rng)
     train = np.ascontiguousarray(v[train_rows])
-    centroids = seed_centroids(train, p.nlist, rng)
-    centroids, iterations = _lloyd(train, centroids, p.iters)
+    centroids = seed_centroids(train, p.nlist, rng, should_stop=should_stop)
+    centroids, iterations = _lloyd(train, centroids, p.iters, should_stop)
+    del train
+    _check(should_stop)
     offsets, rows = _group(nearest_centroid(v, centroids), p.nlist)
     return centroids, offsets, rows, iterations

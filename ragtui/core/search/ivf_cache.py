@@ -10,7 +10,9 @@ What callers may rely on:
   ``generation_key``) is found without reading its vectors: the first IVF query of a
   fresh process reads the entry's centroids and row numbers and the lists it probes.
 - ``warm_ivf_cache`` stores a freshly published generation's entry ahead of its
-  readers (for the writer's publish step).
+  readers (for the writer's publish step). The writer holds the index's
+  ``ivf_lock`` meanwhile, and a reader that misses the entry waits for it,
+  then finds the entry instead of building the same lists beside the writer.
 
 Entries (``arraycache`` layout, under ``<artifacts>/rag/.cache/``):
 ``ivf-<index_id>-<key>/`` holds centroids, offsets, rows, the vectors in list order
@@ -27,13 +29,14 @@ import re
 import shutil
 import time
 import zlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
-from ragtui.core.index.arraycache import evict, load_entry, store_arrays
+from ragtui.core.index.arraycache import BuildLock, evict, load_entry, store_arrays, store_streamed
 from ragtui.core.search.flat import as_vectors
 from ragtui.core.search.ivf import (
     _BLOCK_ROWS,
@@ -44,6 +47,7 @@ from ragtui.core.search.ivf import (
     IVFIndex,
     IVFParams,
     ResolvedIVFParams,
+    _check,
     _lists,
     build_ivf,
     calibration_text,
@@ -55,7 +59,7 @@ if TYPE_CHECKING:
     from ragtui.core.embedders.base import Embedder
     from ragtui.core.index.index_format import IndexData
 
-__all__ = ["build_ivf_cached", "cache_key", "generation_key", "warm_ivf_cache"]
+__all__ = ["build_ivf_cached", "cache_key", "entry_name", "generation_key", "ivf_lock", "warm_ivf_cache"]
 
 
 def cache_key(vectors: np.ndarray, index_id: str, params: ResolvedIVFParams, key_material: str,
@@ -140,8 +144,14 @@ def _sound(
     return (centroids, offsets, rows, packed, sums) if rising.all() else None
 
 
-def _entry_name(index_id: str) -> str:
+def entry_name(index_id: str) -> str:
+    """``index_id`` made filename-safe, as the IVF entries are named."""
     return re.sub(r"[^A-Za-z0-9_.-]", "_", index_id)[:64] or "_"
+
+
+def ivf_lock(index_id: str) -> str:
+    """The ``BuildLock`` name under which a writer makes the IVF entries of index ``index_id``."""
+    return f"ivf-{entry_name(index_id)}"
 
 
 def build_ivf_cached(
@@ -153,6 +163,8 @@ def build_ivf_cached(
     *,
     texts: CalibrationText | None = None,
     generation_key: str | None = None,
+    wait: bool = True,
+    should_stop: Callable[[], bool] | None = None,
 ) -> IVFIndex:
     """``build_ivf``, reusing a cached build from ``cache_dir`` when one matches exactly.
 
@@ -170,6 +182,10 @@ def build_ivf_cached(
     names docs.jsonl too, the span texts themselves (so a changed docs.jsonl never
     reuses it). ``cache_dir`` None disables the cache;
     it must lie outside the index directory.
+
+    ``wait``: on a miss, first wait for a writer that holds the index's ``ivf_lock``
+    (it is making the entries of the generation it just published) and look again.
+    ``should_stop`` is asked between the build's steps (``ivf.BuildStopped``).
     """
     v = as_vectors(vectors)
     p = (params or IVFParams()).resolve(v.shape[0])
@@ -177,52 +193,51 @@ def build_ivf_cached(
         return build_ivf(v, index_id, params, texts=texts)
     started = time.perf_counter()
     key = cache_key(v, index_id, p, key_material, generation_key)[:32]
-    name = _entry_name(index_id)
+    name = entry_name(index_id)
     entry = Path(cache_dir) / f"ivf-{name}-{key}"
     arrays = load_entry(cache_dir, "ivf", name, key)
     hit = None if arrays is None else _sound(arrays, key, v.shape[0], v.shape[1], p.nlist)
+    if hit is None and wait:
+        with BuildLock.wait(Path(cache_dir), ivf_lock(index_id)):
+            pass  # a writer making this generation's lists is done: they may be there now
+        arrays = load_entry(cache_dir, "ivf", name, key)
+        hit = None if arrays is None else _sound(arrays, key, v.shape[0], v.shape[1], p.nlist)
     if hit is not None:
         centroids, offsets, rows, packed, sums = hit
         index = IVFIndex(v, centroids, offsets, rows, p, from_cache=True, packed=packed, sums=sums, entry=entry)
     else:
         # None or unsound: whatever is there under this key is damaged; drop it (arraycache's layout), store anew.
         shutil.rmtree(entry, ignore_errors=True)
-        index = _build_and_store(v, index_id, p, Path(cache_dir), name, key)
+        index = _build_and_store(v, index_id, p, Path(cache_dir), name, key, should_stop)
     if params is None or params.nprobe is None:
-        _calibrate_cached(index, v, index_id, texts, Path(cache_dir), name, key, generation_key is not None)
+        _check(should_stop)
+        _calibrate_cached(index, v, index_id, texts, Path(cache_dir), name, key, generation_key is not None,
+                          ivf_lock(index_id) if wait else None)
     index.build_seconds = time.perf_counter() - started
     return index
 
 
 def _build_and_store(v: np.ndarray, index_id: str, p: ResolvedIVFParams, cache_dir: Path, name: str,
-                     key: str) -> IVFIndex:
+                     key: str, should_stop: Callable[[], bool] | None = None) -> IVFIndex:
     """Build the lists, store their entry, and return the index mapped from it (in memory if it cannot be stored).
 
-    The vectors are put in list order through a temporary file in ``cache_dir``, block by block,
-    so the build holds no second copy of them in memory.
+    The vectors are written to the entry in list order ``_BLOCK_ROWS`` rows at a time, each list's CRC-32
+    taken as its rows go by (``_packed_blocks``): the build holds no second copy of them, in memory or mapped.
     """
     started = time.perf_counter()
-    centroids, offsets, rows, iterations = _lists(v, index_id, p)
-    spool = cache_dir / f"ivf-{name}-{key}.packed.tmp{os.getpid()}"
+    centroids, offsets, rows, iterations = _lists(v, index_id, p, should_stop)
+    sums = np.zeros(offsets.shape[0] - 1, dtype=np.uint32)
+
+    def rest() -> dict[str, np.ndarray]:
+        return {"centroids": centroids, "offsets": offsets, "rows": rows, "sums": sums,
+                "digest": _digest(key, centroids, offsets, rows, sums)}
+
     try:
-        try:
-            cache_dir.mkdir(parents=True, exist_ok=True)
-            spooled = np.lib.format.open_memmap(spool, mode="w+", dtype="<f4", shape=v.shape)
-            for lo in range(0, rows.shape[0], _BLOCK_ROWS * 4):
-                spooled[lo : lo + _BLOCK_ROWS * 4] = v[rows[lo : lo + _BLOCK_ROWS * 4]]
-            spooled.flush()
-            packed: np.ndarray = spooled
-        except (OSError, ValueError):
-            packed = np.ascontiguousarray(v[rows], dtype=np.float32)
-        sums = _list_sums(packed, offsets)
-        stored = store_arrays(cache_dir, "ivf", name, key, {
-            "centroids": centroids, "offsets": offsets, "rows": rows, "packed": packed, "sums": sums,
-            "digest": _digest(key, centroids, offsets, rows, sums)})
-    finally:
-        try:
-            os.unlink(spool)
-        except OSError:
-            pass
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        stored = store_streamed(cache_dir, "ivf", name, key,
+                                {"packed": (v.shape, np.dtype("<f4"), _packed_blocks(v, rows, offsets, sums))}, rest)
+    except OSError:
+        stored = False
     seconds = time.perf_counter() - started
     if stored:
         evict(cache_dir, "ivf", name)
@@ -234,15 +249,38 @@ def _build_and_store(v: np.ndarray, index_id: str, p: ResolvedIVFParams, cache_d
     return IVFIndex(v, centroids, offsets, rows, p, iterations=iterations, build_seconds=seconds)
 
 
+def _packed_blocks(v: np.ndarray, rows: np.ndarray, offsets: np.ndarray, sums: np.ndarray) -> Iterator[np.ndarray]:
+    """The rows of ``v`` in list order (``rows``), ``_BLOCK_ROWS`` at a time; fills ``sums`` with each list's
+    CRC-32 of those bytes as they go by (what ``_list_sums`` gives over the whole list-ordered copy)."""
+    nlist = offsets.shape[0] - 1
+    c, crc = 0, 0
+    for lo in range(0, rows.shape[0], _BLOCK_ROWS):
+        block = np.ascontiguousarray(v[rows[lo : lo + _BLOCK_ROWS]], dtype="<f4")
+        hi = lo + block.shape[0]
+        at = lo
+        while c < nlist:
+            end = min(int(offsets[c + 1]), hi)
+            crc = zlib.crc32(block[at - lo : end - lo].data, crc)
+            at = end
+            if end < int(offsets[c + 1]):
+                break  # list c goes on in the next block
+            sums[c], c, crc = crc, c + 1, 0
+        yield block
+    while c < nlist:  # empty lists at the end
+        sums[c], c = zlib.crc32(b""), c + 1
+
+
 _METHODS = {"spans": 1.0, "sums": 2.0}
 
 
 def _calibrate_cached(index: IVFIndex, v: np.ndarray, index_id: str, texts: CalibrationText | None,
-                      cache_dir: Path, name: str, lists_key: str, whole_generation: bool) -> None:
+                      cache_dir: Path, name: str, lists_key: str, whole_generation: bool,
+                      lock: str | None = None) -> None:
     """``index.calibrate``, through the cache: spans when they can be embedded or are cached, else sums.
 
     ``whole_generation``: ``lists_key`` names the generation's four files (its ``verified`` key), docs.jsonl
     with them, so the span texts need not be read to key their calibration; else they enter the key.
+    ``lock``: before calibrating, wait for a writer holding that ``BuildLock`` and look again.
     """
     n = int(v.shape[0])
 
@@ -272,9 +310,18 @@ def _calibrate_cached(index: IVFIndex, v: np.ndarray, index_id: str, texts: Cali
         if store_arrays(cache_dir, "ivfcal", name, key, {"calibration": row}):
             evict(cache_dir, "ivfcal", name, keep=4)
 
+    def waited() -> None:
+        if lock is not None:
+            with BuildLock.wait(cache_dir, lock):
+                pass  # a writer calibrating this generation's lists is done
+
     if texts is not None:
         spans = None if whole_generation else span_texts(n, index_id, texts)
         key = key_of("spans", spans)
+        if cached(key, "spans"):
+            return
+        waited()
+        lock = None
         if cached(key, "spans"):
             return
         if texts.embed is not None:
@@ -283,13 +330,16 @@ def _calibrate_cached(index: IVFIndex, v: np.ndarray, index_id: str, texts: Cali
             store(key)
             return
     key = key_of("sums", [])
+    if cached(key, "sums"):
+        return
+    waited()
     if not cached(key, "sums"):
         index.calibrate(v, index_id)
         store(key)
 
 
 def warm_ivf_cache(index: IndexData | str | os.PathLike[str], cache_dir: Path, *, embedder: Embedder | None = None,
-                   params: IVFParams | None = None) -> IVFIndex:
+                   params: IVFParams | None = None, should_stop: Callable[[], bool] | None = None) -> IVFIndex:
     """Build and store the IVF cache entry of a freshly published generation, ahead of its readers.
 
     ``index`` is the generation (its directory or the ``IndexData`` read from it with this
@@ -297,14 +347,18 @@ def warm_ivf_cache(index: IndexData | str | os.PathLike[str], cache_dir: Path, *
     keyed as a reader will look for it); ``embedder`` the index's own (without it the
     calibration falls back to sums of rows); ``params`` the reader's IVF settings (None:
     the defaults). Returns the index, mapped from the stored entry. Raises what reading
-    the index raises; a cache that cannot be written only costs the next reader the build.
+    the index raises, and ``ivf.BuildStopped`` when ``should_stop()`` (asked between the
+    build's steps) says nobody will read this generation any more; a cache that cannot be
+    written only costs the next reader the build. It does not wait for the index's
+    ``ivf_lock``: its caller holds it.
     """
     from ragtui.core.index.index_format import IndexData as _IndexData
     from ragtui.core.index.index_format import read_index
 
     data = index if isinstance(index, _IndexData) else read_index(index, full=False, cache_dir=cache_dir)
     return build_ivf_cached(data.vectors, data.meta.index_id, params, cache_dir, key_material=data.generation,
-                            texts=calibration_text(data, embedder), generation_key=generation_key(data))
+                            texts=calibration_text(data, embedder), generation_key=generation_key(data), wait=False,
+                            should_stop=should_stop)
 
 
 def generation_key(data: IndexData) -> str | None:

@@ -392,14 +392,17 @@ class Retriever:
 
     def _ivf_for(self, data: IndexData) -> IVFIndex:
         """The IVF lists of generation ``data``; kept only while ``data`` is the current one."""
+        from ragtui.core.index.arraycache import mark_used
         from ragtui.core.search.ivf import IVFParams, calibration_text
-        from ragtui.core.search.ivf_cache import build_ivf_cached, generation_key
+        from ragtui.core.search.ivf_cache import build_ivf_cached, entry_name, generation_key
 
         if self._parent is not None:
             return self._parent._ivf_for(data)
         with self._ivf_lock:
             if self._ivf is not None and self._ivf[0] is data:
                 return self._ivf[1]
+            # A long-running writer makes the next generations' lists ahead of readers from now on.
+            mark_used(self.cache_dir, "ivf", entry_name(data.meta.index_id))
             params = self.ivf_params or IVFParams()
             # The calibration embeds short spans of the chunks with the index's own embedder (when there is one).
             lists = build_ivf_cached(
@@ -456,7 +459,8 @@ class Retriever:
         return self._stemlex_for(self._data)
 
     def _stemlex_for(self, data: IndexData) -> StemLexical:
-        from ragtui.core.search.stemmed import StemLexical
+        from ragtui.core.index.arraycache import mark_used
+        from ragtui.core.search.stemmed import STEM_KIND, StemLexical
 
         if self._parent is not None:
             return self._parent._stemlex_for(data)
@@ -464,6 +468,8 @@ class Retriever:
         with self._stemlex_lock:
             if self._stemlex is not None and self._stemlex[0] is data:
                 return self._stemlex[1]
+            # A long-running writer makes the next generations' stemmed arm ahead of readers from now on.
+            mark_used(self.cache_dir, STEM_KIND, data.meta.index_id)
             built = StemLexical.load(data.bm25, doclex.doc_of_row, self.cache_dir, data.meta.index_id,
                                      source_key=doclex.key)
             if data is self._data:
