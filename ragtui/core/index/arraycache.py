@@ -17,7 +17,7 @@ import os
 import shutil
 import stat
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +25,7 @@ import numpy as np
 from ragtui.core.files import remove_dead_temporaries
 
 __all__ = [
-    "BuildLock", "StagedArrays", "cached_arrays", "evict", "load_entry", "remove_dead_temporaries", "store_arrays",
+    "BuildLock", "StagedArrays", "StreamedEntry", "cached_arrays", "evict", "load_entry", "remove_dead_temporaries", "store_arrays",
 ]
 
 _MARKER = "complete"
@@ -252,6 +252,78 @@ class StagedArrays:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         return True
+
+
+class StreamedEntry:
+    """``StagedArrays`` for arrays too large to hold whole: each array is written a block at a time.
+
+    ``add`` writes one array's ``.npy`` file from its blocks (the bytes
+    ``np.save`` writes for the whole array); ``place`` names the entry with
+    its key once it is known. Best effort like every write here: after a
+    failure to write, ``ok`` is False and ``place`` leaves no entry. Until
+    placed the arrays are under a temporary name (never read; removed by
+    ``discard`` or, once this process is gone, by the next writer).
+    """
+
+    def __init__(self, cache_dir: Path, kind: str, name: str) -> None:
+        self._prefix = f"{kind}-{name}-"
+        tmp = Path(cache_dir) / f"{kind}-{name}-streamed.tmp{os.getpid()}"
+        self._tmp: Path | None = tmp
+        try:
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+        except OSError:
+            self._tmp = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether everything added so far is written."""
+        return self._tmp is not None
+
+    def add(self, key: str, dtype: np.dtype | type, n: int, blocks: Iterable[np.ndarray]) -> None:
+        """The 1-d array ``key`` of ``n`` values of ``dtype``, given as ``blocks`` that follow each other."""
+        dtype = np.dtype(dtype)
+        if self._tmp is None:
+            for _ in blocks:  # the caller's work is done either way (its blocks may be what it needs next)
+                pass
+            return
+        written = 0
+        try:
+            with open(self._tmp / f"{key}.npy", "wb") as f:
+                header = np.lib.format.header_data_from_array_1_0(np.empty(0, dtype=dtype))
+                header["shape"] = (n,)
+                np.lib.format.write_array_header_1_0(f, header)
+                for block in blocks:
+                    block = np.ascontiguousarray(block, dtype=dtype)
+                    f.write(block.data)
+                    written += block.size
+            if written != n:
+                raise ValueError(f"{key}: {written} values written where {n} were announced")
+        except OSError:
+            self.discard()
+
+    def place(self, key: str) -> bool:
+        """Name the arrays as the entry of ``key``; True when that entry is there (placed now or before)."""
+        tmp, self._tmp = self._tmp, None
+        if tmp is None:
+            return False
+        entry = tmp.with_name(self._prefix + key)
+        try:
+            if not (entry / _MARKER).is_file():
+                (tmp / _MARKER).write_bytes(b"")
+                _rename_into(tmp, entry)
+                os.utime(entry)
+        except OSError:
+            return False
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return True
+
+    def discard(self) -> None:
+        """Remove what was written; nothing will be placed."""
+        tmp, self._tmp = self._tmp, None
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _write_entry(tmp: Path, arrays: dict[str, np.ndarray]) -> None:
