@@ -67,6 +67,9 @@ DOCLEX_KIND = "doclex"
 DOCLEX_VERSION = 1
 """Bumped when the derivation or the entry's layout changes, so older entries are never read."""
 
+BUILD_BLOCK = 1 << 20
+"""Chunk postings ``DocLexical.build`` sums per document at a time (whole terms)."""
+
 DEFAULT_CHUNK_WEIGHT = 0.5
 """How much a chunk's own BM25 adds to its document's (chosen leave-one-collection-out, spec/ranking.md)."""
 CHUNK_WEIGHT_RANGE = RANGES["chunk_weight"]
@@ -249,42 +252,63 @@ class DocLexical:
             evict(cache_dir, DOCLEX_KIND, name)
 
     @classmethod
-    def build(cls, chunks: BM25Index, doc_of_row: npt.NDArray[np.int64], key: str | None = None) -> DocLexical:
-        """Sum the chunk postings of ``chunks`` per document (``doc_of_row`` non-decreasing); ``key`` is kept."""
+    def build(cls, chunks: BM25Index, doc_of_row: npt.NDArray[np.int64], key: str | None = None,
+              block: int = BUILD_BLOCK) -> DocLexical:
+        """Sum the chunk postings of ``chunks`` per document (``doc_of_row`` non-decreasing); ``key`` is kept.
+
+        The chunk postings are taken about ``block`` at a time (whole terms), so what is held beyond the
+        result is one block's temporaries: the chunk index may be mapped from its cache entry and larger
+        than memory would comfortably hold twice.
+        """
         doc_of_row = np.asarray(doc_of_row, dtype=np.int64)
         n_docs = int(doc_of_row[-1]) + 1 if doc_of_row.size else 0
         chunk_offsets = np.asarray(chunks.offsets, dtype=np.int64)
+        n_terms = chunk_offsets.size - 1
         n_post = int(chunks.post_doc.size)
-        if n_post:
-            # Four bytes per posting where the documents' numbers fit (they do below 2^31 documents).
-            narrow = doc_of_row.astype(np.int32) if n_docs < (1 << 31) else doc_of_row
-            doc = narrow[chunks.post_doc]
-            # Postings run term by term in ascending chunk order, and a document's chunks are
-            # contiguous rows: equal (term, document) pairs are neighbours. A document posting
-            # starts where the document changes or a term's postings begin.
-            new = np.empty(n_post, dtype=bool)
-            new[0] = True
-            np.not_equal(doc[1:], doc[:-1], out=new[1:])
-            firsts = chunk_offsets[:-1][chunk_offsets[:-1] < chunk_offsets[1:]]
-            new[firsts] = True
-            starts = np.flatnonzero(new)
-            del new
-            tf = np.add.reduceat(chunks.post_tf, starts, dtype=np.int64)
-            ddoc = doc[starts]
-            del doc
-            # Every term's first posting starts a document posting: its offset is the count of starts before it.
-            offsets = np.searchsorted(starts, chunk_offsets, side="left").astype(np.int64)
-        else:
-            tf = ddoc = np.zeros(0, dtype=np.int64)
-            offsets = np.zeros(chunk_offsets.size, dtype=np.int64)
+        # Four bytes per posting where the documents' numbers fit (they do below 2^31 documents).
+        narrow = doc_of_row.astype(np.int32) if n_docs < (1 << 31) else doc_of_row
+        # At most one document posting per chunk posting: the arrays are allocated for that many, and only the
+        # pages written are ever resident.
+        ddoc = np.empty(n_post, dtype=np.uint32)
+        tf = np.empty(n_post, dtype=np.uint32)
+        offsets = np.zeros(chunk_offsets.size, dtype=np.int64)
+        made = 0
+        t_lo = 0
+        while t_lo < n_terms:
+            t_hi = max(t_lo + 1, int(np.searchsorted(chunk_offsets, chunk_offsets[t_lo] + block, side="right")) - 1)
+            t_hi = min(t_hi, n_terms)
+            lo, hi = int(chunk_offsets[t_lo]), int(chunk_offsets[t_hi])
+            if hi > lo:
+                doc = narrow[chunks.post_doc[lo:hi]]
+                # Postings run term by term in ascending chunk order, and a document's chunks are
+                # contiguous rows: equal (term, document) pairs are neighbours. A document posting
+                # starts where the document changes or a term's postings begin.
+                new = np.empty(hi - lo, dtype=bool)
+                new[0] = True
+                np.not_equal(doc[1:], doc[:-1], out=new[1:])
+                term_lo = chunk_offsets[t_lo:t_hi] - lo
+                new[term_lo[term_lo < chunk_offsets[t_lo + 1 : t_hi + 1] - lo]] = True
+                starts = np.flatnonzero(new)
+                del new
+                n = starts.size
+                tf[made : made + n] = np.add.reduceat(chunks.post_tf[lo:hi], starts, dtype=np.int64)
+                ddoc[made : made + n] = doc[starts]
+                del doc
+                # Every term's first posting starts a document posting: its offset is the count of starts before it.
+                offsets[t_lo + 1 : t_hi + 1] = made + np.searchsorted(starts, chunk_offsets[t_lo + 1 : t_hi + 1] - lo,
+                                                                      side="left")
+                made += n
+            else:
+                offsets[t_lo + 1 : t_hi + 1] = made
+            t_lo = t_hi
         lengths = np.bincount(doc_of_row, weights=np.asarray(chunks.doc_len, dtype=np.float64), minlength=n_docs)
         postings = Postings(
             doc_len=np.minimum(lengths, np.iinfo(np.uint32).max).astype(np.uint32),
             term_blob=chunks.term_blob,
             term_starts=chunks.term_starts,
             offsets=offsets,
-            post_doc=ddoc,
-            post_tf=tf,
+            post_doc=ddoc[:made],
+            post_tf=tf[:made],
         )
         return cls(doc_of_row, BM25Index.from_postings(postings, chunks.k1, chunks.b), key)
 
