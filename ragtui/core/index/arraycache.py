@@ -19,6 +19,7 @@ import stat
 import weakref
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -282,25 +283,14 @@ class StreamedEntry:
 
     def add(self, key: str, dtype: np.dtype | type, n: int, blocks: Iterable[np.ndarray]) -> None:
         """The 1-d array ``key`` of ``n`` values of ``dtype``, given as ``blocks`` that follow each other."""
-        dtype = np.dtype(dtype)
-        if self._tmp is None:
-            for _ in blocks:  # the caller's work is done either way (its blocks may be what it needs next)
-                pass
-            return
-        written = 0
-        try:
-            with open(self._tmp / f"{key}.npy", "wb") as f:
-                header = np.lib.format.header_data_from_array_1_0(np.empty(0, dtype=dtype))
-                header["shape"] = (n,)
-                np.lib.format.write_array_header_1_0(f, header)
-                for block in blocks:
-                    block = np.ascontiguousarray(block, dtype=dtype)
-                    f.write(block.data)
-                    written += block.size
-            if written != n:
-                raise ValueError(f"{key}: {written} values written where {n} were announced")
-        except OSError:
-            self.discard()
+        column = self.column(key, dtype, n)
+        for block in blocks:  # consumed even when nothing is written: the caller's work may depend on it
+            column.write(block)
+        column.close()
+
+    def column(self, key: str, dtype: np.dtype | type, n: int) -> Column:
+        """The 1-d array ``key`` of ``n`` values of ``dtype``, to be written a block at a time (several at once)."""
+        return Column(self, key, np.dtype(dtype), n)
 
     def place(self, key: str) -> bool:
         """Name the arrays as the entry of ``key``; True when that entry is there (placed now or before)."""
@@ -324,6 +314,58 @@ class StreamedEntry:
         tmp, self._tmp = self._tmp, None
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+class Column:
+    """One array of a ``StreamedEntry`` being written: its ``.npy`` header, then its blocks in order."""
+
+    def __init__(self, entry: StreamedEntry, key: str, dtype: np.dtype, n: int) -> None:
+        self._entry, self._key, self._dtype, self._n = entry, key, dtype, n
+        self._written = 0
+        self._file: BinaryIO | None = None
+        tmp = entry._tmp
+        if tmp is None:
+            return
+        try:
+            self._file = open(tmp / f"{key}.npy", "wb")  # noqa: SIM115 - closed by close(), or on failure
+            header = np.lib.format.header_data_from_array_1_0(np.empty(0, dtype=dtype))
+            header["shape"] = (n,)
+            np.lib.format.write_array_header_1_0(self._file, header)
+        except OSError:
+            self._fail()
+
+    def write(self, block: np.ndarray) -> None:
+        if self._file is None or self._entry._tmp is None:
+            return
+        block = np.ascontiguousarray(block, dtype=self._dtype)
+        try:
+            self._file.write(block.data)
+        except OSError:
+            self._fail()
+        self._written += block.size
+
+    def close(self) -> None:
+        """Complete the array; a count of values other than announced is a caller's bug (``ValueError``)."""
+        f, self._file = self._file, None
+        if f is None:
+            return
+        try:
+            f.close()
+        except OSError:
+            self._entry.discard()
+            return
+        if self._written != self._n and self._entry._tmp is not None:
+            self._entry.discard()
+            raise ValueError(f"{self._key}: {self._written} values written where {self._n} were announced")
+
+    def _fail(self) -> None:
+        f, self._file = self._file, None
+        if f is not None:
+            try:
+                f.close()
+            except OSError:
+                pass
+        self._entry.discard()
 
 
 def _write_entry(tmp: Path, arrays: dict[str, np.ndarray]) -> None:
