@@ -250,3 +250,19 @@ def test_a_full_rebuild_holds_neither_the_texts_nor_the_postings(tmp_path):
     grown = got["grown"] << 10
     assert grown < 24 * n_post, (f"the peak grew by {grown >> 10} KiB for {n_post:,} postings "
                                  f"({grown / n_post:.1f} bytes a posting) and {total >> 10} KiB of text")
+
+
+def test_the_digests_embedded_find_what_a_dict_would():
+    rng = np.random.default_rng(1)
+    kept, model = rebuild.Digests(), {}
+    pool = [bytes(rng.integers(0, 256, 32, dtype=np.uint8)) for _ in range(3000)]
+    pool += [b"\0" * 32, b"\0" * 31 + b"\1", b"\1" + b"\0" * 31, b"\xff" * 32]  # trailing zero bytes count
+    row = 0
+    for size in [0, 1, 5, 1, 300, 2, 40, 1000, 7, 3, 600]:
+        fresh = [d for d in dict.fromkeys(pool[i] for i in rng.integers(0, len(pool), size)) if d not in model]
+        kept.add(np.array(fresh, dtype="S32"), np.arange(row, row + len(fresh), dtype=np.int64))
+        model.update(zip(fresh, range(row, row + len(fresh))))
+        row += len(fresh)
+        asked = np.array(pool, dtype="S32")
+        assert kept.find(asked).tolist() == [model.get(d, -1) for d in pool]
+    assert len(kept) == len(model) and kept.find(np.zeros(0, dtype="S32")).size == 0
