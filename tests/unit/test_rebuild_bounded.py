@@ -15,7 +15,7 @@ import pytest
 
 from ragtui.core.errors import EmbeddingError
 from ragtui.core.index.analyzer import analyze
-from ragtui.core.index.arraycache import store_arrays
+from ragtui.core.index.arraycache import drop_pages, load_entry, store_arrays
 from ragtui.core.index.bm25 import BM25Index
 from ragtui.core.index.bm25_write import build_postings, encode_postings
 from ragtui.core.index.index_format import BM25, DOCS, META, VECTORS, read_index
@@ -266,3 +266,14 @@ def test_the_digests_embedded_find_what_a_dict_would():
         asked = np.array(pool, dtype="S32")
         assert kept.find(asked).tolist() == [model.get(d, -1) for d in pool]
     assert len(kept) == len(model) and kept.find(np.zeros(0, dtype="S32")).size == 0
+
+
+def test_pages_of_a_mapped_array_given_back_read_the_same(tmp_path):
+    values = np.arange(3_000_000, dtype=np.uint32) * 7
+    store_arrays(tmp_path, "k", "n", "x", {"a": values})
+    mapped = load_entry(tmp_path, "k", "n", "x")["a"]
+    assert int(mapped.sum(dtype=np.int64)) == int(values.sum(dtype=np.int64))
+    drop_pages(mapped, mapped.size)
+    drop_pages(mapped[12345:], 99)  # a view: pages of the same map
+    drop_pages(values, values.size)  # in memory: nothing to give back
+    assert np.array_equal(mapped, values) and np.array_equal(mapped[12345:], values[12345:])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import mmap
 import os
 import shutil
 import stat
@@ -26,7 +27,7 @@ import numpy as np
 from ragtui.core.files import remove_dead_temporaries
 
 __all__ = [
-    "BuildLock", "StagedArrays", "StreamedEntry", "cached_arrays", "evict", "load_entry", "remove_dead_temporaries", "store_arrays",
+    "BuildLock", "StagedArrays", "StreamedEntry", "cached_arrays", "drop_pages", "evict", "load_entry", "remove_dead_temporaries", "store_arrays",
 ]
 
 _MARKER = "complete"
@@ -366,6 +367,24 @@ class Column:
             except OSError:
                 pass
         self._entry.discard()
+
+
+def drop_pages(array: np.ndarray, upto: int) -> None:
+    """Let the kernel take back the resident pages of the first ``upto`` values of ``array`` when it is mapped
+    from a file (``load_entry``); nothing otherwise. Best effort; the values stay what they are: a page touched
+    again is read back from the file. A pass over a large mapped array then holds a block of it resident, not
+    all of it."""
+    mapped = getattr(array, "_mmap", None)
+    if not isinstance(mapped, mmap.mmap) or upto <= 0 or not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    try:
+        base = np.frombuffer(mapped, dtype=np.uint8).ctypes.data
+        end = array.ctypes.data + min(upto, array.size) * array.itemsize - base
+        end -= end % mmap.PAGESIZE
+        if end > 0:
+            mapped.madvise(mmap.MADV_DONTNEED, 0, end)
+    except (OSError, ValueError, TypeError):
+        pass
 
 
 def _write_entry(tmp: Path, arrays: dict[str, np.ndarray]) -> None:

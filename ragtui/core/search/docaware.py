@@ -49,7 +49,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ragtui.core.errors import UsageError
-from ragtui.core.index.arraycache import BuildLock, StreamedEntry, evict, load_entry, store_arrays
+from ragtui.core.index.arraycache import BuildLock, StreamedEntry, drop_pages, evict, load_entry, store_arrays
 from ragtui.core.index.bm25 import BM25Index, Postings, check_bm25_params, weight_blocks
 from ragtui.core.index.topk import top_k
 from ragtui.core.search.ranking_options import RANGES
@@ -182,6 +182,9 @@ def _sums(chunks: BM25Index, doc_of_row: npt.NDArray[np.int64], block: int | Non
         # Every term's first posting starts a document posting: a term's end is the count of starts before the next.
         ends = np.searchsorted(starts, chunk_offsets[t_lo + 1 : t_hi + 1] - lo, side="left").astype(np.int64)
         yield t_lo, t_hi, doc[starts].astype(np.uint32), tf, ends
+        # Mapped from the cache (the writer's case): what was read stays in the page cache, not in this process.
+        drop_pages(chunks.post_doc, hi)
+        drop_pages(chunks.post_tf, hi)
         t_lo = t_hi
 
 
