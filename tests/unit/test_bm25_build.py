@@ -10,12 +10,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ragtui.core.index.analyzer import analyze
+from ragtui.core.index.arraycache import StreamedEntry
 from ragtui.core.index.bm25 import BM25Index, Postings
 from ragtui.core.index.bm25_write import (
     BATCH,
+    PostingsBuilder,
     build_postings,
     build_postings_from_texts,
     encode_bm25,
+    encode_pieces,
     encode_postings,
 )
 from tests.conftest import shared_data
@@ -180,3 +183,67 @@ def test_stepped_encoding_with_terms_that_hold_no_posting(step):
 def test_step_must_be_positive():
     with pytest.raises(ValueError, match="step"):
         encode_postings(build_postings([["a"]]), step=0)
+
+
+def _spilled(docs, batch: int, folder) -> Postings:
+    builder = PostingsBuilder(spill=folder)
+    chunks = iter(docs)
+    while builder.add(itertools.islice(chunks, batch)) == batch:
+        pass
+    return builder.finish()
+
+
+@pytest.mark.parametrize("batch", [1, 7, 256, BATCH])
+def test_postings_spilled_to_a_file_lay_out_as_those_held(batch, tmp_path):
+    docs = [analyze(t) for t in real_texts(3000)]
+    builder = PostingsBuilder(spill=tmp_path)
+    builder.add(docs[:batch])
+    assert builder.spilled_bytes > 0 and list(tmp_path.iterdir()) == []  # a file without a name
+    builder.close()
+    assert_same(_spilled(docs, batch, tmp_path), all_at_once(docs))
+    assert list(tmp_path.iterdir()) == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(["a", "b", "c", "dé", "z", "\U0001f600", "ab"]), max_size=8), max_size=20),
+       st.integers(1, 6))
+def test_any_chunks_spilled_in_any_batch(tmp_path_factory, docs, batch):
+    assert_same(_spilled(docs, batch, tmp_path_factory.mktemp("spill")), all_at_once(docs))
+
+
+@pytest.mark.parametrize("step", [1, 2, 5, 1000, 1 << 20])
+def test_bm25_idx_in_pieces_is_the_whole_file(step):
+    p = build_postings_from_texts(real_texts(1500))
+    pieces = list(encode_pieces(p, step))
+    assert b"".join(pieces) == plain_encode(p)
+    if step < 1000:
+        assert len(pieces) > 100
+
+
+@pytest.mark.parametrize("step", [1, 2, 3, 100])
+def test_bm25_idx_in_pieces_with_terms_that_hold_no_posting(step):
+    doc_len = np.arange(300, dtype=np.uint32)
+    blob = np.frombuffer(b"abcde", dtype=np.uint8)
+    starts = np.arange(6)
+    p = Postings(doc_len, blob, starts, np.array([0, 0, 3, 3, 5, 5]), np.array([0, 150, 299, 1, 200], dtype=np.uint32),
+                 np.array([2, 200, 1, 70_000, 1], dtype=np.uint32))
+    assert b"".join(encode_pieces(p, step)) == plain_encode(p)
+    none = Postings(doc_len, blob, starts, np.zeros(6, dtype=np.int64), np.zeros(0, np.uint32), np.zeros(0, np.uint32))
+    assert b"".join(encode_pieces(none, step)) == plain_encode(none)
+    assert b"".join(encode_pieces(build_postings([]), step)) == plain_encode(build_postings([]))
+
+
+@pytest.mark.parametrize("block", [1, 3, 1000, 1 << 20])
+def test_decoded_arrays_written_in_blocks_are_the_entry_of_the_whole(block, tmp_path):
+    p = build_postings_from_texts(real_texts(1500))
+    data = encode_postings(p)
+    key = BM25Index.from_postings(p, 1.4, 0.6).store(data, tmp_path / "whole", "x")
+    entry = StreamedEntry(tmp_path / "blocks", "bm25", "x")
+    BM25Index.stream_arrays(p, 1.4, 0.6, entry, block)
+    assert key is not None and entry.place(key)
+    whole, blocks = tmp_path / "whole" / f"bm25-x-{key}", tmp_path / "blocks" / f"bm25-x-{key}"
+    names = sorted(f.name for f in whole.iterdir())
+    assert names == sorted(f.name for f in blocks.iterdir()) and len(names) == 11
+    for name in names:
+        assert (whole / name).read_bytes() == (blocks / name).read_bytes(), name
+    assert [f.name for f in (tmp_path / "blocks").iterdir()] == [f"bm25-x-{key}"]  # no temporary left

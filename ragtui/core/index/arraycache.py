@@ -13,20 +13,22 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import mmap
 import os
 import shutil
 import stat
 import weakref
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
 from ragtui.core.files import remove_dead_temporaries
 
 __all__ = [
-    "BuildLock", "StagedArrays", "cached_arrays", "evict", "load_entry", "mark_used", "remove_dead_temporaries",
-    "store_arrays", "store_streamed", "used", "used_marker",
+    "BuildLock", "StagedArrays", "StreamedEntry", "cached_arrays", "drop_pages", "evict", "load_entry",
+    "mark_used", "remove_dead_temporaries", "store_arrays", "store_streamed", "used", "used_marker",
 ]
 
 _MARKER = "complete"
@@ -318,6 +320,137 @@ class StagedArrays:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         return True
+
+
+class StreamedEntry:
+    """``StagedArrays`` for arrays too large to hold whole: each array is written a block at a time.
+
+    ``add`` writes one array's ``.npy`` file from its blocks (the bytes
+    ``np.save`` writes for the whole array); ``place`` names the entry with
+    its key once it is known. Best effort like every write here: after a
+    failure to write, ``ok`` is False and ``place`` leaves no entry. Until
+    placed the arrays are under a temporary name (never read; removed by
+    ``discard`` or, once this process is gone, by the next writer).
+    """
+
+    def __init__(self, cache_dir: Path, kind: str, name: str) -> None:
+        self._prefix = f"{kind}-{name}-"
+        tmp = Path(cache_dir) / f"{kind}-{name}-streamed.tmp{os.getpid()}"
+        self._tmp: Path | None = tmp
+        try:
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+        except OSError:
+            self._tmp = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether everything added so far is written."""
+        return self._tmp is not None
+
+    def add(self, key: str, dtype: np.dtype | type, n: int, blocks: Iterable[np.ndarray]) -> None:
+        """The 1-d array ``key`` of ``n`` values of ``dtype``, given as ``blocks`` that follow each other."""
+        column = self.column(key, dtype, n)
+        for block in blocks:  # consumed even when nothing is written: the caller's work may depend on it
+            column.write(block)
+        column.close()
+
+    def column(self, key: str, dtype: np.dtype | type, n: int) -> Column:
+        """The 1-d array ``key`` of ``n`` values of ``dtype``, to be written a block at a time (several at once)."""
+        return Column(self, key, np.dtype(dtype), n)
+
+    def place(self, key: str) -> bool:
+        """Name the arrays as the entry of ``key``; True when that entry is there (placed now or before)."""
+        tmp, self._tmp = self._tmp, None
+        if tmp is None:
+            return False
+        entry = tmp.with_name(self._prefix + key)
+        try:
+            if not (entry / _MARKER).is_file():
+                (tmp / _MARKER).write_bytes(b"")
+                _rename_into(tmp, entry)
+                os.utime(entry)
+        except OSError:
+            return False
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return True
+
+    def discard(self) -> None:
+        """Remove what was written; nothing will be placed."""
+        tmp, self._tmp = self._tmp, None
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+class Column:
+    """One array of a ``StreamedEntry`` being written: its ``.npy`` header, then its blocks in order."""
+
+    def __init__(self, entry: StreamedEntry, key: str, dtype: np.dtype, n: int) -> None:
+        self._entry, self._key, self._dtype, self._n = entry, key, dtype, n
+        self._written = 0
+        self._file: BinaryIO | None = None
+        tmp = entry._tmp
+        if tmp is None:
+            return
+        try:
+            self._file = open(tmp / f"{key}.npy", "wb")  # noqa: SIM115 - closed by close(), or on failure
+            header = np.lib.format.header_data_from_array_1_0(np.empty(0, dtype=dtype))
+            header["shape"] = (n,)
+            np.lib.format.write_array_header_1_0(self._file, header)
+        except OSError:
+            self._fail()
+
+    def write(self, block: np.ndarray) -> None:
+        if self._file is None or self._entry._tmp is None:
+            return
+        block = np.ascontiguousarray(block, dtype=self._dtype)
+        try:
+            self._file.write(block.data)
+        except OSError:
+            self._fail()
+        self._written += block.size
+
+    def close(self) -> None:
+        """Complete the array; a count of values other than announced is a caller's bug (``ValueError``)."""
+        f, self._file = self._file, None
+        if f is None:
+            return
+        try:
+            f.close()
+        except OSError:
+            self._entry.discard()
+            return
+        if self._written != self._n and self._entry._tmp is not None:
+            self._entry.discard()
+            raise ValueError(f"{self._key}: {self._written} values written where {self._n} were announced")
+
+    def _fail(self) -> None:
+        f, self._file = self._file, None
+        if f is not None:
+            try:
+                f.close()
+            except OSError:
+                pass
+        self._entry.discard()
+
+
+def drop_pages(array: np.ndarray, upto: int) -> None:
+    """Let the kernel take back the resident pages of the first ``upto`` values of ``array`` when it is mapped
+    from a file (``load_entry``); nothing otherwise. Best effort; the values stay what they are: a page touched
+    again is read back from the file. A pass over a large mapped array then holds a block of it resident, not
+    all of it."""
+    mapped = getattr(array, "_mmap", None)
+    if not isinstance(mapped, mmap.mmap) or upto <= 0 or not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    try:
+        base = np.frombuffer(mapped, dtype=np.uint8).ctypes.data
+        end = array.ctypes.data + min(upto, array.size) * array.itemsize - base
+        end -= end % mmap.PAGESIZE
+        if end > 0:
+            mapped.madvise(mmap.MADV_DONTNEED, 0, end)
+    except (OSError, ValueError, TypeError):
+        pass
 
 
 def _write_entry(tmp: Path, arrays: dict[str, np.ndarray], fresh: bool = True) -> None:

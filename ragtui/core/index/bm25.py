@@ -21,7 +21,7 @@ import shutil
 import struct
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,7 +32,7 @@ import numpy.typing as npt
 from ragtui.core.errors import IndexFormatError, UsageError
 from ragtui.core.index import leb128
 from ragtui.core.index.analyzer import analyze
-from ragtui.core.index.arraycache import StagedArrays, cached_arrays, evict, load_entry, store_arrays
+from ragtui.core.index.arraycache import StagedArrays, StreamedEntry, cached_arrays, evict, load_entry, store_arrays
 from ragtui.core.index.bm25_prune import (
     PruneArrays,
     SearchStats,
@@ -298,10 +298,42 @@ class BM25Index:
 
     @staticmethod
     def cache_key(data: bytes | memoryview | mmap.mmap, k1: float, b: float) -> str:
-        digest = hashlib.sha256(data)
+        return BM25Index.cache_key_of(hashlib.sha256(data), k1, b)
+
+    @staticmethod
+    def cache_key_of(digest: hashlib._Hash, k1: float, b: float) -> str:
+        """``cache_key`` from a SHA-256 fed the file's bytes (a writer hashes them as it writes them)."""
         digest.update(struct.pack("<dd", k1, b))
         # "k": the entry also holds term_key (an entry of an older ragtui lacks it).
         return f"v{VERSION}k-" + digest.hexdigest()[:40]
+
+    @staticmethod
+    def stream_arrays(p: Postings, k1: float, b: float, entry: StreamedEntry, block: int = 1 << 20) -> None:
+        """Write into ``entry`` the arrays of ``from_postings(p, k1, b).to_arrays()``, the same bytes, ``block``
+        postings at a time: what is held beyond ``p`` is one block's widened tfs and weights, not 12 bytes a posting."""
+        check_bm25_params(k1, b)
+        n_docs = p.n_docs
+        avgdl = float(p.doc_len.mean(dtype=np.float64)) if n_docs else 0.0
+        offsets = np.asarray(p.offsets, dtype=np.int64)
+        df = np.diff(p.offsets)
+        post_doc, post_tf = np.asarray(p.post_doc), np.asarray(p.post_tf)
+        doc_len = np.asarray(p.doc_len, dtype=np.uint32)
+        blob = np.asarray(p.term_blob, dtype=np.uint8)
+        starts = np.asarray(p.term_starts, dtype=np.int64)
+        n = int(post_doc.size)
+
+        def pieces(a: np.ndarray) -> Iterator[np.ndarray]:
+            return (a[lo : lo + block] for lo in range(0, n, block))
+
+        scalars = np.array([n_docs, avgdl, k1, b], dtype=np.float64)
+        for name, whole in (("scalars", scalars), ("doc_len", doc_len), ("term_blob", blob), ("term_starts", starts),
+                            ("df", df), ("offsets", offsets)):
+            entry.add(name, whole.dtype, whole.size, [whole])
+        entry.add("post_doc", np.uint32, n, pieces(post_doc))
+        entry.add("post_tf", np.uint32, n, pieces(post_tf))
+        entry.add("weights", np.float64, n, weight_blocks(df, offsets, post_doc, post_tf, doc_len, avgdl, n_docs, k1, b))
+        keys = term_keys(blob, starts)
+        entry.add("term_key", keys.dtype, keys.size, [keys])
 
     def store(self, data: bytes | memoryview | mmap.mmap, cache_dir: Path | None, name: str = "index") -> str | None:
         """Put this index in ``cache_dir`` as the decoding of ``data``, so a reader's ``load`` finds it.
@@ -672,9 +704,30 @@ def _weights(
     operations on the same operands as in the reference (addition and
     multiplication commute exactly), so the results are identical.
     """
+    out = np.empty(int(post_doc.size), dtype=np.float64)
+    for _ in weight_blocks(df, offsets, post_doc, post_tf, doc_len, avgdl, n_docs, k1, b, block, out):
+        pass
+    return out
+
+
+def weight_blocks(
+    df: npt.NDArray[np.int64],
+    offsets: npt.NDArray[np.int64],
+    post_doc: npt.NDArray[np.int64] | npt.NDArray[np.uint32],
+    post_tf: npt.NDArray[np.int64] | npt.NDArray[np.uint32] | npt.NDArray[np.uint16],
+    doc_len: npt.NDArray[np.uint32],
+    avgdl: float,
+    n_docs: int,
+    k1: float,
+    b: float,
+    block: int = WEIGHT_BLOCK,
+    out: npt.NDArray[np.float64] | None = None,
+) -> Iterator[npt.NDArray[np.float64]]:
+    """``_weights``, ``block`` postings at a time, in order: each block's weights are ``out``'s slice when ``out``
+    is given, else a buffer that the next block reuses (a caller that keeps a block copies it)."""
     n = int(post_doc.size)
     if n == 0:
-        return np.zeros(0, dtype=np.float64)
+        return
     dff = df.astype(np.float64)
     idf = np.log(1.0 + (n_docs - dff + 0.5) / (dff + 0.5))
     dl = doc_len.astype(np.float64)
@@ -682,11 +735,12 @@ def _weights(
     top = int(post_tf.max())
     table = np.arange(top + 1, dtype=np.float64) * (k1 + 1.0) if top <= _TF_TABLE else None  # tf * (k1 + 1)
     offsets = np.asarray(offsets, dtype=np.int64)
-    out = np.empty(n, dtype=np.float64)
     w = np.empty(min(block, n), dtype=np.float64)
+    own = np.empty(min(block, n), dtype=np.float64) if out is None else None
     for lo in range(0, n, block):
         hi = min(lo + block, n)
-        o, t = out[lo:hi], w[: hi - lo]
+        o = out[lo:hi] if out is not None else own[: hi - lo]  # type: ignore[index]
+        t = w[: hi - lo]
         np.take(norm, post_doc[lo:hi], out=t)
         np.add(t, post_tf[lo:hi], out=t)  # tf + norm
         if table is not None:
@@ -699,7 +753,7 @@ def _weights(
         t_hi = int(np.searchsorted(offsets, hi, side="left"))
         inside = np.clip(offsets[t_lo + 1 : t_hi + 1], lo, hi) - np.clip(offsets[t_lo:t_hi], lo, hi)
         np.multiply(o, np.repeat(idf[t_lo:t_hi], inside), out=o)
-    return out
+        yield o
 
 
 def _weights_reference(

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import array
 import itertools
+import os
+import tempfile
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -28,7 +32,7 @@ from ragtui.core.index.bm25 import (
     Postings,
 )
 
-__all__ = ["BATCH", "ENCODE_STEP", "PostingsBuilder", "build_postings", "build_postings_from_texts", "encode_bm25", "encode_postings"]
+__all__ = ["BATCH", "ENCODE_STEP", "PostingsBuilder", "build_postings", "build_postings_from_texts", "encode_bm25", "encode_pieces", "encode_postings"]
 
 
 def encode_bm25(doc_terms: Sequence[Sequence[str]]) -> bytes:
@@ -79,12 +83,27 @@ class PostingsBuilder:
     their place: a batch's postings of a term follow the previous batches'
     (they hold lower chunk numbers), so the result is in (term, chunk) order,
     the same whatever the batches were.
+
+    With ``spill`` (a directory), each batch's postings are appended to a
+    file there instead of held (a temporary file without a name, or one
+    ending in ``.tmp`` unlinked at once where the system cannot make those)
+    and read back one batch at a time to be scattered: what is held until
+    ``finish`` is the term dictionary, each term's count so far and each
+    chunk's length, not the postings. The file is gone once the builder is
+    finished or ``close``d, or its process ends.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, spill: Path | None = None) -> None:
         self._number: defaultdict[str, int] = defaultdict(itertools.count().__next__)
         self._lengths: list[np.ndarray] = []
         self._runs: list[_Run] = []
+        self._spill_dir = spill
+        self._spill: BinaryIO | None = None
+        self._spilled: list[tuple[int, np.dtype]] = []
+        """Per batch spilled: its number of postings and the dtype of its tfs."""
+        self._df = np.zeros(0, dtype=np.int64)
+        """Per term number: the postings of the batches spilled so far."""
+        self.spilled_bytes = 0
         self.n_docs = 0
 
     def add(self, doc_terms: Iterable[Sequence[str]]) -> int:
@@ -99,15 +118,67 @@ class PostingsBuilder:
         if not doc_len:
             return 0
         self._lengths.append(np.array(doc_len, dtype=np.uint32))
-        self._runs.append(_batch_postings(np.frombuffer(ids, dtype=np.int32), self._lengths[-1], self.n_docs))
+        run = _batch_postings(np.frombuffer(ids, dtype=np.int32), self._lengths[-1], self.n_docs)
+        del ids
+        if self._spill_dir is None:
+            self._runs.append(run)
+        else:
+            self._put(run)
         self.n_docs += len(doc_len)
         return len(doc_len)
 
+    def _put(self, run: _Run) -> None:
+        """Append one batch's postings to the spill file, and count them per term."""
+        if self._spill is None:
+            assert self._spill_dir is not None
+            self._spill = tempfile.TemporaryFile(dir=self._spill_dir, prefix="postings-", suffix=".tmp")
+        n_terms = len(self._number)
+        if self._df.size < n_terms:
+            grown = np.zeros(max(n_terms, 2 * self._df.size), dtype=np.int64)
+            grown[: self._df.size] = self._df
+            self._df = grown
+        self._df[:n_terms] += np.bincount(run.term, minlength=n_terms)
+        for part in (run.term, run.doc, run.tf):
+            self._spill.write(np.ascontiguousarray(part).data)
+            self.spilled_bytes += part.nbytes
+        self._spilled.append((int(run.term.size), run.tf.dtype))
+
+    def _read_back(self) -> Iterator[_Run]:
+        """The batches spilled, in order, one at a time."""
+        spill = self._spill
+        if spill is None:
+            return
+        spill.flush()
+        at = 0
+        for n, tf_type in self._spilled:
+            parts = []
+            for dtype in (np.dtype(np.int32), np.dtype(np.uint32), tf_type):
+                part = np.empty(n, dtype=dtype)
+                if os.preadv(spill.fileno(), [part.data], at) != part.nbytes:
+                    raise OSError("the spilled postings were cut short")
+                at += part.nbytes
+                parts.append(part)
+            yield _Run(*parts)
+
+    def close(self) -> None:
+        """Drop what was added (and the spill file)."""
+        if self._spill is not None:
+            self._spill.close()
+            self._spill = None
+        self._spilled, self._runs, self._lengths, self.n_docs = [], [], [], 0
+        self._df = np.zeros(0, dtype=np.int64)
+
     def finish(self) -> Postings:
         """The postings of every chunk added; the builder is empty after."""
+        try:
+            return self._finish()
+        finally:
+            self.close()
+
+    def _finish(self) -> Postings:
         runs, lengths = self._runs, self._lengths
         terms_by_id = list(self._number)
-        self._number, self._runs, self._lengths, self.n_docs = defaultdict(itertools.count().__next__), [], [], 0
+        self._number, self._runs, self._lengths = defaultdict(itertools.count().__next__), [], []
         n_terms = len(terms_by_id)
         # UTF-8 byte order equals code point order, which is Python's str order.
         order = sorted(range(n_terms), key=terms_by_id.__getitem__)
@@ -117,17 +188,26 @@ class PostingsBuilder:
         del terms_by_id, order
 
         df = np.zeros(n_terms, dtype=np.int64)
+        df[rank] = self._df[:n_terms] if self._spill is not None else 0
         for run in runs:
             run.term = rank[run.term]
             df += np.bincount(run.term, minlength=n_terms)
         offsets = np.zeros(n_terms + 1, dtype=np.int64)
         np.cumsum(df, out=offsets[1:])
         total = int(offsets[-1])
+        tf_types = [run.tf.dtype for run in runs] + [tf_type for _, tf_type in self._spilled]
         post_doc = np.empty(total, dtype=np.uint32)
-        post_tf = np.empty(total, dtype=np.result_type(np.uint16, *(run.tf.dtype for run in runs)))
+        post_tf = np.empty(total, dtype=np.result_type(np.uint16, *tf_types))
         fill = offsets[:-1].copy()  # where the next posting of each term goes
-        while runs:
-            run = runs.pop(0)
+
+        def batches() -> Iterator[_Run]:
+            while runs:
+                yield runs.pop(0)
+            for run in self._read_back():
+                run.term = rank[run.term]
+                yield run
+
+        for run in batches():
             perm = _stable_order(run.term, n_terms)
             term = run.term[perm]
             # A posting's place: after its term's postings of earlier batches and those before it in this batch.
@@ -276,6 +356,34 @@ def encode_postings(p: Postings, step: int = ENCODE_STEP) -> bytes:
     is_payload[np.repeat(starts - head - np.cumsum(head_len) + head_len, head_len) + np.arange(head_bytes)] = False
     out[head:][is_payload] = payload
     return out.tobytes()
+
+
+def encode_pieces(p: Postings, step: int = ENCODE_STEP) -> Iterator[bytes]:
+    """``encode_postings(p, step)`` in pieces that follow each other: the file header and chunk lengths, then the
+    terms' entries about ``step`` postings at a time (a term with more is a piece of its own).
+
+    What is held at once beyond ``p`` is one piece and its temporaries, not the whole file.
+    """
+    if step < 1:
+        raise ValueError("step must be at least 1")
+    n_docs, n_terms = p.n_docs, p.term_starts.size - 1
+    doc_len = np.asarray(p.doc_len)
+    avgdl = float(doc_len.mean(dtype=np.float64)) if n_docs else 0.0
+    yield _HEADER.pack(MAGIC, VERSION, n_docs, n_terms, avgdl) + np.asarray(doc_len, dtype="<u4").tobytes()
+    offsets = np.asarray(p.offsets, dtype=np.int64)
+    starts = np.asarray(p.term_starts, dtype=np.int64)
+    empty = np.zeros(0, dtype=np.uint32)
+    t_lo = 0
+    while t_lo < n_terms:
+        # The terms whose postings end within step of this piece's first posting, at least one.
+        t_hi = max(t_lo + 1, int(np.searchsorted(offsets, offsets[t_lo] + step, side="right")) - 1)
+        t_hi = min(t_hi, n_terms)
+        lo, hi = int(offsets[t_lo]), int(offsets[t_hi])
+        part = Postings(empty, p.term_blob[starts[t_lo] : starts[t_hi]], starts[t_lo : t_hi + 1] - starts[t_lo],
+                        offsets[t_lo : t_hi + 1] - lo, p.post_doc[lo:hi], p.post_tf[lo:hi])
+        # A file of no chunks holding these terms: its entries are the whole file's, after a header of its own.
+        yield encode_postings(part, step)[_HEADER.size :]
+        t_lo = t_hi
 
 
 def _encode_pairs(gaps: np.ndarray, tf: np.ndarray) -> np.ndarray:

@@ -41,11 +41,11 @@ import numpy.typing as npt
 
 from ragtui.core.embedders.base import Embedder
 from ragtui.core.index import verified
-from ragtui.core.index.arraycache import BuildLock, store_arrays, used
+from ragtui.core.index.arraycache import BuildLock, StreamedEntry, store_arrays, used
 from ragtui.core.index.bm25 import BM25Index
 from ragtui.core.index.bm25_splice import splice_postings
 from ragtui.core.index.index_format import FILES, generation_of
-from ragtui.core.search.docaware import DocLexical, doc_groups_of_rows, doclex_key, lexical_lock
+from ragtui.core.search.docaware import DOCLEX_KIND, DocLexical, doc_groups_of_rows, doclex_key, lexical_lock
 from ragtui.core.search.ivf_cache import entry_name, ivf_lock, warm_ivf_cache
 from ragtui.core.search.stemmed import (
     DEFAULT_STEM_B,
@@ -282,9 +282,14 @@ class Derivation:
         try:
             lex, stem = made if made is not None else (None, None)
             if lex is None:
-                if not DocLexical.build(self.bm25, self.doc_of_row, self.key).store(self.cache_dir, self.index_id,
-                                                                                     tidy=False):
-                    return
+                # Written into its entry a block at a time, then mapped: never held whole.
+                entry = StreamedEntry(self.cache_dir, DOCLEX_KIND, self.index_id)
+                try:
+                    DocLexical.build_into(entry, self.bm25, self.doc_of_row)
+                    if not entry.place(self.key):
+                        return
+                finally:
+                    entry.discard()
                 lex = self._mapped(self.key)
             if stem is None and still_wanted() and (self.everything or _stem_in_use(self.cache_dir, self.index_id)):
                 # A one-shot writer, or a reader searched the stemmed arm (bm25stem, hybrid's default) before:

@@ -10,15 +10,20 @@ earlier batch, read back from the new vectors.f32, the embed journal, else
 the embedder), their docs.jsonl lines and vectors.f32 rows appended to the
 new generation's files (``streamed.StreamedFile`` over
 ``NewGeneration.stream``) and their terms to the BM25 postings
-(``PostingsBuilder``); then the batch is dropped. Each document's text is dropped from ``new_texts`` once it is
-chunked. What stays from batch to batch grows by a few bytes a chunk: the
-postings, each docs.jsonl line's end, the fingerprints embedded (for
-embedding each text once) and each document's number of rows. bm25.idx and
-meta.json are encoded once every chunk is in. The files are byte for byte
-what encoding the whole index at once gives.
+(``PostingsBuilder``, which spills each batch's postings to a nameless file
+in the writer's state folder); then the batch is dropped. Each document's
+text is dropped from ``new_texts`` once it is chunked (the scan kept the
+texts past a bound in a file, ``texts.Texts``). What stays from batch to
+batch grows by a few bytes a chunk: each term's count, each docs.jsonl
+line's end, the fingerprints embedded (for embedding each text once) and
+each document's number of rows. Once every chunk is in, the postings are
+laid out (6 bytes a posting), bm25.idx is encoded and written a piece of
+whole terms at a time, and the readers' decoded arrays are written into
+their cache entry a block at a time and mapped from it. The files are byte
+for byte what encoding the whole index at once gives.
 
 When the published generation is to be compared with (the writer's state
-was lost: the documents may all be as indexed), the two streamed files are
+was lost: the documents may all be as indexed), the three streamed files are
 compared with its files instead of written, and the new generation is
 created only at the first difference, its bytes up to there copied from the
 published file: a rebuild that comes to the same bytes writes nothing.
@@ -26,8 +31,9 @@ published file: a rebuild that comes to the same bytes writes nothing.
 
 from __future__ import annotations
 
+import hashlib
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,18 +42,19 @@ import numpy as np
 
 from ragtui.core.embedders.base import Embedder
 from ragtui.core.index.analyzer import analyze
-from ragtui.core.index.arraycache import store_arrays
-from ragtui.core.index.bm25 import BM25Index
-from ragtui.core.index.bm25_write import PostingsBuilder, encode_postings
+from ragtui.core.index.arraycache import StreamedEntry, load_entry
+from ragtui.core.index.bm25 import BM25Index, Postings
+from ragtui.core.index.bm25_write import PostingsBuilder, encode_pieces
 from ragtui.core.index.index_format import BM25, DOCS, META, VECTORS
 from ragtui.core.index.records import ChunkRecord, IndexMeta, encode_docs, encode_meta, encode_vectors
 from ragtui.core.ingest import derive
 from ragtui.core.ingest.assemble import Assembly, Previous, chunk_docs, records_of, warn_no_grammar
 from ragtui.core.ingest.embedding import EmbedRun
 from ragtui.core.ingest.journal import EmbedJournal
-from ragtui.core.ingest.publish import NewGeneration
+from ragtui.core.ingest.publish import NewGeneration, state_dir
 from ragtui.core.ingest.report import Progress, SyncReport
-from ragtui.core.ingest.streamed import StreamedFile, give_back, same_rest
+from ragtui.core.ingest.streamed import StreamedFile, give_back, same_meta
+from ragtui.core.ingest.texts import Texts
 
 __all__ = ["ROWS_BATCH", "TEXT_BATCH", "Rebuilt", "rebuild"]
 
@@ -59,6 +66,8 @@ DOCS_BATCH = 4096
 """Documents taken at a time, at most (most have no rows to carry or are short)."""
 VECTOR_BYTES = 1 << 22
 """Bytes of vectors found or embedded and written at a time, at most (at least one row)."""
+BM25_STEP = 1 << 20
+"""Postings of bm25.idx encoded and written, and of the readers' decoded arrays written, at a time (about)."""
 
 
 @dataclass
@@ -84,8 +93,8 @@ class Plan:
     cache_dir: Path
     order: Sequence[str]
     """Every document of the next generation, in index order."""
-    new_texts: dict[str, str]
-    """The text of each document to chunk; each is removed once chunked."""
+    new_texts: MutableMapping[str, str]
+    """The text of each document to chunk (``Texts``: past a bound, in a file); each is removed once chunked."""
     prev: Previous | None
     embedder: Embedder
     max_tokens: int
@@ -119,23 +128,29 @@ def rebuild(plan: Plan, journal: EmbedJournal, report: SyncReport, tick: Progres
         vectors = stack.enter_context(StreamedFile(VECTORS, plan.compare, start))
         reader = journal.reader()
         stack.callback(reader.close)
-        run = _Run(plan, EmbedRun(plan.embedder, journal, tick, lookup=reader), docs, vectors, report, tick)
+        # The batches' postings go to a file in the writer's state folder (removed with the builder), not memory.
+        spill = state_dir(plan.artifacts, plan.index_id)
+        spill.mkdir(parents=True, exist_ok=True)
+        postings = PostingsBuilder(spill=spill)
+        stack.callback(postings.close)
+        run = _Run(plan, EmbedRun(plan.embedder, journal, tick, lookup=reader), docs, vectors, postings, report, tick)
         for batch in _batches(plan.order, plan.new_texts, plan.prev):
             run.batch(batch)
-        return run.finish(start)
+        return run.finish(start, stack)
 
 
 def _batches(order: Sequence[str], new_texts: Mapping[str, str], prev: Previous | None) -> Iterator[list[str]]:
     """``order`` cut into batches of at most ``TEXT_BATCH`` characters of new text, ``ROWS_BATCH`` old rows and
     ``DOCS_BATCH`` documents (each bound passed by one document at most)."""
     old_rows = prev.rows if prev is not None else {}
+    # Texts kept in a file are measured without being read back.
+    size = new_texts.chars if isinstance(new_texts, Texts) else lambda d: len(new_texts[d])
     batch: list[str] = []
     chars = rows = 0
     for doc_id in order:
         batch.append(doc_id)
-        text = new_texts.get(doc_id)
-        if text is not None:
-            chars += len(text)
+        if doc_id in new_texts:
+            chars += size(doc_id)
         else:
             span = old_rows.get(doc_id)
             if span is not None:
@@ -147,21 +162,60 @@ def _batches(order: Sequence[str], new_texts: Mapping[str, str], prev: Previous 
         yield batch
 
 
+class Digests:
+    """SHA-256 digests, each with a row: what a dict of them holds in 40 bytes an entry instead of about 150.
+
+    Kept as sorted runs of digests (``S32``) and their rows, looked up with
+    ``searchsorted``; a run is merged with the one before it once that one is
+    at most twice its size, so there are a logarithmic number of runs and
+    each entry is merged a logarithmic number of times.
+    """
+
+    def __init__(self) -> None:
+        self._runs: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def __len__(self) -> int:
+        return sum(keys.size for keys, _ in self._runs)
+
+    def find(self, digests: np.ndarray) -> np.ndarray:
+        """The row of each of ``digests`` (``S32``), or -1 where it was not added."""
+        out = np.full(digests.size, -1, dtype=np.int64)
+        for keys, rows in self._runs:
+            if not digests.size:
+                break
+            at = np.minimum(np.searchsorted(keys, digests), keys.size - 1)
+            hit = keys[at] == digests
+            out[hit] = rows[at[hit]]
+        return out
+
+    def add(self, digests: np.ndarray, rows: np.ndarray) -> None:
+        """Add ``digests`` (``S32``, none of them added before, each once) with their ``rows``."""
+        if not digests.size:
+            return
+        order = np.argsort(digests)
+        self._runs.append((digests[order], rows[order]))
+        while len(self._runs) > 1 and self._runs[-2][0].size <= 2 * self._runs[-1][0].size:
+            (k2, r2), (k1, r1) = self._runs.pop(), self._runs.pop()
+            keys, rows = np.concatenate((k1, k2)), np.concatenate((r1, r2))
+            order = np.argsort(keys)
+            self._runs.append((keys[order], rows[order]))
+
+
 class _Run:
     """The state kept from batch to batch (see the module docstring for what it holds)."""
 
-    def __init__(self, plan: Plan, embed: EmbedRun, docs: StreamedFile, vectors: StreamedFile, report: SyncReport,
-                 tick: Progress) -> None:
+    def __init__(self, plan: Plan, embed: EmbedRun, docs: StreamedFile, vectors: StreamedFile, postings: PostingsBuilder,
+                 report: SyncReport, tick: Progress) -> None:
         self.plan, self.embed, self.docs, self.vectors, self.report, self.tick = plan, embed, docs, vectors, report, tick
         self.out = Rebuilt()
         self.dim = plan.embedder.dim
-        self.postings = PostingsBuilder()
+        self.postings = postings
         self.ends: list[np.ndarray] = []
         """The offset of each docs.jsonl line's newline, a batch at a time."""
         self.sizes: list[int] = []
         """Each document's number of rows (documents with rows only), in index order."""
-        self.embedded: dict[bytes, int] = {}
-        """The SHA-256 (bytes) of each text embedded so far -> its first row."""
+        self.embedded = Digests()
+        """The SHA-256 of each text embedded so far -> its first row."""
         self.no_grammar: dict[str, int] = {}
         self.chunked = 0
         self.n_new = len(plan.new_texts)
@@ -235,7 +289,10 @@ class _Run:
             self.present[self.first_of[src[carried]]] = True
         again: list[tuple[int, int]] = []  # (position, row of the next generation already holding its vector)
         reuse = prev is not None and prev.reusable
-        for i in np.flatnonzero(~carried).tolist():
+        looked = np.flatnonzero(~carried)
+        done_rows = self.embedded.find(np.array([bytes.fromhex(records[i].fingerprint) for i in looked.tolist()],
+                                                dtype="S32"))
+        for i, row in zip(looked.tolist(), done_rows.tolist()):
             fp = records[i].fingerprint
             src_row = self.first.get(fp.encode("ascii"))
             if src_row is None:
@@ -245,16 +302,15 @@ class _Run:
                 if reuse:
                     vectors[i] = prev.vectors[src_row]  # type: ignore[union-attr]
                     continue
-            row = self.embedded.get(bytes.fromhex(fp))
-            if row is not None:
+            if row >= 0:
                 again.append((i, row))
             else:
                 asm.pending.setdefault(fp, []).append(i)
         fresh = {fp: rows[0] for fp, rows in asm.pending.items()}
         asm.ids = {fp: ids[fp] for fp in fresh if fp in ids}
         self.embed.embed(asm)
-        for fp, i in fresh.items():
-            self.embedded[bytes.fromhex(fp)] = base + i
+        self.embedded.add(np.array([bytes.fromhex(fp) for fp in fresh], dtype="S32"),
+                          np.fromiter(fresh.values(), dtype=np.int64, count=len(fresh)) + base)
         row_bytes = 4 * self.dim
         for i, row in again:
             vectors[i] = np.frombuffer(self.vectors.read_back(row * row_bytes, row_bytes), dtype="<f4")
@@ -271,7 +327,7 @@ class _Run:
         self.seconds["analyze"] += time.perf_counter() - t1
         out.n_rows += len(records)
 
-    def finish(self, start: Callable[[], NewGeneration]) -> Rebuilt:
+    def finish(self, start: Callable[[], NewGeneration], stack: ExitStack) -> Rebuilt:
         """Encode bm25.idx and meta.json; publish unless every file is the compared generation's."""
         plan, out, report = self.plan, self.out, self.report
         self.tick("chunk", self.n_new, self.n_new)
@@ -286,28 +342,32 @@ class _Run:
         postings = self.postings.finish()
         report.seconds["analyze"] = self.seconds["analyze"] + time.perf_counter() - t0
         t0 = time.perf_counter()
-        bm25 = encode_postings(postings)
         meta = encode_meta(plan.meta(out.n_rows))
-        if plan.compare is not None and self.docs.same() and self.vectors.same() and same_rest(plan.compare, meta, bm25):
+        # bm25.idx is written (or compared) as it is encoded, and hashed on the way: the readers' cache key.
+        bm25 = stack.enter_context(StreamedFile(BM25, plan.compare, start))
+        digest = hashlib.sha256()
+        for piece in encode_pieces(postings, BM25_STEP):
+            digest.update(piece)
+            bm25.write(piece)
+            del piece
+        key = BM25Index.cache_key_of(digest, plan.k1, plan.b)
+        if (plan.compare is not None and self.docs.same() and self.vectors.same() and bm25.same()
+                and same_meta(plan.compare, meta)):
             # Every document "changed" only in ways that leave the index bytes identical (e.g. state was lost):
             # keep the current generation.
             report.seconds["write"] = self.seconds["write"] + time.perf_counter() - t0
             return out
         self.tick("write", 0, 1)
         new = start()
-        self.docs.finish()
-        self.vectors.finish()
-        # Readers find the decoded BM25 arrays ready instead of decoding the new file, and what this
-        # writer checked of the files instead of checking it again (core.index.verified). bm25.idx is
-        # written (and its bytes dropped) before those arrays are made: the key is all the entry needs of it.
-        key = BM25Index.cache_key(bm25, plan.k1, plan.b)
-        new.write({META: meta, BM25: bm25})
-        sizes = len(meta) + len(bm25)
-        del bm25
-        give_back()  # the postings' batches and the encoding's temporaries, before the readers' arrays are made
-        decoded = BM25Index.from_postings(postings, plan.k1, plan.b)
+        for streamed in (self.docs, self.vectors, bm25):
+            streamed.finish()
+        new.write({META: meta})
+        sizes = len(meta) + bm25.size
+        # Readers find the decoded BM25 arrays ready instead of decoding the new file (written into their cache
+        # entry a block at a time, then mapped from it), and what this writer checked of the files instead of
+        # checking it again (core.index.verified).
+        decoded = self._decoded(postings, key)
         del postings
-        store_arrays(plan.cache_dir, "bm25", plan.index_id, key, decoded.to_arrays())  # BM25Index.store
         ends = np.concatenate(self.ends) if self.ends else np.zeros(0, dtype=np.int64)
         self.ends = []
         stops = np.cumsum(np.array(self.sizes, dtype=np.int64))
@@ -320,3 +380,18 @@ class _Run:
         self.tick("write", 1, 1)
         report.seconds["write"] = self.seconds["write"] + time.perf_counter() - t0
         return out
+
+    def _decoded(self, postings: Postings, key: str) -> BM25Index:
+        """The readers' BM25 arrays of ``postings``, stored in the cache entry of ``key`` a block at a time and
+        mapped from it (``BM25Index.store``'s entry); made in memory only when the entry cannot be written."""
+        plan = self.plan
+        entry = StreamedEntry(plan.cache_dir, "bm25", plan.index_id)
+        try:
+            BM25Index.stream_arrays(postings, plan.k1, plan.b, entry, BM25_STEP)
+            if entry.place(key):
+                found = load_entry(plan.cache_dir, "bm25", plan.index_id, key)
+                if found is not None:
+                    return BM25Index.from_arrays(found)
+        finally:
+            entry.discard()
+        return BM25Index.from_postings(postings, plan.k1, plan.b)

@@ -16,6 +16,7 @@ from ragtui.core.files import read_file
 from ragtui.core.ingest.patterns import PathFilter
 from ragtui.core.ingest.report import Progress, SyncReport
 from ragtui.core.ingest.state import FileEntry, FileTable, Stamp
+from ragtui.core.ingest.texts import Texts
 from ragtui.core.ingest.walk import (
     Candidate,
     Listing,
@@ -42,8 +43,8 @@ def by_bytes(doc_ids: Iterable[str]) -> list[str]:
 class Scan:
     found: dict[str, FileEntry] = field(default_factory=dict)
     """What ``seen`` holds, unless ``same``."""
-    new_texts: dict[str, str] = field(default_factory=dict)
-    """The text of each new or changed document."""
+    new_texts: Texts = field(default_factory=Texts)
+    """The text of each new or changed document (past a bound, in a file: ``Texts``)."""
     unreadable: list[str] = field(default_factory=list)
     """doc_ids (files or folders) that exist but could not be read now."""
     skips: dict[str, tuple[tuple[int, int, int, int], str]] = field(default_factory=dict)
@@ -64,17 +65,20 @@ class Scan:
 def scan(
     folder: Path, rules: WalkRules, paths: Iterable[PathLike] | None, old_files: Mapping[str, FileEntry],
     report: SyncReport, tick: Progress, skips: Mapping[str, tuple[tuple[int, int, int, int], str]] | None = None,
+    spool: Path | None = None,
 ) -> Scan:
     """What changed in ``folder`` against ``old_files``.
 
     With ``paths``, only what they name is looked at; every other document of
     ``old_files`` is carried over as it was. ``skips`` are the files a reader
     skipped last time: one whose stamp is the same is skipped again, for the
-    same reason, without being read.
+    same reason, without being read. With ``spool`` (a folder), the texts read
+    past ``texts.HOLD`` characters are kept in a file there until asked for
+    (``Texts``), as they are read.
     """
     skips = skips or {}
     t0 = time.perf_counter()
-    out = Scan()
+    out = Scan(new_texts=Texts(spool))
     missed: list[Path] = []
     if paths is None:
         listing = walk_listing(folder, rules, report.skipped, unreadable=missed, warnings=report.warnings)
@@ -115,7 +119,7 @@ def scan(
     real_folder = os.path.realpath(folder)
     # What each file read came to, applied in doc_id order once every reader has answered (the
     # workers answer in the order they finish).
-    outcome: dict[str, tuple[str, object, object]] = {}
+    outcome: dict[str, tuple[str, object, object]] = {}  # a new text as Texts.stash kept it
     waiting: dict[str, tuple[Candidate, Stamp, str]] = {}
     extractor = shared()
 
@@ -148,7 +152,8 @@ def scan(
                 outcome[cand.doc_id] = ("skip", str(e) or "not text", None)
                 out.skips[cand.doc_id] = (tuple(stamp), str(e) or "not text")  # type: ignore[assignment]
                 continue
-            outcome[cand.doc_id] = ("new", FileEntry(stamp, digest), text)
+            outcome[cand.doc_id] = ("new", FileEntry(stamp, digest), out.new_texts.stash(text))
+            del text
 
     for doc_id, got in extractor.run(jobs()):
         _cand, stamp, digest = waiting.pop(doc_id)
@@ -156,7 +161,7 @@ def scan(
             outcome[doc_id] = ("skip", str(got), None)
             out.skips[doc_id] = (tuple(stamp), str(got))  # type: ignore[assignment]
         else:
-            outcome[doc_id] = ("new", FileEntry(stamp, digest), got.text)
+            outcome[doc_id] = ("new", FileEntry(stamp, digest), out.new_texts.stash(got.text))
     for cand, _prev, _stamp in to_read:
         what, entry, text = outcome[cand.doc_id]
         if what == "skip" or what == "unreadable":
@@ -166,7 +171,7 @@ def scan(
         elif what == "seen":
             seen[cand.doc_id] = entry  # type: ignore[assignment]
         else:
-            out.new_texts[cand.doc_id] = text  # type: ignore[assignment]
+            out.new_texts.adopt(cand.doc_id, text)  # type: ignore[arg-type]
             seen[cand.doc_id] = entry  # type: ignore[assignment]
     report.seconds["read"] = time.perf_counter() - t0
     return out

@@ -1,10 +1,10 @@
-"""The full rebuild's two streamed files, and giving freed memory back between its stages.
+"""The full rebuild's three streamed files, and giving freed memory back between its stages.
 
-``StreamedFile`` is docs.jsonl or vectors.f32 of the next generation,
-written as it is made; with a published generation to compare with, it is
-compared with that generation's file while equal to it, and the new file is
-started only at the first difference. ``same_rest`` compares the other two
-files once they are encoded. ``give_back`` returns the heap's free pages to
+``StreamedFile`` is docs.jsonl, vectors.f32 or bm25.idx of the next
+generation, written as it is made; with a published generation to compare
+with, it is compared with that generation's file while equal to it, and the
+new file is started only at the first difference. ``same_meta`` compares
+meta.json once it is encoded. ``give_back`` returns the heap's free pages to
 the kernel.
 """
 
@@ -18,10 +18,10 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from ragtui.core.index.index_format import BM25, META
+from ragtui.core.index.index_format import META
 from ragtui.core.ingest.publish import FileRange, GenerationFile, NewGeneration
 
-__all__ = ["StreamedFile", "give_back", "same_rest"]
+__all__ = ["StreamedFile", "give_back", "same_meta"]
 
 
 @functools.cache
@@ -49,11 +49,9 @@ def give_back() -> None:
         libc.malloc_trim(0)
 
 
-def same_rest(published: Path, meta: bytes, bm25: bytes) -> bool:
-    """Whether the published meta.json (but for created_at) and bm25.idx are ``meta`` and ``bm25``."""
+def same_meta(published: Path, meta: bytes) -> bool:
+    """Whether the published meta.json is ``meta`` but for created_at."""
     try:
-        if (published / BM25).read_bytes() != bm25:
-            return False
         old_meta = json.loads((published / META).read_bytes())
         new_meta = json.loads(meta)
     except (OSError, ValueError):
@@ -64,7 +62,7 @@ def same_rest(published: Path, meta: bytes, bm25: bytes) -> bool:
 
 
 class StreamedFile:
-    """docs.jsonl or vectors.f32 of the next generation, written as it is made.
+    """docs.jsonl, vectors.f32 or bm25.idx of the next generation, written as it is made.
 
     With a published generation to compare with, the bytes are compared with
     its file while they are equal to it; at the first difference the new

@@ -56,6 +56,7 @@ from ragtui.core.ingest.splice import Generation, following, open_generation, pu
 from ragtui.core.ingest.state import FileEntry, FileTable, IndexSettings, WriterState, chunk_total, index_stamp
 from ragtui.core.ingest.state_store import StateStore
 from ragtui.core.ingest.streamed import give_back
+from ragtui.core.ingest.texts import Texts
 from ragtui.core.ingest.walk import WalkRules
 
 __all__ = ["IndexWriter", "open_published"]
@@ -107,6 +108,8 @@ class IndexWriter:
         self.walk = self.rules.describe()
         self._cache_dir = rag_root(self.artifacts) / ".cache"
         self._busy = threading.Lock()
+        self._texts: list[Texts] = []
+        """The texts the sync under way read (closed, with their file, when it ends)."""
         self._store = StateStore(self.artifacts, self.index_id)
         """The writer state, kept in memory while the file is the one this writer read or wrote last."""
         self._generation: Generation | None = None
@@ -212,7 +215,12 @@ class IndexWriter:
         report = SyncReport(self.index_id, str(self.target))
         tick = progress or _quiet
         with self._busy, IndexLock(self.artifacts, self.index_id):
-            self._sync_locked(paths, replace, report, tick)
+            try:
+                self._sync_locked(paths, replace, report, tick)
+            finally:
+                for texts in self._texts:
+                    texts.close()
+                self._texts.clear()
         report.seconds["total"] = time.perf_counter() - t_start
         return report
 
@@ -253,7 +261,7 @@ class IndexWriter:
         # 1-2. Which documents exist now, and the text of those that changed.
         skips = load_skips(state_dir(self.artifacts, self.index_id))
         partial = paths if trusted and same_walk else None
-        found = scan(self.folder, self.rules, partial, old_files, report, tick, skips)
+        found = self._scan(partial, old_files, report, tick, skips)
         self._remember_skips(found, skips, partial is not None)
         if found.same is None and isinstance(old_files, FileTable):
             old_files = old_files.as_dict()  # (made once by the scan already)
@@ -307,6 +315,14 @@ class IndexWriter:
                 del gen
         else:
             self._rebuild(found, state if trusted else None, current_gen, settings, report, tick, journal)
+
+    def _scan(self, paths: Iterable[PathLike] | None, old_files: Mapping[str, FileEntry], report: SyncReport,
+              tick: Progress, skips: Mapping[str, tuple[tuple[int, int, int, int], str]]) -> Scan:
+        """``scan``, the texts read past a bound kept in a file of the state folder (``Texts``) until the sync ends."""
+        found = scan(self.folder, self.rules, paths, old_files, report, tick, skips,
+                     spool=state_dir(self.artifacts, self.index_id))
+        self._texts.append(found.new_texts)
+        return found
 
     def _derive(self, derived: derive.Derivation, report: SyncReport) -> None:
         """Build the derived entries of the generation just published (``Derivation.after_swap``), then keep the
@@ -398,7 +414,8 @@ class IndexWriter:
             trusted = False
             report.skipped.clear()
             skips = load_skips(state_dir(self.artifacts, self.index_id))
-            found = scan(self.folder, self.rules, None, {}, report, tick, skips)
+            found.new_texts.close()
+            found = self._scan(None, {}, report, tick, skips)
             self._remember_skips(found, skips, False)
         prev = _previous_of(old, e) if old is not None else None
         if old is not None and not trusted:

@@ -40,7 +40,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -49,8 +49,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ragtui.core.errors import UsageError
-from ragtui.core.index.arraycache import BuildLock, evict, load_entry, store_arrays
-from ragtui.core.index.bm25 import BM25Index, Postings
+from ragtui.core.index.arraycache import BuildLock, StreamedEntry, drop_pages, evict, load_entry, store_arrays
+from ragtui.core.index.bm25 import BM25Index, Postings, check_bm25_params, weight_blocks
 from ragtui.core.index.topk import top_k
 from ragtui.core.search.ranking_options import RANGES
 
@@ -66,6 +66,9 @@ DOCLEX_KIND = "doclex"
 """The ``arraycache`` kind of the document-level BM25 entries."""
 DOCLEX_VERSION = 1
 """Bumped when the derivation or the entry's layout changes, so older entries are never read."""
+
+BUILD_BLOCK = 1 << 20
+"""Chunk postings ``DocLexical.build`` sums per document at a time (whole terms)."""
 
 DEFAULT_CHUNK_WEIGHT = 0.5
 """How much a chunk's own BM25 adds to its document's (chosen leave-one-collection-out, spec/ranking.md)."""
@@ -136,6 +139,53 @@ def doclex_key(bm25_key: str, doc_of_row: npt.NDArray[np.int64]) -> str:
     h = hashlib.sha256(f"doclex{DOCLEX_VERSION}\0{bm25_key}\0".encode("ascii"))
     h.update(np.ascontiguousarray(doc_of_row, dtype="<i8").data)
     return f"v{DOCLEX_VERSION}-" + h.hexdigest()[:40]
+
+
+def _doc_len(chunks: BM25Index, doc_of_row: npt.NDArray[np.int64]) -> npt.NDArray[np.uint32]:
+    """Each document's length: the sum of its chunks' (at most the largest uint32)."""
+    n_docs = int(doc_of_row[-1]) + 1 if doc_of_row.size else 0
+    lengths = np.bincount(doc_of_row, weights=np.asarray(chunks.doc_len, dtype=np.float64), minlength=n_docs)
+    return np.minimum(lengths, np.iinfo(np.uint32).max).astype(np.uint32)
+
+
+def _sums(chunks: BM25Index, doc_of_row: npt.NDArray[np.int64], block: int | None,
+          ) -> Iterator[tuple[int, int, npt.NDArray[np.uint32], npt.NDArray[np.uint32], npt.NDArray[np.int64]]]:
+    """The document postings of ``chunks``' terms, about ``block`` chunk postings at a time (whole terms), in order:
+    (first term, term after the last, documents, tfs, where each term's document postings end in the block)."""
+    block = BUILD_BLOCK if block is None else block
+    n_docs = int(doc_of_row[-1]) + 1 if doc_of_row.size else 0
+    # Four bytes per posting where the documents' numbers fit (they do below 2^31 documents).
+    narrow = doc_of_row.astype(np.int32) if n_docs < (1 << 31) else doc_of_row
+    chunk_offsets = np.asarray(chunks.offsets, dtype=np.int64)
+    n_terms = chunk_offsets.size - 1
+    t_lo = 0
+    while t_lo < n_terms:
+        t_hi = max(t_lo + 1, int(np.searchsorted(chunk_offsets, chunk_offsets[t_lo] + block, side="right")) - 1)
+        t_hi = min(t_hi, n_terms)
+        lo, hi = int(chunk_offsets[t_lo]), int(chunk_offsets[t_hi])
+        if hi == lo:
+            yield t_lo, t_hi, np.zeros(0, dtype=np.uint32), np.zeros(0, dtype=np.uint32), np.zeros(t_hi - t_lo, np.int64)
+            t_lo = t_hi
+            continue
+        doc = narrow[chunks.post_doc[lo:hi]]
+        # Postings run term by term in ascending chunk order, and a document's chunks are
+        # contiguous rows: equal (term, document) pairs are neighbours. A document posting
+        # starts where the document changes or a term's postings begin.
+        new = np.empty(hi - lo, dtype=bool)
+        new[0] = True
+        np.not_equal(doc[1:], doc[:-1], out=new[1:])
+        term_lo = chunk_offsets[t_lo:t_hi] - lo
+        new[term_lo[term_lo < chunk_offsets[t_lo + 1 : t_hi + 1] - lo]] = True
+        starts = np.flatnonzero(new)
+        del new
+        tf = np.add.reduceat(chunks.post_tf[lo:hi], starts, dtype=np.int64).astype(np.uint32)
+        # Every term's first posting starts a document posting: a term's end is the count of starts before the next.
+        ends = np.searchsorted(starts, chunk_offsets[t_lo + 1 : t_hi + 1] - lo, side="left").astype(np.int64)
+        yield t_lo, t_hi, doc[starts].astype(np.uint32), tf, ends
+        # Mapped from the cache (the writer's case): what was read stays in the page cache, not in this process.
+        drop_pages(chunks.post_doc, hi)
+        drop_pages(chunks.post_tf, hi)
+        t_lo = t_hi
 
 
 _OWN = ("doc_len", "df", "offsets", "post_doc", "post_tf", "weights")
@@ -249,44 +299,63 @@ class DocLexical:
             evict(cache_dir, DOCLEX_KIND, name)
 
     @classmethod
-    def build(cls, chunks: BM25Index, doc_of_row: npt.NDArray[np.int64], key: str | None = None) -> DocLexical:
-        """Sum the chunk postings of ``chunks`` per document (``doc_of_row`` non-decreasing); ``key`` is kept."""
+    def build(cls, chunks: BM25Index, doc_of_row: npt.NDArray[np.int64], key: str | None = None,
+              block: int | None = None) -> DocLexical:
+        """Sum the chunk postings of ``chunks`` per document (``doc_of_row`` non-decreasing); ``key`` is kept.
+
+        The chunk postings are taken about ``block`` (``BUILD_BLOCK``) at a time, whole terms, so what is held
+        beyond the result is one block's temporaries.
+        """
         doc_of_row = np.asarray(doc_of_row, dtype=np.int64)
-        n_docs = int(doc_of_row[-1]) + 1 if doc_of_row.size else 0
-        chunk_offsets = np.asarray(chunks.offsets, dtype=np.int64)
         n_post = int(chunks.post_doc.size)
-        if n_post:
-            # Four bytes per posting where the documents' numbers fit (they do below 2^31 documents).
-            narrow = doc_of_row.astype(np.int32) if n_docs < (1 << 31) else doc_of_row
-            doc = narrow[chunks.post_doc]
-            # Postings run term by term in ascending chunk order, and a document's chunks are
-            # contiguous rows: equal (term, document) pairs are neighbours. A document posting
-            # starts where the document changes or a term's postings begin.
-            new = np.empty(n_post, dtype=bool)
-            new[0] = True
-            np.not_equal(doc[1:], doc[:-1], out=new[1:])
-            firsts = chunk_offsets[:-1][chunk_offsets[:-1] < chunk_offsets[1:]]
-            new[firsts] = True
-            starts = np.flatnonzero(new)
-            del new
-            tf = np.add.reduceat(chunks.post_tf, starts, dtype=np.int64)
-            ddoc = doc[starts]
-            del doc
-            # Every term's first posting starts a document posting: its offset is the count of starts before it.
-            offsets = np.searchsorted(starts, chunk_offsets, side="left").astype(np.int64)
-        else:
-            tf = ddoc = np.zeros(0, dtype=np.int64)
-            offsets = np.zeros(chunk_offsets.size, dtype=np.int64)
-        lengths = np.bincount(doc_of_row, weights=np.asarray(chunks.doc_len, dtype=np.float64), minlength=n_docs)
-        postings = Postings(
-            doc_len=np.minimum(lengths, np.iinfo(np.uint32).max).astype(np.uint32),
-            term_blob=chunks.term_blob,
-            term_starts=chunks.term_starts,
-            offsets=offsets,
-            post_doc=ddoc,
-            post_tf=tf,
-        )
+        # At most one document posting per chunk posting: the arrays are allocated for that many, and only the
+        # pages written are ever resident.
+        ddoc = np.empty(n_post, dtype=np.uint32)
+        tf = np.empty(n_post, dtype=np.uint32)
+        offsets = np.zeros(int(chunks.offsets.size), dtype=np.int64)
+        made = 0
+        for t_lo, t_hi, doc_block, tf_block, ends in _sums(chunks, doc_of_row, block):
+            ddoc[made : made + doc_block.size] = doc_block
+            tf[made : made + tf_block.size] = tf_block
+            offsets[t_lo + 1 : t_hi + 1] = made + ends
+            made += doc_block.size
+        postings = Postings(_doc_len(chunks, doc_of_row), chunks.term_blob, chunks.term_starts, offsets, ddoc[:made],
+                            tf[:made])
         return cls(doc_of_row, BM25Index.from_postings(postings, chunks.k1, chunks.b), key)
+
+    @classmethod
+    def build_into(cls, entry: StreamedEntry, chunks: BM25Index, doc_of_row: npt.NDArray[np.int64],
+                   block: int | None = None) -> None:
+        """Write into ``entry`` the arrays of ``build(chunks, doc_of_row).to_arrays()``, the same bytes, a block of
+        chunk postings at a time: nothing of the size of the postings is held. The postings are summed twice,
+        once to count the document postings of each term, once to write them with their weights."""
+        check_bm25_params(chunks.k1, chunks.b)
+        doc_of_row = np.asarray(doc_of_row, dtype=np.int64)
+        offsets = np.zeros(int(chunks.offsets.size), dtype=np.int64)
+        made = 0
+        for t_lo, t_hi, doc_block, _, ends in _sums(chunks, doc_of_row, block):
+            offsets[t_lo + 1 : t_hi + 1] = made + ends
+            made += doc_block.size
+        doc_len = _doc_len(chunks, doc_of_row)
+        n_docs = int(doc_len.size)
+        avgdl = float(doc_len.mean(dtype=np.float64)) if n_docs else 0.0
+        df = np.diff(offsets)
+        k1, b = chunks.k1, chunks.b
+        entry.add("rows", np.int64, doc_of_row.size, [doc_of_row])
+        scalars = np.array([n_docs, avgdl, k1, b], dtype=np.float64)
+        for name, whole in (("scalars", scalars), ("doc_len", doc_len), ("df", df), ("offsets", offsets)):
+            entry.add(name, whole.dtype, whole.size, [whole])
+        columns = [entry.column(name, dtype, made) for name, dtype in
+                   (("post_doc", np.uint32), ("post_tf", np.uint32), ("weights", np.float64))]
+        for t_lo, t_hi, doc_block, tf_block, _ends in _sums(chunks, doc_of_row, block):
+            columns[0].write(doc_block)
+            columns[1].write(tf_block)
+            base = offsets[t_lo]
+            for w in weight_blocks(df[t_lo:t_hi], offsets[t_lo : t_hi + 1] - base, doc_block, tf_block, doc_len,
+                                   avgdl, n_docs, k1, b):
+                columns[2].write(w)
+        for column in columns:
+            column.close()
 
     def chunk_scores(self, chunks: BM25Index, query: str, chunk_weight: float) -> npt.NDArray[np.float64]:
         """Dense doc-aware score of every chunk: its document's BM25 + chunk_weight * its own.
