@@ -17,7 +17,8 @@ newest entries of each kind.
 
 Which are made: a one-shot writer (``ragtui ingest``, ``sync``: ``everything``)
 makes every one, so that the first query of a fresh process in any mode
-builds nothing. A long-running writer (the watch agent) makes the stemmed arm
+builds nothing, except the stemmed arm of an index of more than
+``STEM_AT_PUBLISH_POSTINGS`` postings, whose build is not bounded yet. A long-running writer (the watch agent) makes the stemmed arm
 and the IVF lists only once a reader has searched that way (a reader notes it:
 ``arraycache.mark_used``), so that an index nobody searches with IVF does not
 pay for the lists at every save.
@@ -56,7 +57,13 @@ from ragtui.core.search.stemmed import (
     stem_terms,
 )
 
-__all__ = ["Change", "Derivation", "Lexical", "tidy"]
+__all__ = ["Change", "Derivation", "Lexical", "STEM_AT_PUBLISH_POSTINGS", "tidy"]
+
+STEM_AT_PUBLISH_POSTINGS = 16 << 20
+"""A one-shot writer makes the stemmed arm unasked only for an index of at most this many postings (some 280k
+chunks of ``bench/bench_scale.py``'s corpora). Its build holds about 60 bytes a posting on top of the writer
+(1 GiB here), while the rest of a full ingest is bounded (900 MiB at 1M chunks); above it the arm is made as
+before, once a reader has searched it, until its build too works in bounded blocks."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -291,7 +298,8 @@ class Derivation:
                 finally:
                     entry.discard()
                 lex = self._mapped(self.key)
-            if stem is None and still_wanted() and (self.everything or _stem_in_use(self.cache_dir, self.index_id)):
+            unasked = self.everything and int(self.bm25.offsets[-1]) <= STEM_AT_PUBLISH_POSTINGS
+            if stem is None and still_wanted() and (unasked or _stem_in_use(self.cache_dir, self.index_id)):
                 # A one-shot writer, or a reader searched the stemmed arm (bm25stem, hybrid's default) before:
                 # the next one finds it ready.
                 stem = self._stem(lex.key)
