@@ -125,18 +125,25 @@ def test_scores_agree_with_reference(docs, query, k, k1, b):
     docs_terms = [analyze(t) for t in texts]
     ix = BM25Index.decode(encode_bm25(docs_terms), k1, b)
     q = " ".join(query)
-    expected = reference_search(docs_terms, q, k1, b)[:k]
+    every = reference_search(docs_terms, q, k1, b)
+    expected = every[:k]
     rows, scores = ix.search(q, k)
-    assert rows.tolist() == [r for r, _ in expected] or _same_up_to_ties(rows, scores, expected)
+    assert rows.tolist() == [r for r, _ in expected] or _same_up_to_ties(rows, scores, expected, dict(every))
     for got, (_, want) in zip(scores.tolist(), expected):
         assert abs(got - want) <= 1e-9
 
 
-def _same_up_to_ties(rows, scores, expected):
-    # Summation order may differ by an ulp; two chunks whose scores agree to
-    # 1e-12 may then swap. Accept only that.
-    return all(abs(s - e) <= 1e-12 for s, (_, e) in zip(scores.tolist(), expected)) and sorted(rows.tolist()) == sorted(
-        r for r, _ in expected
+def _same_up_to_ties(rows, scores, expected, reference):
+    # The two compute each weight with other roundings (a precomputed length norm against the formula as
+    # written), so chunks whose scores are equal in exact arithmetic may differ by an ulp and swap, or
+    # another of them make the cut at k. Accept only that: every row returned is a match whose reference
+    # score is its own to 1e-12 and reaches the k-th best to 1e-12.
+    if len(rows) != len(expected):
+        return False
+    kth = expected[-1][1] if expected else 0.0
+    return all(
+        r in reference and abs(reference[r] - s) <= 1e-12 and reference[r] >= kth - 1e-12
+        for r, s in zip(rows.tolist(), scores.tolist())
     )
 
 
