@@ -308,18 +308,7 @@ class StagedArrays:
     def place(self, key: str) -> bool:
         """Name the arrays as the entry of ``key``; True when that entry is there (placed now or before)."""
         tmp, self._tmp = self._tmp, None
-        if tmp is None:
-            return False
-        entry = tmp.with_name(self._prefix + key)
-        try:
-            if not (entry / _MARKER).is_file():
-                _rename_into(tmp, entry)
-                os.utime(entry)
-        except OSError:
-            return False
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        return True
+        return _place(tmp, self._prefix + key, mark=False)
 
 
 class StreamedEntry:
@@ -362,19 +351,7 @@ class StreamedEntry:
     def place(self, key: str) -> bool:
         """Name the arrays as the entry of ``key``; True when that entry is there (placed now or before)."""
         tmp, self._tmp = self._tmp, None
-        if tmp is None:
-            return False
-        entry = tmp.with_name(self._prefix + key)
-        try:
-            if not (entry / _MARKER).is_file():
-                (tmp / _MARKER).write_bytes(b"")
-                _rename_into(tmp, entry)
-                os.utime(entry)
-        except OSError:
-            return False
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        return True
+        return _place(tmp, self._prefix + key, mark=True)
 
     def discard(self) -> None:
         """Remove what was written; nothing will be placed."""
@@ -451,6 +428,26 @@ def drop_pages(array: np.ndarray, upto: int) -> None:
             mapped.madvise(mmap.MADV_DONTNEED, 0, end)
     except (OSError, ValueError, TypeError):
         pass
+
+
+def _place(tmp: Path | None, name: str, *, mark: bool) -> bool:
+    """Rename the temporary entry ``tmp`` to ``name`` beside it (writing its ``complete`` marker first when
+    ``mark``), unless a complete entry of that name is there already; then remove whatever is left of ``tmp``.
+    True when the entry is there."""
+    if tmp is None:
+        return False
+    entry = tmp.with_name(name)
+    try:
+        if not (entry / _MARKER).is_file():
+            if mark:
+                (tmp / _MARKER).write_bytes(b"")
+            _rename_into(tmp, entry)
+            os.utime(entry)
+    except OSError:
+        return False
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return True
 
 
 def _write_entry(tmp: Path, arrays: dict[str, np.ndarray], fresh: bool = True) -> None:
