@@ -338,9 +338,9 @@ def test_a_long_running_writer_splices_the_next_entries_equal_to_builds_array_fo
 def test_a_reader_waits_for_the_entries_a_writer_is_making_instead_of_building_them(published, monkeypatch):
     """While a writer holds the index's lexical lock (from the rename until its entries are stored), a reader that
     misses the entry waits for it, then maps it: one build in all."""
-    import threading
-
     from ragtui.core.index.arraycache import BuildLock
+
+    from .lockwait import waiting_reader
 
     folder, link, cache = published
     for p in doclex_entries(cache):
@@ -348,19 +348,9 @@ def test_a_reader_waits_for_the_entries_a_writer_is_making_instead_of_building_t
     held = BuildLock.take(cache, docaware.lexical_lock("docs"))
     assert held.held and not BuildLock.take(cache, docaware.lexical_lock("docs")).held
     builds = Builds(monkeypatch)
-    waiting = threading.Event()
-    real_wait = BuildLock.wait.__func__
-
-    def wait(cls, *a):
-        waiting.set()
-        return real_wait(cls, *a)
-
-    monkeypatch.setattr(BuildLock, "wait", classmethod(wait))
-    got: list[object] = []
-    reader = threading.Thread(target=lambda: got.append(
-        Retriever.open(link, embedder=embedder(), cache_dir=cache).search("otters", mode="bm25doc", k=5)))
-    reader.start()
-    assert waiting.wait(60)  # the reader missed the entry and waits for the lock
+    # The reader misses the entry and waits for the lock.
+    reader, got = waiting_reader(monkeypatch, lambda: Retriever.open(
+        link, embedder=embedder(), cache_dir=cache).search("otters", mode="bm25doc", k=5))
     # The "writer": it makes the entry, stores it, and lets go; the reader then finds it.
     data = read_index(link, full=False, cache_dir=cache)
     DocLexical.build(data.bm25, doc_groups_of(data.records), data.stats["doclex_key"]).store(cache, "docs")

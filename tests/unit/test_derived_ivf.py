@@ -26,6 +26,7 @@ from ragtui.core.search.ivf_cache import ivf_lock, warm_ivf_cache
 from ragtui.core.search.retriever import Retriever
 
 from .fakes import HashEmbedder
+from .lockwait import waiting_reader
 from .test_ivf_cache import Spy
 
 MODES = ("bm25", "bm25doc", "bm25stem", "flat", "ivf", "hybrid")
@@ -168,19 +169,9 @@ def test_a_reader_waits_for_the_lists_a_writer_is_making_instead_of_building_the
     held = BuildLock.take(cache, ivf_lock("docs"))  # as a writer holds it from the rename until its lists are stored
     assert held.held
     spy = Spy(monkeypatch)
-    waiting = threading.Event()
-    real_wait = BuildLock.wait.__func__
-
-    def wait(cls, *a):
-        waiting.set()
-        return real_wait(cls, *a)
-
-    monkeypatch.setattr(BuildLock, "wait", classmethod(wait))
-    got: list[object] = []
-    reader = threading.Thread(target=lambda: got.append(
-        Retriever.open(link, embedder=HashEmbedder(), cache_dir=cache).search("gzip archives", mode="ivf", k=5)))
-    reader.start()
-    assert waiting.wait(60)  # the reader missed the lists and waits for the lock
+    # The reader misses the lists and waits for the lock.
+    reader, got = waiting_reader(monkeypatch, lambda: Retriever.open(
+        link, embedder=HashEmbedder(), cache_dir=cache).search("gzip archives", mode="ivf", k=5))
     # The "writer": it makes the lists of the generation, stores them, and lets go; the reader then maps them.
     warm_ivf_cache(read_index(link, full=False, cache_dir=cache), cache, embedder=HashEmbedder())
     assert spy.builds == 1
