@@ -193,10 +193,10 @@ _MEASURE = """
 import json, sys
 from pathlib import Path
 from ragtui.core.ingest import rebuild, texts
-from ragtui.core.ingest.sync import sync
 from ragtui.core.ingest.writer import IndexWriter
 from ragtui.core.search import docaware
 from tests.unit.fakes import HashEmbedder
+from tests.unit.peakmem import peak_kib, warm_up
 
 class Quiet(HashEmbedder):
     def embed(self, batch):
@@ -204,26 +204,16 @@ class Quiet(HashEmbedder):
         self.embedded.clear()  # the fake keeps every text it embedded: not what is measured
         return out
 
-def peak():
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-
 # Bounds far below the corpus's size, so that what grows with it is what is measured, not one batch.
 rebuild.TEXT_BATCH, rebuild.VECTOR_BYTES, rebuild.BM25_STEP = 1 << 17, 1 << 16, 1 << 14
 texts.HOLD = docaware.BUILD_BLOCK = 1 << 17
 docs, art = Path(sys.argv[1]), Path(sys.argv[2])
 emb = Quiet(dim=8)
-small = art.parent / "small"
-(small / "docs").mkdir(parents=True)
-(small / "docs" / "a.md").write_text("a small document to warm up with")
-sync(small / "docs", artifacts=small / "art", embedder=emb, max_tokens=64, overlap=8)
-Path("/proc/self/clear_refs").write_text("5")  # the high-water mark from here
-before = peak()
+before = warm_up(art, emb)
 # The rebuild alone: the derived entries a one-shot writer makes after it (the IVF lists, the stemmed arm) are
 # measured on their own (tests/unit/test_ivf_memory.py).
 report = IndexWriter(docs, artifacts=art, embedder=emb, max_tokens=64, overlap=8, derive_all=False).sync()
-print(json.dumps({"grown": peak() - before, "chunks": report.chunks_total}))
+print(json.dumps({"grown": peak_kib() - before, "chunks": report.chunks_total}))
 """
 
 

@@ -151,28 +151,17 @@ def test_a_rebuild_that_fails_in_a_later_batch_keeps_the_index_and_what_it_embed
 _MEASURE = """
 import json, sys
 from pathlib import Path
-from ragtui.core.ingest.sync import IndexWriter, sync
+from ragtui.core.ingest.sync import IndexWriter
 from tests.unit.fakes import HashEmbedder
-
-def peak():
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
+from tests.unit.peakmem import peak_kib, warm_up
 
 docs, art = Path(sys.argv[1]), Path(sys.argv[2])
 emb = HashEmbedder(dim=2048)
-# A small rebuild first: the modules a sync imports on the way, and their tables, are not what is measured.
-small = art.parent / "small"
-(small / "docs").mkdir(parents=True)
-(small / "docs" / "a.md").write_text("a small document to warm up with")
-sync(small / "docs", artifacts=small / "art", embedder=emb, max_tokens=64, overlap=8)
-# Writing 5 to clear_refs resets the high-water mark to the current resident size (Linux >= 4.0).
-Path("/proc/self/clear_refs").write_text("5")
-before = peak()
+before = warm_up(art, emb)
 # The rebuild alone: the derived entries built after it (the IVF lists' training sample of 64 sqrt(n) rows among
 # them) have their own bounds (tests/unit/test_ivf_memory.py).
 report = IndexWriter(docs, artifacts=art, embedder=emb, max_tokens=64, overlap=8, derive_all=False).sync()
-print(json.dumps({"grown": peak() - before, "chunks": report.chunks_total}))
+print(json.dumps({"grown": peak_kib() - before, "chunks": report.chunks_total}))
 """
 
 
