@@ -174,13 +174,10 @@ def store_streamed(cache_dir: Path, kind: str, name: str, key: str,
         for array_name, (shape, dtype, blocks) in streamed.items():
             _write_blocks(tmp / f"{array_name}.npy", shape, np.dtype(dtype), blocks)
         _write_entry(tmp, rest(), fresh=False)
-        _rename_into(tmp, entry)
-        os.utime(entry)
     except OSError:
-        return False
-    finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return True
+        return False
+    return _place(tmp, entry.name, mark=False)
 
 
 def _write_blocks(path: Path, shape: tuple[int, ...], dtype: np.dtype, blocks: Iterable[np.ndarray]) -> None:
