@@ -201,6 +201,29 @@ def test_ends_not_looked_at_are_caught_when_their_line_is_read(monkeypatch):
             docs[i]
 
 
+def test_ends_read_from_the_file_are_judged_as_through_the_map(monkeypatch, tmp_path):
+    monkeypatch.setattr(docs_file, "ENDS_SAMPLE", 3)
+    raw = b"".join(b'{"n":%d,"pad":"%s"}\n' % (i, b"x" * i) for i in range(9))
+    path = tmp_path / "docs.jsonl"
+    path.write_bytes(raw)
+    true = _line_ends(raw, 9, "x")
+    looked_at = [0, 4, 8]  # the spread of 3 among 9 lines
+    cases = [true]
+    for line in looked_at:
+        for shift in (-1, 1):
+            bad = true.copy()
+            bad[line] += shift
+            cases.append(bad)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        for ends in cases:
+            assert ends_fit(raw, ends, 9, fd) == ends_fit(raw, ends, 9), ends
+        assert ends_fit(raw, true, 9, fd)
+        assert sum(ends_fit(raw, e, 9, fd) for e in cases) == 1  # every moved end looked at is refused
+    finally:
+        os.close(fd)
+
+
 def test_a_wrong_bm25_key_or_damaged_arrays_fall_back_to_hashing(published, monkeypatch, tmp_path):
     _, link, cache = published
     raw = (link / "bm25.idx").read_bytes()

@@ -219,8 +219,8 @@ def _parse(path: Path, real: str, files: dict[str, BinaryIO], full: bool, cache_
     bm25_raw = _map(files[BM25], where(BM25))
     _check_bm25_header(bm25_raw, where(BM25), meta)
     docs_raw = _map(files[DOCS], where(DOCS))
-    ends = known.ends if known is not None and known.ends is not None and ends_fit(docs_raw, known.ends, meta.n_chunks) \
-        else None
+    ends = known.ends if known is not None and known.ends is not None and ends_fit(
+        docs_raw, known.ends, meta.n_chunks, files[DOCS].fileno()) else None
     records = DocsFile(docs_raw, where(DOCS), meta, ends=ends)
     if full:
         records.verify()
