@@ -284,13 +284,10 @@ def _merged(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _offsets(sizes: np.ndarray) -> np.ndarray:
-    """int64 [0, sizes[0], sizes[0] + sizes[1], ...]: summed in 32 bits while the total fits (a quarter of the
-    memory traffic of summing bytes into int64)."""
+    """int64 [0, sizes[0], sizes[0] + sizes[1], ...], summed straight into the result: no temporary (at 59 million
+    byte sizes 91 ms, against 165 ms summing them in 32 bits first and widening, numpy 2.4)."""
     out = np.zeros(sizes.size + 1, dtype=np.int64)
-    if sizes.size and sizes.size * int(sizes.max()) < 1 << 32:
-        out[1:] = np.cumsum(sizes.astype(np.uint32))
-    else:
-        np.cumsum(sizes, dtype=np.int64, out=out[1:])
+    np.cumsum(sizes, dtype=np.int64, out=out[1:])
     return out
 
 
