@@ -167,16 +167,23 @@ def test_stepped_encoding_of_a_real_corpus(step):
     assert encode_postings(p, step=step) == plain_encode(p)
 
 
-@pytest.mark.parametrize("step", [1, 2, 3, 100])
-def test_stepped_encoding_with_terms_that_hold_no_posting(step):
-    # Terms without postings (first, between, last), and chunk numbers and tfs past one varint byte.
+def sparse_postings() -> tuple[Postings, Postings]:
+    """Terms without postings (first, between, last), chunk numbers and tfs past one varint byte; and the same
+    dictionary without any posting."""
     doc_len = np.arange(300, dtype=np.uint32)
     blob = np.frombuffer(b"abcde", dtype=np.uint8)
     starts = np.arange(6)
     p = Postings(doc_len, blob, starts, np.array([0, 0, 3, 3, 5, 5]), np.array([0, 150, 299, 1, 200], dtype=np.uint32),
                  np.array([2, 200, 1, 70_000, 1], dtype=np.uint32))
-    assert encode_postings(p, step=step) == plain_encode(p)
     none = Postings(doc_len, blob, starts, np.zeros(6, dtype=np.int64), np.zeros(0, np.uint32), np.zeros(0, np.uint32))
+    return p, none
+
+
+@pytest.mark.parametrize("step", [1, 2, 3, 100])
+def test_stepped_encoding_with_terms_that_hold_no_posting(step):
+    # Terms without postings (first, between, last), and chunk numbers and tfs past one varint byte.
+    p, none = sparse_postings()
+    assert encode_postings(p, step=step) == plain_encode(p)
     assert encode_postings(none, step=step) == plain_encode(none)
 
 
@@ -222,13 +229,8 @@ def test_bm25_idx_in_pieces_is_the_whole_file(step):
 
 @pytest.mark.parametrize("step", [1, 2, 3, 100])
 def test_bm25_idx_in_pieces_with_terms_that_hold_no_posting(step):
-    doc_len = np.arange(300, dtype=np.uint32)
-    blob = np.frombuffer(b"abcde", dtype=np.uint8)
-    starts = np.arange(6)
-    p = Postings(doc_len, blob, starts, np.array([0, 0, 3, 3, 5, 5]), np.array([0, 150, 299, 1, 200], dtype=np.uint32),
-                 np.array([2, 200, 1, 70_000, 1], dtype=np.uint32))
+    p, none = sparse_postings()
     assert b"".join(encode_pieces(p, step)) == plain_encode(p)
-    none = Postings(doc_len, blob, starts, np.zeros(6, dtype=np.int64), np.zeros(0, np.uint32), np.zeros(0, np.uint32))
     assert b"".join(encode_pieces(none, step)) == plain_encode(none)
     assert b"".join(encode_pieces(build_postings([]), step)) == plain_encode(build_postings([]))
 

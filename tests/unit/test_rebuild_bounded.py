@@ -193,10 +193,9 @@ _MEASURE = """
 import json, sys
 from pathlib import Path
 from ragtui.core.ingest import rebuild, texts
-from ragtui.core.ingest.writer import IndexWriter
 from ragtui.core.search import docaware
 from tests.unit.fakes import HashEmbedder
-from tests.unit.peakmem import peak_kib, warm_up
+from tests.unit.peakmem import rebuild_alone
 
 class Quiet(HashEmbedder):
     def embed(self, batch):
@@ -209,11 +208,7 @@ rebuild.TEXT_BATCH, rebuild.VECTOR_BYTES, rebuild.BM25_STEP = 1 << 17, 1 << 16, 
 texts.HOLD = docaware.BUILD_BLOCK = 1 << 17
 docs, art = Path(sys.argv[1]), Path(sys.argv[2])
 emb = Quiet(dim=8)
-before = warm_up(art, emb)
-# The rebuild alone: the derived entries a one-shot writer makes after it (the IVF lists, the stemmed arm) are
-# measured on their own (tests/unit/test_ivf_memory.py).
-report = IndexWriter(docs, artifacts=art, embedder=emb, max_tokens=64, overlap=8, derive_all=False).sync()
-print(json.dumps({"grown": peak_kib() - before, "chunks": report.chunks_total}))
+print(json.dumps(rebuild_alone(docs, art, emb)))
 """
 
 

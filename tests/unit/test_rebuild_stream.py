@@ -151,17 +151,12 @@ def test_a_rebuild_that_fails_in_a_later_batch_keeps_the_index_and_what_it_embed
 _MEASURE = """
 import json, sys
 from pathlib import Path
-from ragtui.core.ingest.sync import IndexWriter
 from tests.unit.fakes import HashEmbedder
-from tests.unit.peakmem import peak_kib, warm_up
+from tests.unit.peakmem import rebuild_alone
 
 docs, art = Path(sys.argv[1]), Path(sys.argv[2])
 emb = HashEmbedder(dim=2048)
-before = warm_up(art, emb)
-# The rebuild alone: the derived entries built after it (the IVF lists' training sample of 64 sqrt(n) rows among
-# them) have their own bounds (tests/unit/test_ivf_memory.py).
-report = IndexWriter(docs, artifacts=art, embedder=emb, max_tokens=64, overlap=8, derive_all=False).sync()
-print(json.dumps({"grown": peak_kib() - before, "chunks": report.chunks_total}))
+print(json.dumps(rebuild_alone(docs, art, emb)))
 """
 
 
