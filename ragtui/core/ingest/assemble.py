@@ -12,8 +12,9 @@ bytes; the full rebuild (``rebuild``) lays its batches out itself.
 
 from __future__ import annotations
 
+import bisect
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -26,6 +27,7 @@ from ragtui.core.embedders.base import Tokenizer
 from ragtui.core.index.records import ChunkRecord, fingerprint
 from ragtui.core.ingest.chunker import LONG_DOCUMENT_CHARS, Chunk, chunk_text
 from ragtui.core.ingest.code_chunks import chunk_code
+from ragtui.core.ingest.doc_rows import DocRows
 from ragtui.core.ingest.embedding import EMBED_BATCH, JOURNAL_SECONDS, embed_pending
 from ragtui.core.ingest.report import Progress, SyncReport
 
@@ -93,8 +95,8 @@ class Assembly:
     ids: dict[str, np.ndarray] = field(default_factory=dict)
     """Fingerprint -> the token ids the chunker counted its text from, where it kept them."""
     counts: dict[str, int] = field(default_factory=dict)
-    """Every document's number of chunks (0 for one that has none)."""
-    rows: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Each changed document's number of chunks (0 for one that has none now or is gone)."""
+    rows: DocRows = field(default_factory=lambda: DocRows([], np.zeros(1, dtype=np.int64)))
     """Each document's rows [lo, hi) in the next generation (documents with chunks only)."""
     row_map: Rows = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     """For each row of the previous generation: its row in the next one, or -1."""
@@ -118,50 +120,57 @@ def records_of(doc_id: str, chunks: Sequence[Chunk]) -> list[ChunkRecord]:
             for k, ch in enumerate(chunks)]
 
 
-def assemble(order: Sequence[str], new_chunks: Mapping[str, Sequence[Chunk]], prev: Previous | None, dim: int) -> Assembly:
-    """Lay out the next generation: the documents ``order`` (in index order), each from ``new_chunks`` or ``prev``.
+def assemble(docs: Collection[str], new_chunks: Mapping[str, Sequence[Chunk]], prev: Previous | None, dim: int,
+             touched: Collection[str] | None = None) -> Assembly:
+    """Lay out the next generation: the documents ``docs``, each from ``new_chunks`` or ``prev``.
 
-    A document in neither (known to the state but without chunks) holds no rows.
+    A document in neither (known to the state but without chunks) holds no rows. ``touched``, when the
+    caller knows it: every document of ``prev`` that ``docs`` may no longer hold (the rest are still there).
+    The work grows with the changed documents (a bisection of the previous ones for each), not with every
+    document: the unchanged ones between two changes are one run of old rows.
     """
     asm = Assembly()
-    segments, records, counts, rows = asm.segments, asm.records, asm.counts, asm.rows
-    n = 0
-    # Without reusable vectors, the previous generation's rows are taken as new records (to embed again).
-    old_rows: Mapping[str, tuple[int, int]] = prev.rows if prev is not None and prev.reusable else {}
-    # The run of old rows being extended, one Segment when it ends (most documents are unchanged:
-    # this loop runs once per document of the folder, so it allocates as little as it can).
-    run_lo = run_hi = run_at = -1
-    for doc_id in order:
-        chunks = new_chunks.get(doc_id)
-        if chunks is None:
-            span = old_rows.get(doc_id)
-            if span is not None:
-                lo, hi = span
-                if lo != run_hi:
-                    if run_lo >= 0:
-                        segments.append(Segment("old", run_lo, run_hi, run_at))
-                    run_lo, run_at = lo, n
-                run_hi = hi
-                counts[doc_id] = hi - lo
-                rows[doc_id] = span if lo == n else (n, n + hi - lo)
-                n += hi - lo
-                continue
-        if chunks is not None:
-            doc_records = records_of(doc_id, chunks)
-            for ch, rec in zip(chunks, doc_records):
-                if ch.ids is not None:
-                    asm.ids.setdefault(rec.fingerprint, ch.ids)
-        elif prev is not None and doc_id in prev.rows:
-            doc_records = list(prev.records(*prev.rows[doc_id]))
+    segments, records = asm.segments, asm.records
+    fresh: dict[str, list[ChunkRecord]] = {}
+    for doc_id, chunks in new_chunks.items():
+        doc_records = fresh[doc_id] = records_of(doc_id, chunks)
+        for ch, rec in zip(chunks, doc_records):
+            if ch.ids is not None:
+                asm.ids.setdefault(rec.fingerprint, ch.ids)
+    before = DocRows.of_spans(prev.rows) if prev is not None else DocRows([], np.zeros(1, dtype=np.int64))
+    if prev is not None and not prev.reusable:
+        # Without reusable vectors, the previous generation's rows are taken as new records (to embed again).
+        for doc_id, (lo, hi) in zip(before.ids, zip(before.starts[:-1].tolist(), before.starts[1:].tolist())):
+            if doc_id in docs and doc_id not in fresh:
+                fresh[doc_id] = list(prev.records(lo, hi))
+        before = DocRows([], np.zeros(1, dtype=np.int64))
+    # The previous documents no longer there (a set difference, in C, when the caller cannot narrow them down).
+    gone = sorted(set(before.ids).difference(docs) if touched is None else
+                  (d for d in touched if d not in docs and d in before))
+    ids, starts = before.ids, before.starts
+    n = cursor = 0  # rows laid out; the first old row not yet laid out or left out
+
+    def carry(lo: int, hi: int) -> None:
+        nonlocal n
+        if hi <= lo:
+            return
+        last = segments[-1] if segments else None
+        if last is not None and last.source == "old" and last.hi == lo and last.at + last.n == n:
+            segments[-1] = Segment("old", last.lo, hi, last.at)
         else:
-            asm.counts[doc_id] = 0
-            continue
+            segments.append(Segment("old", lo, hi, n))
+        n += hi - lo
+
+    for doc_id in sorted({*fresh, *gone}):
+        i = bisect.bisect_left(ids, doc_id)
+        carry(cursor, int(starts[i]))  # the unchanged documents before this one
+        cursor = max(cursor, int(starts[i]))
+        if i < len(ids) and ids[i] == doc_id:
+            cursor = int(starts[i + 1])  # its old rows are left out
+        doc_records = fresh.get(doc_id, [])
         asm.counts[doc_id] = len(doc_records)
         if not doc_records:
             continue
-        if run_lo >= 0:
-            segments.append(Segment("old", run_lo, run_hi, run_at))
-            run_lo = run_hi = run_at = -1
         first = len(records)
         records.extend(doc_records)
         last = segments[-1] if segments else None
@@ -169,11 +178,10 @@ def assemble(order: Sequence[str], new_chunks: Mapping[str, Sequence[Chunk]], pr
             segments[-1] = Segment("new", last.lo, len(records), last.at)
         else:
             segments.append(Segment("new", first, len(records), n))
-        asm.rows[doc_id] = (n, n + len(doc_records))
         n += len(doc_records)
-    if run_lo >= 0:
-        segments.append(Segment("old", run_lo, run_hi, run_at))
+    carry(cursor, before.n_rows)
     asm.n_rows = n
+    asm.rows = before.replaced(gone, {d: len(r) for d, r in fresh.items()})
     asm.row_map = np.full(prev.n_chunks if prev is not None else 0, -1, dtype=np.int64)
     for seg in segments:
         if seg.source == "old":

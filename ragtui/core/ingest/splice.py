@@ -36,6 +36,7 @@ from ragtui.core.index.index_format import BM25, DOCS, FILES, META, VECTORS, Ind
 from ragtui.core.index.records import IndexMeta, encode_docs, encode_meta
 from ragtui.core.ingest.assemble import Assembly, Previous
 from ragtui.core.ingest.derive import Change, Derivation, Lexical
+from ragtui.core.ingest.doc_rows import DocRows
 from ragtui.core.ingest.publish import FileRange, NewGeneration, file_size
 from ragtui.core.ingest.report import Progress, SyncReport
 from ragtui.core.ingest.state import FileEntry, FileTable, IndexStamp, Stamp, file_stamp, index_stamp, stat_stamp
@@ -61,7 +62,7 @@ class Generation:
     """
 
     data: IndexData
-    rows: dict[str, tuple[int, int]]
+    rows: DocRows
     """Each document's rows [lo, hi) (documents with chunks only), in index order."""
     fingerprints: npt.NDArray[np.bytes_]
     """S64: each row's fingerprint as ASCII."""
@@ -96,20 +97,20 @@ class Generation:
                 shutil.rmtree(os.path.dirname(path), ignore_errors=True)
 
 
-def rows_of(files: Mapping[str, FileEntry]) -> dict[str, tuple[int, int]] | None:
+def rows_of(files: Mapping[str, FileEntry]) -> DocRows | None:
     """Each document's rows from the state's chunk counts (None if a count is missing or negative)."""
-    rows: dict[str, tuple[int, int]] = {}
-    at = 0
     if isinstance(files, FileTable):
         files = files.as_dict()  # one lookup per document follows: the entries made at once
+    ids: list[str] = []
+    counts: list[int] = []
     for doc_id in sorted(files):
         n = files[doc_id].n_chunks
         if n is None or n < 0:
             return None
         if n:
-            rows[doc_id] = (at, at + n)
-        at += n
-    return rows
+            ids.append(doc_id)
+            counts.append(n)
+    return DocRows.of_counts(ids, counts)
 
 
 def open_generation(target: Path, stamp: IndexStamp | None, generation: str | None,
@@ -134,7 +135,7 @@ def open_generation(target: Path, stamp: IndexStamp | None, generation: str | No
     rows = rows_of(files)
     if fps is None or rows is None:
         return None
-    if sum(hi - lo for lo, hi in rows.values()) != old.n_chunks:
+    if rows.n_rows != old.n_chunks:
         return None
     mapped = _map_published(stamp, (BM25,))
     if mapped is None:
@@ -274,7 +275,7 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
             bm25_key = place(bm25_bytes)
             ends = _docs_ends(gen, asm, pieces[DOCS])
             report.seconds["cache"] = time.perf_counter() - t0
-            derived = Derivation.plan(cache_dir, index_id, decoded, bm25_key, asm.rows.values(), everything=derive_all)
+            derived = Derivation.plan(cache_dir, index_id, decoded, bm25_key, asm.rows, everything=derive_all)
             report.seconds["cache"] = time.perf_counter() - t0
             if lexical is not None and lexical.generation == old.generation:
                 # The previous generation's document-level and stemmed BM25 are spliced as the chunk index was.

@@ -381,7 +381,7 @@ class IndexWriter:
         new_chunks = chunk_all(found.new_texts, e.tokenizer, self.max_tokens, self.overlap, report, tick,
                                keep_ids=self._embeds_ids)
         t0 = time.perf_counter()
-        asm = assemble(by_bytes(found.seen), new_chunks, gen.previous(), e.dim)
+        asm = assemble(found.seen, new_chunks, gen.previous(), e.dim, found.touched)
         report.chunks_added, report.chunks_removed, report.chunks_total = asm.chunks_added, asm.chunks_removed, asm.n_rows
         report.seconds["plan"] = time.perf_counter() - t0
         embed_pending(asm, e, journal, report, tick)
