@@ -33,7 +33,7 @@ from ragtui.core.ingest.report import Progress, SyncReport
 
 __all__ = [
     "CHUNK_BATCH", "EMBED_BATCH", "JOURNAL_SECONDS", "Assembly", "Previous", "Segment", "assemble", "chunk_all",
-    "chunk_docs", "embed_pending", "records_of", "warn_no_grammar",
+    "chunk_docs", "embed_pending", "fingerprint_keys", "records_of", "warn_no_grammar",
 ]
 
 CHUNK_BATCH = 64
@@ -76,6 +76,13 @@ class Previous:
     """Rows [lo, hi) as records (parsed on demand)."""
     reusable: bool = True
     """Whether its vectors may be copied: the same embedding model and dimension."""
+    keys: npt.NDArray[np.uint64] | None = None
+    """``fingerprint_keys(fingerprints)``, once worked out (a long-running writer carries them from save to save)."""
+
+    def fingerprint_keys(self) -> npt.NDArray[np.uint64]:
+        if self.keys is None or self.keys.size != self.fingerprints.size:
+            self.keys = fingerprint_keys(self.fingerprints)
+        return self.keys
 
     @property
     def n_chunks(self) -> int:
@@ -194,7 +201,8 @@ def _find_vectors(asm: Assembly, prev: Previous | None, dim: int) -> None:
     """Fill each new record's vector from a stored row of the same fingerprint; count what is added and removed."""
     records = asm.records
     asm.vectors = np.zeros((len(records), dim), dtype=np.float32)
-    held = _first_rows(prev.fingerprints, [r.fingerprint.encode("ascii") for r in records]) if prev is not None else {}
+    keys = prev.fingerprint_keys() if prev is not None else None
+    held = _first_rows(prev.fingerprints, [r.fingerprint.encode("ascii") for r in records], keys) if prev is not None else {}
     added = 0
     for i, rec in enumerate(records):
         src = held.get(rec.fingerprint.encode("ascii"))
@@ -214,7 +222,7 @@ def _find_vectors(asm: Assembly, prev: Previous | None, dim: int) -> None:
     gone = [f for f in prev.fingerprints[dropped].tolist() if f not in now]
     if not gone:
         return
-    still = _first_rows(prev.fingerprints[asm.row_map >= 0], gone)
+    still = _first_rows(prev.fingerprints, gone, keys, among=np.flatnonzero(asm.row_map >= 0))
     asm.chunks_removed = sum(1 for f in gone if f not in still)
 
 
@@ -222,7 +230,7 @@ _HEX = np.full(256, 0, dtype=np.uint64)
 _HEX[np.frombuffer(b"0123456789abcdef", dtype=np.uint8)] = np.arange(16, dtype=np.uint64)
 
 
-def _keys(fingerprints: npt.NDArray[np.bytes_]) -> npt.NDArray[np.uint64]:
+def fingerprint_keys(fingerprints: npt.NDArray[np.bytes_]) -> npt.NDArray[np.uint64]:
     """The first 16 hex digits of each fingerprint as a 64-bit number: equal fingerprints, equal keys."""
     digits = np.ascontiguousarray(fingerprints, dtype="S64").view(np.uint8).reshape(-1, 64)[:, :16]
     keys = np.zeros(digits.shape[0], dtype=np.uint64)
@@ -232,16 +240,24 @@ def _keys(fingerprints: npt.NDArray[np.bytes_]) -> npt.NDArray[np.uint64]:
     return keys
 
 
-def _first_rows(fingerprints: npt.NDArray[np.bytes_], wanted: list[bytes]) -> dict[bytes, int]:
+def _first_rows(fingerprints: npt.NDArray[np.bytes_], wanted: list[bytes], keys: npt.NDArray[np.uint64] | None = None,
+                among: npt.NDArray[np.intp] | None = None) -> dict[bytes, int]:
     """Each of ``wanted`` (ASCII fingerprints) that ``fingerprints`` holds: the first row holding it.
 
     By array passes over the rows (a key per row, matched against the wanted keys), then a look at the few
     rows whose key matched: no Python object per row, where a dict or a set of every fingerprint was one
-    per chunk of the index at every save.
+    per chunk of the index at every save. ``keys``: ``fingerprint_keys(fingerprints)``, when the caller
+    keeps them; ``among``: only these rows (ascending) are looked at.
     """
     if not wanted or not fingerprints.size:
         return {}
-    maybe = np.flatnonzero(np.isin(_keys(fingerprints), _keys(np.array(wanted, dtype="S64"))))
+    if keys is None:
+        keys = fingerprint_keys(fingerprints)
+    wanted_keys = fingerprint_keys(np.array(wanted, dtype="S64"))
+    if among is None:
+        maybe = np.flatnonzero(np.isin(keys, wanted_keys))
+    else:
+        maybe = among[np.isin(keys[among], wanted_keys)]
     want = set(wanted)
     rows: dict[bytes, int] = {}
     for row, fp in zip(maybe.tolist(), fingerprints[maybe].tolist()):
