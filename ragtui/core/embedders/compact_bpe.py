@@ -223,10 +223,8 @@ def build_form(raw: bytes) -> _Form:
     _need(type(vocab) is dict and 0 < len(vocab) <= _MAX_VOCAB, "no vocabulary")
     _need(type(merges) is list, "no merge list")
     size = len(vocab)
-    seen = np.zeros(size, dtype=bool)
-    for i in vocab.values():
-        _need(type(i) is int and 0 <= i < size and not seen[i], "vocabulary ids that are not 0..n-1")
-        seen[i] = True
+    ids = list(vocab.values())
+    _need(all(type(i) is int for i in ids) and sorted(ids) == list(range(size)), "vocabulary ids that are not 0..n-1")
     for tok in spec.get("added_tokens") or []:
         _need(type(tok) is dict and tok.get("special") is True, "a non-special added token")
         _need(vocab.get(tok.get("content")) == tok.get("id"), "an added token outside the vocabulary")
@@ -234,19 +232,19 @@ def build_form(raw: bytes) -> _Form:
     _need(all(b is not None for b in byte_ids), "byte fallback without every <0xXX> token")
     singles = sorted((ord(t), i) for t, i in vocab.items() if len(t) == 1)
     pairs: dict[int, tuple[int, int]] = {}
+    get = vocab.get
     for rank, m in enumerate(merges):
-        if type(m) is str:
-            parts = m.split(" ")
-            _need(len(parts) == 2, "a merge that is not two tokens")
-        else:
-            _need(type(m) is list and len(m) == 2 and all(type(p) is str for p in m), "a merge that is not two tokens")
-            parts = m
-        a, b = vocab.get(parts[0]), vocab.get(parts[1])
-        new = vocab.get(parts[0] + parts[1])
-        _need(a is not None and b is not None and new is not None, "a merge of tokens outside the vocabulary")
+        parts = m.split(" ") if type(m) is str else m
+        if not (type(parts) is list and len(parts) == 2 and type(parts[0]) is str and type(parts[1]) is str):
+            raise Unsupported("a merge that is not two tokens")
+        a, b, new = get(parts[0]), get(parts[1]), get(parts[0] + parts[1])
+        if a is None or b is None or new is None:
+            raise Unsupported("a merge of tokens outside the vocabulary")
         pairs[a << 32 | b] = (rank, new)  # a repeated pair: the later rank, as the library's map keeps it
-    keys = np.array(sorted(pairs), dtype=np.uint64)
-    vals = np.array([pairs[k] for k in keys.tolist()], dtype=np.uint32).reshape(-1, 2)
+    keys = np.fromiter(pairs.keys(), dtype=np.uint64, count=len(pairs))
+    vals = np.array(list(pairs.values()), dtype=np.uint32).reshape(-1, 2)
+    order = np.argsort(keys, kind="stable")
+    keys, vals = keys[order], vals[order]
     return _Form(size, first["prepend"], second["pattern"]["String"], second["content"],
                  np.array([c for c, _ in singles], dtype=np.uint32), np.array([i for _, i in singles], dtype=np.uint32),
                  np.array(byte_ids, dtype=np.uint32), keys, np.ascontiguousarray(vals[:, 0]),
