@@ -153,10 +153,45 @@ def _variant(change) -> bytes:
     lambda s: s["added_tokens"].append({"id": 5, "content": "<0x02>", "special": False}),
     lambda s: s["model"]["merges"].append("▁ nosuchtoken"),
     lambda s: s["model"]["vocab"].pop("<0x41>"),
+    lambda s: s["added_tokens"].append({"id": 1, "content": ["<s>"], "special": True}),
+    lambda s: s.update(added_tokens=7),
+    lambda s: s["model"]["merges"].append({"a": "b"}),
+    lambda s: s["model"]["merges"].append("a b c"),
+    lambda s: s["model"]["vocab"].update({"zzzz-gap": 40000}),
+    lambda s: s.update(model=[]),
 ])
 def test_anything_it_does_not_implement_is_refused(change):
     with pytest.raises(Unsupported):
         build_form(_variant(change))
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers(-2, 70000) | st.text(max_size=6),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+                     max_leaves=6)
+_SMALL = {"normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "▁"},
+                                                            {"type": "Replace", "pattern": {"String": " "},
+                                                             "content": "▁"}]},
+          "pre_tokenizer": None, "added_tokens": [{"id": 0, "content": "<unk>", "special": True}],
+          "model": {"type": "BPE", "byte_fallback": True, "merges": ["a b", "▁ ab"],
+                    "vocab": {"<unk>": 0, **{f"<0x{b:02X}>": b + 1 for b in range(256)}, "a": 257, "b": 258,
+                              "ab": 259, "▁": 260, "▁ab": 261}}}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(["normalizer", "pre_tokenizer", "added_tokens", "model", "model.vocab", "model.merges",
+                        "model.byte_fallback", "model.type", "normalizer.normalizers"]), _JSON)
+def test_any_tokenizer_json_is_taken_or_refused_as_unsupported(where, value):
+    spec = json.loads(json.dumps(_SMALL))
+    *path, last = where.split(".")
+    node = spec
+    for key in path:
+        node = node[key]
+    node[last] = value
+    try:
+        form = build_form(json.dumps(spec).encode())
+    except Unsupported:
+        return
+    assert form.tokenizer().ids("ab ab") is not None
 
 
 def test_a_repeated_merge_keeps_its_later_rank_as_the_library_does(tmp_path, library):

@@ -225,9 +225,12 @@ def build_form(raw: bytes) -> _Form:
     size = len(vocab)
     ids = list(vocab.values())
     _need(all(type(i) is int for i in ids) and sorted(ids) == list(range(size)), "vocabulary ids that are not 0..n-1")
-    for tok in spec.get("added_tokens") or []:
+    added = spec.get("added_tokens") or []
+    _need(type(added) is list, "added tokens that are not a list")
+    for tok in added:
         _need(type(tok) is dict and tok.get("special") is True, "a non-special added token")
-        _need(vocab.get(tok.get("content")) == tok.get("id"), "an added token outside the vocabulary")
+        content = tok.get("content")
+        _need(type(content) is str and vocab.get(content) == tok.get("id"), "an added token outside the vocabulary")
     byte_ids = [vocab.get(t) for t in _BYTE_TOKENS]
     _need(all(b is not None for b in byte_ids), "byte fallback without every <0xXX> token")
     singles = sorted((ord(t), i) for t, i in vocab.items() if len(t) == 1)
