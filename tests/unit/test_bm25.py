@@ -11,10 +11,11 @@ from hypothesis import strategies as st
 from ragtui.core.errors import IndexFormatError
 from ragtui.core.index import leb128
 from ragtui.core.index.analyzer import analyze
-from ragtui.core.index.bm25 import BM25Index
+from ragtui.core.index.bm25 import BM25Index, Postings
 from ragtui.core.index.bm25_splice import (
+    _carry_and_insert,
+    _dropped_postings,
     _insert_points,
-    _renumber,
     encode_spliced,
     encode_spliced_carried,
     splice_postings,
@@ -344,14 +345,28 @@ def test_insert_points_equal_searchsorted_in_each_run(runs, asked):
     assert got.tolist() == [int(w) for w in want]
 
 
-def test_renumbering_in_steps_equals_one_take():
-    rng = np.random.default_rng(3)
-    row_map = rng.integers(-1, 1000, 700).astype(np.int32)
-    post_doc = rng.integers(0, 700, 5000).astype(np.uint32)
-    for step in (1, 7, 4999, 5000, 1 << 20):
-        out = _renumber(row_map, post_doc, step)
-        assert out.dtype == np.int32 and np.array_equal(out, row_map[post_doc.astype(np.int64)])
-    assert _renumber(row_map, post_doc[:0]).size == 0
+@settings(max_examples=200, deadline=None)
+@given(keep=st.lists(st.booleans(), min_size=1, max_size=12), postings=st.lists(st.integers(0, 11), max_size=40),
+       inserts=st.lists(st.tuples(st.integers(0, 45), st.integers(100, 200)), max_size=8), step=st.integers(1, 50))
+def test_carrying_postings_in_steps_equals_renumbering_and_inserting_whole(keep, postings, inserts, step):
+    """The old postings renumbered, the dropped ones left out and new ones put in, a step at a time: the same
+    arrays as one take, one mask and ``np.insert``."""
+    row_map = np.where(keep, np.cumsum(keep) - 1, -1).astype(np.int32)
+    post_doc = np.array([p % len(keep) for p in postings], dtype=np.uint32)
+    post_tf = np.arange(1, post_doc.size + 1, dtype=np.uint32)
+    old = BM25Index.from_postings(Postings(np.ones(len(keep), dtype=np.uint32), np.zeros(0, dtype=np.uint8),
+                                           np.zeros(1, dtype=np.int64), np.array([0, post_doc.size], dtype=np.int64),
+                                           post_doc, post_tf), 1.2, 0.75)
+    mapped = row_map[post_doc.astype(np.int64)]
+    dropped = _dropped_postings(row_map, post_doc, step)
+    assert dropped.tolist() == np.flatnonzero(mapped < 0).tolist()
+    n_kept = int((mapped >= 0).sum())
+    at = np.array(sorted(min(a, n_kept) for a, _ in inserts), dtype=np.int64)
+    add = np.array([v for _, v in inserts], dtype=np.int64)
+    doc, tf = _carry_and_insert(old, row_map, dropped, at, add, add + 1, step)
+    assert doc.tolist() == np.insert(mapped[mapped >= 0], at, add).tolist()
+    assert tf.tolist() == np.insert(post_tf[mapped >= 0], at, add + 1).tolist()
+    assert doc.dtype == np.int32 and tf.dtype == np.uint32
 
 
 def test_varint_sizes_match_the_encoding():

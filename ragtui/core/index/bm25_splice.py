@@ -324,7 +324,82 @@ def _entry_heads(p: Postings, terms: np.ndarray, df: np.ndarray, postings_bytes:
 
 
 RENUMBER_STEP = 1 << 20
-"""Postings renumbered at a time by ``_renumber``: indexing with a uint32 array makes an intp copy of it."""
+"""Old postings renumbered at a time by the splice: indexing with a uint32 array makes an intp copy of it."""
+
+
+def _dropped_postings(row_map: np.ndarray, post_doc: np.ndarray, step: int = RENUMBER_STEP) -> np.ndarray:
+    """The numbers of the postings whose chunk ``row_map`` drops (-1), ascending: ``step`` postings at a time."""
+    n = int(post_doc.size)
+    found = [np.zeros(0, dtype=np.int64)]
+    for lo in range(0, n, step):
+        hi = min(lo + step, n)
+        gone = np.flatnonzero(np.take(row_map, np.asarray(post_doc[lo:hi])) < 0)
+        if gone.size:
+            found.append(gone + lo)
+    return np.concatenate(found)
+
+
+def _kept_before(old: BM25Index, row_map: np.ndarray, old_offsets: np.ndarray, dropped: np.ndarray,
+                 term: np.ndarray, row: np.ndarray) -> np.ndarray:
+    """For each new posting (old term number ``term``, or -1 for a term the old index lacks; new chunk ``row``):
+    how many postings of that term are kept with a new chunk number below ``row``.
+
+    Kept chunks keep their order, so those are the term's old postings before the first kept old chunk
+    numbered ``row`` or more now, less the dropped ones among them: bisections of the old postings (whose
+    chunk numbers ascend within a term), with no array of the kept ones.
+    """
+    out = np.zeros(term.size, dtype=np.int64)
+    known = np.flatnonzero(term >= 0)
+    if not known.size:
+        return out
+    t = term[known]
+    kept_chunks = np.flatnonzero(row_map >= 0)
+    now = row_map[kept_chunks]
+    i = np.searchsorted(now, row[known])
+    first_old = np.where(i < kept_chunks.size, kept_chunks[np.minimum(i, max(kept_chunks.size - 1, 0))],
+                         row_map.size) if kept_chunks.size else np.full(known.size, row_map.size)
+    lo, hi = old_offsets[t], old_offsets[t + 1]
+    at = _insert_points(np.asarray(old.post_doc), lo, hi, first_old)
+    out[known] = (at - lo) - (np.searchsorted(dropped, at) - np.searchsorted(dropped, lo))
+    return out
+
+
+def _carry_and_insert(old: BM25Index, row_map: np.ndarray, dropped: np.ndarray, at: np.ndarray, add_doc: np.ndarray,
+                      add_tf: np.ndarray, step: int = RENUMBER_STEP) -> tuple[np.ndarray, np.ndarray]:
+    """The new postings' chunk numbers and tfs: the old postings not ``dropped``, renumbered by ``row_map``, with
+    ``add_doc``/``add_tf`` put in before kept posting ``at[j]`` (``np.insert``'s rule, ``at`` ascending).
+
+    Written straight into the two results ``step`` old postings at a time: a kept posting's place is its rank
+    among the kept plus the new ones put in before it, one shift for every stretch between two insertions.
+    """
+    post_doc, post_tf = old.post_doc, old.post_tf
+    n_old = int(post_doc.size)
+    n = n_old - int(dropped.size) + int(at.size)
+    doc = np.empty(n, dtype=row_map.dtype)
+    tf = np.empty(n, dtype=np.asarray(post_tf[:0]).dtype)
+    kept = 0  # kept postings before this step
+    for lo in range(0, n_old, step):
+        hi = min(lo + step, n_old)
+        d = np.take(row_map, np.asarray(post_doc[lo:hi]))
+        f = np.asarray(post_tf[lo:hi])
+        gone = dropped[np.searchsorted(dropped, lo) : np.searchsorted(dropped, hi)]
+        if gone.size:
+            keep = np.ones(hi - lo, dtype=bool)
+            keep[gone - lo] = False
+            d, f = d[keep], f[keep]
+        # Kept postings kept..kept+len(d): stretches split where a new posting goes in.
+        cuts = [kept, *at[np.searchsorted(at, kept, side="right") : np.searchsorted(at, kept + d.size)].tolist(),
+                kept + d.size]
+        for a, b in zip(cuts, cuts[1:]):
+            if b > a:
+                shift = int(np.searchsorted(at, a, side="right"))
+                doc[a + shift : b + shift] = d[a - kept : b - kept]
+                tf[a + shift : b + shift] = f[a - kept : b - kept]
+        kept += d.size
+    put = at + np.arange(at.size)
+    doc[put] = add_doc
+    tf[put] = add_tf
+    return doc, tf
 
 
 def _renumber(row_map: np.ndarray, post_doc: np.ndarray, step: int = RENUMBER_STEP) -> np.ndarray:
@@ -374,13 +449,10 @@ def splice_postings(
     # Chunk numbers in 32 bits while they fit (half the bytes to move): -1 marks a dropped chunk.
     wide = max(n_docs, int(np.asarray(row_map).size)) >= 1 << 31
     row_map = np.asarray(row_map, dtype=np.int64 if wide else np.int32)
-    mapped = _renumber(row_map, old.post_doc)
-    keep = mapped >= 0
     n_old_terms = old.n_terms
     old_offsets = np.asarray(old.offsets, dtype=np.int64)
-    dropped = np.flatnonzero(~keep)
-    kept_doc, kept_tf = (mapped[keep], np.asarray(old.post_tf)[keep]) if dropped.size else (mapped, np.asarray(old.post_tf))
-    del keep, mapped
+    # The old postings of dropped chunks: a pass over the old postings, a step at a time (only these are kept).
+    dropped = _dropped_postings(row_map, old.post_doc)
     # Postings each old term keeps.
     kept_df = np.diff(old_offsets) - np.bincount(np.searchsorted(old_offsets, dropped, side="right") - 1,
                                                  minlength=n_old_terms)
@@ -401,18 +473,18 @@ def splice_postings(
 
     index_of = {t: j for j, t in enumerate(vocab)}
     add = np.array(
-        sorted((int(vocab_rank[index_of[t]]), row, tf) for row, c in zip(new_rows, counts) for t, tf in c.items()),
+        sorted((int(vocab_rank[index_of[t]]), row, tf, int(found[index_of[t]]))
+               for row, c in zip(new_rows, counts) for t, tf in c.items()),
         dtype=np.int64,
-    ).reshape(-1, 3)
+    ).reshape(-1, 4)
     # Where each new posting goes among the kept ones: after the kept postings
     # of earlier terms, and after those of its own term with a lower chunk number.
     df = np.zeros(n_merged, dtype=np.int64)
     df[old_rank] = kept_df
     term_start = np.zeros(n_merged + 1, dtype=np.int64)
     np.cumsum(df, out=term_start[1:])
-    at = _insert_points(kept_doc, term_start[add[:, 0]], term_start[add[:, 0] + 1], add[:, 1])
-    doc = np.insert(kept_doc, at, add[:, 1])
-    tf = np.insert(kept_tf, at, add[:, 2])
+    at = term_start[add[:, 0]] + _kept_before(old, row_map, old_offsets, dropped, add[:, 3], add[:, 1])
+    doc, tf = _carry_and_insert(old, row_map, dropped, at, add[:, 1], add[:, 2])
     df += np.bincount(add[:, 0], minlength=n_merged)
     live = df > 0  # a term only the dropped chunks held leaves the dictionary
     offsets = np.zeros(int(live.sum()) + 1, dtype=np.int64)
