@@ -447,3 +447,18 @@ def test_chained_splices_of_a_larger_index_equal_full_builds(seed):
         decoded = BM25Index.decode(want, 1.2, 0.75).to_arrays()
         for key, value in index.to_arrays().items():
             assert np.array_equal(value, decoded[key]), key
+
+
+@given(a=st.lists(st.integers(0, 3), max_size=40), a_gone=st.sets(st.integers(0, 39), max_size=8),
+       extra=st.integers(0, 8), step=st.integers(1, 50), data=st.data())
+def test_differing_equals_comparing_the_two_arrays_without_their_gone_elements(a, a_gone, extra, step, data):
+    from ragtui.core.index.bm25_splice import _differing
+
+    a_gone = sorted(g for g in a_gone if g < len(a))
+    b_len = len(a) - len(a_gone) + extra
+    b_gone = sorted(data.draw(st.sets(st.integers(0, max(b_len - 1, 0)), min_size=extra, max_size=extra))) if b_len else []
+    b = data.draw(st.lists(st.integers(0, 3), min_size=b_len, max_size=b_len))
+    a_arr, b_arr = np.array(a, dtype=np.uint32), np.array(b, dtype=np.uint32)
+    ga, gb = np.array(a_gone, dtype=np.int64), np.array(b_gone, dtype=np.int64)
+    want = np.flatnonzero(np.delete(a_arr, ga) != np.delete(b_arr, gb))
+    assert _differing(a_arr, ga, b_arr, gb, step).tolist() == want.tolist()

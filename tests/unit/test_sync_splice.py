@@ -11,13 +11,21 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ragtui.core.index import leb128
 from ragtui.core.index.bm25 import BM25Index
+from ragtui.core.index.bm25_write import _gaps
 from ragtui.core.index.index_format import read_index
 from ragtui.core.ingest.assemble import fingerprint_keys
 from ragtui.core.ingest.sync import IndexWriter, load_state, prepare, sync
 from tests.files import write
 
 from .fakes import ChunkCountingEmbedder, HashEmbedder
+
+
+def whole_layout(post_doc, offsets, post_tf):
+    """Each posting's gap and varint bytes over the whole arrays at once: what the stepped layout must equal."""
+    gap = _gaps(np.asarray(post_doc, dtype=np.int64), np.asarray(offsets, dtype=np.int64))
+    return gap, leb128.sizes(gap) + leb128.sizes(np.asarray(post_tf))
 
 NAMES = ["a.md", "b.txt", "sub/c.md", "sub/deep/d.md", "z.md", "Ωmega.md", "sub/e f.md"]
 WORDS = ["cat", "dog", "σοφία", "東京", "mat", "the", "park", "x1", "bird", "ÉCOLE", "zebra", "alpha"]
@@ -243,7 +251,6 @@ def test_a_long_running_writer_keeps_maps_of_the_files_it_wrote(tmp_path):
     """Between saves the writer holds maps of bm25.idx and of the readers' cache entry, not their bytes in memory."""
     import mmap
 
-    from ragtui.core.index.bm25_splice import posting_bytes
 
     folder, art = tmp_path / "docs", tmp_path / "art"
     for i in range(6):
@@ -259,9 +266,9 @@ def test_a_long_running_writer_keeps_maps_of_the_files_it_wrote(tmp_path):
     for name, value in gen.data.bm25.to_arrays().items():
         assert name == "scalars" or _file_backed(value), name
     b = gen.data.bm25
-    want = posting_bytes(b.post_doc, b.offsets, b.post_tf)
+    want = whole_layout(b.post_doc, b.offsets, b.post_tf)
     assert gen.posting_bytes is not None and gen.posting_bytes.gap.dtype == np.uint32
-    assert np.array_equal(gen.posting_bytes.gap, want.gap) and np.array_equal(gen.posting_bytes.size, want.size)
+    assert np.array_equal(gen.posting_bytes.gap, want[0]) and np.array_equal(gen.posting_bytes.size, want[1])
     write(folder / "f3.md", "and another edit")
     assert writer.sync([folder / "f3.md"]).incremental
     assert_same_as_rebuild(folder, art, tmp_path / "scratch")
@@ -342,16 +349,15 @@ def test_the_warm_up_holds_a_few_bytes_a_posting(tmp_path, monkeypatch):
 
 
 def test_posting_layout_equals_the_postings_bytes_at_any_step():
-    from ragtui.core.index.bm25_splice import posting_bytes
+    from ragtui.core.index.bm25_splice import posting_layout
     from ragtui.core.index.bm25_write import build_postings
-    from ragtui.core.ingest.splice import posting_layout
 
     rng = np.random.default_rng(3)
     docs = [[f"t{int(x)}" for x in rng.integers(0, 40, size=int(rng.integers(0, 30)))] for _ in range(300)]
     docs[7] = ["far"] * 200  # a tf that takes two varint bytes
     p = build_postings(docs)
-    want = posting_bytes(p.post_doc, p.offsets, p.post_tf)
+    want = whole_layout(p.post_doc, p.offsets, p.post_tf)
     for step in (1, 2, 7, 1000, 1 << 20):
         got = posting_layout(p.post_doc, p.offsets, p.post_tf, step)
         assert got.gap.dtype == np.uint32 and got.size.dtype == np.uint8
-        assert np.array_equal(got.gap, want.gap) and np.array_equal(got.size, want.size), step
+        assert np.array_equal(got.gap, want[0]) and np.array_equal(got.size, want[1]), step

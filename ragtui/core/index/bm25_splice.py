@@ -31,12 +31,12 @@ from ragtui.core.index.bm25 import (
     BM25Index,
     Postings,
 )
-from ragtui.core.index.bm25_write import _blob, _encode_pairs, _gaps, _put_le, encode_postings
+from ragtui.core.index.bm25_write import _blob, _encode_pairs, _put_le, encode_postings
 
 if TYPE_CHECKING:
     import mmap
 
-__all__ = ["PostingBytes", "encode_spliced", "encode_spliced_carried", "posting_bytes", "splice_postings"]
+__all__ = ["LAYOUT_STEP", "PostingBytes", "encode_spliced", "encode_spliced_carried", "posting_layout", "splice_postings"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -54,13 +54,29 @@ class PostingBytes:
     """uint8: the length of its two varints."""
 
 
-def posting_bytes(post_doc: np.ndarray, offsets: np.ndarray, post_tf: np.ndarray) -> PostingBytes:
-    docs = np.asarray(post_doc)
-    if docs.dtype != np.uint32:  # uint32 as it comes: a gap's wrap-around at a term's first posting is overwritten
-        docs = docs.astype(np.int64)
-    gap = _gaps(docs, np.asarray(offsets, dtype=np.int64))
-    size = leb128.sizes(gap)
-    size += leb128.sizes(post_tf)
+LAYOUT_STEP = 1 << 20
+"""Postings worked out at a time by ``posting_layout``: its temporaries are about 20 bytes a posting of one step."""
+
+
+def posting_layout(post_doc: np.ndarray, offsets: np.ndarray, post_tf: np.ndarray,
+                   step: int = LAYOUT_STEP) -> PostingBytes:
+    """Each posting's gap (uint32: a chunk number is below 2^32) and varint bytes, ``step`` postings at a time."""
+    n = int(post_doc.size)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    firsts = offsets[:-1][np.diff(offsets) > 0]  # each term's first posting: its gap is its chunk number
+    gap = np.empty(n, dtype=np.uint32)
+    size = np.empty(n, dtype=np.uint8)
+    for lo in range(0, n, step):
+        hi = min(lo + step, n)
+        docs = np.asarray(post_doc[lo:hi], dtype=np.int64)
+        g = docs.copy()
+        g[1:] -= docs[:-1]
+        if lo:
+            g[0] -= int(post_doc[lo - 1])
+        f = firsts[np.searchsorted(firsts, lo) : np.searchsorted(firsts, hi)] - lo
+        g[f] = docs[f]
+        gap[lo:hi] = g
+        size[lo:hi] = leb128.sizes(g) + leb128.sizes(np.asarray(post_tf[lo:hi]))
     return PostingBytes(gap, size)
 
 
@@ -100,14 +116,14 @@ def encode_spliced_carried(
     """
     new_offsets = np.asarray(p.offsets, dtype=np.int64)
     new_tf = np.asarray(p.post_tf)
-    new = posting_bytes(p.post_doc, new_offsets, new_tf)
+    new = posting_layout(p.post_doc, new_offsets, new_tf)
     if p.dropped is None or p.inserted is None:
         return encode_postings(p), new
     raw = np.frombuffer(old_data, dtype=np.uint8)
     old_offsets = np.asarray(old.offsets, dtype=np.int64)
     n_old = int(old_offsets[-1])
     if old_bytes is None or old_bytes.gap.size != n_old:
-        old_bytes = posting_bytes(old.post_doc, old_offsets, old.post_tf)
+        old_bytes = posting_layout(old.post_doc, old_offsets, old.post_tf)
     dropped = np.asarray(p.dropped, dtype=np.int64)
     inserted = np.asarray(p.inserted, dtype=np.int64)
     n_terms, n_old_terms = new_offsets.size - 1, old_offsets.size - 1
@@ -137,7 +153,7 @@ def encode_spliced_carried(
     # whose new gap takes as many bytes as the old one keeps its place and is patched there (most of them: a
     # chunk count that changed moves one posting of most terms by a few chunk numbers), so its term's entry
     # keeps its head; one whose size changed goes and is put in anew.
-    regapped = np.flatnonzero(_without(new.gap, inserted) != _without(old_bytes.gap, dropped))
+    regapped = _differing(new.gap, inserted, old_bytes.gap, dropped)
     re_new, re_old = new_number(regapped), old_number(regapped)
     in_place = new.size[re_new] == old_bytes.size[re_old]
     patched_new, patched_old = re_new[in_place], re_old[in_place]
@@ -290,9 +306,23 @@ def _offsets(sizes: np.ndarray) -> np.ndarray:
     return out
 
 
-def _without(values: np.ndarray, positions: np.ndarray) -> np.ndarray:
-    """``values`` without the elements at ``positions`` (no copy when there are none)."""
-    return np.delete(values, positions) if positions.size else values
+def _differing(a: np.ndarray, a_gone: np.ndarray, b: np.ndarray, b_gone: np.ndarray, step: int = LAYOUT_STEP) -> np.ndarray:
+    """The positions c (ascending) where ``np.delete(a, a_gone)[c] != np.delete(b, b_gone)[c]`` (``a_gone`` and
+    ``b_gone`` ascending, the two results of one length), without making either: the two are compared stretch
+    by stretch, each stretch at most ``step`` long and one where neither side skips an element."""
+    n = int(a.size - a_gone.size)
+    a_shift = a_gone - np.arange(a_gone.size)  # from this position on, one more element of ``a`` is skipped
+    b_shift = b_gone - np.arange(b_gone.size)
+    cuts = np.unique(np.concatenate((np.arange(0, n, step, dtype=np.int64), a_shift, b_shift, [0, n])))
+    cuts = cuts[(cuts >= 0) & (cuts <= n)]
+    skip_a = np.searchsorted(a_shift, cuts[:-1], side="right").tolist()
+    skip_b = np.searchsorted(b_shift, cuts[:-1], side="right").tolist()
+    out = [np.zeros(0, dtype=np.int64)]
+    for lo, hi, x, y in zip(cuts[:-1].tolist(), cuts[1:].tolist(), skip_a, skip_b):
+        differ = np.flatnonzero(a[lo + x : hi + x] != b[lo + y : hi + y])
+        if differ.size:
+            out.append(differ + lo)
+    return np.concatenate(out)
 
 
 def _spans(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:

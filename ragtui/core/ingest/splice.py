@@ -25,12 +25,18 @@ import numpy as np
 import numpy.typing as npt
 
 from ragtui.core.errors import IndexFormatError, IndexMissingError
-from ragtui.core.index import leb128, verified
+from ragtui.core.index import verified
 from ragtui.core.index.analyzer import analyze
 from ragtui.core.index.arraycache import load_entry
 from ragtui.core.index.bm25 import BM25Index
 from ragtui.core.index.bm25 import _sound as bm25_entry_sound
-from ragtui.core.index.bm25_splice import PostingBytes, encode_spliced_carried, splice_postings
+from ragtui.core.index.bm25_splice import (
+    LAYOUT_STEP,
+    PostingBytes,
+    encode_spliced_carried,
+    posting_layout,
+    splice_postings,
+)
 from ragtui.core.index.docs_file import DocsFile
 from ragtui.core.index.index_format import BM25, DOCS, FILES, META, VECTORS, IndexData, generation_of, read_index
 from ragtui.core.index.records import IndexMeta, encode_docs, encode_meta
@@ -42,7 +48,7 @@ from ragtui.core.ingest.report import Progress, SyncReport
 from ragtui.core.ingest.state import FileEntry, FileTable, IndexStamp, Stamp, file_stamp, index_stamp, stat_stamp
 
 __all__ = [
-    "Generation", "Piece", "Spliced", "following", "open_generation", "posting_layout", "publish_splice", "rows_of", "warm",
+    "Generation", "Piece", "Spliced", "following", "open_generation", "publish_splice", "rows_of", "warm",
 ]
 
 Piece = bytes | memoryview | FileRange
@@ -182,30 +188,6 @@ def warm(gen: Generation) -> None:
         _read_in(a)
 
 
-LAYOUT_STEP = 1 << 20
-"""Postings worked out at a time by ``posting_layout``: its temporaries are about 20 bytes a posting of one step."""
-
-
-def posting_layout(post_doc: npt.NDArray[np.integer], offsets: npt.NDArray[np.int64], post_tf: npt.NDArray[np.integer],
-                   step: int = LAYOUT_STEP) -> PostingBytes:
-    """``bm25_splice.posting_bytes`` with the gaps as uint32 (a chunk number is below 2^32), ``step`` postings at a time."""
-    n = int(post_doc.size)
-    offsets = np.asarray(offsets, dtype=np.int64)
-    firsts = offsets[:-1][np.diff(offsets) > 0]  # each term's first posting: its gap is its chunk number
-    gap = np.empty(n, dtype=np.uint32)
-    size = np.empty(n, dtype=np.uint8)
-    for lo in range(0, n, step):
-        hi = min(lo + step, n)
-        docs = np.asarray(post_doc[lo:hi], dtype=np.int64)
-        g = docs.copy()
-        g[1:] -= docs[:-1]
-        if lo:
-            g[0] -= int(post_doc[lo - 1])
-        f = firsts[np.searchsorted(firsts, lo) : np.searchsorted(firsts, hi)] - lo
-        g[f] = docs[f]
-        gap[lo:hi] = g
-        size[lo:hi] = leb128.sizes(g) + leb128.sizes(np.asarray(post_tf[lo:hi]))
-    return PostingBytes(gap, size)
 
 
 def _read_in(data: np.ndarray | bytes | mmap.mmap) -> None:
