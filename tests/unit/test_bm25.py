@@ -462,3 +462,11 @@ def test_differing_equals_comparing_the_two_arrays_without_their_gone_elements(a
     ga, gb = np.array(a_gone, dtype=np.int64), np.array(b_gone, dtype=np.int64)
     want = np.flatnonzero(np.delete(a_arr, ga) != np.delete(b_arr, gb))
     assert _differing(a_arr, ga, b_arr, gb, step).tolist() == want.tolist()
+
+
+@given(sizes=st.lists(st.integers(0, 255), max_size=60), step=st.integers(1, 70))
+def test_offsets_summed_in_steps_equal_one_cumulative_sum(sizes, step):
+    from ragtui.core.index.bm25_splice import _offsets
+
+    arr = np.array(sizes, dtype=np.uint8)
+    assert _offsets(arr, step).tolist() == [0, *np.cumsum(arr.astype(np.int64)).tolist()]

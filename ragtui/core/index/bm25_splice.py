@@ -298,11 +298,14 @@ def _merged(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-def _offsets(sizes: np.ndarray) -> np.ndarray:
-    """int64 [0, sizes[0], sizes[0] + sizes[1], ...], summed straight into the result: no temporary (at 59 million
-    byte sizes 91 ms, against 165 ms summing them in 32 bits first and widening, numpy 2.4)."""
+def _offsets(sizes: np.ndarray, step: int = LAYOUT_STEP) -> np.ndarray:
+    """int64 [0, sizes[0], sizes[0] + sizes[1], ...], summed ``step`` sizes at a time: a cumulative sum of bytes
+    into int64 casts its whole input to int64 first (472 MB at 59 million sizes), a step's only here."""
     out = np.zeros(sizes.size + 1, dtype=np.int64)
-    np.cumsum(sizes, dtype=np.int64, out=out[1:])
+    for lo in range(0, sizes.size, step):
+        hi = min(lo + step, sizes.size)
+        np.cumsum(sizes[lo:hi], dtype=np.int64, out=out[lo + 1 : hi + 1])
+        out[lo + 1 : hi + 1] += out[lo]
     return out
 
 
