@@ -55,7 +55,7 @@ class PostingBytes:
 
 
 LAYOUT_STEP = 1 << 20
-"""Postings worked out at a time by ``posting_layout``: its temporaries are about 20 bytes a posting of one step."""
+"""Postings worked out at a time by ``posting_layout``: its temporaries are a few bytes a posting of one step."""
 
 
 def posting_layout(post_doc: np.ndarray, offsets: np.ndarray, post_tf: np.ndarray,
@@ -68,15 +68,19 @@ def posting_layout(post_doc: np.ndarray, offsets: np.ndarray, post_tf: np.ndarra
     size = np.empty(n, dtype=np.uint8)
     for lo in range(0, n, step):
         hi = min(lo + step, n)
-        docs = np.asarray(post_doc[lo:hi], dtype=np.int64)
-        g = docs.copy()
-        g[1:] -= docs[:-1]
-        if lo:
-            g[0] -= int(post_doc[lo - 1])
+        docs = np.asarray(post_doc[lo:hi])
+        if docs.dtype != np.uint32:
+            docs = docs.astype(np.int64)
+        g = gap[lo:hi]
+        # Differences in the chunk numbers' own type, straight into the result: within a term they ascend, and
+        # the one at a term's first posting (which may wrap around) is overwritten with the number itself.
+        np.subtract(docs[1:], docs[:-1], out=g[1:], casting="unsafe")
+        g[0] = (int(docs[0]) - int(post_doc[lo - 1])) % (1 << 32) if lo else int(docs[0])
         f = firsts[np.searchsorted(firsts, lo) : np.searchsorted(firsts, hi)] - lo
         g[f] = docs[f]
-        gap[lo:hi] = g
-        size[lo:hi] = leb128.sizes(g) + leb128.sizes(np.asarray(post_tf[lo:hi]))
+        s = size[lo:hi]
+        s[:] = leb128.sizes(g)
+        s += leb128.sizes(np.asarray(post_tf[lo:hi]))
     return PostingBytes(gap, size)
 
 
