@@ -471,9 +471,18 @@ def open_embedder(settings: Settings, *, warm: bool = True):
     options = dict(settings.embedder)
     kind = options.pop("kind", "wordllama")
     embedder = make_embedder(kind, **options)
-    if warm and getattr(embedder, "tokenizer_name", None) is not None:
-        embedder.tokenizer  # noqa: B018  (reads the model files of an embedder that waits for first use)
+    if warm:
+        warm_embedder(embedder)
     return embedder
+
+
+def warm_embedder(embedder) -> None:
+    """Have an embedder that reads its model files on first use read what a query needs now."""
+    warm = getattr(embedder, "warm", None)
+    if warm is not None:
+        warm()
+    elif getattr(embedder, "tokenizer_name", None) is not None:
+        embedder.tokenizer  # noqa: B018  (reads the model files of an embedder that waits for first use)
 
 
 def ivf_params(settings: Settings) -> IVFParams | None:
@@ -645,8 +654,8 @@ def embedder_for(settings: Settings, meta: Any, cache: dict[str, Any] | None = N
             f"index {meta.index_id!r} was embedded with {model!r} (dim {meta.dim}), but the {kind} embedder "
             f"found for it is {embedder.model!r} (dim {embedder.dim}): {embedder_setting_for(meta)}, or re-ingest "
             "the folder with the configured embedder")
-    if warm and getattr(embedder, "tokenizer_name", None) is not None:
-        embedder.tokenizer  # noqa: B018  (reads the model files of an embedder that waits for first use)
+    if warm:
+        warm_embedder(embedder)
     cache[model] = embedder
     return embedder
 

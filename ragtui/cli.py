@@ -128,7 +128,7 @@ def build_parser(lazy: bool = False) -> argparse.ArgumentParser:
     from ragtui.commands.options import add_rerank_options
 
     add_rerank_options(parser)  # the UI's; `x` turns reranking on and off there
-    parser.add_argument("--version", action="version", version=f"ragtui {_version()}")
+    parser.add_argument("--version", action=_Version)
     sub = cast("_Commands", parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser,
                                                   action=_Commands))
     sub.common, sub.helps = _common, {}
@@ -147,6 +147,15 @@ def _version() -> str:
     from ragtui import __version__
 
     return __version__
+
+
+class _Version(argparse._VersionAction):
+    """``--version``: the package metadata is read when the flag is given (importing
+    ``importlib.metadata`` costs every other command tens of milliseconds)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        self.version = f"ragtui {_version()}"
+        super().__call__(parser, namespace, values, option_string)
 
 
 def _launch_tui(args) -> int:

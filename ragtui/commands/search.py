@@ -83,9 +83,8 @@ def run(args) -> int:
     hits, explained, reranked, parsed = result.hits, result.explained, result.reranked, request.query
     (snapshot,) = result.snapshots.values()
     data = snapshot.data
-    sources = _sources(data, hits)
     why = {e.hit.row: e for e in explained.explanations} if explained is not None else {}
-    if args.json:
+    if args.json:  # cite_hits reads each source file once; the text lines' _sources are not needed
         out = []
         for row in app.cite_hits(result):
             row.update({"mode": request.mode, "query_ms": result.seconds * 1000})
@@ -102,7 +101,8 @@ def run(args) -> int:
         if explained is not None and not parsed.plain:
             for line in parsed.describe().splitlines():
                 print(f"query: {one_line(line, 300)}")
-        _print_hits(args, parsed.search_text, hits, sources, data, why, explained, reranked, result.stages)
+        _print_hits(args, parsed.search_text, hits, _sources(data, hits), data, why, explained, reranked,
+                    result.stages)
         extra = f"; {reranked.describe()} in {reranked.seconds * 1000:.0f} ms" if reranked is not None else ""
         print(f"{len(hits)} result(s), {request.mode}, {result.seconds * 1000:.1f} ms{extra}", file=sys.stderr)
     return 0 if hits else 1

@@ -25,7 +25,8 @@ with contextlib.redirect_stdout(io.StringIO()) as out:
         code = e.code
 mods = sorted(m for m in sys.modules if m.startswith("ragtui.commands."))
 heavy = sorted(m for m in ("numpy", "ragtui.app", "textual", "rich", "httpx") if m in sys.modules)
-print(json.dumps({"code": code, "commands": mods, "heavy": heavy, "out": out.getvalue()}))
+print(json.dumps({"code": code, "commands": mods, "heavy": heavy, "out": out.getvalue(),
+                  "metadata": "importlib.metadata" in sys.modules}))
 """
 
 
@@ -59,3 +60,14 @@ def test_the_listed_help_is_each_modules_own():
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     assert list(sub.choices) == list(COMMANDS)
     assert sub.helps == COMMANDS  # what `ragtui --help` lists is what each module says of itself
+
+
+def test_the_version_is_read_only_when_asked_for():
+    """``--version`` prints the installed package's version; any other command never reads the metadata."""
+    from ragtui import __version__
+
+    seen = _probe("--version")
+    assert seen["code"] == 0 and seen["out"] == f"ragtui {__version__}\n"
+    for argv in (["--help"], ["info", "--help"], ["search", "--help"]):
+        seen = _probe(*argv)
+        assert seen["code"] == 0 and seen["metadata"] is False, argv

@@ -104,3 +104,52 @@ def test_explain_vector_modes(indexed, mode, needle):
     if mode == "ivf":
         ivf = hits[0]["explain"]["ivf"]
         assert hits[0]["explain"]["ivf_list"] in ivf["probed"] and len(ivf["probed"]) <= ivf["nlist"]
+
+
+_COUNT_OPENS = """
+import collections, json, os, sys
+folder = os.path.realpath(sys.argv.pop(1))
+opened = collections.Counter()
+def hook(event, args):
+    if event == "open" and isinstance(args[0], str) and os.path.realpath(args[0]).startswith(folder + os.sep):
+        opened[os.path.basename(args[0])] += 1
+sys.addaudithook(hook)
+from ragtui import cli
+try:
+    code = cli.main(sys.argv[1:])
+except SystemExit as e:
+    code = e.code
+print(json.dumps({"code": code, "opened": opened}), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("args", [["--json"], ["--json", "--mode", "hybrid"], []])
+def test_each_hits_source_file_is_read_once(tmp_path, args):
+    """Several hits of one file, with --json and without: each file is opened once, and the output is
+    what the in-process command prints."""
+    import subprocess
+    import sys
+
+    base = tmp_path
+    docs = base / "docs"
+    docs.mkdir()
+    (docs / "cats.md").write_text("".join(f"## Part {i}\n\nA cat sat on mat number {i}.\n\n{FILLER * 3}\n"
+                                          for i in range(6)), encoding="utf-8")
+    (docs / "dogs.md").write_text("A dog sat on a mat too.\n", encoding="utf-8")
+    art = base / "art"
+    assert ragtui("ingest", str(docs), "--artifacts", str(art)).returncode == 0
+    argv = ["search", "cat sat on mat", "-k", "5", "--artifacts", str(art), *args]
+    done = subprocess.run([sys.executable, "-c", _COUNT_OPENS, str(base / "docs"), *argv], capture_output=True,
+                          text=True, cwd=base, timeout=300)
+    seen = json.loads(done.stderr.strip().splitlines()[-1])
+    assert seen["code"] == 0, done.stderr
+    assert seen["opened"] and set(seen["opened"].values()) == {1}, seen["opened"]
+    here = ragtui(*argv, cwd=base)
+    if "--json" in args:
+        strip = [{k: v for k, v in row.items() if k != "query_ms"} for row in json.loads(done.stdout)]
+        assert strip == [{k: v for k, v in row.items() if k != "query_ms"} for row in json.loads(here.stdout)]
+        paths = [row["path"] for row in strip]
+        assert len(strip) == 5 and paths.count(str(docs / "cats.md")) >= 3
+        assert all(row["start_line"] is not None and row["fresh"] for row in strip)
+    else:
+        assert done.stdout == here.stdout

@@ -12,7 +12,13 @@ from ragtui.core.errors import IndexFormatError
 from ragtui.core.index import leb128
 from ragtui.core.index.analyzer import analyze
 from ragtui.core.index.bm25 import BM25Index
-from ragtui.core.index.bm25_splice import encode_spliced, encode_spliced_carried, splice_postings
+from ragtui.core.index.bm25_splice import (
+    _insert_points,
+    _renumber,
+    encode_spliced,
+    encode_spliced_carried,
+    splice_postings,
+)
 from ragtui.core.index.bm25_write import encode_bm25, encode_postings
 
 
@@ -264,8 +270,11 @@ def test_leb128_round_trip(values):
     assert leb128.decode(data).tolist() == values
 
 
-splice_words = st.sampled_from(["alpha", "beta", "gamma", "σοφία", "東京", "x1", "zz", "a"])
-new_words = st.sampled_from(["alpha", "beta", "new1", "new2", "ünï", "zz", "0"])
+# Terms sharing their first 8 bytes too ("internat..."), which the dictionary's 8-byte keys do not tell apart.
+splice_words = st.sampled_from(["alpha", "beta", "gamma", "σοφία", "東京", "x1", "zz", "a", "internationale",
+                                "internationalisation", "internat"])
+new_words = st.sampled_from(["alpha", "beta", "new1", "new2", "ünï", "zz", "0", "internationally", "internati",
+                             "internat", "internationale"])
 
 
 @settings(max_examples=300, deadline=None)
@@ -298,6 +307,51 @@ def test_splicing_equals_building_from_scratch(old, keep, inserts):
     decoded = BM25Index.decode(want, 1.2, 0.75).to_arrays()
     for key, value in BM25Index.from_postings(spliced, 1.2, 0.75).to_arrays().items():
         assert np.array_equal(value, decoded[key]), key
+
+
+dictionary_words = st.text(st.sampled_from("abcé東\x01"), min_size=1, max_size=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(terms=st.lists(dictionary_words, max_size=30, unique=True), asked=st.lists(dictionary_words, max_size=30))
+def test_locate_many_agrees_with_a_sorted_list(terms, asked):
+    """Each asked term's number (or -1) and how many dictionary terms sort before it, as bisect on the list says."""
+    import bisect
+
+    index = BM25Index.decode(encode_bm25([[t] for t in terms]), 1.2, 0.75)
+    listed = sorted(t.encode("utf-8") for t in terms)
+    raws = [a.encode("utf-8") for a in asked]
+    found, before = index.locate_many(raws)
+    for raw, f, b in zip(raws, found.tolist(), before.tolist()):
+        at = bisect.bisect_left(listed, raw)
+        assert b == at
+        assert f == (at if at < len(listed) and listed[at] == raw else -1)
+    assert index.lookup_many(raws) == found.tolist()
+
+
+@given(runs=st.lists(st.lists(st.integers(0, 50), max_size=8), max_size=10),
+       asked=st.lists(st.tuples(st.integers(0, 9), st.integers(-1, 52)), max_size=30))
+def test_insert_points_equal_searchsorted_in_each_run(runs, asked):
+    runs = [sorted(r) for r in runs] or [[]]
+    flat = np.array([v for r in runs for v in r], dtype=np.int32)
+    bounds = np.cumsum([0] + [len(r) for r in runs])
+    which = [min(w, len(runs) - 1) for w, _ in asked]
+    lo = bounds[which] if which else np.zeros(0, dtype=np.int64)
+    hi = bounds[[w + 1 for w in which]] if which else np.zeros(0, dtype=np.int64)
+    values = np.array([v for _, v in asked], dtype=np.int64)
+    got = _insert_points(flat, lo, hi, values)
+    want = [lo_ + np.searchsorted(flat[lo_:hi_], v) for lo_, hi_, v in zip(lo, hi, values)]
+    assert got.tolist() == [int(w) for w in want]
+
+
+def test_renumbering_in_steps_equals_one_take():
+    rng = np.random.default_rng(3)
+    row_map = rng.integers(-1, 1000, 700).astype(np.int32)
+    post_doc = rng.integers(0, 700, 5000).astype(np.uint32)
+    for step in (1, 7, 4999, 5000, 1 << 20):
+        out = _renumber(row_map, post_doc, step)
+        assert out.dtype == np.int32 and np.array_equal(out, row_map[post_doc.astype(np.int64)])
+    assert _renumber(row_map, post_doc[:0]).size == 0
 
 
 def test_varint_sizes_match_the_encoding():

@@ -138,3 +138,46 @@ def test_zscore_options_are_checked_like_weighted():
     with pytest.raises(Exception, match="rrf_k applies to rrf fusion, not zscore"):
         fusion.resolve("zscore", None, 30)
     assert floor_scores("hybrid", np.array([4.0, 2.0, 0.0]), "zscore").tolist() == [1.0, 0.5, 0.0]
+
+
+_ROWS = st.lists(st.integers(0, 40), max_size=30, unique=True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_ROWS, _ROWS, st.sampled_from(["int64", "int32", "uint32"]), st.sampled_from(["weighted", "zscore", "rrf"]))
+def test_fusing_takes_the_union_of_both_lists_as_union1d_does(lex, vec, dtype, method):
+    """The fused candidates are the sorted distinct rows of both lists (``np.union1d``), as int64;
+    the fused scores are those of that union."""
+    a, b = np.array(lex, dtype=dtype), np.array(vec, dtype=dtype)
+    union = fusion._union(a, b)
+    expected = np.union1d(a, b).astype(np.int64)
+    assert union.dtype == np.int64 and union.tolist() == expected.tolist()
+    lscores = np.linspace(3.0, 1.0, a.size)
+    vscores = np.linspace(0.9, 0.2, b.size)
+    rows, scores = fusion.fuse((a, lscores), (b, vscores), 50, method=method,
+                               weight=None if method == "rrf" else 0.6)
+    assert sorted(rows.tolist()) == expected.tolist()
+    by_row = dict(zip(rows.tolist(), scores.tolist()))
+    for r in expected.tolist():
+        want = 0.0
+        for lst, sc, share in ((lex, lscores, 0.6), (vec, vscores, 0.4)):
+            if r in lst:
+                i = lst.index(r)
+                want += 1.0 / (60 + i + 1) if method == "rrf" else share * fusion.normalise(sc, method)[i]
+        assert by_row[r] == pytest.approx(want, rel=1e-12, abs=1e-15)
+
+
+def test_fusing_imports_no_masked_arrays():
+    from tests.helpers.imports import loaded_by_import
+
+    code = "ragtui.core.search.fusion"
+    assert loaded_by_import(code, ["numpy.ma"]) == set()
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", "import sys, numpy as np\n"
+                           "from ragtui.core.search.fusion import fuse\n"
+                           "r = fuse((np.array([5, 2]), np.array([2.0, 1.0])), (np.array([2, 9]), np.array([.9, .1])), 3)\n"
+                           "print(sorted(r[0].tolist()), 'numpy.ma' in sys.modules)"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.stdout.split("]")[0] == "[2, 5, 9" and done.stdout.strip().endswith("False"), done.stderr

@@ -60,6 +60,50 @@ def test_a_save_appends_only_what_changed(tmp_path):
     assert StateStore(tmp_path, "docs").current() == nxt  # another process reads the same
 
 
+def test_a_save_told_what_changed_writes_the_same_state(tmp_path):
+    """With the changed doc_ids given, the delta looks at those alone: read back, the same state as a full compare."""
+    state = a_state(2000)
+    files = dict(state.files)
+    files["docs/f007.md"] = files["docs/f007.md"]._replace(sha256="cd" * 32, n_chunks=9)
+    del files["docs/f008.md"]
+    files["docs/new.md"] = FileEntry(Stamp(1, 2, 3, 4), "ef" * 32, 1)
+    nxt = WriterState(state.folder, state.settings, state.walk, "/x/g2:5:6", state.index_files, files)
+    records = {}
+    for name, changed in (("full", None), ("told", ["docs/new.md", "docs/f008.md", "docs/f007.md", "docs/f009.md",
+                                                    "docs/not-there.md"])):
+        store = StateStore(tmp_path / name, "docs")
+        store.save(state)
+        size = store.path.stat().st_size
+        assert store.save(nxt, changed)
+        assert read_state(tmp_path / name, "docs") == nxt
+        records[name] = store.path.read_bytes()[size:]
+    assert records["told"] == records["full"]
+
+
+def test_partial_syncs_keep_the_state_a_whole_walk_would_write(tmp_path):
+    """Saves named by path (as the watch agent names them) record exactly what a whole walk finds afterwards."""
+    folder, art = tmp_path / "docs", tmp_path / "art"
+    for i in range(40):
+        write(folder / "sub" / f"f{i:02d}.md", f"document {i} " + "cat dog park " * 5)
+    kw = dict(artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3)
+    sync(folder, **kw)
+    write(folder / "sub" / "f03.md", "rewritten " * 30)
+    (folder / "sub" / "f04.md").unlink()
+    write(folder / "new.md", "a new one " * 20)
+    os.utime(folder / "sub" / "f05.md", ns=(1, 2))  # only its stamp changes
+    assert sync(folder, paths=[folder / "sub" / n for n in ("f03.md", "f04.md", "f05.md")] + [folder / "new.md"],
+                **kw).incremental
+    (folder / "sub" / "deeper").mkdir()
+    for i in range(6, 9):
+        os.rename(folder / "sub" / f"f{i:02d}.md", folder / "sub" / "deeper" / f"f{i:02d}.md")
+    assert sync(folder, paths=[folder / "sub"], **kw).incremental
+    after_partial = read_state(art, "docs")
+    whole = sync(folder, **kw)  # a whole walk: anything the partial saves missed, it would find and write
+    assert (whole.added, whole.changed, whole.removed, whole.published) == ([], [], [], False)
+    assert read_state(art, "docs") == after_partial
+    assert chunk_total(after_partial.files) == sum(e.n_chunks or 0 for e in after_partial.files.values()) > 0
+
+
 def test_a_torn_delta_ends_the_state_at_the_record_before(tmp_path):
     store = StateStore(tmp_path, "docs")
     first = a_state()

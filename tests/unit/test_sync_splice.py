@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from ragtui.core.index.bm25 import BM25Index
 from ragtui.core.index.index_format import read_index
+from ragtui.core.ingest.assemble import fingerprint_keys
 from ragtui.core.ingest.sync import IndexWriter, load_state, prepare, sync
 from tests.files import write
 
@@ -161,6 +162,11 @@ def test_the_next_sync_starts_from_what_this_writer_published(tmp_path, monkeypa
         report = writer.sync([folder / "f2.md"])
         assert report.incremental
         assert_same_as_rebuild(folder, art, tmp_path / "scratch")
+        # What it carries to the next sync: the rows and fingerprint keys of the generation published.
+        kept = writer._generation
+        assert kept is not None and kept.keys is not None
+        assert np.array_equal(kept.keys, fingerprint_keys(kept.fingerprints))
+        assert kept.rows.n_rows == kept.fingerprints.size == report.chunks_total
     # The state was read once (before the first build) and the generation opened once (after it, by the
     # first splice): every later sync started from what the one before it published.
     assert read.count(art) == 1 and opened.count(art / "rag" / "docs") == 1

@@ -178,6 +178,49 @@ def test_ends_fit_takes_the_true_ends_and_refuses_others():
     assert not ends_fit(b"", np.array([0]), 1)
 
 
+@pytest.mark.parametrize("block", [1, 2, 3, 1 << 16])
+def test_the_line_length_checks_judge_every_line_whatever_the_block(monkeypatch, block):
+    """The lengths are checked a block of ends at a time (no whole array of them): a short or a
+    reversed line is found in any block, the first line and the last included."""
+    monkeypatch.setattr(docs_file, "_GAPS_BLOCK", block)
+    raw = b"".join(b'{"n":%d}\n' % i for i in range(7))
+    true = _line_ends(raw, 7, "x")
+    assert ends_fit(raw, true, 7)
+    for i in range(7):
+        for shift in (-true[i] + 1, -3, 1 << 30):  # a line of one byte, an end before the previous, a huge line
+            bad = true.copy()
+            bad[i] += shift
+            assert not ends_fit(raw, bad, 7), (i, shift)
+    monkeypatch.setattr(docs_file, "MAX_DOCS_LINE_BYTES", 7)  # every line here has 7 bytes: they fit
+    assert ends_fit(raw, true, 7)
+    monkeypatch.setattr(docs_file, "MAX_DOCS_LINE_BYTES", 6)
+    assert not ends_fit(raw, true, 7)
+
+
+def test_a_docs_file_finds_each_lines_place_from_the_ends_alone():
+    from ragtui.core.index.docs_file import DocsFile
+    from ragtui.core.index.records import ChunkRecord, IndexMeta, encode_docs, fingerprint
+
+    texts = [f"text {'x' * i} {i}" for i in range(12)]
+    raw = encode_docs(ChunkRecord(f"d/{i:02}.md#0", f"d/{i:02}.md", "file", f"d/{i:02}.md", t, 3, fingerprint(t))
+                      for i, t in enumerate(texts))
+    meta = IndexMeta("d", "2026-01-01T00:00:00Z", 12, 4, "m", "m", 12, 3, 1.2, 0.75)
+    docs = DocsFile(raw, "docs.jsonl", meta)
+    lines = raw.split(b"\n")[:-1]
+    starts = [0]
+    for line in lines[:-1]:
+        starts.append(starts[-1] + len(line) + 1)
+    assert [a.size for a in vars(docs).values() if isinstance(a, np.ndarray)] == [12]  # the ends, nothing per line else
+    for lo in range(12):
+        assert docs[lo].text == texts[lo]
+        for hi in range(lo + 1, 13):
+            assert docs.byte_range(lo, hi) == (starts[lo], starts[hi - 1] + len(lines[hi - 1]) + 1)
+            assert bytes(docs.raw_lines(lo, hi)) == b"".join(line + b"\n" for line in lines[lo:hi])
+            assert docs.line_ends(lo, hi).tolist() == [starts[k] + len(lines[k]) - starts[lo] for k in range(lo, hi)]
+    assert docs.byte_range(3, 3) == (0, 0) and docs.line_ends(3, 3).size == 0
+    assert docs.written_fingerprints().tolist() == [fingerprint(t).encode() for t in texts]
+
+
 def test_ends_not_looked_at_are_caught_when_their_line_is_read(monkeypatch):
     from ragtui.core.index.docs_file import DocsFile
     from ragtui.core.index.records import ChunkRecord, IndexMeta, encode_docs, fingerprint

@@ -25,15 +25,23 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import json
+import mmap
+import os
+import struct
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ragtui.core.embedders.base import check_texts, empty_text_vector
-from ragtui.core.embedders.hf_tokenizer import HFTokenizer
 from ragtui.core.errors import EmbeddingError, UsageError
+
+if TYPE_CHECKING:
+    from ragtui.core.embedders.compact_bpe import CompactBPE
+    from ragtui.core.embedders.hf_tokenizer import HFTokenizer
 
 __all__ = ["MODEL_NAME", "WordLlamaEmbedder", "bundled_files"]
 
@@ -48,6 +56,10 @@ _DIM = 256
 _POOL_BLOCK = 4096
 # Texts at least this long are tokenised and pooled part by part.
 _LONG_TEXT = 8192
+# A call whose texts hold fewer characters than this in all (a query, a few
+# short texts) is tokenised by compact_bpe and pooled from the mapped table:
+# neither the tokenizers library nor the whole float32 table is loaded for it.
+_QUICK_CHARS = _LONG_TEXT
 
 
 def bundled_files() -> tuple[Path, Path]:
@@ -71,32 +83,108 @@ def bundled_files() -> tuple[Path, Path]:
     return weights, tokenizer
 
 
-@functools.lru_cache(maxsize=4)
-def _load(weights_path: Path, tokenizer_path: Path) -> tuple[np.ndarray, HFTokenizer]:
-    # Cached: every embedder built in one process shares one 32 MB table.
-    from safetensors import safe_open
+_Take = Callable[..., np.ndarray]
+"""Gathers float32 rows of the table: ``take(ids, axis=0)``."""
+_MAX_HEADER = 100 << 20
+"""The most bytes a safetensors JSON header may take (the format's own bound)."""
+_DTYPES = {"F16": "<f2", "F32": "<f4", "F64": "<f8"}
+"""safetensors dtypes numpy reads as they are; another (BF16) is read with the safetensors library."""
 
+
+def _weights_error(path: Path, why: str) -> EmbeddingError:
+    return EmbeddingError(f"cannot read wordllama weights {path}: {why}")
+
+
+@functools.lru_cache(maxsize=4)
+def _mapped(weights_path: Path) -> np.ndarray | None:
+    """``embedding.weight`` as stored (read-only, mapped, not copied), or None for a dtype numpy cannot read.
+
+    The safetensors layout read here: an 8-byte little-endian header length, that
+    many bytes of JSON naming each tensor's dtype, shape and ``data_offsets``
+    (from the end of the header), then the data. Every number is checked
+    against the file's size before anything is mapped.
+    """
     try:
-        with safe_open(str(weights_path), framework="np") as f:
-            table = f.get_tensor("embedding.weight")
-    except Exception as exc:  # safetensors raises its own SafetensorError and OSError
-        raise EmbeddingError(f"cannot read wordllama weights {weights_path}: {exc}") from exc
-    if table.ndim != 2 or table.shape[1] != _DIM:
-        raise EmbeddingError(
-            f"{weights_path}: expected a (vocab, {_DIM}) table, found shape {table.shape}"
-        )
-    # float32 once at load: summing float16 rows costs 5x more per chunk.
+        with open(weights_path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(8)
+            if len(head) < 8:
+                raise _weights_error(weights_path, "shorter than a safetensors header")
+            (n,) = struct.unpack("<Q", head)
+            if n > min(_MAX_HEADER, size - 8):
+                raise _weights_error(weights_path, f"a header of {n:,} bytes in a file of {size:,}")
+            try:
+                header = json.loads(f.read(n))
+            except (ValueError, RecursionError) as exc:
+                raise _weights_error(weights_path, f"the header is not JSON ({exc})") from None
+            entry = header.get("embedding.weight") if isinstance(header, dict) else None
+            if not isinstance(entry, dict):
+                raise _weights_error(weights_path, "no tensor 'embedding.weight'")
+            dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
+            if not (isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape)
+                    and isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int for o in offsets)):
+                raise _weights_error(weights_path, "'embedding.weight' has no valid shape and offsets")
+            if len(shape) != 2 or shape[1] != _DIM:
+                raise EmbeddingError(f"{weights_path}: expected a (vocab, {_DIM}) table, found shape {tuple(shape)}")
+            if dtype not in _DTYPES:
+                return None
+            item = np.dtype(_DTYPES[dtype])
+            begin, end = offsets
+            if not 0 <= begin <= end <= size - 8 - n or end - begin != shape[0] * shape[1] * item.itemsize:
+                raise _weights_error(weights_path, f"'embedding.weight' offsets {offsets} do not fit the file")
+            if end == begin:
+                return np.zeros((0, _DIM), dtype=item)
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except OSError as exc:
+        raise _weights_error(weights_path, exc.strerror or str(exc)) from exc
+    if len(mapped) != size:
+        raise _weights_error(weights_path, "changed while it was read")
+    table = np.frombuffer(mapped, dtype=item, count=shape[0] * shape[1], offset=8 + n + begin).reshape(shape)
+    return table
+
+
+@functools.lru_cache(maxsize=4)
+def _full_table(weights_path: Path) -> np.ndarray:
+    """The whole table as float32 (cached: every embedder built in one process shares one 32 MB table)."""
+    table = _mapped(weights_path)
+    if table is None:  # a dtype numpy cannot read as it is stored
+        from safetensors import safe_open
+
+        try:
+            with safe_open(str(weights_path), framework="np") as f:
+                table = f.get_tensor("embedding.weight")
+        except Exception as exc:  # safetensors raises its own SafetensorError and OSError
+            raise _weights_error(weights_path, str(exc)) from exc
+        if table.ndim != 2 or table.shape[1] != _DIM:
+            raise EmbeddingError(f"{weights_path}: expected a (vocab, {_DIM}) table, found shape {table.shape}")
+    # float32 once: summing float16 rows costs 5x more per chunk.
     table = np.ascontiguousarray(table, dtype=np.float32)
     if not np.isfinite(table).all():
         raise EmbeddingError(f"{weights_path}: the embedding table holds NaN or infinity")
     table.flags.writeable = False
+    return table
+
+
+@functools.lru_cache(maxsize=4)
+def _hf_tokenizer(tokenizer_path: Path, rows: int) -> HFTokenizer:
+    from ragtui.core.embedders.hf_tokenizer import HFTokenizer
+
     tokenizer = HFTokenizer.from_file(tokenizer_path, MODEL_NAME)
-    vocab = tokenizer.vocab_size
-    if vocab > table.shape[0]:
-        raise EmbeddingError(
-            f"{tokenizer_path} has {vocab} tokens but {weights_path} only {table.shape[0]} rows"
-        )
-    return table, tokenizer
+    if tokenizer.vocab_size > rows:
+        raise EmbeddingError(f"{tokenizer_path} has {tokenizer.vocab_size} tokens but the weights only {rows} rows")
+    return tokenizer
+
+
+@functools.lru_cache(maxsize=4)
+def _compact(tokenizer_path: Path, rows: int) -> CompactBPE | None:
+    """The library-free tokenizer (``compact_bpe``), or None when it does not apply to this file."""
+    from ragtui.core.embedders import compact_bpe
+
+    try:
+        tokenizer = compact_bpe.load(tokenizer_path)
+    except (compact_bpe.Unsupported, OSError):
+        return None
+    return tokenizer if tokenizer.vocab_size <= rows else None
 
 
 class WordLlamaEmbedder:
@@ -120,17 +208,39 @@ class WordLlamaEmbedder:
         self._batch_size = batch_size
         self._files = bundled_files()  # a missing package is said now; reading the files waits for first use
         self._loaded: tuple[np.ndarray, HFTokenizer] | None = None
+        self._quick: tuple[np.ndarray, CompactBPE] | None = None
+        self._quick_ready = False
         self._load_lock = threading.Lock()
 
     def _parts(self) -> tuple[np.ndarray, HFTokenizer]:
-        """The table and the tokenizer, read on first use (0.4 s: a sync that finds nothing to do never pays it)."""
+        """The float32 table and the library's tokenizer, read on first use (0.4 s: a sync that finds
+        nothing to do never pays it)."""
         got = self._loaded
         if got is None:
             with self._load_lock:
                 if self._loaded is None:
-                    self._loaded = _load(*self._files)
+                    table = _full_table(self._files[0])
+                    self._loaded = (table, _hf_tokenizer(self._files[1], table.shape[0]))
                 got = self._loaded
         return got
+
+    def _quick_parts(self) -> tuple[np.ndarray, CompactBPE] | None:
+        """The mapped table as stored and the library-free tokenizer; None when the files need the libraries."""
+        if not self._quick_ready:
+            with self._load_lock:
+                if not self._quick_ready:
+                    table = _mapped(self._files[0])
+                    compact = _compact(self._files[1], table.shape[0]) if table is not None else None
+                    self._quick = (table, compact) if table is not None and compact is not None else None
+                    self._quick_ready = True
+        return self._quick
+
+    def warm(self) -> None:
+        """Read what embedding a query needs (the tokenizer's compact form and the mapped table, a few
+        milliseconds), so the first query does not wait for it; the tokenizers library waits for
+        the first large call or the first use of ``tokenizer``."""
+        if self._quick_parts() is None:
+            self._parts()
 
     @property
     def tokenizer(self) -> HFTokenizer:
@@ -154,6 +264,9 @@ class WordLlamaEmbedder:
         """``(len(texts), 256)`` float32 unit rows; ``""`` gives ``empty_text_vector``."""
         texts = check_texts(texts)
         out = np.empty((len(texts), self.dim), dtype=np.float32)
+        if sum(map(len, texts)) < _QUICK_CHARS and (quick := self._quick_parts()) is not None \
+                and self._embed_quick(texts, *quick, out):
+            return out
         for start in range(0, len(texts), self._batch_size):
             part = texts[start : start + self._batch_size]
             rows = out[start : start + len(part)]
@@ -169,40 +282,65 @@ class WordLlamaEmbedder:
             self._normalize(rows)
         return out
 
+    def _embed_quick(self, texts: list[str], stored: np.ndarray, compact: CompactBPE, out: np.ndarray) -> bool:
+        """``embed`` of a few short texts without the libraries: the same ids (``compact_bpe``) and the
+        same float32 rows (a float16 row widens exactly), summed as ``_sum_rows`` sums them. False
+        when a text cannot be read so (a lone surrogate: the library's path says what is wrong)."""
+        try:
+            ids = compact.ids_many(texts)
+        except UnicodeEncodeError:
+            return False
+        full = self._loaded[0] if self._loaded is not None else None
+        if full is not None:
+            self._pool(ids, out, full.take)
+            return True
+
+        def take(row_ids: Sequence[int], axis: int = 0) -> np.ndarray:
+            rows = stored.take(row_ids, axis=axis).astype(np.float32)
+            if not np.isfinite(rows).all():
+                raise EmbeddingError(f"{self._files[0]}: the embedding table holds NaN or infinity")
+            return rows
+
+        self._pool(ids, out, take)
+        return True
+
     def embed_ids(self, ids: Sequence[Sequence[int]]) -> np.ndarray:
         """Embed already-tokenised texts (the ids ``tokenizer`` produces)."""
         out = np.empty((len(ids), self.dim), dtype=np.float32)
         self._pool(ids, out)
         return out
 
-    def _pool(self, ids: Sequence[Sequence[int]], out: np.ndarray) -> None:
-        self._sum_rows(ids, out)
+    def _pool(self, ids: Sequence[Sequence[int]], out: np.ndarray, take: _Take | None = None) -> None:
+        self._sum_rows(ids, out, take)
         self._normalize(out)
 
-    def _sum_rows(self, ids: Sequence[Sequence[int]], out: np.ndarray) -> None:
+    def _sum_rows(self, ids: Sequence[Sequence[int]], out: np.ndarray, take: _Take | None = None) -> None:
+        """Each text's rows summed into ``out``; ``take`` gathers float32 rows (default: the float32 table's)."""
         # One gather-and-sum per text beats one big gather + reduceat: the
         # 256 x 256 block stays in cache and numpy's pairwise sum is fast.
         # take and add.reduce are what table[ids] and np.sum run, without
         # their Python-level dispatch (the same floats, 17 % less time).
-        take, add = self._table.take, np.add.reduce
+        take = take or self._table.take
+        add = np.add.reduce
         for i, row_ids in enumerate(ids):
             if len(row_ids) > _POOL_BLOCK:
-                self._sum_blocks([row_ids], out[i])
+                self._sum_blocks([row_ids], out[i], take)
             elif len(row_ids):
                 add(take(row_ids, axis=0), axis=0, dtype=np.float32, out=out[i])
             else:
                 out[i] = 0.0
 
-    def _sum_blocks(self, parts: Iterable[Sequence[int]], out_row: np.ndarray) -> None:
+    def _sum_blocks(self, parts: Iterable[Sequence[int]], out_row: np.ndarray, take: _Take | None = None) -> None:
         """Sum the rows of ids arriving in parts, ``_POOL_BLOCK`` rows at a time.
 
         numpy sums axis 0 row after row, so adding the running total into each
         block's first row gives the very floats of one gather-and-sum.
         """
+        take = take or self._table.take
         total: np.ndarray | None = None
         for ids in parts:
             for lo in range(0, len(ids), _POOL_BLOCK):
-                block = self._table[ids[lo : lo + _POOL_BLOCK]]
+                block = take(ids[lo : lo + _POOL_BLOCK], axis=0)
                 if total is not None:
                     block[0] += total
                 total = np.asarray(np.sum(block, axis=0, dtype=np.float32))

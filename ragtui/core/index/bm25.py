@@ -21,7 +21,7 @@ import shutil
 import struct
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -187,28 +187,41 @@ class BM25Index:
         the few terms sharing its first 8 bytes (usually one); only those are
         compared, so a query costs no Python-level bisection of the dictionary.
         """
+        found: list[int] = self.locate_many(raws)[0].tolist()
+        return found
+
+    def locate_many(self, raws: Sequence[bytes]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """For each UTF-8 term of ``raws``: its number in the dictionary or -1, and how many terms sort before it.
+
+        ``lookup_many``'s narrowing by 8-byte keys: a term whose key no dictionary term shares needs no
+        comparison at all (the terms before it are those with a smaller key).
+        """
+        found = np.full(len(raws), -1, dtype=np.int64)
         if not raws:
-            return []
+            return found, np.zeros(0, dtype=np.int64)
         keys = np.array([query_key(r) for r in raws], dtype=np.uint64)
-        tk = self.term_key
+        tk = np.asarray(self.term_key)
         lo = np.searchsorted(tk, keys, side="left")
         hi = np.searchsorted(tk, keys, side="right")
-        starts = self.term_starts
+        before = lo.astype(np.int64)
+        # Plain views of the maps: a memmap's indexing makes an object per slice.
+        blob, starts = np.asarray(self.term_blob), np.asarray(self.term_starts)
         at = np.minimum(lo, starts.size - 2)
         first = starts[at].tolist()
         size = (starts[at + 1] - starts[at]).tolist()
-        out = []
-        for raw, t, n, a, length in zip(raws, lo.tolist(), (hi - lo).tolist(), first, size):
+        for i, (raw, t, n, a, length) in enumerate(zip(raws, lo.tolist(), (hi - lo).tolist(), first, size)):
             if n == 1:
                 # Same key and same length up to 8 bytes: the same term, no bytes to compare.
-                same = length == len(raw) and (length <= 8 or bytes(self.term_blob[a : a + length]) == raw)
-                out.append(t if same else -1)
+                here = raw if length <= 8 and length == len(raw) else bytes(blob[a : a + length])
+                if here == raw:
+                    found[i] = t
+                elif here < raw:
+                    before[i] = t + 1
             elif n > 1:
-                found, _ = _bisect(self.term_blob, starts[t : t + n + 1], raw)
-                out.append(t + found if found >= 0 else -1)
-            else:
-                out.append(-1)
-        return out
+                j, k = _bisect(blob, starts[t : t + n + 1], raw)
+                found[i] = t + j if j >= 0 else -1
+                before[i] = t + k
+        return found, before
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         scalars = np.array([self.n_docs, self.avgdl, self.k1, self.b], dtype=np.float64)

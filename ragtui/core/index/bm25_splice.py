@@ -30,7 +30,6 @@ from ragtui.core.index.bm25 import (
     VERSION,
     BM25Index,
     Postings,
-    _bisect,
 )
 from ragtui.core.index.bm25_write import _blob, _encode_pairs, _gaps, _put_le, encode_postings
 
@@ -324,6 +323,38 @@ def _entry_heads(p: Postings, terms: np.ndarray, df: np.ndarray, postings_bytes:
     return heads, h_len
 
 
+RENUMBER_STEP = 1 << 20
+"""Postings renumbered at a time by ``_renumber``: indexing with a uint32 array makes an intp copy of it."""
+
+
+def _renumber(row_map: np.ndarray, post_doc: np.ndarray, step: int = RENUMBER_STEP) -> np.ndarray:
+    """``row_map[post_doc]``, ``step`` postings at a time: the index's intp copy is one step's, not 8 bytes a
+    posting of the whole index."""
+    n = int(post_doc.size)
+    out = np.empty(n, dtype=row_map.dtype)
+    for lo in range(0, n, step):
+        hi = min(lo + step, n)
+        np.take(row_map, np.asarray(post_doc[lo:hi]), out=out[lo:hi])
+    return out
+
+
+def _insert_points(sorted_runs: np.ndarray, lo: np.ndarray, hi: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """For each j, ``lo[j] + searchsorted(sorted_runs[lo[j]:hi[j]], values[j])``: one bisection of all the
+    runs at once (each run ascending), a few dozen array passes over the queries instead of a call per query."""
+    lo = np.asarray(lo, dtype=np.int64).copy()
+    hi = np.asarray(hi, dtype=np.int64).copy()
+    values = np.asarray(values, dtype=np.int64)
+    while True:
+        open_ = lo < hi
+        if not open_.any():
+            return lo
+        mid = (lo + hi) >> 1
+        below = np.zeros(lo.size, dtype=bool)
+        below[open_] = sorted_runs[mid[open_]] < values[open_]
+        lo = np.where(open_ & below, mid + 1, lo)
+        hi = np.where(open_ & ~below, mid, hi)
+
+
 def splice_postings(
     old: BM25Index,
     row_map: np.ndarray,
@@ -343,7 +374,7 @@ def splice_postings(
     # Chunk numbers in 32 bits while they fit (half the bytes to move): -1 marks a dropped chunk.
     wide = max(n_docs, int(np.asarray(row_map).size)) >= 1 << 31
     row_map = np.asarray(row_map, dtype=np.int64 if wide else np.int32)
-    mapped = row_map[np.asarray(old.post_doc)] if old.post_doc.size else np.zeros(0, dtype=row_map.dtype)
+    mapped = _renumber(row_map, old.post_doc)
     keep = mapped >= 0
     n_old_terms = old.n_terms
     old_offsets = np.asarray(old.offsets, dtype=np.int64)
@@ -357,10 +388,8 @@ def splice_postings(
     # The new chunks' (term, chunk, tf) triples, and where each new term sits among the old ones.
     counts = [Counter(terms) for terms in new_terms]
     vocab = sorted({t for c in counts for t in c})
-    found = np.empty(len(vocab), dtype=np.int64)  # old term number, or -1
-    place = np.empty(len(vocab), dtype=np.int64)  # old terms before it
-    for j, term in enumerate(vocab):
-        found[j], place[j] = _bisect(old.term_blob, old.term_starts, term.encode("utf-8"))
+    # Each one's old term number (or -1), and how many old terms sort before it.
+    found, place = old.locate_many([term.encode("utf-8") for term in vocab])
     fresh = found < 0
     fresh_place = place[fresh]
     # Merged dictionary: old term t moves up by the fresh terms sorted before it.
@@ -381,10 +410,7 @@ def splice_postings(
     df[old_rank] = kept_df
     term_start = np.zeros(n_merged + 1, dtype=np.int64)
     np.cumsum(df, out=term_start[1:])
-    at = np.empty(len(add), dtype=np.int64)
-    for j, (rank, row, _) in enumerate(add.tolist()):
-        lo, hi = term_start[rank], term_start[rank + 1]
-        at[j] = lo + np.searchsorted(kept_doc[lo:hi], row)
+    at = _insert_points(kept_doc, term_start[add[:, 0]], term_start[add[:, 0] + 1], add[:, 1])
     doc = np.insert(kept_doc, at, add[:, 1])
     tf = np.insert(kept_tf, at, add[:, 2])
     df += np.bincount(add[:, 0], minlength=n_merged)

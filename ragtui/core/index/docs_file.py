@@ -52,8 +52,7 @@ class DocsFile(Sequence[ChunkRecord]):
             ends = _line_ends(raw, meta.n_chunks, where)
         if ends.size != meta.n_chunks:
             raise IndexFormatError(where, f"has {ends.size} lines, but meta.json says n_chunks {meta.n_chunks}")
-        self._ends = ends
-        self._starts = np.concatenate(([0], ends[:-1] + 1)) if ends.size else ends
+        self._ends = ends  # a line's start is the previous line's end + 1: found per read, never stored
         self._cache: dict[int, ChunkRecord] = {}
         self._verified = False
 
@@ -80,7 +79,7 @@ class DocsFile(Sequence[ChunkRecord]):
 
     def _parse(self, i: int) -> ChunkRecord:
         """Line ``i`` read and checked (not cached)."""
-        line = self._raw[int(self._starts[i]) : int(self._ends[i])]
+        line = self._raw[self._start(i) : int(self._ends[i])]
         try:
             obj = json.loads(line)
         except (ValueError, RecursionError) as e:
@@ -88,6 +87,10 @@ class DocsFile(Sequence[ChunkRecord]):
                 self._where, f"line {i + 1} is not valid JSON ({type(e).__name__}: {str(e)[:200]})"
             ) from None
         return self._record(obj, i + 1)
+
+    def _start(self, i: int) -> int:
+        """Where line ``i`` starts in the file."""
+        return int(self._ends[i - 1]) + 1 if i else 0
 
     def _record(self, obj: object, line: int) -> ChunkRecord:
         where = self._where
@@ -166,7 +169,7 @@ class DocsFile(Sequence[ChunkRecord]):
         """Where lines ``lo`` to ``hi - 1`` (newlines included) lie in the file: [start, end)."""
         if lo >= hi:
             return 0, 0
-        return int(self._starts[lo]), int(self._ends[hi - 1]) + 1
+        return self._start(lo), int(self._ends[hi - 1]) + 1
 
     def raw_lines(self, lo: int, hi: int) -> memoryview:
         """The bytes of lines ``lo`` to ``hi - 1``, newlines included, without copying or parsing them."""
@@ -177,7 +180,7 @@ class DocsFile(Sequence[ChunkRecord]):
         """The newline offsets of lines ``lo`` to ``hi - 1``, counted from the start of line ``lo``."""
         if lo >= hi:
             return np.zeros(0, dtype=np.int64)
-        return self._ends[lo:hi] - int(self._starts[lo])
+        return self._ends[lo:hi] - self._start(lo)
 
     def written_fingerprints(self) -> np.ndarray | None:
         """Every line's fingerprint as ASCII bytes (dtype S64), read straight from the file.
@@ -191,7 +194,7 @@ class DocsFile(Sequence[ChunkRecord]):
         if n == 0:
             return np.zeros(0, dtype="S64")
         tail = len(_FP_HEAD) + 64 + 2
-        if int((self._ends - self._starts).min()) < tail:
+        if int(self._ends[0]) < tail or not _gaps_within(self._ends, tail + 1, 1 << 62):
             return None
         raw = np.frombuffer(self._raw, dtype=np.uint8)
         block = raw[self._ends[:, None] + np.arange(-tail, 0)]
@@ -291,8 +294,7 @@ def ends_fit(raw: bytes | mmap.mmap, ends: np.ndarray, n_chunks: int, fd: int | 
         return size == 0
     if size < 3 or int(ends[-1]) != size - 1 or int(ends[0]) < 1:
         return False
-    lengths = np.diff(ends, prepend=-1) - 1
-    if int(lengths.min()) < 2 or int(lengths.max()) > MAX_DOCS_LINE_BYTES:
+    if not 2 <= int(ends[0]) <= MAX_DOCS_LINE_BYTES or not _gaps_within(ends, 3, MAX_DOCS_LINE_BYTES + 1):
         return False  # also: not strictly increasing (a line of at least "{}")
     if n_chunks > ENDS_SAMPLE:
         # Lines 0 .. n_chunks - 1, evenly: strictly increasing, since the step is at least one line.
@@ -306,6 +308,19 @@ def ends_fit(raw: bytes | mmap.mmap, ends: np.ndarray, n_chunks: int, fd: int | 
         and whole[0] == 0x7B  # "{"
         and (whole[ends[:-1] + 1] == 0x7B).all()
     )
+
+
+_GAPS_BLOCK = 1 << 16
+
+
+def _gaps_within(ends: np.ndarray, low: int, high: int) -> bool:
+    """Whether every step between consecutive ``ends`` is in ``low..high``, looked at a block at a
+    time (no whole array of line lengths: 8 MB per array at a million lines)."""
+    for lo in range(0, max(0, ends.size - 1), _GAPS_BLOCK):
+        gaps = np.diff(ends[lo : lo + _GAPS_BLOCK + 1])
+        if int(gaps.min()) < low or int(gaps.max()) > high:
+            return False
+    return True
 
 
 def _ends_read_fit(fd: int, ends: list[int], size: int) -> bool:

@@ -12,8 +12,9 @@ bytes; the full rebuild (``rebuild``) lays its batches out itself.
 
 from __future__ import annotations
 
+import bisect
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -26,12 +27,13 @@ from ragtui.core.embedders.base import Tokenizer
 from ragtui.core.index.records import ChunkRecord, fingerprint
 from ragtui.core.ingest.chunker import LONG_DOCUMENT_CHARS, Chunk, chunk_text
 from ragtui.core.ingest.code_chunks import chunk_code
+from ragtui.core.ingest.doc_rows import DocRows
 from ragtui.core.ingest.embedding import EMBED_BATCH, JOURNAL_SECONDS, embed_pending
 from ragtui.core.ingest.report import Progress, SyncReport
 
 __all__ = [
     "CHUNK_BATCH", "EMBED_BATCH", "JOURNAL_SECONDS", "Assembly", "Previous", "Segment", "assemble", "chunk_all",
-    "chunk_docs", "embed_pending", "records_of", "warn_no_grammar",
+    "chunk_docs", "embed_pending", "fingerprint_keys", "records_of", "warn_no_grammar",
 ]
 
 CHUNK_BATCH = 64
@@ -74,6 +76,13 @@ class Previous:
     """Rows [lo, hi) as records (parsed on demand)."""
     reusable: bool = True
     """Whether its vectors may be copied: the same embedding model and dimension."""
+    keys: npt.NDArray[np.uint64] | None = None
+    """``fingerprint_keys(fingerprints)``, once worked out (a long-running writer carries them from save to save)."""
+
+    def fingerprint_keys(self) -> npt.NDArray[np.uint64]:
+        if self.keys is None or self.keys.size != self.fingerprints.size:
+            self.keys = fingerprint_keys(self.fingerprints)
+        return self.keys
 
     @property
     def n_chunks(self) -> int:
@@ -93,8 +102,8 @@ class Assembly:
     ids: dict[str, np.ndarray] = field(default_factory=dict)
     """Fingerprint -> the token ids the chunker counted its text from, where it kept them."""
     counts: dict[str, int] = field(default_factory=dict)
-    """Every document's number of chunks (0 for one that has none)."""
-    rows: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Each changed document's number of chunks (0 for one that has none now or is gone)."""
+    rows: DocRows = field(default_factory=lambda: DocRows([], np.zeros(1, dtype=np.int64)))
     """Each document's rows [lo, hi) in the next generation (documents with chunks only)."""
     row_map: Rows = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     """For each row of the previous generation: its row in the next one, or -1."""
@@ -118,50 +127,57 @@ def records_of(doc_id: str, chunks: Sequence[Chunk]) -> list[ChunkRecord]:
             for k, ch in enumerate(chunks)]
 
 
-def assemble(order: Sequence[str], new_chunks: Mapping[str, Sequence[Chunk]], prev: Previous | None, dim: int) -> Assembly:
-    """Lay out the next generation: the documents ``order`` (in index order), each from ``new_chunks`` or ``prev``.
+def assemble(docs: Collection[str], new_chunks: Mapping[str, Sequence[Chunk]], prev: Previous | None, dim: int,
+             touched: Collection[str] | None = None) -> Assembly:
+    """Lay out the next generation: the documents ``docs``, each from ``new_chunks`` or ``prev``.
 
-    A document in neither (known to the state but without chunks) holds no rows.
+    A document in neither (known to the state but without chunks) holds no rows. ``touched``, when the
+    caller knows it: every document of ``prev`` that ``docs`` may no longer hold (the rest are still there).
+    The work grows with the changed documents (a bisection of the previous ones for each), not with every
+    document: the unchanged ones between two changes are one run of old rows.
     """
     asm = Assembly()
-    segments, records, counts, rows = asm.segments, asm.records, asm.counts, asm.rows
-    n = 0
-    # Without reusable vectors, the previous generation's rows are taken as new records (to embed again).
-    old_rows: Mapping[str, tuple[int, int]] = prev.rows if prev is not None and prev.reusable else {}
-    # The run of old rows being extended, one Segment when it ends (most documents are unchanged:
-    # this loop runs once per document of the folder, so it allocates as little as it can).
-    run_lo = run_hi = run_at = -1
-    for doc_id in order:
-        chunks = new_chunks.get(doc_id)
-        if chunks is None:
-            span = old_rows.get(doc_id)
-            if span is not None:
-                lo, hi = span
-                if lo != run_hi:
-                    if run_lo >= 0:
-                        segments.append(Segment("old", run_lo, run_hi, run_at))
-                    run_lo, run_at = lo, n
-                run_hi = hi
-                counts[doc_id] = hi - lo
-                rows[doc_id] = span if lo == n else (n, n + hi - lo)
-                n += hi - lo
-                continue
-        if chunks is not None:
-            doc_records = records_of(doc_id, chunks)
-            for ch, rec in zip(chunks, doc_records):
-                if ch.ids is not None:
-                    asm.ids.setdefault(rec.fingerprint, ch.ids)
-        elif prev is not None and doc_id in prev.rows:
-            doc_records = list(prev.records(*prev.rows[doc_id]))
+    segments, records = asm.segments, asm.records
+    fresh: dict[str, list[ChunkRecord]] = {}
+    for doc_id, chunks in new_chunks.items():
+        doc_records = fresh[doc_id] = records_of(doc_id, chunks)
+        for ch, rec in zip(chunks, doc_records):
+            if ch.ids is not None:
+                asm.ids.setdefault(rec.fingerprint, ch.ids)
+    before = DocRows.of_spans(prev.rows) if prev is not None else DocRows([], np.zeros(1, dtype=np.int64))
+    if prev is not None and not prev.reusable:
+        # Without reusable vectors, the previous generation's rows are taken as new records (to embed again).
+        for doc_id, (lo, hi) in zip(before.ids, zip(before.starts[:-1].tolist(), before.starts[1:].tolist())):
+            if doc_id in docs and doc_id not in fresh:
+                fresh[doc_id] = list(prev.records(lo, hi))
+        before = DocRows([], np.zeros(1, dtype=np.int64))
+    # The previous documents no longer there (a set difference, in C, when the caller cannot narrow them down).
+    gone = sorted(set(before.ids).difference(docs) if touched is None else
+                  (d for d in touched if d not in docs and d in before))
+    ids, starts = before.ids, before.starts
+    n = cursor = 0  # rows laid out; the first old row not yet laid out or left out
+
+    def carry(lo: int, hi: int) -> None:
+        nonlocal n
+        if hi <= lo:
+            return
+        last = segments[-1] if segments else None
+        if last is not None and last.source == "old" and last.hi == lo and last.at + last.n == n:
+            segments[-1] = Segment("old", last.lo, hi, last.at)
         else:
-            asm.counts[doc_id] = 0
-            continue
+            segments.append(Segment("old", lo, hi, n))
+        n += hi - lo
+
+    for doc_id in sorted({*fresh, *gone}):
+        i = bisect.bisect_left(ids, doc_id)
+        carry(cursor, int(starts[i]))  # the unchanged documents before this one
+        cursor = max(cursor, int(starts[i]))
+        if i < len(ids) and ids[i] == doc_id:
+            cursor = int(starts[i + 1])  # its old rows are left out
+        doc_records = fresh.get(doc_id, [])
         asm.counts[doc_id] = len(doc_records)
         if not doc_records:
             continue
-        if run_lo >= 0:
-            segments.append(Segment("old", run_lo, run_hi, run_at))
-            run_lo = run_hi = run_at = -1
         first = len(records)
         records.extend(doc_records)
         last = segments[-1] if segments else None
@@ -169,11 +185,10 @@ def assemble(order: Sequence[str], new_chunks: Mapping[str, Sequence[Chunk]], pr
             segments[-1] = Segment("new", last.lo, len(records), last.at)
         else:
             segments.append(Segment("new", first, len(records), n))
-        asm.rows[doc_id] = (n, n + len(doc_records))
         n += len(doc_records)
-    if run_lo >= 0:
-        segments.append(Segment("old", run_lo, run_hi, run_at))
+    carry(cursor, before.n_rows)
     asm.n_rows = n
+    asm.rows = before.replaced(gone, {d: len(r) for d, r in fresh.items()})
     asm.row_map = np.full(prev.n_chunks if prev is not None else 0, -1, dtype=np.int64)
     for seg in segments:
         if seg.source == "old":
@@ -186,7 +201,8 @@ def _find_vectors(asm: Assembly, prev: Previous | None, dim: int) -> None:
     """Fill each new record's vector from a stored row of the same fingerprint; count what is added and removed."""
     records = asm.records
     asm.vectors = np.zeros((len(records), dim), dtype=np.float32)
-    held = _first_rows(prev.fingerprints, [r.fingerprint.encode("ascii") for r in records]) if prev is not None else {}
+    keys = prev.fingerprint_keys() if prev is not None else None
+    held = _first_rows(prev.fingerprints, [r.fingerprint.encode("ascii") for r in records], keys) if prev is not None else {}
     added = 0
     for i, rec in enumerate(records):
         src = held.get(rec.fingerprint.encode("ascii"))
@@ -206,7 +222,7 @@ def _find_vectors(asm: Assembly, prev: Previous | None, dim: int) -> None:
     gone = [f for f in prev.fingerprints[dropped].tolist() if f not in now]
     if not gone:
         return
-    still = _first_rows(prev.fingerprints[asm.row_map >= 0], gone)
+    still = _first_rows(prev.fingerprints, gone, keys, among=np.flatnonzero(asm.row_map >= 0))
     asm.chunks_removed = sum(1 for f in gone if f not in still)
 
 
@@ -214,7 +230,7 @@ _HEX = np.full(256, 0, dtype=np.uint64)
 _HEX[np.frombuffer(b"0123456789abcdef", dtype=np.uint8)] = np.arange(16, dtype=np.uint64)
 
 
-def _keys(fingerprints: npt.NDArray[np.bytes_]) -> npt.NDArray[np.uint64]:
+def fingerprint_keys(fingerprints: npt.NDArray[np.bytes_]) -> npt.NDArray[np.uint64]:
     """The first 16 hex digits of each fingerprint as a 64-bit number: equal fingerprints, equal keys."""
     digits = np.ascontiguousarray(fingerprints, dtype="S64").view(np.uint8).reshape(-1, 64)[:, :16]
     keys = np.zeros(digits.shape[0], dtype=np.uint64)
@@ -224,16 +240,24 @@ def _keys(fingerprints: npt.NDArray[np.bytes_]) -> npt.NDArray[np.uint64]:
     return keys
 
 
-def _first_rows(fingerprints: npt.NDArray[np.bytes_], wanted: list[bytes]) -> dict[bytes, int]:
+def _first_rows(fingerprints: npt.NDArray[np.bytes_], wanted: list[bytes], keys: npt.NDArray[np.uint64] | None = None,
+                among: npt.NDArray[np.intp] | None = None) -> dict[bytes, int]:
     """Each of ``wanted`` (ASCII fingerprints) that ``fingerprints`` holds: the first row holding it.
 
     By array passes over the rows (a key per row, matched against the wanted keys), then a look at the few
     rows whose key matched: no Python object per row, where a dict or a set of every fingerprint was one
-    per chunk of the index at every save.
+    per chunk of the index at every save. ``keys``: ``fingerprint_keys(fingerprints)``, when the caller
+    keeps them; ``among``: only these rows (ascending) are looked at.
     """
     if not wanted or not fingerprints.size:
         return {}
-    maybe = np.flatnonzero(np.isin(_keys(fingerprints), _keys(np.array(wanted, dtype="S64"))))
+    if keys is None:
+        keys = fingerprint_keys(fingerprints)
+    wanted_keys = fingerprint_keys(np.array(wanted, dtype="S64"))
+    if among is None:
+        maybe = np.flatnonzero(np.isin(keys, wanted_keys))
+    else:
+        maybe = among[np.isin(keys[among], wanted_keys)]
     want = set(wanted)
     rows: dict[bytes, int] = {}
     for row, fp in zip(maybe.tolist(), fingerprints[maybe].tolist()):

@@ -47,7 +47,15 @@ from ragtui.core.index.arraycache import BuildLock, StreamedEntry, store_arrays,
 from ragtui.core.index.bm25 import BM25Index
 from ragtui.core.index.bm25_splice import splice_postings
 from ragtui.core.index.index_format import FILES, generation_of
-from ragtui.core.search.docaware import DOCLEX_KIND, DocLexical, doc_groups_of_rows, doclex_key, lexical_lock
+from ragtui.core.ingest.doc_rows import DocRows
+from ragtui.core.search.docaware import (
+    DOCLEX_KIND,
+    DocLexical,
+    doc_groups_of_rows,
+    doc_groups_of_sizes,
+    doclex_key,
+    lexical_lock,
+)
 from ragtui.core.search.ivf_cache import entry_name, ivf_lock, warm_ivf_cache
 from ragtui.core.search.stemmed import STEM_KIND, StemLexical, source_cache_key, stem_terms
 
@@ -116,13 +124,14 @@ class Derivation:
 
     @classmethod
     def plan(cls, cache_dir: Path, index_id: str, bm25: BM25Index, bm25_key: str | None,
-             spans: Iterable[tuple[int, int]], *, everything: bool = False) -> Derivation:
+             spans: DocRows | Iterable[tuple[int, int]], *, everything: bool = False) -> Derivation:
         """The entries of the generation whose chunk index is ``bm25`` (keyed ``bm25_key``, ``BM25Index.store``),
         its documents' rows [lo, hi) ``spans`` in index order; ``everything``: see the field."""
         doc_of_row = key = None
         if bm25_key is not None:
             try:
-                doc_of_row = doc_groups_of_rows(list(spans), bm25.n_docs)
+                doc_of_row = (doc_groups_of_sizes(spans.sizes(), bm25.n_docs) if isinstance(spans, DocRows)
+                              else doc_groups_of_rows(list(spans), bm25.n_docs))
                 key = doclex_key(bm25_key, doc_of_row)
             except ValueError:
                 doc_of_row = key = None

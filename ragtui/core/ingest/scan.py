@@ -52,6 +52,10 @@ class Scan:
     same: Mapping[str, FileEntry] | None = None
     """The previous documents when the walk found exactly them, each with its stamp unchanged (a no-op):
     ``seen`` is then these, made into a dict only if asked for."""
+    touched: set[str] | None = None
+    """After a partial scan: every doc_id whose entry in ``seen`` may differ from the old one, or that the old
+    documents held and ``seen`` may not (every other entry of ``seen`` is the old one as it was); None after a
+    whole walk, which may change any entry."""
 
     @property
     def seen(self) -> dict[str, FileEntry]:
@@ -94,7 +98,7 @@ def scan(
             return out
         found = listing.candidates()
     else:
-        out.found, found = _rescan(folder, rules, paths, old_files, report.skipped, missed)
+        out.found, found, out.touched = _rescan(folder, rules, paths, old_files, report.skipped, missed)
     seen = out.found
     tick("scan", len(seen) + len(found), len(seen) + len(found))
     to_read: list[tuple[Candidate, FileEntry | None, Stamp]] = []
@@ -228,14 +232,16 @@ def classify(report: SyncReport, s: Scan, old: Iterable[str]) -> None:
 def _rescan(
     folder: Path, rules: WalkRules, paths: Iterable[PathLike], old_files: Mapping[str, FileEntry],
     skipped: list[tuple[str, str]], unreadable: list[Path],
-) -> tuple[dict[str, FileEntry], list[Candidate]]:
-    """For a partial sync: (old documents no path covers, candidates for what the paths name now).
+) -> tuple[dict[str, FileEntry], list[Candidate], set[str]]:
+    """For a partial sync: (old documents no path covers, candidates for what the paths name now, the doc_ids
+    of both: the old documents the paths cover and the candidates).
 
     Paths that exist but cannot be examined now are appended to ``unreadable``.
     """
     named = filter_paths((Path(p) for p in paths), folder)
     prefixes = sorted({d for d in (doc_id_for(folder, p) for p in named) if d is not None})
     carried = dict(old_files.as_dict() if isinstance(old_files, FileTable) else old_files)
+    touched: set[str] = set()
     if 0 < len(prefixes) <= 8:
         # A few named paths against many documents: drop each named one and
         # everything under a named folder, by prefix, without splitting every doc_id.
@@ -243,6 +249,7 @@ def _rescan(
             for prefix in prefixes:
                 if doc_id.startswith(prefix) and (len(doc_id) == len(prefix) or doc_id[len(prefix)] == "/"):
                     del carried[doc_id]
+                    touched.add(doc_id)
                     break
     elif prefixes:
         # Many paths: look each document's ancestors up instead (linear in the documents).
@@ -251,6 +258,7 @@ def _rescan(
             parts = doc_id.split("/")
             if any("/".join(parts[:i]) in named_set for i in range(1, len(parts) + 1)):
                 del carried[doc_id]
+                touched.add(doc_id)
     found: dict[str, Candidate] = {}
     filt = rules.path_filter(folder, skipped)  # reads each ignore file on the way once
     for p in named:
@@ -275,7 +283,8 @@ def _rescan(
                 skipped.pop()  # a deletion, not a skip
     for doc_id in found:
         carried.pop(doc_id, None)
-    return carried, sorted(found.values(), key=lambda c: c.doc_id)
+    touched.update(found)
+    return carried, sorted(found.values(), key=lambda c: c.doc_id), touched
 
 
 def _rel(folder: Path, path: Path) -> str:

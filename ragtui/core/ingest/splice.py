@@ -34,8 +34,9 @@ from ragtui.core.index.bm25_splice import PostingBytes, encode_spliced_carried, 
 from ragtui.core.index.docs_file import DocsFile
 from ragtui.core.index.index_format import BM25, DOCS, FILES, META, VECTORS, IndexData, generation_of, read_index
 from ragtui.core.index.records import IndexMeta, encode_docs, encode_meta
-from ragtui.core.ingest.assemble import Assembly, Previous
+from ragtui.core.ingest.assemble import Assembly, Previous, fingerprint_keys
 from ragtui.core.ingest.derive import Change, Derivation, Lexical
+from ragtui.core.ingest.doc_rows import DocRows
 from ragtui.core.ingest.publish import FileRange, NewGeneration, file_size
 from ragtui.core.ingest.report import Progress, SyncReport
 from ragtui.core.ingest.state import FileEntry, FileTable, IndexStamp, Stamp, file_stamp, index_stamp, stat_stamp
@@ -61,7 +62,7 @@ class Generation:
     """
 
     data: IndexData
-    rows: dict[str, tuple[int, int]]
+    rows: DocRows
     """Each document's rows [lo, hi) (documents with chunks only), in index order."""
     fingerprints: npt.NDArray[np.bytes_]
     """S64: each row's fingerprint as ASCII."""
@@ -75,10 +76,14 @@ class Generation:
     wrote it, or by ``warm``)."""
     cached: tuple[tuple[str, Stamp], ...] = ()
     """The readers' cache files whose maps ``data.bm25`` holds, each with its stamp when it was mapped."""
+    keys: npt.NDArray[np.uint64] | None = None
+    """``fingerprint_keys(fingerprints)`` (8 bytes a chunk), once worked out: carried to the next generation."""
 
     def previous(self) -> Previous:
         records = self.data.records
-        return Previous(self.rows, self.fingerprints, self.data.vectors, lambda lo, hi: records[lo:hi])
+        prev = Previous(self.rows, self.fingerprints, self.data.vectors, lambda lo, hi: records[lo:hi], keys=self.keys)
+        self.keys = prev.fingerprint_keys()
+        return prev
 
     def intact(self) -> bool:
         """Whether every cache file mapped still has the stamp it had then (none changed in place, cut or replaced)."""
@@ -96,20 +101,20 @@ class Generation:
                 shutil.rmtree(os.path.dirname(path), ignore_errors=True)
 
 
-def rows_of(files: Mapping[str, FileEntry]) -> dict[str, tuple[int, int]] | None:
+def rows_of(files: Mapping[str, FileEntry]) -> DocRows | None:
     """Each document's rows from the state's chunk counts (None if a count is missing or negative)."""
-    rows: dict[str, tuple[int, int]] = {}
-    at = 0
     if isinstance(files, FileTable):
         files = files.as_dict()  # one lookup per document follows: the entries made at once
+    ids: list[str] = []
+    counts: list[int] = []
     for doc_id in sorted(files):
         n = files[doc_id].n_chunks
         if n is None or n < 0:
             return None
         if n:
-            rows[doc_id] = (at, at + n)
-        at += n
-    return rows
+            ids.append(doc_id)
+            counts.append(n)
+    return DocRows.of_counts(ids, counts)
 
 
 def open_generation(target: Path, stamp: IndexStamp | None, generation: str | None,
@@ -134,7 +139,7 @@ def open_generation(target: Path, stamp: IndexStamp | None, generation: str | No
     rows = rows_of(files)
     if fps is None or rows is None:
         return None
-    if sum(hi - lo for lo, hi in rows.values()) != old.n_chunks:
+    if rows.n_rows != old.n_chunks:
         return None
     mapped = _map_published(stamp, (BM25,))
     if mapped is None:
@@ -274,7 +279,7 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
             bm25_key = place(bm25_bytes)
             ends = _docs_ends(gen, asm, pieces[DOCS])
             report.seconds["cache"] = time.perf_counter() - t0
-            derived = Derivation.plan(cache_dir, index_id, decoded, bm25_key, asm.rows.values(), everything=derive_all)
+            derived = Derivation.plan(cache_dir, index_id, decoded, bm25_key, asm.rows, everything=derive_all)
             report.seconds["cache"] = time.perf_counter() - t0
             if lexical is not None and lexical.generation == old.generation:
                 # The previous generation's document-level and stemmed BM25 are spliced as the chunk index was.
@@ -367,11 +372,16 @@ def following(target: Path, gen: Generation, asm: Assembly, done: Spliced, cache
         return None
     meta = done.meta
     fps: list[npt.NDArray[np.bytes_]] = []
+    keys: list[npt.NDArray[np.uint64]] | None = [] if gen.keys is not None else None
     for seg in asm.segments:
         if seg.source == "old":
             fps.append(gen.fingerprints[seg.lo : seg.hi])
+            if keys is not None and gen.keys is not None:
+                keys.append(gen.keys[seg.lo : seg.hi])
         else:
             fps.append(np.array([r.fingerprint.encode("ascii") for r in asm.records[seg.lo : seg.hi]], dtype="S64"))
+            if keys is not None:
+                keys.append(fingerprint_keys(fps[-1]))
     stats: dict[str, os.stat_result] = {}
     mapped = _map_published(stamp, (DOCS, VECTORS, BM25), stats)
     if mapped is None:
@@ -395,7 +405,8 @@ def following(target: Path, gen: Generation, asm: Assembly, done: Spliced, cache
                      vectors=vectors, bm25=bm25)
     fingerprints = np.concatenate(fps) if fps else np.zeros(0, dtype="S64")
     layout = PostingBytes(done.posting_bytes.gap.astype(np.uint32, copy=False), done.posting_bytes.size)
-    return Generation(data, asm.rows, fingerprints, bm25_raw, stamp, layout, cached)
+    carried = (np.concatenate(keys) if keys else np.zeros(0, dtype=np.uint64)) if keys is not None else None
+    return Generation(data, asm.rows, fingerprints, bm25_raw, stamp, layout, cached, carried)
 
 
 def _bm25_key(cache_dir: Path, meta: IndexMeta, stats: list[os.stat_result], raw: bytes | mmap.mmap) -> str:

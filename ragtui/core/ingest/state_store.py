@@ -17,7 +17,7 @@ import shutil
 import stat
 import struct
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -262,8 +262,12 @@ class StateStore:
         """The stamp of the file ``current()`` came from (None when it came from none)."""
         return self._known.stamp
 
-    def save(self, state: WriterState) -> bool:
-        """Make the file hold ``state``; False when it could not (the state only saves time: not worth failing for)."""
+    def save(self, state: WriterState, changed: Collection[str] | None = None) -> bool:
+        """Make the file hold ``state``; False when it could not (the state only saves time: not worth failing for).
+
+        ``changed``, when the caller knows it: every doc_id whose entry may differ from the last state's (added,
+        changed or removed); the delta record then looks at those alone, not at every document.
+        """
         known = self._known
         base = known.state
         appendable = (
@@ -273,7 +277,7 @@ class StateStore:
         )
         try:
             if appendable and base is not None:
-                self._append(base, state)
+                self._append(base, state, changed)
             else:
                 self._rewrite(state)
             return True
@@ -281,10 +285,14 @@ class StateStore:
             self._known = _Read()
             return False
 
-    def _append(self, base: WriterState, state: WriterState) -> None:
+    def _append(self, base: WriterState, state: WriterState, changed: Collection[str] | None = None) -> None:
         old, new = base.files, state.files
-        puts = {d: e for d, e in new.items() if old.get(d) != e}
-        deletes = [d for d in old if d not in new]
+        if changed is None:
+            puts = {d: e for d, e in new.items() if old.get(d) != e}
+            deletes = [d for d in old if d not in new]
+        else:
+            puts = {d: new[d] for d in sorted(changed) if d in new and old.get(d) != new[d]}
+            deletes = [d for d in sorted(changed) if d in old and d not in new]
         base_head, head = base.head(), state.head()
         record = _encode_record({k: v for k, v in head.items() if base_head.get(k) != v}, puts, deletes)
         known = self._known

@@ -21,7 +21,7 @@ import dataclasses
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -136,8 +136,8 @@ class IndexWriter:
     def _current_state(self) -> WriterState | None:
         return self._store.current()
 
-    def _save(self, state: WriterState) -> bool:
-        return self._store.save(state)
+    def _save(self, state: WriterState, changed: Collection[str] | None = None) -> bool:
+        return self._store.save(state, changed)
 
     def settings(self, recorded: IndexSettings | None = None) -> IndexSettings:
         """The settings this writer builds with.
@@ -364,10 +364,13 @@ class IndexWriter:
         return IndexMeta(self.index_id, utc_now(), n_chunks, e.dim, e.model, e.tokenizer.name,
                          self.max_tokens, self.overlap, self.k1, self.b)
 
-    def _next_state(self, settings: IndexSettings, seen: dict[str, FileEntry], counts: Mapping[str, int]) -> WriterState:
-        for doc_id, entry in seen.items():
-            n = counts.get(doc_id, 0)
-            if entry.n_chunks != n:
+    def _next_state(self, settings: IndexSettings, seen: dict[str, FileEntry], counts: Mapping[str, int],
+                    only: Collection[str] | None = None) -> WriterState:
+        """The state after a publish: ``seen`` with each document's chunk count from ``counts`` (those of ``only``,
+        when given: the documents whose count may have changed, every other entry's count being right already)."""
+        for doc_id in seen if only is None else only:
+            entry = seen.get(doc_id)
+            if entry is not None and entry.n_chunks != (n := counts.get(doc_id, 0)):
                 seen[doc_id] = entry._replace(n_chunks=n)
         return WriterState(str(self.folder), settings, self.walk, generation_of(self.target),
                            index_stamp(self.target), seen)
@@ -378,7 +381,7 @@ class IndexWriter:
         new_chunks = chunk_all(found.new_texts, e.tokenizer, self.max_tokens, self.overlap, report, tick,
                                keep_ids=self._embeds_ids)
         t0 = time.perf_counter()
-        asm = assemble(by_bytes(found.seen), new_chunks, gen.previous(), e.dim)
+        asm = assemble(found.seen, new_chunks, gen.previous(), e.dim, found.touched)
         report.chunks_added, report.chunks_removed, report.chunks_total = asm.chunks_added, asm.chunks_removed, asm.n_rows
         report.seconds["plan"] = time.perf_counter() - t0
         embed_pending(asm, e, journal, report, tick)
@@ -393,7 +396,9 @@ class IndexWriter:
         journal.clear()
         report.seconds["tidy"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        if self._save(self._next_state(settings, found.seen, asm.counts)):
+        # After a partial scan, the entries that may differ from the state's are those the scan touched; the
+        # chunk counts that may differ, those of the documents chunked now (the others' rows were carried over).
+        if self._save(self._next_state(settings, found.seen, asm.counts, new_chunks.keys()), found.touched):
             self._generation = nxt
         report.seconds["state"] = time.perf_counter() - t0
 

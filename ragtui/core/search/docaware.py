@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_CHUNK_WEIGHT", "DOCLEX_KIND", "DocLexical", "check_chunk_weight", "doc_groups", "doc_groups_of",
-    "doc_groups_of_rows", "doc_lengths", "doc_numbers", "doc_sums", "doclex_key",
+    "doc_groups_of_rows", "doc_groups_of_sizes", "doc_lengths", "doc_numbers", "doc_sums", "doclex_key",
 ]
 
 DOCLEX_KIND = "doclex"
@@ -122,7 +122,11 @@ def doc_groups_of(records: DocsFile) -> npt.NDArray[np.int64]:
 
 def doc_groups_of_rows(spans: list[tuple[int, int]] | tuple[tuple[int, int], ...], n_rows: int) -> npt.NDArray[np.int64]:
     """``doc_groups`` from each document's rows [lo, hi), in index order, covering ``n_rows`` rows (a writer's layout)."""
-    sizes = np.array([hi - lo for lo, hi in spans], dtype=np.int64)
+    return doc_groups_of_sizes(np.array([hi - lo for lo, hi in spans], dtype=np.int64), n_rows)
+
+
+def doc_groups_of_sizes(sizes: npt.NDArray[np.int64], n_rows: int) -> npt.NDArray[np.int64]:
+    """``doc_groups`` from each document's number of rows, in index order, covering ``n_rows`` rows."""
     if int(sizes.sum()) != n_rows or (sizes.size and int(sizes.min()) < 1):
         raise ValueError("the documents' rows do not cover the index")
     return np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)

@@ -61,7 +61,7 @@ def fuse(
     The parameters are checked by ``resolve`` (``UsageError``).
     """
     method, weight, rrf_k = resolve(method, weight, rrf_k)
-    rows = np.union1d(lexical[0], vector[0]).astype(np.int64)
+    rows = _union(lexical[0], vector[0])
     if rows.size == 0:
         return rows, np.zeros(0, dtype=np.float64)
     fused = np.zeros(rows.size, dtype=np.float64)
@@ -74,6 +74,19 @@ def fuse(
         else:
             fused[pos] += share * normalise(lscores, method)
     return top_k(fused, rows, k)
+
+
+def _union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The sorted distinct rows of both lists as int64: ``np.union1d``'s result, without its
+    ``np.unique``, which imports ``numpy.ma`` (some 20 ms of a one-query process)."""
+    both = np.concatenate((a, b), axis=None)
+    both.sort()
+    if both.size > 1:
+        keep = np.empty(both.size, dtype=bool)
+        keep[0] = True
+        np.not_equal(both[1:], both[:-1], out=keep[1:])
+        both = both[keep]
+    return both.astype(np.int64)
 
 
 def normalise(scores: np.ndarray, method: str) -> np.ndarray:
