@@ -25,6 +25,13 @@ that key, by the SHA-256 of every array the arm is built from. A term
 whose stem would not analyze back to itself keeps its own form, so the
 stemmed dictionary is a dictionary of analyzer terms. ``bm25`` and
 ``bm25doc`` are untouched.
+
+Readers and writers make the entry with ``StemLexical.build_into``: the
+dictionary is stemmed first, then the postings are merged a block of whole
+stems at a time and appended to the entry's files, so the build holds the
+stemmed dictionary and one block, whatever the number of postings; the bytes
+are those of the whole build (``StemLexical.build``, ``stem_postings``: the
+plain reference, and the arm of a process without a writable cache).
 """
 
 from __future__ import annotations
