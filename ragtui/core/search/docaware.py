@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_CHUNK_WEIGHT", "DOCLEX_KIND", "DocLexical", "check_chunk_weight", "doc_groups", "doc_groups_of",
-    "doc_groups_of_rows", "doc_groups_of_sizes", "doc_lengths", "doc_numbers", "doc_sums", "doclex_key",
+    "doc_groups_of_rows", "doc_groups_of_sizes", "doc_lengths", "doc_ends", "doc_numbers", "doc_sums", "doclex_key",
 ]
 
 DOCLEX_KIND = "doclex"
@@ -158,13 +158,9 @@ def doc_numbers(doc_of_row: npt.NDArray[np.int64]) -> npt.NDArray[np.int64] | np
     return doc_of_row.astype(np.int32) if n_docs < (1 << 31) else doc_of_row
 
 
-def doc_sums(doc_of: npt.NDArray[np.int64] | npt.NDArray[np.int32], rows: np.ndarray, tf: np.ndarray,
-             bounds: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32], npt.NDArray[np.int64]]:
-    """The document postings of a run of terms' chunk postings (``rows``, ``tf``: term by term, each term's in
-    ascending row order; term i's are ``[bounds[i], bounds[i + 1])``, ``bounds[0]`` 0): (documents, tfs summed,
-    where each term's document postings end). ``doc_of``: the document of each row (``doc_numbers``)."""
-    if rows.size == 0:
-        return np.zeros(0, dtype=np.uint32), np.zeros(0, dtype=np.uint32), np.zeros(bounds.size - 1, np.int64)
+def _doc_starts(doc_of: npt.NDArray[np.int64] | npt.NDArray[np.int32], rows: np.ndarray,
+                bounds: npt.NDArray[np.int64]) -> tuple[np.ndarray, npt.NDArray[np.int64]]:
+    """(the document of each posting, where each document posting starts) of ``doc_sums``' postings."""
     doc = doc_of[rows]
     # Postings run term by term in ascending chunk order, and a document's chunks are contiguous rows: equal
     # (term, document) pairs are neighbours. A document posting starts where the document changes or a term's
@@ -174,15 +170,35 @@ def doc_sums(doc_of: npt.NDArray[np.int64] | npt.NDArray[np.int32], rows: np.nda
     np.not_equal(doc[1:], doc[:-1], out=new[1:])
     term_lo = bounds[:-1]
     new[term_lo[term_lo < bounds[1:]]] = True
-    starts = np.flatnonzero(new)
-    del new
+    return doc, np.flatnonzero(new)
+
+
+def doc_sums(doc_of: npt.NDArray[np.int64] | npt.NDArray[np.int32], rows: np.ndarray, tf: np.ndarray,
+             bounds: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32], npt.NDArray[np.int64]]:
+    """The document postings of a run of terms' chunk postings (``rows``, ``tf``: term by term, each term's in
+    ascending row order; term i's are ``[bounds[i], bounds[i + 1])``, ``bounds[0]`` 0): (documents, tfs summed,
+    where each term's document postings end). ``doc_of``: the document of each row (``doc_numbers``)."""
+    if rows.size == 0:
+        return np.zeros(0, dtype=np.uint32), np.zeros(0, dtype=np.uint32), np.zeros(bounds.size - 1, np.int64)
+    doc, starts = _doc_starts(doc_of, rows, bounds)
     first = doc[starts]
     del doc
     # Summed modulo 2^32, as a sum in int64 cast to uint32 is.
     summed = np.add.reduceat(tf, starts, dtype=np.uint32)
+    return first.view(np.uint32) if first.dtype == np.int32 else first.astype(np.uint32), summed, _ends(starts, bounds)
+
+
+def doc_ends(doc_of: npt.NDArray[np.int64] | npt.NDArray[np.int32], rows: np.ndarray,
+             bounds: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """``doc_sums(doc_of, rows, tf, bounds)[2]`` without the tfs: where each term's document postings end."""
+    if rows.size == 0:
+        return np.zeros(bounds.size - 1, np.int64)
+    return _ends(_doc_starts(doc_of, rows, bounds)[1], bounds)
+
+
+def _ends(starts: npt.NDArray[np.int64], bounds: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     # Every term's first posting starts a document posting: a term's end is the count of starts before the next.
-    ends = np.searchsorted(starts, bounds[1:], side="left").astype(np.int64)
-    return first.view(np.uint32) if first.dtype == np.int32 else first.astype(np.uint32), summed, ends
+    return np.searchsorted(starts, bounds[1:], side="left").astype(np.int64)
 
 
 def _sums(chunks: BM25Index, doc_of_row: npt.NDArray[np.int64], block: int | None,

@@ -54,7 +54,7 @@ from ragtui.core.index.arraycache import BuildLock, StreamedEntry, drop_pages, e
 from ragtui.core.index.bm25 import BM25Index, Postings, check_bm25_params, weight_blocks
 from ragtui.core.index.bm25_prune import term_keys
 from ragtui.core.index.topk import top_k
-from ragtui.core.search.docaware import DocLexical, doc_lengths, doc_numbers, doc_sums, lexical_lock
+from ragtui.core.search.docaware import DocLexical, doc_ends, doc_lengths, doc_numbers, doc_sums, lexical_lock
 
 __all__ = [
     "BUILD_BLOCK", "DEFAULT_STEM_B", "DEFAULT_STEM_CHUNK_WEIGHT", "DEFAULT_STEM_K1", "STEMMER", "STEM_KIND",
@@ -199,10 +199,10 @@ class StemLexical:
         doc_of = doc_numbers(doc_of_row)
         c_offsets = np.zeros(n_stems + 1, dtype=np.int64)
         d_offsets = np.zeros(n_stems + 1, dtype=np.int64)
-        for s_lo, s_hi, rows, tf, bounds in _merged(chunks, stem_of, n_stems, block):
+        for s_lo, s_hi, rows, _, bounds in _merged(chunks, stem_of, n_stems, block, tfs=False):
             c_offsets[s_lo + 1 : s_hi + 1] = c_offsets[s_lo] + bounds[1:]
-            d_offsets[s_lo + 1 : s_hi + 1] = d_offsets[s_lo] + doc_sums(doc_of, rows, tf, bounds)[2]
-            del rows, tf  # not held while the next block is merged
+            d_offsets[s_lo + 1 : s_hi + 1] = d_offsets[s_lo] + doc_ends(doc_of, rows, bounds)
+            del rows  # not held while the next block is merged
         c_len = np.asarray(chunks.doc_len, dtype=np.uint32)
         d_len = doc_lengths(chunks, doc_of_row)
         keys = term_keys(blob, starts)
@@ -220,6 +220,7 @@ class StemLexical:
                        (("post_doc", np.uint32), ("post_tf", np.uint32), ("weights", np.float64))]
             levels.append((columns, doc_len, df, avgdl, n))
         for s_lo, s_hi, rows, tf, bounds in _merged(chunks, stem_of, n_stems, block):
+            assert tf is not None
             d_doc, d_tf, d_ends = doc_sums(doc_of, rows, tf, bounds)
             for (columns, doc_len, df, avgdl, n), post_doc, post_tf, local in (
                     (levels[0], rows, tf, bounds), (levels[1], d_doc, d_tf, np.concatenate(([0], d_ends)))):
@@ -321,12 +322,12 @@ def stem_postings(chunks: BM25Index) -> Postings:
     )
 
 
-def _merged(chunks: BM25Index, stem_of: npt.NDArray[np.int64], n_stems: int, block: int | None,
-            ) -> Iterator[tuple[int, int, npt.NDArray[np.uint32], npt.NDArray[np.uint32], npt.NDArray[np.int64]]]:
+def _merged(chunks: BM25Index, stem_of: npt.NDArray[np.int64], n_stems: int, block: int | None, *, tfs: bool = True,
+            ) -> Iterator[tuple[int, int, npt.NDArray[np.uint32], npt.NDArray[np.uint32] | None, npt.NDArray[np.int64]]]:
     """The stemmed postings of ``chunks`` (its terms' stems numbered ``stem_of``), about ``block`` chunk postings at
-    a time (whole stems), in order: (first stem, stem after the last, rows, tfs summed, where each stem's postings
-    start in the block and the last ends). Each stem's are ``stem_postings``'s: its terms' postings merged, rows
-    ascending, a row's tfs summed."""
+    a time (whole stems), in order: (first stem, stem after the last, rows, tfs summed (None unless ``tfs``), where
+    each stem's postings start in the block and the last ends). Each stem's are ``stem_postings``'s: its terms'
+    postings merged, rows ascending, a row's tfs summed."""
     block = BUILD_BLOCK if block is None else block
     offsets = np.asarray(chunks.offsets, dtype=np.int64)
     df = np.diff(offsets)
@@ -349,7 +350,7 @@ def _merged(chunks: BM25Index, stem_of: npt.NDArray[np.int64], n_stems: int, blo
         total = int(source[s_hi] - source[s_lo])
         if total == 0:
             empty = np.zeros(0, dtype=np.uint32)
-            yield s_lo, s_hi, empty, empty, np.zeros(s_hi - s_lo + 1, dtype=np.int64)
+            yield s_lo, s_hi, empty, empty if tfs else None, np.zeros(s_hi - s_lo + 1, dtype=np.int64)
             s_lo = s_hi
             continue
         # Where each posting of the block is among the chunk postings, its terms' ranges one after the other: a
@@ -360,7 +361,7 @@ def _merged(chunks: BM25Index, stem_of: npt.NDArray[np.int64], n_stems: int, blo
         at[np.cumsum(size) - size] = lo - np.concatenate(([0], lo[:-1] + size[:-1] - 1))
         np.cumsum(at, out=at)
         rows = np.asarray(chunks.post_doc[at], dtype=np.uint32)
-        tf = np.asarray(chunks.post_tf[at], dtype=np.uint32)
+        tf = np.asarray(chunks.post_tf[at], dtype=np.uint32) if tfs else None
         del at
         # Each posting's (stem within the block, row), ascending once merged.
         key = np.repeat((stem_of[terms] - s_lo).astype(np.int64), lengths)
@@ -371,15 +372,16 @@ def _merged(chunks: BM25Index, stem_of: npt.NDArray[np.int64], n_stems: int, blo
             # Terms of one stem: each term's rows ascend, so the sort merges runs; equal keys are one row of two terms.
             by = np.argsort(key, kind="stable")
             key = key[by]
-            tf = tf[by]
+            if tf is not None:
+                tf = tf[by]
             del by
             new = np.empty(key.size, dtype=bool)
             new[0] = True
             np.not_equal(key[1:], key[:-1], out=new[1:])
             if not bool(new.all()):
                 starts = np.flatnonzero(new)
-                # Summed modulo 2^32, as a sum in int64 cast to uint32 is.
-                tf = np.add.reduceat(tf, starts, dtype=np.uint32)
+                if tf is not None:  # summed modulo 2^32, as a sum in int64 cast to uint32 is
+                    tf = np.add.reduceat(tf, starts, dtype=np.uint32)
                 key = key[starts]
             del new
         bounds = np.searchsorted(key, np.arange(s_hi - s_lo + 1, dtype=np.int64) * n, side="left").astype(np.int64)
@@ -393,7 +395,8 @@ def _merged(chunks: BM25Index, stem_of: npt.NDArray[np.int64], n_stems: int, blo
         # the end of its furthest term and a little above the last block's.
         furthest = int((firsts + lengths).max())
         drop_pages(chunks.post_doc, furthest)
-        drop_pages(chunks.post_tf, furthest)
+        if tfs:
+            drop_pages(chunks.post_tf, furthest)
         s_lo = s_hi
 
 
