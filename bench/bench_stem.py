@@ -3,11 +3,13 @@
     nice python bench/bench_stem.py [--chunks 100000]
 
 Chunks are 40-word windows of the shared corpora (corpora.large_chunks), ten
-to a document. Measured: the derivation from the chunk postings
+to a document. Measured: the derivation from the chunk postings, whole
 (``StemLexical.build``: stem the dictionary, merge postings, weights, and the
-document level), reading it back from the cache (``StemLexical.load``), the
-arrays it keeps, the peak of Python allocations while building (tracemalloc),
-and the median query time of bm25stem against bm25doc on SciFact's queries.
+document level) and written into a cache entry a block of stems at a time
+(``StemLexical.build_into``, what readers and writers run), reading it back
+from the cache (``StemLexical.load``), the arrays it keeps, the peak of Python
+allocations while building (tracemalloc), and the median query time of
+bm25stem against bm25doc on SciFact's queries.
 The load average is printed with the figures.
 """
 
@@ -28,10 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import corpora  # noqa: E402
 
 from ragtui.core.index.analyzer import analyze  # noqa: E402
+from ragtui.core.index.arraycache import StreamedEntry  # noqa: E402
 from ragtui.core.index.bm25 import BM25Index  # noqa: E402
 from ragtui.core.index.bm25_write import build_postings  # noqa: E402
 from ragtui.core.search.docaware import DocLexical  # noqa: E402
-from ragtui.core.search.stemmed import StemLexical  # noqa: E402
+from ragtui.core.search.stemmed import STEM_KIND, StemLexical  # noqa: E402
 
 
 def nbytes(index: BM25Index) -> int:
@@ -61,6 +64,20 @@ def main() -> None:
     print(f"build (stem {stem.chunks.n_terms:,} stems, chunk and document level): best of 3 {min(builds):.2f} s; "
           f"arrays kept {kept / 2**20:.0f} MiB; peak while building {peak / 2**20:.0f} MiB "
           f"(the index's own BM25: {nbytes(chunks) / 2**20:.0f} MiB)")
+    with tempfile.TemporaryDirectory() as tmp:
+        intos = []
+        for i in range(4):  # the last one traced
+            entry = StreamedEntry(Path(tmp), STEM_KIND, "bench")
+            if i == 3:
+                tracemalloc.start()
+            t0 = time.perf_counter()
+            StemLexical.build_into(entry, chunks, groups)
+            intos.append(time.perf_counter() - t0)
+            entry.discard()
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    print(f"written into a cache entry in blocks (build_into): best of 3 {min(intos[:3]):.2f} s; "
+          f"peak while building {peak / 2**20:.0f} MiB")
     with tempfile.TemporaryDirectory() as tmp:
         StemLexical.load(chunks, groups, Path(tmp), "bench")
         reads = []

@@ -21,6 +21,7 @@ from ragtui.core.search.docaware import DocLexical, doc_groups_of, doclex_key
 from ragtui.core.search.retriever import Retriever
 
 from .fakes import HashEmbedder
+from .test_stem_blocks import StemBuilds
 
 QUERIES = ("cats and dogs", "otters river", "document 3", "the quick fox", "nothing matches zzz")
 MODES = ("bm25doc", "bm25stem", "hybrid")
@@ -248,12 +249,10 @@ def test_a_long_running_writer_stores_the_stemmed_arm_once_a_reader_used_it(tmp_
     writer.wait_derived()
     kept = writer._derived.lexical.stem  # what the next save splices from: mapped from the entry, not as built
     assert kept is not None and isinstance(kept.chunks.weights, np.memmap)
-    builds = []
-    real = stemmed.StemLexical.build.__func__
-    monkeypatch.setattr(stemmed.StemLexical, "build", classmethod(lambda cls, *a: builds.append(1) or real(cls, *a)))
+    builds = StemBuilds(monkeypatch)
     reader = Retriever.open(link, embedder=embedder(), cache_dir=cache)
     got = reader.search("otters rivers", mode="bm25stem", k=20)
-    assert builds == [] and isinstance(reader.stem_lexical().chunks.weights, np.memmap)
+    assert (builds.whole, builds.blocks) == (0, 0) and isinstance(reader.stem_lexical().chunks.weights, np.memmap)
     monkeypatch.undo()
     want = Retriever.open(link, embedder=embedder(), cache_dir=None).search("otters rivers", mode="bm25stem", k=20)
     assert [(h.row, h.score) for h in got] == [(h.row, h.score) for h in want]
@@ -297,9 +296,8 @@ def test_a_long_running_writer_splices_the_next_entries_equal_to_builds_array_fo
     (folder / "d2.md").write_text("a first edit of otters " * 3, encoding="utf-8")
     writer.sync()
     builds = Builds(monkeypatch)
-    stem_builds = []
     real_stem = stemmed.StemLexical.build.__func__
-    monkeypatch.setattr(stemmed.StemLexical, "build", classmethod(lambda cls, *a: stem_builds.append(1) or real_stem(cls, *a)))
+    stem_builds = StemBuilds(monkeypatch)
     edits = [
         ("d3.md", "otters otters and a river " * 9),  # more chunks: every later row moves
         ("d0.md", "documents made shorter"),  # fewer chunks
@@ -312,10 +310,10 @@ def test_a_long_running_writer_splices_the_next_entries_equal_to_builds_array_fo
             (folder / name).unlink()
         else:
             (folder / name).write_text(text, encoding="utf-8")
-        builds.builds = 0
-        stem_builds.clear()
+        builds.builds = stem_builds.whole = stem_builds.blocks = 0
         assert writer.sync().published
-        assert builds.builds == 0 and stem_builds == []  # spliced, not built (the builds below are the test's)
+        # Spliced, not built (the builds below are the test's).
+        assert builds.builds == 0 and (stem_builds.whole, stem_builds.blocks) == (0, 0)
         data = read_index(link, full=True, cache_dir=None)
         groups = doc_groups_of(data.records)
         built = DocLexical.build(data.bm25, groups)

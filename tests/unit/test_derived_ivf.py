@@ -82,32 +82,6 @@ def test_after_a_one_shot_publish_a_fresh_reader_builds_nothing_in_any_mode(tmp_
     assert listing(cache) == before  # nothing written: every entry was there, and none was rewritten
 
 
-def test_a_one_shot_publish_leaves_the_stemmed_arm_of_a_large_index_to_its_first_reader(tmp_path, monkeypatch):
-    from ragtui.core.ingest import derive
-
-    folder, art = tmp_path / "docs", tmp_path / "art"
-    link, cache = art / "rag" / "docs", art / "rag" / ".cache"
-    write_folder(folder)
-
-    def stems() -> list[str]:
-        return [n for n in os.listdir(cache) if n.startswith("stem-") and ".tmp" not in n]
-
-    # The bound at the index's own postings: made. One posting below: left to the reader (its build's memory is
-    # not bounded yet), the other entries made all the same.
-    sync(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3)
-    postings = int(read_index(link, full=False, cache_dir=cache).bm25.offsets[-1])
-    remove_index(art, "docs")
-    monkeypatch.setattr(derive, "STEM_AT_PUBLISH_POSTINGS", postings)
-    sync(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3)
-    assert len(stems()) == 1
-    remove_index(art, "docs")
-    monkeypatch.setattr(derive, "STEM_AT_PUBLISH_POSTINGS", postings - 1)
-    sync(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3)
-    assert stems() == [] and ivf_entries(cache)
-    hits = Retriever.open(link, embedder=HashEmbedder(), cache_dir=cache).search("gzip archives", mode="hybrid", k=5)
-    assert hits and len(stems()) == 1  # the first hybrid search built and stored it
-
-
 def test_a_long_running_writer_makes_the_lists_once_a_reader_used_them(tmp_path, monkeypatch):
     folder, art = tmp_path / "docs", tmp_path / "art"
     link, cache = art / "rag" / "docs", art / "rag" / ".cache"

@@ -16,12 +16,13 @@ waits for them instead of building its own; ``tidy`` then keeps the two
 newest entries of each kind.
 
 Which are made: a one-shot writer (``ragtui ingest``, ``sync``: ``everything``)
-makes every one, so that the first query of a fresh process in any mode
-builds nothing, except the stemmed arm of an index of more than
-``STEM_AT_PUBLISH_POSTINGS`` postings, whose build is not bounded yet. A long-running writer (the watch agent) makes the stemmed arm
-and the IVF lists only once a reader has searched that way (a reader notes it:
-``arraycache.mark_used``), so that an index nobody searches with IVF does not
-pay for the lists at every save.
+makes every one, at every size, so that the first query of a fresh process in
+any mode builds nothing (the document-level BM25 and the stemmed arm are
+written into their entries a block of postings at a time: their builds hold
+no array of the size of the postings). A long-running writer (the watch agent)
+makes the stemmed arm and the IVF lists only once a reader has searched that way
+(a reader notes it: ``arraycache.mark_used``), so that an index nobody searches
+with IVF does not pay for the lists at every save.
 
 Every step is best effort and leaves either no entry or a complete one (an
 ``arraycache`` entry is written under a temporary name with a ``complete``
@@ -56,22 +57,9 @@ from ragtui.core.search.docaware import (
     lexical_lock,
 )
 from ragtui.core.search.ivf_cache import entry_name, ivf_lock, warm_ivf_cache
-from ragtui.core.search.stemmed import (
-    DEFAULT_STEM_B,
-    DEFAULT_STEM_K1,
-    STEM_KIND,
-    StemLexical,
-    source_cache_key,
-    stem_terms,
-)
+from ragtui.core.search.stemmed import STEM_KIND, StemLexical, source_cache_key, stem_terms
 
-__all__ = ["Change", "Derivation", "Lexical", "STEM_AT_PUBLISH_POSTINGS", "tidy"]
-
-STEM_AT_PUBLISH_POSTINGS = 16 << 20
-"""A one-shot writer makes the stemmed arm unasked only for an index of at most this many postings (some 280k
-chunks of ``bench/bench_scale.py``'s corpora). Its build holds about 60 bytes a posting on top of the writer
-(1 GiB here), while the rest of a full ingest is bounded (900 MiB at 1M chunks); above it the arm is made as
-before, once a reader has searched it, until its build too works in bounded blocks."""
+__all__ = ["Change", "Derivation", "Lexical", "tidy"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -259,18 +247,9 @@ class Derivation:
                                wait=False)
 
     def _stem(self, key: str | None) -> StemLexical:
-        """The stemmed arm of the document-level BM25 keyed ``key``: built and stored, then mapped from its
-        entry, so that the build's arrays (some 100 MB at 100k chunks) are not held with what is built next."""
+        """The stemmed arm of the document-level BM25 keyed ``key``: written into its entry a block of postings at
+        a time (``StemLexical.build_into``), then mapped from it (built in memory only when it cannot be stored)."""
         assert self.doc_of_row is not None
-        stem = StemLexical.load(self.bm25, self.doc_of_row, self.cache_dir, self.index_id, source_key=key, wait=False)
-        if isinstance(stem.chunks.weights, np.memmap):
-            return stem
-        stored = key is not None and (
-            self.cache_dir / f"{STEM_KIND}-{self.index_id}-{source_cache_key(key, DEFAULT_STEM_K1, DEFAULT_STEM_B)}"
-        ).is_dir()
-        if not stored:
-            return stem  # not stored (a read-only cache): keep what was built
-        del stem  # built here and stored: the next load maps the entry
         return StemLexical.load(self.bm25, self.doc_of_row, self.cache_dir, self.index_id, source_key=key, wait=False)
 
     def release_lexical(self) -> None:
@@ -307,8 +286,7 @@ class Derivation:
                 finally:
                     entry.discard()
                 lex = self._mapped(self.key)
-            unasked = self.everything and int(self.bm25.offsets[-1]) <= STEM_AT_PUBLISH_POSTINGS
-            if stem is None and still_wanted() and (unasked or _stem_in_use(self.cache_dir, self.index_id)):
+            if stem is None and still_wanted() and (self.everything or _stem_in_use(self.cache_dir, self.index_id)):
                 # A one-shot writer, or a reader searched the stemmed arm (bm25stem, hybrid's default) before:
                 # the next one finds it ready.
                 stem = self._stem(lex.key)

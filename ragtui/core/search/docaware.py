@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_CHUNK_WEIGHT", "DOCLEX_KIND", "DocLexical", "check_chunk_weight", "doc_groups", "doc_groups_of",
-    "doc_groups_of_rows", "doc_groups_of_sizes", "doclex_key",
+    "doc_groups_of_rows", "doc_groups_of_sizes", "doc_lengths", "doc_ends", "doc_numbers", "doc_sums", "doclex_key",
 ]
 
 DOCLEX_KIND = "doclex"
@@ -145,11 +145,60 @@ def doclex_key(bm25_key: str, doc_of_row: npt.NDArray[np.int64]) -> str:
     return f"v{DOCLEX_VERSION}-" + h.hexdigest()[:40]
 
 
-def _doc_len(chunks: BM25Index, doc_of_row: npt.NDArray[np.int64]) -> npt.NDArray[np.uint32]:
+def doc_lengths(chunks: BM25Index, doc_of_row: npt.NDArray[np.int64]) -> npt.NDArray[np.uint32]:
     """Each document's length: the sum of its chunks' (at most the largest uint32)."""
     n_docs = int(doc_of_row[-1]) + 1 if doc_of_row.size else 0
     lengths = np.bincount(doc_of_row, weights=np.asarray(chunks.doc_len, dtype=np.float64), minlength=n_docs)
     return np.minimum(lengths, np.iinfo(np.uint32).max).astype(np.uint32)
+
+
+def doc_numbers(doc_of_row: npt.NDArray[np.int64]) -> npt.NDArray[np.int64] | npt.NDArray[np.int32]:
+    """``doc_of_row`` in four bytes a row where the documents' numbers fit (they do below 2^31 documents)."""
+    n_docs = int(doc_of_row[-1]) + 1 if doc_of_row.size else 0
+    return doc_of_row.astype(np.int32) if n_docs < (1 << 31) else doc_of_row
+
+
+def _doc_starts(doc_of: npt.NDArray[np.int64] | npt.NDArray[np.int32], rows: np.ndarray,
+                bounds: npt.NDArray[np.int64]) -> tuple[np.ndarray, npt.NDArray[np.int64]]:
+    """(the document of each posting, where each document posting starts) of ``doc_sums``' postings."""
+    doc = doc_of[rows]
+    # Postings run term by term in ascending chunk order, and a document's chunks are contiguous rows: equal
+    # (term, document) pairs are neighbours. A document posting starts where the document changes or a term's
+    # postings begin.
+    new = np.empty(rows.size, dtype=bool)
+    new[0] = True
+    np.not_equal(doc[1:], doc[:-1], out=new[1:])
+    term_lo = bounds[:-1]
+    new[term_lo[term_lo < bounds[1:]]] = True
+    return doc, np.flatnonzero(new)
+
+
+def doc_sums(doc_of: npt.NDArray[np.int64] | npt.NDArray[np.int32], rows: np.ndarray, tf: np.ndarray,
+             bounds: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32], npt.NDArray[np.int64]]:
+    """The document postings of a run of terms' chunk postings (``rows``, ``tf``: term by term, each term's in
+    ascending row order; term i's are ``[bounds[i], bounds[i + 1])``, ``bounds[0]`` 0): (documents, tfs summed,
+    where each term's document postings end). ``doc_of``: the document of each row (``doc_numbers``)."""
+    if rows.size == 0:
+        return np.zeros(0, dtype=np.uint32), np.zeros(0, dtype=np.uint32), np.zeros(bounds.size - 1, np.int64)
+    doc, starts = _doc_starts(doc_of, rows, bounds)
+    first = doc[starts]
+    del doc
+    # Summed modulo 2^32, as a sum in int64 cast to uint32 is.
+    summed = np.add.reduceat(tf, starts, dtype=np.uint32)
+    return first.view(np.uint32) if first.dtype == np.int32 else first.astype(np.uint32), summed, _ends(starts, bounds)
+
+
+def doc_ends(doc_of: npt.NDArray[np.int64] | npt.NDArray[np.int32], rows: np.ndarray,
+             bounds: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """``doc_sums(doc_of, rows, tf, bounds)[2]`` without the tfs: where each term's document postings end."""
+    if rows.size == 0:
+        return np.zeros(bounds.size - 1, np.int64)
+    return _ends(_doc_starts(doc_of, rows, bounds)[1], bounds)
+
+
+def _ends(starts: npt.NDArray[np.int64], bounds: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    # Every term's first posting starts a document posting: a term's end is the count of starts before the next.
+    return np.searchsorted(starts, bounds[1:], side="left").astype(np.int64)
 
 
 def _sums(chunks: BM25Index, doc_of_row: npt.NDArray[np.int64], block: int | None,
@@ -157,9 +206,7 @@ def _sums(chunks: BM25Index, doc_of_row: npt.NDArray[np.int64], block: int | Non
     """The document postings of ``chunks``' terms, about ``block`` chunk postings at a time (whole terms), in order:
     (first term, term after the last, documents, tfs, where each term's document postings end in the block)."""
     block = BUILD_BLOCK if block is None else block
-    n_docs = int(doc_of_row[-1]) + 1 if doc_of_row.size else 0
-    # Four bytes per posting where the documents' numbers fit (they do below 2^31 documents).
-    narrow = doc_of_row.astype(np.int32) if n_docs < (1 << 31) else doc_of_row
+    narrow = doc_numbers(doc_of_row)
     chunk_offsets = np.asarray(chunks.offsets, dtype=np.int64)
     n_terms = chunk_offsets.size - 1
     t_lo = 0
@@ -167,25 +214,8 @@ def _sums(chunks: BM25Index, doc_of_row: npt.NDArray[np.int64], block: int | Non
         t_hi = max(t_lo + 1, int(np.searchsorted(chunk_offsets, chunk_offsets[t_lo] + block, side="right")) - 1)
         t_hi = min(t_hi, n_terms)
         lo, hi = int(chunk_offsets[t_lo]), int(chunk_offsets[t_hi])
-        if hi == lo:
-            yield t_lo, t_hi, np.zeros(0, dtype=np.uint32), np.zeros(0, dtype=np.uint32), np.zeros(t_hi - t_lo, np.int64)
-            t_lo = t_hi
-            continue
-        doc = narrow[chunks.post_doc[lo:hi]]
-        # Postings run term by term in ascending chunk order, and a document's chunks are
-        # contiguous rows: equal (term, document) pairs are neighbours. A document posting
-        # starts where the document changes or a term's postings begin.
-        new = np.empty(hi - lo, dtype=bool)
-        new[0] = True
-        np.not_equal(doc[1:], doc[:-1], out=new[1:])
-        term_lo = chunk_offsets[t_lo:t_hi] - lo
-        new[term_lo[term_lo < chunk_offsets[t_lo + 1 : t_hi + 1] - lo]] = True
-        starts = np.flatnonzero(new)
-        del new
-        tf = np.add.reduceat(chunks.post_tf[lo:hi], starts, dtype=np.int64).astype(np.uint32)
-        # Every term's first posting starts a document posting: a term's end is the count of starts before the next.
-        ends = np.searchsorted(starts, chunk_offsets[t_lo + 1 : t_hi + 1] - lo, side="left").astype(np.int64)
-        yield t_lo, t_hi, doc[starts].astype(np.uint32), tf, ends
+        yield t_lo, t_hi, *doc_sums(narrow, chunks.post_doc[lo:hi], chunks.post_tf[lo:hi],
+                                    chunk_offsets[t_lo : t_hi + 1] - lo)
         # Mapped from the cache (the writer's case): what was read stays in the page cache, not in this process.
         drop_pages(chunks.post_doc, hi)
         drop_pages(chunks.post_tf, hi)
@@ -323,7 +353,7 @@ class DocLexical:
             tf[made : made + tf_block.size] = tf_block
             offsets[t_lo + 1 : t_hi + 1] = made + ends
             made += doc_block.size
-        postings = Postings(_doc_len(chunks, doc_of_row), chunks.term_blob, chunks.term_starts, offsets, ddoc[:made],
+        postings = Postings(doc_lengths(chunks, doc_of_row), chunks.term_blob, chunks.term_starts, offsets, ddoc[:made],
                             tf[:made])
         return cls(doc_of_row, BM25Index.from_postings(postings, chunks.k1, chunks.b), key)
 
@@ -340,7 +370,7 @@ class DocLexical:
         for t_lo, t_hi, doc_block, _, ends in _sums(chunks, doc_of_row, block):
             offsets[t_lo + 1 : t_hi + 1] = made + ends
             made += doc_block.size
-        doc_len = _doc_len(chunks, doc_of_row)
+        doc_len = doc_lengths(chunks, doc_of_row)
         n_docs = int(doc_len.size)
         avgdl = float(doc_len.mean(dtype=np.float64)) if n_docs else 0.0
         df = np.diff(offsets)

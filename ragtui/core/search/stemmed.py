@@ -25,14 +25,24 @@ that key, by the SHA-256 of every array the arm is built from. A term
 whose stem would not analyze back to itself keeps its own form, so the
 stemmed dictionary is a dictionary of analyzer terms. ``bm25`` and
 ``bm25doc`` are untouched.
+
+Readers and writers make the entry with ``StemLexical.build_into``: the
+dictionary is stemmed first, then the postings are merged a block of whole
+stems at a time and appended to the entry's files, so the build holds the
+stemmed dictionary and one block, whatever the number of postings; the bytes
+are those of the whole build (``StemLexical.build``, ``stem_postings``: the
+plain reference, and the arm of a process without a writable cache).
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
+import shutil
 import struct
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,13 +50,15 @@ import numpy as np
 import numpy.typing as npt
 
 from ragtui.core.index.analyzer import analyze
-from ragtui.core.index.arraycache import cached_arrays
-from ragtui.core.index.bm25 import BM25Index, Postings
+from ragtui.core.index.arraycache import BuildLock, StreamedEntry, drop_pages, evict, load_entry
+from ragtui.core.index.bm25 import BM25Index, Postings, check_bm25_params, weight_blocks
+from ragtui.core.index.bm25_prune import term_keys
 from ragtui.core.index.topk import top_k
-from ragtui.core.search.docaware import DocLexical, lexical_lock
+from ragtui.core.search.docaware import DocLexical, doc_ends, doc_lengths, doc_numbers, doc_sums, lexical_lock
 
 __all__ = [
-    "DEFAULT_STEM_B", "DEFAULT_STEM_CHUNK_WEIGHT", "DEFAULT_STEM_K1", "STEMMER", "STEM_KIND", "StemLexical", "stem_terms",
+    "BUILD_BLOCK", "DEFAULT_STEM_B", "DEFAULT_STEM_CHUNK_WEIGHT", "DEFAULT_STEM_K1", "STEMMER", "STEM_KIND",
+    "StemLexical", "stem_dictionary", "stem_terms",
 ]
 
 STEM_KIND = "stem"
@@ -63,6 +75,11 @@ STEM_VERSION = 1
 DEFAULT_STEM_K1 = 1.5
 DEFAULT_STEM_B = 0.9
 DEFAULT_STEM_CHUNK_WEIGHT = 1.0
+
+BUILD_BLOCK = 1 << 20
+"""Chunk postings ``StemLexical.build_into`` merges per stem at a time (whole stems)."""
+_DICTIONARY_BATCH = 1 << 14
+"""Terms ``stem_dictionary`` holds as Python strings at a time."""
 
 _LOCAL = threading.local()
 _ASCII_TERM = re.compile(r"[a-z0-9_]+")
@@ -108,23 +125,50 @@ class StemLexical:
     def load(cls, chunks: BM25Index, doc_of_row: npt.NDArray[np.int64], cache_dir: Path | None, name: str,
              k1: float = DEFAULT_STEM_K1, b: float = DEFAULT_STEM_B, source_key: str | None = None, *,
              wait: bool = True) -> StemLexical:
-        """``build``, reusing the arrays of an earlier build from ``cache_dir`` (outside the index).
+        """``build``, as the arrays of its cache entry in ``cache_dir`` (outside the index), memory-mapped.
 
-        ``source_key``: the ``docaware.doclex_key`` of ``chunks`` grouped as ``doc_of_row`` (None: the
-        entry is found by hashing the arrays instead). A new entry leaves the two newest of ``name``.
-        ``wait``: before building, wait for a writer that is making the entry (``DocLexical.load``)."""
+        A missing or damaged entry is written by ``build_into`` (a block of postings at a time) and then mapped;
+        the arm is built in memory only when the entry cannot be written (a read-only cache). The result is the
+        same either way. ``source_key``: the ``docaware.doclex_key`` of ``chunks`` grouped as ``doc_of_row``
+        (None: the entry is found by hashing the arrays instead). A new entry leaves the two newest of ``name``.
+        ``wait``: before building, wait for the index's ``lexical_lock``, which a writer holds while it makes
+        the entry (a caller that holds it passes False)."""
         doc_of_row = np.asarray(doc_of_row, dtype=np.int64)
         if cache_dir is None:
             return cls.build(chunks, doc_of_row, k1, b)
-
-        def compute() -> dict[str, np.ndarray]:
-            built = cls.build(chunks, doc_of_row, k1, b)
-            out = {f"c_{n}": a for n, a in built.chunks.to_arrays().items()}
-            out.update({f"d_{n}": a for n, a in built.docs.docs.to_arrays().items()})
-            return out
-
         key = source_cache_key(source_key, k1, b) if source_key is not None else cache_key(chunks, doc_of_row, k1, b)
-        arrays, _ = cached_arrays(cache_dir, STEM_KIND, name, key, compute, lock=lexical_lock(name) if wait else None)
+        got = cls._cached(chunks, doc_of_row, cache_dir, name, key, k1, b)
+        if got is not None:
+            return got
+        with BuildLock.wait(cache_dir, lexical_lock(name)) if wait else BuildLock(None):
+            # Whoever held the lock may have stored this very entry.
+            got = cls._cached(chunks, doc_of_row, cache_dir, name, key, k1, b) if wait else None
+            if got is not None:
+                return got
+            entry = StreamedEntry(cache_dir, STEM_KIND, name)
+            try:
+                placed = False
+                if entry.ok:
+                    cls.build_into(entry, chunks, doc_of_row, k1, b)
+                    # Whatever is under the key could not be used (a damaged entry): it is replaced.
+                    shutil.rmtree(Path(cache_dir) / f"{STEM_KIND}-{name}-{key}", ignore_errors=True)
+                    placed = entry.place(key)
+            finally:
+                entry.discard()
+            if placed:
+                evict(cache_dir, STEM_KIND, name)
+                got = cls._cached(chunks, doc_of_row, cache_dir, name, key, k1, b)
+                if got is not None:
+                    return got
+        return cls.build(chunks, doc_of_row, k1, b)
+
+    @classmethod
+    def _cached(cls, chunks: BM25Index, doc_of_row: npt.NDArray[np.int64], cache_dir: Path, name: str, key: str,
+                k1: float, b: float) -> StemLexical | None:
+        """The arm mapped from the entry under ``key``; None when there is none or it does not fit ``chunks``."""
+        arrays = load_entry(cache_dir, STEM_KIND, name, key)
+        if arrays is None:
+            return None
         try:
             c = BM25Index.from_arrays({n[2:]: a for n, a in arrays.items() if n.startswith("c_")})
             d = BM25Index.from_arrays({n[2:]: a for n, a in arrays.items() if n.startswith("d_")})
@@ -134,9 +178,60 @@ class StemLexical:
                      and d.offsets.size == d.n_terms + 1 and int(d.offsets[-1]) == d.post_doc.size == d.weights.size)
         except (KeyError, ValueError, TypeError, IndexError):
             sound = False
-        if not sound:  # an entry damaged since it was written: the arrays are derived, so derive them again
-            return cls.build(chunks, doc_of_row, k1, b)
-        return cls(c, DocLexical(doc_of_row, d))
+        # An entry damaged since it was written: the arrays are derived, so the caller derives them again.
+        return cls(c, DocLexical(doc_of_row, d)) if sound else None
+
+    @classmethod
+    def build_into(cls, entry: StreamedEntry, chunks: BM25Index, doc_of_row: npt.NDArray[np.int64],
+                   k1: float = DEFAULT_STEM_K1, b: float = DEFAULT_STEM_B, block: int | None = None) -> None:
+        """Write into ``entry`` the arrays of the cache entry of ``build(chunks, doc_of_row, k1, b)``, the same
+        bytes, about ``block`` (``BUILD_BLOCK``) chunk postings at a time, whole stems: what is held beyond the
+        dictionary and the per-chunk arrays is one block's temporaries, whatever the number of postings.
+
+        The dictionary is stemmed first (``stem_dictionary``); then the postings are merged per stem twice,
+        once to count each stem's chunk and document postings, once to write them with their weights. The
+        chunk postings read from a mapped ``chunks`` (a cache entry) are given back to the page cache as
+        each block is done."""
+        check_bm25_params(k1, b)
+        doc_of_row = np.asarray(doc_of_row, dtype=np.int64)
+        stem_of, blob, starts = stem_dictionary(chunks)
+        n_stems = int(starts.size - 1)
+        doc_of = doc_numbers(doc_of_row)
+        c_offsets = np.zeros(n_stems + 1, dtype=np.int64)
+        d_offsets = np.zeros(n_stems + 1, dtype=np.int64)
+        for s_lo, s_hi, rows, _, bounds in _merged(chunks, stem_of, n_stems, block, tfs=False):
+            c_offsets[s_lo + 1 : s_hi + 1] = c_offsets[s_lo] + bounds[1:]
+            d_offsets[s_lo + 1 : s_hi + 1] = d_offsets[s_lo] + doc_ends(doc_of, rows, bounds)
+            del rows  # not held while the next block is merged
+        c_len = np.asarray(chunks.doc_len, dtype=np.uint32)
+        d_len = doc_lengths(chunks, doc_of_row)
+        keys = term_keys(blob, starts)
+        levels = []
+        for prefix, doc_len, offsets in (("c_", c_len, c_offsets), ("d_", d_len, d_offsets)):
+            n = int(doc_len.size)
+            avgdl = float(doc_len.mean(dtype=np.float64)) if n else 0.0
+            df = np.diff(offsets)
+            scalars = np.array([n, avgdl, k1, b], dtype=np.float64)
+            for array_name, whole in (("scalars", scalars), ("doc_len", doc_len), ("term_blob", blob),
+                                      ("term_starts", starts), ("df", df), ("offsets", offsets), ("term_key", keys)):
+                entry.add(prefix + array_name, whole.dtype, whole.size, [whole])
+            made = int(offsets[-1])
+            columns = [entry.column(prefix + array_name, dtype, made) for array_name, dtype in
+                       (("post_doc", np.uint32), ("post_tf", np.uint32), ("weights", np.float64))]
+            levels.append((columns, doc_len, df, avgdl, n))
+        for s_lo, s_hi, rows, tf, bounds in _merged(chunks, stem_of, n_stems, block):
+            assert tf is not None
+            d_doc, d_tf, d_ends = doc_sums(doc_of, rows, tf, bounds)
+            for (columns, doc_len, df, avgdl, n), post_doc, post_tf, local in (
+                    (levels[0], rows, tf, bounds), (levels[1], d_doc, d_tf, np.concatenate(([0], d_ends)))):
+                columns[0].write(post_doc)
+                columns[1].write(post_tf)
+                for w in weight_blocks(df[s_lo:s_hi], local, post_doc, post_tf, doc_len, avgdl, n, k1, b):
+                    columns[2].write(w)
+            del rows, tf, d_doc, d_tf, post_doc, post_tf
+        for columns, *_ in levels:
+            for column in columns:
+                column.close()
 
     def query_text(self, query: str) -> str:
         """``query``'s terms stemmed, as text the analyzer splits back into exactly those stems."""
@@ -164,18 +259,40 @@ class StemLexical:
         return top_k(own[rows], rows, k)
 
 
-def stem_postings(chunks: BM25Index) -> Postings:
-    """The postings of ``chunks`` with every term replaced by its stem (``stem_terms``), merged per chunk."""
-    n_terms = chunks.n_terms
-    blob = bytes(chunks.term_blob)
-    starts = chunks.term_starts.tolist()
-    terms = [blob[starts[t] : starts[t + 1]].decode("utf-8") for t in range(n_terms)]
-    stems = stem_terms(terms)
+def stem_dictionary(chunks: BM25Index) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
+    """The stemmed dictionary of ``chunks``: (the number of each term's stem, the stems' UTF-8 bytes one after the
+    other in ascending byte order, where each stem starts and the last ends). The terms are taken as Python
+    strings ``_DICTIONARY_BATCH`` at a time; what is held whole is one string of each distinct stem."""
+    blob = chunks.term_blob
+    term_starts = np.asarray(chunks.term_starts, dtype=np.int64)
+    n_terms = int(term_starts.size - 1)
+    seen: dict[str, int] = {}
+    met = np.empty(n_terms, dtype=np.int64)  # the number of each term's stem, in the order stems were met
+    for lo in range(0, n_terms, _DICTIONARY_BATCH):
+        hi = min(lo + _DICTIONARY_BATCH, n_terms)
+        raw = bytes(blob[term_starts[lo] : term_starts[hi]])
+        cuts = (term_starts[lo : hi + 1] - term_starts[lo]).tolist()
+        terms = [raw[x:y].decode("utf-8") for x, y in itertools.pairwise(cuts)]
+        met[lo:hi] = [seen.setdefault(stem, len(seen)) for stem in stem_terms(terms)]
     # Python compares str by code point, which is UTF-8 byte order: the dictionary stays sorted as bm25.idx's
-    # is. (A set and a dict here, not numpy's unique over fixed-width strings: 0.02 s instead of 0.9 s at 52k terms.)
-    vocab: list[str] = sorted(set(stems))
-    number = {stem: i for i, stem in enumerate(vocab)}
-    stem_of = np.fromiter((number[stem] for stem in stems), dtype=np.int64, count=len(stems))
+    # is. (A dict and sorted, not numpy's unique over fixed-width strings: 0.02 s instead of 0.9 s at 52k terms.)
+    vocab = sorted(seen)
+    rank = np.empty(len(vocab), dtype=np.int64)
+    rank[np.fromiter((seen[stem] for stem in vocab), dtype=np.int64, count=len(vocab))] = np.arange(len(vocab))
+    del seen
+    stems = np.frombuffer("".join(vocab).encode("utf-8"), dtype=np.uint8)
+    starts = np.zeros(len(vocab) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter((len(stem.encode("utf-8")) for stem in vocab), dtype=np.int64, count=len(vocab)),
+              out=starts[1:])
+    del vocab
+    return rank[met], stems, starts
+
+
+def stem_postings(chunks: BM25Index) -> Postings:
+    """The postings of ``chunks`` with every term replaced by its stem (``stem_terms``), merged per chunk, all at
+    once (the plain reference of ``StemLexical.build_into``'s blocks)."""
+    stem_of, blob, term_starts = stem_dictionary(chunks)
+    n_stems = int(term_starts.size - 1)
     df = np.diff(chunks.offsets)
     post_doc = np.asarray(chunks.post_doc, dtype=np.int64)
     post_tf = np.asarray(chunks.post_tf, dtype=np.int64)
@@ -193,19 +310,94 @@ def stem_postings(chunks: BM25Index) -> Postings:
     else:
         tf = post_tf
     sid, doc = np.divmod(key, n)
-    offsets = np.zeros(len(vocab) + 1, dtype=np.int64)
-    np.cumsum(np.bincount(sid, minlength=len(vocab)), out=offsets[1:])
-    raw = [s.encode("utf-8") for s in vocab]
-    term_starts = np.zeros(len(vocab) + 1, dtype=np.int64)
-    np.cumsum([len(r) for r in raw], out=term_starts[1:])
+    offsets = np.zeros(n_stems + 1, dtype=np.int64)
+    np.cumsum(np.bincount(sid, minlength=n_stems), out=offsets[1:])
     return Postings(
         doc_len=np.asarray(chunks.doc_len, dtype=np.uint32),
-        term_blob=np.frombuffer(b"".join(raw), dtype=np.uint8),
+        term_blob=blob,
         term_starts=term_starts,
         offsets=offsets,
         post_doc=doc.astype(np.uint32),
         post_tf=tf.astype(np.uint32),
     )
+
+
+def _merged(chunks: BM25Index, stem_of: npt.NDArray[np.int64], n_stems: int, block: int | None, *, tfs: bool = True,
+            ) -> Iterator[tuple[int, int, npt.NDArray[np.uint32], npt.NDArray[np.uint32] | None, npt.NDArray[np.int64]]]:
+    """The stemmed postings of ``chunks`` (its terms' stems numbered ``stem_of``), about ``block`` chunk postings at
+    a time (whole stems), in order: (first stem, stem after the last, rows, tfs summed (None unless ``tfs``), where
+    each stem's postings start in the block and the last ends). Each stem's are ``stem_postings``'s: its terms'
+    postings merged, rows ascending, a row's tfs summed."""
+    block = BUILD_BLOCK if block is None else block
+    offsets = np.asarray(chunks.offsets, dtype=np.int64)
+    df = np.diff(offsets)
+    # The terms stem by stem (each stem's in dictionary order), where each stem's terms start among them, and
+    # how many chunk postings come before each stem's.
+    order = np.argsort(stem_of, kind="stable")
+    first_term = np.zeros(n_stems + 1, dtype=np.int64)
+    np.cumsum(np.bincount(stem_of, minlength=n_stems), out=first_term[1:])
+    before = np.zeros(order.size + 1, dtype=np.int64)
+    np.cumsum(df[order], out=before[1:])
+    source = before[first_term]
+    del before
+    n = max(1, chunks.n_docs)
+    s_lo = 0
+    while s_lo < n_stems:
+        s_hi = max(s_lo + 1, int(np.searchsorted(source, source[s_lo] + block, side="right")) - 1)
+        s_hi = min(s_hi, n_stems)
+        terms = order[first_term[s_lo] : first_term[s_hi]]
+        lengths = df[terms]
+        total = int(source[s_hi] - source[s_lo])
+        if total == 0:
+            empty = np.zeros(0, dtype=np.uint32)
+            yield s_lo, s_hi, empty, empty if tfs else None, np.zeros(s_hi - s_lo + 1, dtype=np.int64)
+            s_lo = s_hi
+            continue
+        # Where each posting of the block is among the chunk postings, its terms' ranges one after the other: a
+        # step of 1, and at each term's first posting the jump from the last term's end to its start.
+        firsts = offsets[terms]
+        lo, size = firsts[lengths > 0], lengths[lengths > 0]
+        at = np.ones(total, dtype=np.int64)
+        at[np.cumsum(size) - size] = lo - np.concatenate(([0], lo[:-1] + size[:-1] - 1))
+        np.cumsum(at, out=at)
+        rows = np.asarray(chunks.post_doc[at], dtype=np.uint32)
+        tf = np.asarray(chunks.post_tf[at], dtype=np.uint32) if tfs else None
+        del at
+        # Each posting's (stem within the block, row), ascending once merged.
+        key = np.repeat((stem_of[terms] - s_lo).astype(np.int64), lengths)
+        key *= n
+        key += rows
+        del rows
+        if key.size > 1 and not bool(np.all(key[1:] > key[:-1])):
+            # Terms of one stem: each term's rows ascend, so the sort merges runs; equal keys are one row of two terms.
+            by = np.argsort(key, kind="stable")
+            key = key[by]
+            if tf is not None:
+                tf = tf[by]
+            del by
+            new = np.empty(key.size, dtype=bool)
+            new[0] = True
+            np.not_equal(key[1:], key[:-1], out=new[1:])
+            if not bool(new.all()):
+                starts = np.flatnonzero(new)
+                if tf is not None:  # summed modulo 2^32, as a sum in int64 cast to uint32 is
+                    tf = np.add.reduceat(tf, starts, dtype=np.uint32)
+                key = key[starts]
+            del new
+        bounds = np.searchsorted(key, np.arange(s_hi - s_lo + 1, dtype=np.int64) * n, side="left").astype(np.int64)
+        np.remainder(key, n, out=key)
+        rows = key.astype(np.uint32)
+        del key
+        yield s_lo, s_hi, rows, tf, bounds
+        del rows, tf
+        # Mapped from the cache (a reader's or the writer's case): what was read stays in the page cache, not in
+        # this process. A stem's terms lie near each other in the dictionary, so a block's postings lie below
+        # the end of its furthest term and a little above the last block's.
+        furthest = int((firsts + lengths).max())
+        drop_pages(chunks.post_doc, furthest)
+        if tfs:
+            drop_pages(chunks.post_tf, furthest)
+        s_lo = s_hi
 
 
 def _stemmer_identity() -> str:
