@@ -247,8 +247,16 @@ def test_a_long_running_writer_stores_the_stemmed_arm_once_a_reader_used_it(tmp_
     (folder / "d5.md").write_text("rivers full of otters " * 5, encoding="utf-8")
     writer.sync()
     writer.wait_derived()
-    kept = writer._derived.lexical.stem  # what the next save splices from: mapped from the entry, not as built
+    kept = writer._lexical.stem  # what the next save splices from: mapped from the entry, not as built
     assert kept is not None and isinstance(kept.chunks.weights, np.memmap)
+    assert isinstance(writer._lexical.doclex.docs.weights, np.memmap)
+    # The publish's Derivation (which holds the chunk index's arrays as built in memory) is let go once done.
+    import gc
+
+    from ragtui.core.ingest.derive import Derivation
+
+    gc.collect()
+    assert not [o for o in gc.get_objects() if isinstance(o, Derivation)]
     builds = StemBuilds(monkeypatch)
     reader = Retriever.open(link, embedder=embedder(), cache_dir=cache)
     got = reader.search("otters rivers", mode="bm25stem", k=20)
