@@ -27,23 +27,11 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.bench_scale import FIRST_QUERY  # noqa: E402
+
 MODES = ("bm25", "flat", "ivf", "hybrid")
 QUERY = "read a file line by line"
-
-FIRST = r"""
-import json, sys, time
-from pathlib import Path
-t0 = time.perf_counter()
-from ragtui.core.embedders import make_embedder
-from ragtui.core.search.retriever import Retriever
-t1 = time.perf_counter()
-index, cache, mode, query = sys.argv[1:5]
-embedder = make_embedder("wordllama") if mode in ("flat", "ivf", "hybrid") else None
-r = Retriever.open(index, embedder=embedder, cache_dir=Path(cache))
-hits = r.search(query, mode=mode, k=10)
-t2 = time.perf_counter()
-print(json.dumps({"import_s": t1 - t0, "first_s": t2 - t1, "hits": [h.chunk_id for h in hits]}))
-"""
 
 
 def child(argv: list[str], env: dict[str, str]) -> dict:
@@ -66,7 +54,7 @@ def one(art: Path, index: str, checkout: str, mode: str, xdg_cache: str) -> dict
     env = {**os.environ, "PYTHONPATH": checkout, "XDG_CACHE_HOME": xdg_cache}
     rag = art / "rag"
     load = os.getloadavg()[0]
-    first = child([sys.executable, "-c", FIRST, str(rag / index), str(rag / ".cache"), mode, QUERY], env)
+    first = child([sys.executable, "-c", FIRST_QUERY, str(rag / index), str(rag / ".cache"), mode, QUERY], env)
     got = json.loads(first["out"])
     cli = child([sys.executable, "-m", "ragtui", "search", QUERY, "--mode", mode, "--artifacts", str(art),
                  "--index", index, "--json"], env)

@@ -372,8 +372,10 @@ embedder = make_embedder("wordllama") if mode in ("flat", "ivf", "hybrid") else 
 r = Retriever.open(index, embedder=embedder, cache_dir=Path(cache))
 hits = r.search(query, mode=mode, k=10)
 t2 = time.perf_counter()
-print(json.dumps({"import_s": t1 - t0, "first_s": t2 - t1, "hits": len(hits)}))
+print(json.dumps({"import_s": t1 - t0, "first_s": t2 - t1, "hits": [h.chunk_id for h in hits]}))
 """
+"""A fresh process's ``Retriever.open`` to its first answer (argv: index, cache, mode, query): the seconds of
+its imports and of the rest, and the hits' chunk ids (``bench_fresh.py`` runs it too)."""
 
 
 # -- one size ------------------------------------------------------------------------------------
