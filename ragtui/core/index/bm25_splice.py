@@ -391,10 +391,8 @@ def _kept_before(old: BM25Index, row_map: np.ndarray, old_offsets: np.ndarray, d
         return out
     t = term[known]
     kept_chunks = np.flatnonzero(row_map >= 0)
-    now = row_map[kept_chunks]
-    i = np.searchsorted(now, row[known])
-    first_old = np.where(i < kept_chunks.size, kept_chunks[np.minimum(i, max(kept_chunks.size - 1, 0))],
-                         row_map.size) if kept_chunks.size else np.full(known.size, row_map.size)
+    # The first kept old chunk numbered ``row`` or more now (past the last: every old chunk comes before).
+    first_old = np.append(kept_chunks, row_map.size)[np.searchsorted(row_map[kept_chunks], row[known])]
     lo, hi = old_offsets[t], old_offsets[t + 1]
     at = _insert_points(np.asarray(old.post_doc), lo, hi, first_old)
     out[known] = (at - lo) - (np.searchsorted(dropped, at) - np.searchsorted(dropped, lo))
