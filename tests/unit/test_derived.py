@@ -266,6 +266,27 @@ def test_a_long_running_writer_stores_the_stemmed_arm_once_a_reader_used_it(tmp_
     assert [(h.row, h.score) for h in got] == [(h.row, h.score) for h in want]
 
 
+def test_a_long_running_writer_keeps_the_two_newest_stemmed_entries(tmp_path):
+    """Each save stores a stemmed entry once a reader used the arm; the entries of older generations go."""
+    from ragtui.core.ingest.writer import IndexWriter
+
+    folder, art = tmp_path / "docs", tmp_path / "art"
+    link, cache = art / "rag" / "docs", art / "rag" / ".cache"
+    make_docs(folder)
+    writer = IndexWriter(folder, artifacts=art, embedder=embedder(), max_tokens=12, overlap=3, derive_behind=True)
+    writer.sync()
+    Retriever.open(link, embedder=embedder(), cache_dir=cache).search("otters", mode="bm25stem", k=5)
+    counts = []
+    for i in range(5):
+        (folder / "d1.md").write_text(f"round {i} of otters and rivers " * 5, encoding="utf-8")
+        assert writer.sync().published
+        writer.wait_derived()
+        counts.append(len([p for p in cache.iterdir() if p.name.startswith("stem-docs-")]))
+    assert max(counts) <= 3 and counts[-1] >= 1
+    reader = Retriever.open(link, embedder=embedder(), cache_dir=cache)
+    assert isinstance(reader.stem_lexical().chunks.weights, np.memmap)  # the newest generation's entry is kept
+
+
 def test_a_long_running_writer_derives_behind_and_the_newest_generation_gets_its_entry(tmp_path):
     from ragtui.core.ingest.writer import IndexWriter
 

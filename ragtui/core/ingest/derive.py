@@ -43,7 +43,7 @@ import numpy.typing as npt
 
 from ragtui.core.embedders.base import Embedder
 from ragtui.core.index import verified
-from ragtui.core.index.arraycache import BuildLock, StreamedEntry, store_arrays, used
+from ragtui.core.index.arraycache import BuildLock, StreamedEntry, evict, store_arrays, used
 from ragtui.core.index.bm25 import BM25Index
 from ragtui.core.index.bm25_splice import splice_postings
 from ragtui.core.index.index_format import FILES, generation_of
@@ -315,3 +315,4 @@ def tidy(cache_dir: Path, index_id: str) -> None:
     """Once the new generation is current: keep only the two newest entries of each kind (best effort)."""
     BM25Index.evict(cache_dir, index_id)
     DocLexical.evict(cache_dir, index_id)
+    evict(cache_dir, STEM_KIND, index_id)
