@@ -11,8 +11,9 @@ and then waits for the save's derived entries. The file is put back as it was at
 Per save: the wall and CPU time of the sync, the writer's own stage times (``SyncReport.seconds``),
 what ``/proc/vmstat`` counted meanwhile (reclaim stalls, pages scanned, compaction stalls, huge pages
 faulted in, page faults), the process's resident memory (anonymous and file-backed) right after the
-sync and once its derived entries are made, its peak, and the load average. Compare two checkouts by
-running the script once with each on the ``PYTHONPATH``, in turn.
+sync and once its derived entries are made, its peak (VmHWM, which counts mapped files' pages), the
+highest anonymous memory seen during the save and its derive step (read every 10 ms), and the load
+average. Compare two checkouts by running the script once with each on the ``PYTHONPATH``, in turn.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import json
 import os
 import resource
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -56,6 +58,30 @@ def resident() -> dict[str, int]:
     return out
 
 
+class PeakAnon:
+    """The highest RssAnon (MiB) seen while it runs, read every ``every`` seconds in a thread.
+
+    VmHWM counts the mapped files' pages too; this is the process's own memory at its highest."""
+
+    def __init__(self, every: float = 0.01) -> None:
+        self.every, self.peak = every, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, resident().get("RssAnon", 0))
+            self._stop.wait(self.every)
+
+    def __enter__(self) -> PeakAnon:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("folder", type=Path)
@@ -80,19 +106,21 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for i in range(args.saves):
             path.write_bytes(original + (f"\n\nA paragraph added by save {i}, for the benchmark.\n" * (i % 3 + 1)).encode())
-            before, cpu, t = vmstat(), time.process_time(), time.perf_counter()
-            report = writer.sync([path])
-            wall, cpu = time.perf_counter() - t, time.process_time() - cpu
-            after, mem = vmstat(), resident()
-            writer.wait_derived()
+            with PeakAnon() as peak:
+                before, cpu, t = vmstat(), time.process_time(), time.perf_counter()
+                report = writer.sync([path])
+                wall, cpu = time.perf_counter() - t, time.process_time() - cpu
+                after, mem = vmstat(), resident()
+                writer.wait_derived()
             save = {"wall_ms": round(wall * 1000), "cpu_ms": round(cpu * 1000), "load": os.getloadavg()[0],
                     "stages_ms": {k: round(v * 1000) for k, v in report.seconds.items()},
                     "vmstat": {k: after[k] - before[k] for k in after if k in before and after[k] != before[k]},
-                    "after_save_mib": mem, "after_derive_mib": resident()}
+                    "after_save_mib": mem, "after_derive_mib": resident(),
+                    "peak_anon_mib": peak.peak}
             saves.append(save)
             stages = " ".join(f"{k}={v}" for k, v in save["stages_ms"].items() if v >= 5)
             print(f"save {i}: {save['wall_ms']} ms (CPU {save['cpu_ms']}) | {stages} | {save['vmstat']} | "
-                  f"after it {mem}, once derived {save['after_derive_mib']} | load {save['load']:.1f}", flush=True)
+                  f"after it {mem}, once derived {save['after_derive_mib']}, peak anon {peak.peak} | load {save['load']:.1f}", flush=True)
     finally:
         path.write_bytes(original)
         writer.sync([path])
