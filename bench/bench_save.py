@@ -12,7 +12,7 @@ Per save: the wall and CPU time of the sync, the writer's own stage times (``Syn
 what ``/proc/vmstat`` counted meanwhile (reclaim stalls, pages scanned, compaction stalls, huge pages
 faulted in, page faults), the process's resident memory (anonymous and file-backed) right after the
 sync and once its derived entries are made, its peak (VmHWM, which counts mapped files' pages), the
-highest anonymous memory seen during the save and its derive step (read every 10 ms), and the load
+highest anonymous memory seen during the save and during its derive step (read every 10 ms), and the load
 average. Compare two checkouts by running the script once with each on the ``PYTHONPATH``, in turn.
 """
 
@@ -111,16 +111,17 @@ def main(argv: list[str] | None = None) -> int:
                 report = writer.sync([path])
                 wall, cpu = time.perf_counter() - t, time.process_time() - cpu
                 after, mem = vmstat(), resident()
+            with PeakAnon() as derive_peak:
                 writer.wait_derived()
             save = {"wall_ms": round(wall * 1000), "cpu_ms": round(cpu * 1000), "load": os.getloadavg()[0],
                     "stages_ms": {k: round(v * 1000) for k, v in report.seconds.items()},
                     "vmstat": {k: after[k] - before[k] for k in after if k in before and after[k] != before[k]},
                     "after_save_mib": mem, "after_derive_mib": resident(),
-                    "peak_anon_mib": peak.peak}
+                    "peak_anon_mib": {"save": peak.peak, "derive": derive_peak.peak}}
             saves.append(save)
             stages = " ".join(f"{k}={v}" for k, v in save["stages_ms"].items() if v >= 5)
             print(f"save {i}: {save['wall_ms']} ms (CPU {save['cpu_ms']}) | {stages} | {save['vmstat']} | "
-                  f"after it {mem}, once derived {save['after_derive_mib']}, peak anon {peak.peak} | load {save['load']:.1f}", flush=True)
+                  f"after it {mem}, once derived {save['after_derive_mib']}, peak anon {peak.peak} in the save, {derive_peak.peak} deriving | load {save['load']:.1f}", flush=True)
     finally:
         path.write_bytes(original)
         writer.sync([path])

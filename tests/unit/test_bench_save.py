@@ -26,5 +26,5 @@ def test_each_save_is_reported_and_the_file_is_put_back(tmp_path):
     assert len(saves) == 3
     for save in saves:
         assert save["wall_ms"] >= 0 and "encode" in save["stages_ms"] and "splice" in save["stages_ms"]
-        assert save["after_derive_mib"]["VmHWM"] > 0 and save["peak_anon_mib"] > 0
+        assert save["after_derive_mib"]["VmHWM"] > 0 and min(save["peak_anon_mib"].values()) > 0
     assert (folder / "f2.md").read_bytes() == original
