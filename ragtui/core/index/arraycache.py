@@ -27,7 +27,7 @@ import numpy as np
 from ragtui.core.files import remove_dead_temporaries
 
 __all__ = [
-    "BuildLock", "StagedArrays", "StreamedEntry", "cached_arrays", "drop_pages", "evict", "load_entry",
+    "BuildLock", "StreamedEntry", "cached_arrays", "drop_pages", "evict", "load_entry",
     "mark_used", "remove_dead_temporaries", "store_arrays", "store_streamed", "used", "used_marker",
 ]
 
@@ -283,33 +283,8 @@ def _flock(path: Path, how: int) -> int | None:
     return fd
 
 
-class StagedArrays:
-    """``store_arrays`` in two steps, for a caller that has the arrays before it knows their key.
-
-    The arrays are written now under a temporary name (never read; removed
-    once this process is gone); ``place`` names them with the key. Best
-    effort like every write here: a failure leaves no entry, which costs the
-    next load time, nothing else.
-    """
-
-    def __init__(self, cache_dir: Path, kind: str, name: str, arrays: dict[str, np.ndarray]) -> None:
-        self._prefix = f"{kind}-{name}-"
-        tmp = Path(cache_dir) / f"{kind}-{name}-staged.tmp{os.getpid()}"
-        self._tmp: Path | None = tmp
-        try:
-            _write_entry(tmp, arrays)
-        except OSError:
-            shutil.rmtree(tmp, ignore_errors=True)
-            self._tmp = None
-
-    def place(self, key: str) -> bool:
-        """Name the arrays as the entry of ``key``; True when that entry is there (placed now or before)."""
-        tmp, self._tmp = self._tmp, None
-        return _place(tmp, self._prefix + key, mark=False)
-
-
 class StreamedEntry:
-    """``StagedArrays`` for arrays too large to hold whole: each array is written a block at a time.
+    """Cache arrays written before their key is known, each a block at a time (arrays too large to hold whole).
 
     ``add`` writes one array's ``.npy`` file from its blocks (the bytes
     ``np.save`` writes for the whole array); ``place`` names the entry with

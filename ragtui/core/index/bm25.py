@@ -32,7 +32,7 @@ import numpy.typing as npt
 from ragtui.core.errors import IndexFormatError, UsageError
 from ragtui.core.index import leb128
 from ragtui.core.index.analyzer import analyze
-from ragtui.core.index.arraycache import StagedArrays, StreamedEntry, cached_arrays, evict, load_entry, store_arrays
+from ragtui.core.index.arraycache import StreamedEntry, cached_arrays, evict, load_entry, store_arrays
 from ragtui.core.index.bm25_prune import (
     PruneArrays,
     SearchStats,
@@ -358,18 +358,6 @@ class BM25Index:
         key = self.cache_key(data, self.k1, self.b)
         store_arrays(cache_dir, "bm25", name, key, self.to_arrays())
         return key
-
-    def stage(self, cache_dir: Path, name: str = "index") -> Callable[[bytes | memoryview | mmap.mmap], str]:
-        """``store`` in two steps: the arrays are written now; the function returned names them (and returns
-        the key, as ``store`` does) once the file's bytes exist."""
-        staged = StagedArrays(cache_dir, "bm25", name, self.to_arrays())
-
-        def place(data: bytes | memoryview | mmap.mmap) -> str:
-            key = self.cache_key(data, self.k1, self.b)
-            staged.place(key)
-            return key
-
-        return place
 
     @staticmethod
     def evict(cache_dir: Path | None, name: str = "index") -> None:

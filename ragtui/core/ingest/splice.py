@@ -27,8 +27,8 @@ import numpy.typing as npt
 from ragtui.core.errors import IndexFormatError, IndexMissingError
 from ragtui.core.index import verified
 from ragtui.core.index.analyzer import analyze
-from ragtui.core.index.arraycache import load_entry
-from ragtui.core.index.bm25 import BM25Index
+from ragtui.core.index.arraycache import StreamedEntry, load_entry
+from ragtui.core.index.bm25 import BM25Index, Postings
 from ragtui.core.index.bm25 import _sound as bm25_entry_sound
 from ragtui.core.index.bm25_splice import (
     LAYOUT_STEP,
@@ -72,7 +72,7 @@ class Generation:
     """Each document's rows [lo, hi) (documents with chunks only), in index order."""
     fingerprints: npt.NDArray[np.bytes_]
     """S64: each row's fingerprint as ASCII."""
-    bm25_raw: bytes | mmap.mmap
+    bm25_raw: bytes | memoryview | mmap.mmap
     """The bm25.idx whose postings' bytes are reused: a read-only map of the file stamped (the bytes written, when
     the file cannot be mapped again)."""
     stamp: IndexStamp
@@ -190,7 +190,7 @@ def warm(gen: Generation) -> None:
 
 
 
-def _read_in(data: np.ndarray | bytes | mmap.mmap) -> None:
+def _read_in(data: np.ndarray | bytes | memoryview | mmap.mmap) -> None:
     """Read one byte of every page of ``data`` (an array or a map): a map's pages are then in memory."""
     view = data.reshape(-1).view(np.uint8) if isinstance(data, np.ndarray) else np.frombuffer(data, dtype=np.uint8)
     if view.size:
@@ -204,7 +204,7 @@ class Spliced:
     meta: IndexMeta
     pieces: dict[str, list[Piece]]
     bm25: BM25Index
-    bm25_raw: bytes
+    bm25_raw: bytes | memoryview
     posting_bytes: PostingBytes
     ends: npt.NDArray[np.int64]
     """The offset of each newline of the docs.jsonl published."""
@@ -219,9 +219,10 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
 
     meta.json, docs.jsonl and vectors.f32 do not depend on the BM25 work: a
     thread copies and flushes them (``NewGeneration.write_behind``) while this one
-    splices the postings, works out the weights and encodes bm25.idx; a
-    third thread writes the decoded arrays to the cache for readers during the
-    encoding, named by the new file's SHA-256 before the link is renamed. The
+    splices the postings and encodes bm25.idx; a third thread writes the
+    decoded arrays to the cache for readers during the encoding, working out
+    the weights a block at a time as it goes, and the entry is named by the new
+    file's SHA-256 before the link is renamed, then mapped. The
     other derived entries are keyed here and made by the caller
     (``Spliced.derived``): spliced from ``lexical``, the previous
     generation's document-level and stemmed BM25, when given, else built.
@@ -243,22 +244,21 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
             t0 = time.perf_counter()
             postings = splice_postings(old.bm25, asm.row_map, asm.n_rows, asm.new_rows(), new_terms)
             report.seconds["splice"] = time.perf_counter() - t0
-            # The weights here, not in a thread: measured at 100k on 2 busy cores, their large arrays
-            # (GIL hand-offs, fresh memory in another malloc arena) made the save slower, not faster.
-            t0 = time.perf_counter()
-            decoded = BM25Index.from_postings(postings, meta.k1, meta.b)
-            report.seconds["weights"] = time.perf_counter() - t0
             with ThreadPoolExecutor(1, thread_name_prefix="bm25 cache") as pool:
-                # Writing the decoded arrays to the cache is I/O: it overlaps the encoding.
-                staging = pool.submit(decoded.stage, cache_dir, index_id)
+                # The readers' arrays go to the cache while bm25.idx is encoded, their weights worked out a block
+                # at a time as they are written: neither the weights nor the entry are ever held whole.
+                staging = pool.submit(_stream_decoded, postings, meta.k1, meta.b, cache_dir, index_id)
                 t0 = time.perf_counter()
                 bm25_bytes, layout = encode_spliced_carried(gen.bm25_raw, old.bm25, postings, gen.posting_bytes)
                 report.seconds["encode"] = time.perf_counter() - t0
                 t0 = time.perf_counter()
-                place = staging.result()
+                entry = staging.result()
+                report.seconds["weights"] = time.perf_counter() - t0  # what the arrays took past the encode
+            t0 = time.perf_counter()
             # Before the link: readers that reload find the decoded arrays instead of decoding the file,
             # and what this writer checked of the files instead of checking it again (core.index.verified).
-            bm25_key = place(bm25_bytes)
+            bm25_key = BM25Index.cache_key(bm25_bytes, meta.k1, meta.b)
+            decoded = _placed_decoded(entry, bm25_key, postings, meta, cache_dir)
             ends = _docs_ends(gen, asm, pieces[DOCS])
             report.seconds["cache"] = time.perf_counter() - t0
             derived = Derivation.plan(cache_dir, index_id, decoded, bm25_key, asm.rows, everything=derive_all)
@@ -279,6 +279,29 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
     report.seconds["write"] = time.perf_counter() - t0
     tick("write", 1, 1)
     return Spliced(meta, pieces, decoded, bm25_bytes, layout, ends, derived)
+
+
+def _stream_decoded(postings: Postings, k1: float, b: float, cache_dir: Path, index_id: str) -> StreamedEntry:
+    """The readers' arrays of ``postings`` written a block at a time to an entry not yet named (nothing is
+    computed when the cache cannot be written: ``_placed_decoded`` then makes them in memory)."""
+    entry = StreamedEntry(cache_dir, "bm25", index_id)
+    if entry.ok:
+        BM25Index.stream_arrays(postings, k1, b, entry)
+    return entry
+
+
+def _placed_decoded(entry: StreamedEntry, key: str, postings: Postings, meta: IndexMeta,
+                    cache_dir: Path) -> BM25Index:
+    """The arrays of ``entry`` named as the readers' entry of ``key`` and mapped from it; made in memory only
+    when the entry could not be written or read back."""
+    try:
+        if entry.place(key):
+            found = load_entry(cache_dir, "bm25", meta.index_id, key)
+            if found is not None and bm25_entry_sound(found, meta.k1, meta.b):
+                return BM25Index.from_arrays(found)
+    finally:
+        entry.discard()
+    return BM25Index.from_postings(postings, meta.k1, meta.b)
 
 
 def _docs_ends(gen: Generation, asm: Assembly, docs: Sequence[Piece]) -> npt.NDArray[np.int64]:
@@ -374,7 +397,7 @@ def following(target: Path, gen: Generation, asm: Assembly, done: Spliced, cache
         np.frombuffer(mapped[VECTORS], dtype="<f4").reshape(meta.n_chunks, meta.dim)
         if meta.n_chunks else np.zeros((0, meta.dim), dtype=np.float32)
     )
-    bm25_raw: bytes | mmap.mmap = done.bm25_raw
+    bm25_raw: bytes | memoryview | mmap.mmap = done.bm25_raw
     bm25 = done.bm25
     cached: tuple[tuple[str, Stamp], ...] = ()
     if len(mapped[BM25]) == len(done.bm25_raw):
