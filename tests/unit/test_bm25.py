@@ -464,9 +464,12 @@ def test_differing_equals_comparing_the_two_arrays_without_their_gone_elements(a
     assert _differing(a_arr, ga, b_arr, gb, step).tolist() == want.tolist()
 
 
-@given(sizes=st.lists(st.integers(0, 255), max_size=60), step=st.integers(1, 70))
-def test_offsets_summed_in_steps_equal_one_cumulative_sum(sizes, step):
-    from ragtui.core.index.bm25_splice import _offsets
+@given(n=st.integers(0, 13_000), seed=st.integers(0, 2**32 - 1), step=st.integers(1, 9_000))
+def test_two_level_offsets_equal_one_cumulative_sum(n, seed, step):
+    from ragtui.core.index.bm25_splice import _Offsets
 
-    arr = np.array(sizes, dtype=np.uint8)
-    assert _offsets(arr, step).tolist() == [0, *np.cumsum(arr.astype(np.int64)).tolist()]
+    sizes = np.random.default_rng(seed).integers(2, 11, size=n).astype(np.uint8)  # two varints: 2 to 10 bytes
+    want = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64)))
+    got = _Offsets(sizes, step)
+    assert np.array_equal(got[np.arange(n + 1)], want)
+    assert got.local.dtype == np.uint16 and got.local.nbytes == 2 * (n + 1)

@@ -93,14 +93,16 @@ def encode_spliced(old_data: bytes | memoryview | mmap.mmap, old: BM25Index, p: 
     header, the entry heads of the other terms and the postings written anew
     are encoded. The result is byte for byte what ``encode_postings`` gives.
     """
-    return encode_spliced_carried(old_data, old, p)[0]
+    return bytes(encode_spliced_carried(old_data, old, p)[0])
 
 
 def encode_spliced_carried(
     old_data: bytes | memoryview | mmap.mmap, old: BM25Index, p: Postings, old_bytes: PostingBytes | None = None,
     *, stretch_limit: int | None = None,
-) -> tuple[bytes, PostingBytes]:
+) -> tuple[bytes | memoryview, PostingBytes]:
     """``encode_spliced``, taking ``old_data``'s ``PostingBytes`` when the caller has them, and giving the new file's.
+
+    The bytes come as a view of the array they were put together in (not copied once more into ``bytes``).
 
     Every byte of the old file either survives unchanged — a clean term's
     whole entry (no posting of it written anew, none dropped, none added), or
@@ -133,7 +135,7 @@ def encode_spliced_carried(
     n_terms, n_old_terms = new_offsets.size - 1, old_offsets.size - 1
 
     # Where each old entry, and each old posting within it, lies in old_data.
-    old_cum = _offsets(old_bytes.size)
+    old_cum = _Offsets(old_bytes.size)
     old_hdr = ENTRY_FIXED + np.diff(np.asarray(old.term_starts, dtype=np.int64))
     old_head = _HEADER.size + DOC_LEN_BYTES * old.n_docs
     old_at = np.zeros(n_old_terms + 1, dtype=np.int64)
@@ -238,7 +240,7 @@ def encode_spliced_carried(
         put_before = np.concatenate(([0], np.cumsum(length)))
         p_at += put_before[np.searchsorted(at, p_at, side="right")] + new_head
         out[_spans(p_at, new.size[patched_new])] = _encode_pairs(new.gap[patched_new], new_tf[patched_new])
-    return out.tobytes(), new
+    return out.data, new
 
 
 STRETCHES = 4096
@@ -302,15 +304,36 @@ def _merged(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-def _offsets(sizes: np.ndarray, step: int = LAYOUT_STEP) -> np.ndarray:
-    """int64 [0, sizes[0], sizes[0] + sizes[1], ...], summed ``step`` sizes at a time: a cumulative sum of bytes
-    into int64 casts its whole input to int64 first (472 MB at 59 million sizes), a step's only here."""
-    out = np.zeros(sizes.size + 1, dtype=np.int64)
-    for lo in range(0, sizes.size, step):
-        hi = min(lo + step, sizes.size)
-        np.cumsum(sizes[lo:hi], dtype=np.int64, out=out[lo + 1 : hi + 1])
-        out[lo + 1 : hi + 1] += out[lo]
-    return out
+class _Offsets:
+    """[0, sizes[0], sizes[0] + sizes[1], ...] for varint lengths (uint8, each at most 10), kept in two levels:
+    an int64 every ``BLOCK`` positions and a uint16 within the block (2 bytes a posting, not 8). Indexed by an
+    array of positions (0 to ``sizes.size``), it gives their int64 offsets; summed ``step`` sizes at a time."""
+
+    SHIFT = 12
+    BLOCK = 1 << SHIFT
+    """Positions per int64: 4,095 sizes of at most 10 bytes fit a uint16."""
+
+    def __init__(self, sizes: np.ndarray, step: int = LAYOUT_STEP) -> None:
+        n, block = int(sizes.size), self.BLOCK
+        step = max(block, step - step % block)
+        self.local = np.empty(n + 1, dtype=np.uint16)
+        self.coarse = np.empty(n // block + 1, dtype=np.int64)
+        total = 0
+        for lo in range(0, n + 1, step):
+            hi = min(lo + step, n + 1)  # the offsets of positions lo .. hi-1
+            seg = np.empty(hi - lo, dtype=np.int64)
+            seg[0] = 0
+            np.cumsum(sizes[lo : hi - 1], dtype=np.int64, out=seg[1:])
+            heads = seg[::block].copy()
+            self.coarse[lo // block : lo // block + heads.size] = heads + total
+            seg -= np.repeat(heads, block)[: seg.size]
+            self.local[lo:hi] = seg
+            total += int(seg[-1]) + int(heads[-1]) + (int(sizes[hi - 1]) if hi - 1 < n else 0)
+
+    def __getitem__(self, at: np.ndarray) -> np.ndarray:
+        at = np.asarray(at, dtype=np.int64)
+        out: np.ndarray = self.coarse[at >> self.SHIFT] + self.local[at]
+        return out
 
 
 def _differing(a: np.ndarray, a_gone: np.ndarray, b: np.ndarray, b_gone: np.ndarray, step: int = LAYOUT_STEP) -> np.ndarray:
