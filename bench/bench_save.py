@@ -8,12 +8,14 @@ index at ``DIR/1m/art``), ``FILE`` a text file in it. The writer is an ``IndexWr
 (one, two or three, in turn, so the file's chunk count changes as an edit's would), syncs that path
 and then waits for the save's derived entries. The file is put back as it was at the end (and synced).
 
-Per save: the wall and CPU time of the sync, the writer's own stage times (``SyncReport.seconds``),
+Per save: the wall and CPU time of the sync, the writer's own stage times (``SyncReport.seconds``), how
+much longer its derived entries took (``derive_ms``: the IVF lists too, once a reader has used them),
 what ``/proc/vmstat`` counted meanwhile (reclaim stalls, pages scanned, compaction stalls, huge pages
 faulted in, page faults), the process's resident memory (anonymous and file-backed) right after the
 sync and once its derived entries are made, its peak (VmHWM, which counts mapped files' pages), the
-highest anonymous memory seen during the save and during its derive step (read every 10 ms), and the load
-average. Compare two checkouts by running the script once with each on the ``PYTHONPATH``, in turn.
+highest anonymous memory seen during the save and during its derive step (read every 10 ms), and the
+load average. Compare two checkouts by running the script once with each on the ``PYTHONPATH``, in
+turn.
 """
 
 from __future__ import annotations
@@ -112,8 +114,11 @@ def main(argv: list[str] | None = None) -> int:
                 wall, cpu = time.perf_counter() - t, time.process_time() - cpu
                 after, mem = vmstat(), resident()
             with PeakAnon() as derive_peak:
+                t = time.perf_counter()
                 writer.wait_derived()
+                derive_wall = time.perf_counter() - t
             save = {"wall_ms": round(wall * 1000), "cpu_ms": round(cpu * 1000), "load": os.getloadavg()[0],
+                    "derive_ms": round(derive_wall * 1000),
                     "stages_ms": {k: round(v * 1000) for k, v in report.seconds.items()},
                     "vmstat": {k: after[k] - before[k] for k in after if k in before and after[k] != before[k]},
                     "after_save_mib": mem, "after_derive_mib": resident(),
@@ -121,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             saves.append(save)
             stages = " ".join(f"{k}={v}" for k, v in save["stages_ms"].items() if v >= 5)
             print(f"save {i}: {save['wall_ms']} ms (CPU {save['cpu_ms']}) | {stages} | {save['vmstat']} | "
-                  f"after it {mem}, once derived {save['after_derive_mib']}, peak anon {peak.peak} in the save, {derive_peak.peak} deriving | load {save['load']:.1f}", flush=True)
+                  f"after it {mem}, once derived {save['after_derive_mib']}, peak anon {peak.peak} in the save, {derive_peak.peak} deriving | derived {save['derive_ms']} ms later | load {save['load']:.1f}", flush=True)
     finally:
         path.write_bytes(original)
         writer.sync([path])

@@ -27,4 +27,5 @@ def test_each_save_is_reported_and_the_file_is_put_back(tmp_path):
     for save in saves:
         assert save["wall_ms"] >= 0 and "encode" in save["stages_ms"] and "splice" in save["stages_ms"]
         assert save["after_derive_mib"]["VmHWM"] > 0 and min(save["peak_anon_mib"].values()) > 0
+        assert save["derive_ms"] >= 0
     assert (folder / "f2.md").read_bytes() == original
