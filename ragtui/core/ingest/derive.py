@@ -8,18 +8,18 @@ the IVF lists and their calibration (``ivf_cache``) and the facts the writer
 checked (``verified``).
 The writer has everything they are made of in memory, so it makes them
 once, into ``<artifacts>/rag/.cache/``: ``Derivation`` keys them while the
-generation is written and makes them once it is current — a long-running
-writer by splicing the last generation's (``follow``), as the chunk index is
-spliced, else by building them — holding the index's lexical lock (and, for
-the lists, its IVF lock) meanwhile, so that a reader of the new generation
-waits for them instead of building its own; ``tidy`` then keeps the two
-newest entries of each kind.
+generation is written and builds them once it is current, holding the
+index's lexical lock (and, for the lists, its IVF lock) meanwhile, so that a
+reader of the new generation waits for them instead of building its own;
+``tidy`` then keeps the two newest entries of each kind.
 
 Which are made: a one-shot writer (``ragtui ingest``, ``sync``: ``everything``)
 makes every one, at every size, so that the first query of a fresh process in
-any mode builds nothing (the document-level BM25 and the stemmed arm are
-written into their entries a block of postings at a time: their builds hold
-no array of the size of the postings). A long-running writer (the watch agent)
+any mode builds nothing. The document-level BM25 and the stemmed arm are
+written into their entries a block of postings at a time, by every writer at
+every save: their builds hold no array of the size of the postings (a splice
+of the previous generation's, as the chunk index is spliced, holds them whole:
+spec/index-format.md, "Derived entries"). A long-running writer (the watch agent)
 makes the stemmed arm and the IVF lists only once a reader has searched that way
 (a reader notes it: ``arraycache.mark_used``), so that an index nobody searches
 with IVF does not pay for the lists at every save.
@@ -33,8 +33,7 @@ wrong answer, and never fails the publish.
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,10 +42,9 @@ import numpy.typing as npt
 
 from ragtui.core.embedders.base import Embedder
 from ragtui.core.index import verified
-from ragtui.core.index.arraycache import BuildLock, StreamedEntry, evict, store_arrays, used
+from ragtui.core.index.arraycache import BuildLock, StreamedEntry, evict, used
 from ragtui.core.index.bm25 import BM25Index
-from ragtui.core.index.bm25_splice import splice_postings
-from ragtui.core.index.index_format import FILES, generation_of
+from ragtui.core.index.index_format import FILES
 from ragtui.core.ingest.doc_rows import DocRows
 from ragtui.core.search.docaware import (
     DOCLEX_KIND,
@@ -57,33 +55,9 @@ from ragtui.core.search.docaware import (
     lexical_lock,
 )
 from ragtui.core.search.ivf_cache import entry_name, ivf_lock, warm_ivf_cache
-from ragtui.core.search.stemmed import STEM_KIND, StemLexical, source_cache_key, stem_terms
+from ragtui.core.search.stemmed import STEM_KIND, StemLexical
 
-__all__ = ["Change", "Derivation", "Lexical", "tidy"]
-
-
-@dataclass(frozen=True, eq=False)
-class Lexical:
-    """The document-level and stemmed BM25 of one published generation (mapped from their cache entries), kept by
-    a long-running writer so that the next generation's can be spliced from them instead of built."""
-
-    generation: str
-    """The generation's identity (``index_format.generation_of``)."""
-    doclex: DocLexical
-    stem: StemLexical | None
-    """None when nobody searched the stemmed arm."""
-
-
-@dataclass(frozen=True, eq=False)
-class Change:
-    """What an incremental publish changed, as the derived structures need it."""
-
-    row_map: npt.NDArray[np.int64]
-    """Each old chunk row's new row, or -1."""
-    new_rows: Sequence[int]
-    """The rows of the new chunks, ascending."""
-    new_terms: Sequence[Sequence[str]]
-    """Their analyzed terms."""
+__all__ = ["Derivation", "tidy"]
 
 
 @dataclass
@@ -110,10 +84,6 @@ class Derivation:
     """The chunk index's cache key (``BM25Index.cache_key``)."""
     generation_dir: Path | None = None
     """The generation's directory, once ``before_swap`` has seen it complete (its four files, flushed)."""
-    previous: tuple[Lexical, Change] | None = None
-    """The previous generation's document-level (and stemmed) BM25 and what changed since (``follow``)."""
-    lexical: Lexical | None = None
-    """Its document-level (and stemmed) BM25 as stored, once ``after_swap`` has made them."""
     lock: BuildLock | None = None
     """The index's ``lexical_lock``, held from ``before_swap`` until its entries are stored."""
     everything: bool = False
@@ -136,57 +106,6 @@ class Derivation:
             except ValueError:
                 doc_of_row = key = None
         return cls(cache_dir, index_id, bm25, doc_of_row, key, bm25_key, everything=everything)
-
-    def follow(self, before: Lexical, change: Change) -> None:
-        """Make the entries from ``before``, the previous generation's, and ``change`` (``_splice``), not from scratch."""
-        self.previous = (before, change)
-
-    def _splice(self, before: Lexical, change: Change) -> tuple[DocLexical, StemLexical | None] | None:
-        """The document-level BM25 (and the stemmed arm, when ``before`` has one) from ``before``'s, stored:
-        ``splice_postings`` on documents as the chunk index is spliced, instead of a build from every posting
-        (a sort of every stemmed posting among it). The arrays are the ones a build gives (tests compare
-        them). None when anything is amiss: the caller builds them."""
-        doc_of_row, key = self.doc_of_row, self.key
-        old_rows = before.doclex.doc_of_row
-        if key is None or doc_of_row is None or old_rows.size != change.row_map.size or not doc_of_row.size:
-            return None
-        n_docs = int(doc_of_row[-1]) + 1
-        # Documents: an old document whose chunks were carried over keeps its postings under its new number; one
-        # whose chunks were replaced is dropped, and every document with new chunks is put in (all its chunks are).
-        old_first = np.flatnonzero(np.concatenate(([True], old_rows[1:] != old_rows[:-1]))) if old_rows.size else old_rows
-        moved = np.asarray(change.row_map, dtype=np.int64)[old_first]
-        doc_map = np.where(moved >= 0, doc_of_row[np.maximum(moved, 0)], -1)
-        new_rows = np.asarray(change.new_rows, dtype=np.int64)
-        new_docs, first = np.unique(doc_of_row[new_rows], return_index=True)
-        if not np.array_equal(np.bincount(doc_of_row[new_rows], minlength=n_docs)[new_docs],
-                              np.bincount(doc_of_row, minlength=n_docs)[new_docs]):
-            return None  # a document with old and new chunks: not a layout this writer makes
-        bounds = [*first.tolist(), len(new_rows)]
-        docs = new_docs.tolist()
-
-        def per_doc(terms: Sequence[Sequence[str]]) -> list[list[str]]:
-            return [list(itertools.chain.from_iterable(terms[a:b])) for a, b in itertools.pairwise(bounds)]
-
-        chunks = self.bm25
-        lex = _spliced_index(before.doclex.docs, doc_map, n_docs, docs, per_doc(change.new_terms), chunks.k1, chunks.b)
-        if not (np.array_equal(lex.term_starts, chunks.term_starts) and np.array_equal(lex.term_blob, chunks.term_blob)):
-            return None  # not the chunk index's dictionary: the previous entry was not this index's
-        if not DocLexical(doc_of_row, lex, key).store(self.cache_dir, self.index_id, tidy=False):
-            return None
-        doclex = self._mapped(key)
-        stem = None
-        if before.stem is not None:
-            stemmed = [stem_terms(list(t)) for t in change.new_terms]
-            old = before.stem.chunks
-            c = _spliced_index(old, change.row_map, chunks.n_docs, list(change.new_rows), stemmed, old.k1, old.b)
-            d = _spliced_index(before.stem.docs.docs, doc_map, n_docs, docs, per_doc(stemmed), old.k1, old.b)
-            arrays = {f"c_{n}": a for n, a in c.to_arrays().items()}
-            arrays.update({f"d_{n}": a for n, a in d.to_arrays().items()})
-            if store_arrays(self.cache_dir, STEM_KIND, self.index_id, source_cache_key(key, old.k1, old.b), arrays):
-                del arrays, c, d
-                stem = StemLexical.load(chunks, doc_of_row, self.cache_dir, self.index_id, old.k1, old.b, source_key=key,
-                                        wait=False)
-        return doclex, stem
 
     def before_swap(self, generation_dir: Path, *, ends: npt.NDArray[np.int64], bm25_key: str | None) -> None:
         """Once the generation in ``generation_dir`` is complete and flushed, just before it becomes current:
@@ -239,13 +158,6 @@ class Derivation:
         finally:
             self.release()
 
-    def _mapped(self, key: str) -> DocLexical:
-        """The document-level BM25 just stored under ``key``, mapped from its entry (not held in memory)."""
-        doc_of_row = self.doc_of_row
-        assert doc_of_row is not None
-        return DocLexical.load(self.bm25, lambda: doc_of_row, self.cache_dir, self.index_id, self.bm25_key, key,
-                               wait=False)
-
     def _stem(self, key: str | None) -> StemLexical:
         """The stemmed arm of the document-level BM25 keyed ``key``: written into its entry a block of postings at
         a time (``StemLexical.build_into``), then mapped from it (built in memory only when it cannot be stored)."""
@@ -264,41 +176,25 @@ class Derivation:
             self.ivf.release()
 
     def _lexical(self, still_wanted: Callable[[], bool]) -> None:
-        """The document-level BM25 entry, then the stemmed arm's when it is in use: spliced from the previous
-        generation's when ``follow`` gave them, else built."""
+        """The document-level BM25 entry, then the stemmed arm's when it is in use, each written into its entry a
+        block of postings at a time."""
         if self.key is None or self.doc_of_row is None:
             return
-        name = (generation_of(self.generation_dir) if self.generation_dir is not None else None) or ""
         try:
-            made = self._splice(*self.previous) if self.previous is not None else None
-        except (OSError, ValueError, IndexError, MemoryError):
-            made = None
-        self.previous = None
-        try:
-            lex, stem = made if made is not None else (None, None)
-            if lex is None:
-                # Written into its entry a block at a time, then mapped: never held whole.
-                entry = StreamedEntry(self.cache_dir, DOCLEX_KIND, self.index_id)
-                try:
-                    DocLexical.build_into(entry, self.bm25, self.doc_of_row)
-                    if not entry.place(self.key):
-                        return
-                finally:
-                    entry.discard()
-                lex = self._mapped(self.key)
-            if stem is None and still_wanted() and (self.everything or _stem_in_use(self.cache_dir, self.index_id)):
+            # Written into its entry a block at a time, then mapped: never held whole.
+            entry = StreamedEntry(self.cache_dir, DOCLEX_KIND, self.index_id)
+            try:
+                DocLexical.build_into(entry, self.bm25, self.doc_of_row)
+                if not entry.place(self.key):
+                    return
+            finally:
+                entry.discard()
+            if still_wanted() and (self.everything or _stem_in_use(self.cache_dir, self.index_id)):
                 # A one-shot writer, or a reader searched the stemmed arm (bm25stem, hybrid's default) before:
                 # the next one finds it ready.
-                stem = self._stem(lex.key)
-            self.lexical = Lexical(name, lex, stem)
+                self._stem(self.key)
         except (OSError, ValueError, MemoryError):
             pass  # the readers build it: time, not a wrong answer
-
-
-def _spliced_index(old: BM25Index, row_map: npt.NDArray[np.int64], n_rows: int, new_rows: list[int],
-                   new_terms: Sequence[Sequence[str]], k1: float, b: float) -> BM25Index:
-    """The BM25 index of ``old``'s rows moved by ``row_map`` (-1: dropped) with ``new_rows`` of ``new_terms`` put in."""
-    return BM25Index.from_postings(splice_postings(old, row_map, n_rows, new_rows, new_terms), k1, b)
 
 
 def _stem_in_use(cache_dir: Path, index_id: str) -> bool:

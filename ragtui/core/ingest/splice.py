@@ -41,7 +41,7 @@ from ragtui.core.index.docs_file import DocsFile
 from ragtui.core.index.index_format import BM25, DOCS, FILES, META, VECTORS, IndexData, generation_of, read_index
 from ragtui.core.index.records import IndexMeta, encode_docs, encode_meta
 from ragtui.core.ingest.assemble import Assembly, Previous, fingerprint_keys
-from ragtui.core.ingest.derive import Change, Derivation, Lexical
+from ragtui.core.ingest.derive import Derivation
 from ragtui.core.ingest.doc_rows import DocRows
 from ragtui.core.ingest.publish import FileRange, NewGeneration, file_size
 from ragtui.core.ingest.report import Progress, SyncReport
@@ -213,8 +213,7 @@ class Spliced:
 
 
 def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembly, meta: IndexMeta,
-                   report: SyncReport, tick: Progress, cache_dir: Path, lexical: Lexical | None = None, *,
-                   derive_all: bool = False) -> Spliced:
+                   report: SyncReport, tick: Progress, cache_dir: Path, *, derive_all: bool = False) -> Spliced:
     """Publish ``asm`` (laid out against ``gen``) as the next generation; the caller holds the lock.
 
     meta.json, docs.jsonl and vectors.f32 do not depend on the BM25 work: a
@@ -223,9 +222,8 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
     decoded arrays to the cache for readers during the encoding, working out
     the weights a block at a time as it goes, and the entry is named by the new
     file's SHA-256 before the link is renamed, then mapped. The
-    other derived entries are keyed here and made by the caller
-    (``Spliced.derived``): spliced from ``lexical``, the previous
-    generation's document-level and stemmed BM25, when given, else built.
+    other derived entries are keyed here and built by the caller
+    (``Spliced.derived``).
     """
     old = gen.data
     t0 = time.perf_counter()
@@ -263,9 +261,6 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
             report.seconds["cache"] = time.perf_counter() - t0
             derived = Derivation.plan(cache_dir, index_id, decoded, bm25_key, asm.rows, everything=derive_all)
             report.seconds["cache"] = time.perf_counter() - t0
-            if lexical is not None and lexical.generation == old.generation:
-                # The previous generation's document-level and stemmed BM25 are spliced as the chunk index was.
-                derived.follow(lexical, Change(asm.row_map, asm.new_rows(), new_terms))
             t0 = time.perf_counter()
             files[BM25] = [bm25_bytes]
             new.write({BM25: files[BM25]})

@@ -127,11 +127,6 @@ class IndexWriter:
         self._deriving: concurrent.futures.Future[None] | None = None
         self._published = 0
         """Generations this writer published: a thread deriving an older one stops between its steps."""
-        self._lexical: derive.Lexical | None = None
-        """The document-level and stemmed BM25 of the generation this writer published last, once they are made
-        (``Derivation.lexical``, mapped from their entries): the next splice starts from them. The Derivation
-        itself is let go once it is done: it holds the chunk index's arrays as the publish made them in memory
-        (about 16 bytes a posting), which the cache entry now holds."""
 
     # -- what this writer remembers -------------------------------------------------------------
 
@@ -331,7 +326,6 @@ class IndexWriter:
         two newest of each kind: here, or in a thread with ``derive_behind`` (``wait_derived`` joins it)."""
         self._published += 1
         mine = self._published
-        self._lexical = None
 
         def run() -> None:
             try:
@@ -340,8 +334,6 @@ class IndexWriter:
                 between = None if self._derive_behind else give_back
                 derived.after_swap(still_wanted=lambda: self._published == mine, embedder=self.embedder,
                                    between=between)
-                if self._published == mine:
-                    self._lexical = derived.lexical
                 derive.tidy(self._cache_dir, self.index_id)
             except Exception:  # noqa: BLE001 - derived entries only save readers time; a reader builds its own
                 pass
@@ -389,9 +381,8 @@ class IndexWriter:
         report.chunks_added, report.chunks_removed, report.chunks_total = asm.chunks_added, asm.chunks_removed, asm.n_rows
         report.seconds["plan"] = time.perf_counter() - t0
         embed_pending(asm, e, journal, report, tick)
-        lexical = self._lexical
         done = publish_splice(self.artifacts, self.index_id, gen, asm, self._meta(asm.n_rows), report, tick,
-                              self._cache_dir, lexical, derive_all=self._derive_all)
+                              self._cache_dir, derive_all=self._derive_all)
         # Readers already see the new generation; what follows only saves readers time and tidies up.
         self._derive(done.derived, report)
         t0 = time.perf_counter()
