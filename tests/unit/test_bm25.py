@@ -473,3 +473,31 @@ def test_two_level_offsets_equal_one_cumulative_sum(n, seed, step):
     got = _Offsets(sizes, step)
     assert np.array_equal(got[np.arange(n + 1)], want)
     assert got.local.dtype == np.uint16 and got.local.nbytes == 2 * (n + 1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(n=st.integers(0, 300), seed=st.integers(0, 2**32 - 1), n_go=st.integers(0, 20), n_put=st.integers(0, 20),
+       window=st.integers(1, 64))
+def test_placing_window_by_window_equals_deleting_then_inserting(n, seed, n_go, n_put, window):
+    """The new body: the old bytes less the spans that go, with each piece put in before the surviving byte
+    numbered ``at`` (np.insert's rule), whatever the window."""
+    from ragtui.core.index.bm25_splice import _place_masked, _spans
+
+    rng = np.random.default_rng(seed)
+    body = rng.integers(0, 256, size=n).astype(np.uint8)
+    cuts = np.unique(rng.integers(0, n + 1, size=2 * n_go)) if n else np.zeros(0, dtype=np.int64)
+    go_at, go_len = cuts[0::2][: cuts.size // 2], np.diff(cuts)[0::2][: cuts.size // 2]
+    keep = go_len > 0
+    go_at, go_len = go_at[keep].astype(np.int64), go_len[keep].astype(np.int64)
+    survivors = np.delete(body, _spans(go_at, go_len)) if go_at.size else body
+    at = np.sort(rng.integers(0, survivors.size + 1, size=n_put)).astype(np.int64)
+    length = rng.integers(1, 6, size=n_put).astype(np.int64)
+    pieces = rng.integers(0, 256, size=int(length.sum())).astype(np.uint8)
+    src = np.concatenate(([0], np.cumsum(length)[:-1])).astype(np.int64) if n_put else np.zeros(0, dtype=np.int64)
+    want = survivors.copy()
+    for j in reversed(range(n_put)):  # the last piece first: earlier ones keep their places
+        want = np.insert(want, at[j], pieces[src[j] : src[j] + length[j]])
+    shuffle = rng.permutation(go_at.size)  # the spans that go come in any order
+    out = np.zeros(want.size, dtype=np.uint8)
+    _place_masked(out, body, go_at[shuffle], go_len[shuffle], pieces, at, length, src, window)
+    assert out.tolist() == want.tolist()

@@ -284,17 +284,49 @@ def _copy_stretches(out: np.ndarray, body: np.ndarray, go_at: np.ndarray, go_len
         w += n
 
 
+PLACE_WINDOW = 1 << 23
+"""Bytes of the old body ``_place_masked`` works on at a time: its masks and positions are a window's."""
+
+
 def _place_masked(out: np.ndarray, body: np.ndarray, go_at: np.ndarray, go_len: np.ndarray,
-                  pieces: np.ndarray, at: np.ndarray, length: np.ndarray, src: np.ndarray) -> None:
+                  pieces: np.ndarray, at: np.ndarray, length: np.ndarray, src: np.ndarray,
+                  window: int = PLACE_WINDOW) -> None:
     """The new body by whole-array passes: the put-in bytes where they go (``np.insert``'s placement), the
-    surviving bytes around them in order. For many pieces: no step per piece."""
-    stays = np.ones(body.size, dtype=bool)
-    stays[_spans(go_at, go_len)] = False
-    put_pos = np.repeat(at, length) + np.arange(int(length.sum()), dtype=np.int64)
-    out[put_pos] = pieces[_spans(src, length)]
-    kept = np.ones(out.size, dtype=bool)
-    kept[put_pos] = False
-    out[kept] = body[stays]
+    surviving bytes around them in order. For many pieces: no step per piece.
+
+    A ``window`` of the old body at a time: its surviving bytes, and the pieces that go before the first
+    surviving byte of the next window, make the next stretch of ``out``. The spans that go are disjoint;
+    ``at`` (each piece's place among the surviving bytes) ascends."""
+    order = np.argsort(go_at, kind="stable")
+    g_at = go_at[order]
+    g_end = g_at + go_len[order]
+    put_before = np.zeros(at.size + 1, dtype=np.int64)
+    np.cumsum(length, out=put_before[1:])
+    n = int(body.size)
+    kept_before = written = placed = 0
+    for lo in range(0, max(n, 1), window):
+        hi = min(lo + window, n)
+        stays = np.ones(hi - lo, dtype=bool)
+        a, b = int(np.searchsorted(g_end, lo, side="right")), int(np.searchsorted(g_at, hi))
+        if b > a:
+            starts, ends = np.maximum(g_at[a:b], lo), np.minimum(g_end[a:b], hi)
+            stays[_spans(starts - lo, ends - starts)] = False
+        survivors = body[lo:hi][stays]
+        upto = at.size if hi >= n else int(np.searchsorted(at, kept_before + survivors.size))
+        size = survivors.size + int(put_before[upto] - put_before[placed])
+        view = out[written : written + size]
+        if upto > placed:
+            lens = length[placed:upto]
+            put_pos = np.repeat(at[placed:upto] - kept_before, lens) + np.arange(int(lens.sum()), dtype=np.int64)
+            view[put_pos] = pieces[_spans(src[placed:upto], lens)]
+            kept = np.ones(size, dtype=bool)
+            kept[put_pos] = False
+            view[kept] = survivors
+        else:
+            view[:] = survivors
+        written, kept_before, placed = written + size, kept_before + survivors.size, upto
+    if written != out.size:
+        raise ValueError("the pieces and the surviving bytes do not fill the new body")
 
 
 def _merged(a: np.ndarray, b: np.ndarray) -> np.ndarray:
