@@ -17,7 +17,6 @@ from ragtui.core.index.bm25_splice import (
     _dropped_postings,
     _insert_points,
     encode_spliced,
-    encode_spliced_carried,
     splice_postings,
 )
 from ragtui.core.index.bm25_write import encode_bm25, encode_postings
@@ -304,7 +303,7 @@ def test_splicing_equals_building_from_scratch(old, keep, inserts):
     assert encode_postings(spliced) == want
     assert encode_spliced(old_data, old_ix, spliced) == want
     for limit in (0, 1_000_000):  # byte masks, stretch by stretch
-        assert encode_spliced_carried(old_data, old_ix, spliced, stretch_limit=limit)[0] == want
+        assert encode_spliced(old_data, old_ix, spliced, stretch_limit=limit) == want
     decoded = BM25Index.decode(want, 1.2, 0.75).to_arrays()
     for key, value in BM25Index.from_postings(spliced, 1.2, 0.75).to_arrays().items():
         assert np.array_equal(value, decoded[key]), key
@@ -403,7 +402,7 @@ def test_weights_equal_the_plain_formula_to_the_bit(seed):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_chained_splices_of_a_larger_index_equal_full_builds(seed):
-    """Splice after splice, carrying each file's PostingBytes: multi-byte gaps (hundreds of chunks between a
+    """Splice after splice, each from the file the last one wrote: multi-byte gaps (hundreds of chunks between a
     term's postings), chunk counts that shift every later chunk, terms born and gone; every file equal to a
     full build, by masks and stretch by stretch."""
     rng = np.random.default_rng(seed)
@@ -417,7 +416,6 @@ def test_chained_splices_of_a_larger_index_equal_full_builds(seed):
     chunks = [chunk() for _ in range(3000)]
     data = encode_bm25(chunks)
     index = BM25Index.decode(data, 1.2, 0.75)
-    carried = None
     for _ in range(4):
         # Drop a few runs of chunks, put new ones in at a few places (some with words never seen).
         keep = np.ones(len(chunks), dtype=bool)
@@ -440,8 +438,8 @@ def test_chained_splices_of_a_larger_index_equal_full_builds(seed):
         want = encode_bm25(chunks)
         spliced = splice_postings(index, row_map, len(chunks), new_rows, new_terms)
         for limit in (0, 1_000_000):
-            assert encode_spliced_carried(data, index, spliced, carried, stretch_limit=limit)[0] == want
-        data, carried = encode_spliced_carried(data, index, spliced, carried)
+            assert encode_spliced(data, index, spliced, stretch_limit=limit) == want
+        data = encode_spliced(data, index, spliced)
         assert data == want
         index = BM25Index.from_postings(spliced, 1.2, 0.75)
         decoded = BM25Index.decode(want, 1.2, 0.75).to_arrays()
@@ -461,7 +459,8 @@ def test_differing_equals_comparing_the_two_arrays_without_their_gone_elements(a
     a_arr, b_arr = np.array(a, dtype=np.uint32), np.array(b, dtype=np.uint32)
     ga, gb = np.array(a_gone, dtype=np.int64), np.array(b_gone, dtype=np.int64)
     want = np.flatnonzero(np.delete(a_arr, ga) != np.delete(b_arr, gb))
-    assert _differing(a_arr, ga, b_arr, gb, step).tolist() == want.tolist()
+    got = _differing(lambda lo, hi: a_arr[lo:hi], a_arr.size, ga, lambda lo, hi: b_arr[lo:hi], b_arr.size, gb, step)
+    assert got.tolist() == want.tolist()
 
 
 @given(n=st.integers(0, 13_000), seed=st.integers(0, 2**32 - 1), step=st.integers(1, 9_000))
@@ -470,7 +469,7 @@ def test_two_level_offsets_equal_one_cumulative_sum(n, seed, step):
 
     sizes = np.random.default_rng(seed).integers(2, 11, size=n).astype(np.uint8)  # two varints: 2 to 10 bytes
     want = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64)))
-    got = _Offsets(sizes, step)
+    got = _Offsets(lambda lo, hi: sizes[lo:hi], n, step)
     assert np.array_equal(got[np.arange(n + 1)], want)
     assert got.local.dtype == np.uint16 and got.local.nbytes == 2 * (n + 1)
 

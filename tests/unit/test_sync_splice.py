@@ -215,10 +215,10 @@ def test_prepare_skips_the_warm_up_when_work_is_waiting(tmp_path):
     run(folder, art)
     busy = IndexWriter(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3)
     assert busy.prepare(warm_up=True, should_stop=lambda: True)
-    assert busy._generation is not None and busy._generation.posting_bytes is None  # opened, not warmed
+    assert busy._generation is not None and busy._generation.keys is None  # opened, not warmed
     idle = IndexWriter(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3)
     assert idle.prepare(warm_up=True, should_stop=lambda: False)
-    assert idle._generation is not None and idle._generation.posting_bytes is not None
+    assert idle._generation is not None and idle._generation.keys is not None
 
 
 def test_the_warm_up_builds_the_tokenizers_document_tables(tmp_path):
@@ -265,10 +265,6 @@ def test_a_long_running_writer_keeps_maps_of_the_files_it_wrote(tmp_path):
     assert bytes(gen.bm25_raw) == (art / "rag" / "docs" / "bm25.idx").read_bytes()
     for name, value in gen.data.bm25.to_arrays().items():
         assert name == "scalars" or _file_backed(value), name
-    b = gen.data.bm25
-    want = whole_layout(b.post_doc, b.offsets, b.post_tf)
-    assert gen.posting_bytes is not None and gen.posting_bytes.gap.dtype == np.uint32
-    assert np.array_equal(gen.posting_bytes.gap, want[0]) and np.array_equal(gen.posting_bytes.size, want[1])
     write(folder / "f3.md", "and another edit")
     assert writer.sync([folder / "f3.md"]).incremental
     assert_same_as_rebuild(folder, art, tmp_path / "scratch")
@@ -315,9 +311,9 @@ def test_a_cache_file_swapped_under_the_writer_is_not_spliced_from(tmp_path, mon
         assert_same_as_rebuild(folder, art, tmp_path / "scratch")
 
 
-def test_the_warm_up_holds_a_few_bytes_a_posting(tmp_path, monkeypatch):
-    """The warm-up works out the postings' layout a step at a time: its peak is the layout (5 bytes a posting) and
-    one step's temporaries, not a splice's (tens of bytes a posting)."""
+def test_the_warm_up_holds_a_few_bytes_a_chunk(tmp_path):
+    """The warm-up reads the pages a splice reads and works out the fingerprints' keys: its peak is the keys (8 bytes
+    a chunk), not a splice's temporaries (tens of bytes a posting) nor anything a posting."""
     import random
     import tracemalloc
 
@@ -332,32 +328,39 @@ def test_the_warm_up_holds_a_few_bytes_a_posting(tmp_path, monkeypatch):
     writer = IndexWriter(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3)
     assert writer.prepare(warm_up=False)
     gen = writer._generation
-    n_post = int(gen.data.bm25.post_doc.size)
+    n_post, n_chunks = int(gen.data.bm25.post_doc.size), gen.data.n_chunks
     assert n_post > 100_000
-    monkeypatch.setattr(splice, "LAYOUT_STEP", 4096)
     tracemalloc.start()
     try:
         splice.warm(gen)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert gen.posting_bytes is not None
-    assert peak < 5 * n_post + 40 * 4096 + (1 << 20), (peak, n_post)
+    assert gen.keys is not None and gen.keys.size == n_chunks
+    assert peak < 40 * n_chunks < 5 * n_post, (peak, n_chunks, n_post)  # the layout kept was 5 bytes a posting
     write(folder / "f7.md", "an edit after the warm-up")
     assert writer.sync([folder / "f7.md"]).incremental
     assert_same_as_rebuild(folder, art, tmp_path / "scratch")
 
 
-def test_posting_layout_equals_the_postings_bytes_at_any_step():
-    from ragtui.core.index.bm25_splice import posting_layout
+def test_posting_bytes_equal_the_whole_layout_by_stretch_and_by_position():
+    from ragtui.core.index.bm25_splice import PostingBytes
     from ragtui.core.index.bm25_write import build_postings
 
     rng = np.random.default_rng(3)
     docs = [[f"t{int(x)}" for x in rng.integers(0, 40, size=int(rng.integers(0, 30)))] for _ in range(300)]
     docs[7] = ["far"] * 200  # a tf that takes two varint bytes
+    docs[290] = ["t1"]  # a gap of hundreds of chunks: two varint bytes
     p = build_postings(docs)
-    want = whole_layout(p.post_doc, p.offsets, p.post_tf)
-    for step in (1, 2, 7, 1000, 1 << 20):
-        got = posting_layout(p.post_doc, p.offsets, p.post_tf, step)
-        assert got.gap.dtype == np.uint32 and got.size.dtype == np.uint8
-        assert np.array_equal(got.gap, want[0]) and np.array_equal(got.size, want[1]), step
+    gap, size = whole_layout(p.post_doc, p.offsets, p.post_tf)
+    for post_doc in (np.asarray(p.post_doc, dtype=np.uint32), np.asarray(p.post_doc, dtype=np.int64)):
+        layout = PostingBytes(post_doc, p.offsets, p.post_tf)
+        n = layout.n
+        for lo, hi in [(0, n), (0, 1), (n - 1, n), (5, 5), *((int(a), int(b)) for a, b in np.sort(
+                rng.integers(0, n + 1, size=(40, 2)), axis=1))]:
+            assert np.array_equal(layout.gaps(lo, hi).astype(np.int64), gap[lo:hi]), (lo, hi)
+            assert np.array_equal(layout.sizes(lo, hi), size[lo:hi]) and layout.sizes(lo, hi).dtype == np.uint8
+        at = rng.integers(0, n, size=500)
+        assert np.array_equal(layout.gap_at(at), gap[at]) and np.array_equal(layout.size_at(at), size[at])
+        firsts = np.asarray(p.offsets[:-1], dtype=np.int64)
+        assert np.array_equal(layout.gap_at(firsts), np.asarray(post_doc)[firsts].astype(np.int64))

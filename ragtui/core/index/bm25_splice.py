@@ -1,7 +1,7 @@
 """The next bm25.idx from the previous one: postings carried over and renumbered, bytes reused in place.
 
 ``splice_postings`` gives the postings of a generation that keeps some chunks
-of the previous one and adds others; ``encode_spliced_carried`` writes them as
+of the previous one and adds others; ``encode_spliced`` writes them as
 the previous file with a few bytes taken out and a few put in, which is byte
 for byte what ``bm25_write.encode_postings`` writes from scratch (a property
 test compares them). Both work on whole arrays: what grows with the corpus is
@@ -12,8 +12,7 @@ term or per stretch of the old file in Python.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -36,73 +35,77 @@ from ragtui.core.index.bm25_write import _blob, _encode_pairs, _put_le, encode_p
 if TYPE_CHECKING:
     import mmap
 
-__all__ = ["LAYOUT_STEP", "PostingBytes", "encode_spliced", "encode_spliced_carried", "posting_layout", "splice_postings"]
-
-
-@dataclass(frozen=True, eq=False)
-class PostingBytes:
-    """Per posting of one bm25.idx: its gap and the bytes its (gap, tf) varints take.
-
-    ``encode_spliced_carried`` returns the new file's, so that the next
-    splice need not work them out again from the decoded postings.
-    """
-
-    gap: np.ndarray
-    """uint32 (int64 for other document-number types): the posting's document number minus the previous one in
-    its term (the first: the number itself)."""
-    size: np.ndarray
-    """uint8: the length of its two varints."""
+__all__ = ["LAYOUT_STEP", "PostingBytes", "encode_spliced", "splice_postings"]
 
 
 LAYOUT_STEP = 1 << 20
-"""Postings worked out at a time by ``posting_layout``: its temporaries are a few bytes a posting of one step."""
+"""Postings worked out at a time where a whole pass is made: the temporaries are a few bytes a posting of one step."""
 
 
-def posting_layout(post_doc: np.ndarray, offsets: np.ndarray, post_tf: np.ndarray,
-                   step: int = LAYOUT_STEP) -> PostingBytes:
-    """Each posting's gap (uint32: a chunk number is below 2^32) and varint bytes, ``step`` postings at a time."""
-    n = int(post_doc.size)
-    offsets = np.asarray(offsets, dtype=np.int64)
-    firsts = offsets[:-1][np.diff(offsets) > 0]  # each term's first posting: its gap is its chunk number
-    gap = np.empty(n, dtype=np.uint32)
-    size = np.empty(n, dtype=np.uint8)
-    for lo in range(0, n, step):
-        hi = min(lo + step, n)
-        docs = np.asarray(post_doc[lo:hi])
+class PostingBytes:
+    """Per posting of one bm25.idx: its gap and the bytes its (gap, tf) varints take, worked out from the postings
+    when asked (a stretch, or given positions): nothing of the size of the postings is kept.
+
+    The gap is the posting's document number minus the previous one in its term (the first: the number itself),
+    uint32 when the numbers are (int64 otherwise).
+    """
+
+    def __init__(self, post_doc: np.ndarray, offsets: np.ndarray, post_tf: np.ndarray) -> None:
+        self.post_doc, self.post_tf = post_doc, post_tf
+        self.offsets = np.asarray(offsets, dtype=np.int64)
+        self.n = int(post_doc.size)
+
+    def gaps(self, lo: int, hi: int) -> np.ndarray:
+        """The gaps of postings lo .. hi-1."""
+        docs = np.asarray(self.post_doc[lo:hi])
         if docs.dtype != np.uint32:
             docs = docs.astype(np.int64)
-        g = gap[lo:hi]
-        # Differences in the chunk numbers' own type, straight into the result: within a term they ascend, and
-        # the one at a term's first posting (which may wrap around) is overwritten with the number itself.
+        g = np.empty(hi - lo, dtype=docs.dtype)
+        if hi <= lo:
+            return g
+        # Differences in the chunk numbers' own type: within a term they ascend, and the one at a term's first
+        # posting (which may wrap around) is overwritten with the number itself.
         np.subtract(docs[1:], docs[:-1], out=g[1:], casting="unsafe")
-        g[0] = (int(docs[0]) - int(post_doc[lo - 1])) % (1 << 32) if lo else int(docs[0])
-        f = firsts[np.searchsorted(firsts, lo) : np.searchsorted(firsts, hi)] - lo
-        g[f] = docs[f]
-        s = size[lo:hi]
-        s[:] = leb128.sizes(g)
-        s += leb128.sizes(np.asarray(post_tf[lo:hi]))
-    return PostingBytes(gap, size)
+        g[0] = (int(docs[0]) - int(self.post_doc[lo - 1])) % (1 << 32) if lo else int(docs[0])
+        offsets = self.offsets
+        firsts = offsets[np.searchsorted(offsets, lo) : np.searchsorted(offsets, hi)] - lo
+        g[firsts] = docs[firsts]
+        return g
+
+    def sizes(self, lo: int, hi: int) -> np.ndarray:
+        """The varint bytes (uint8) of postings lo .. hi-1."""
+        s = leb128.sizes(self.gaps(lo, hi)).astype(np.uint8)
+        s += leb128.sizes(np.asarray(self.post_tf[lo:hi])).astype(np.uint8)
+        return s
+
+    def gap_at(self, at: np.ndarray) -> np.ndarray:
+        """The gaps (int64) of the postings at positions ``at``."""
+        at = np.asarray(at, dtype=np.int64)
+        docs = np.asarray(self.post_doc[at]).astype(np.int64)
+        before = np.asarray(self.post_doc[np.maximum(at - 1, 0)]).astype(np.int64)
+        first = self.offsets[np.searchsorted(self.offsets, at, side="right") - 1] == at
+        out: np.ndarray = np.where(first, docs, docs - before)
+        return out
+
+    def size_at(self, at: np.ndarray) -> np.ndarray:
+        """The varint bytes (uint8) of the postings at positions ``at``."""
+        at = np.asarray(at, dtype=np.int64)
+        s = leb128.sizes(self.gap_at(at)).astype(np.uint8)
+        s += leb128.sizes(np.asarray(self.post_tf[at])).astype(np.uint8)
+        return s
 
 
-def encode_spliced(old_data: bytes | memoryview | mmap.mmap, old: BM25Index, p: Postings) -> bytes:
+def encode_spliced(
+    old_data: bytes | memoryview | mmap.mmap, old: BM25Index, p: Postings, *, stretch_limit: int | None = None,
+) -> bytes | memoryview:
     """``encode_postings(p)`` for ``p`` from ``splice_postings(old, ...)``, reusing ``old_data``'s bytes.
 
     ``old_data`` is the bm25.idx that ``old`` was decoded from. A carried-over
     posting whose gap did not change has the same varint bytes as before, and
     a term none of whose postings changed has the same entry; only the file
     header, the entry heads of the other terms and the postings written anew
-    are encoded. The result is byte for byte what ``encode_postings`` gives.
-    """
-    return bytes(encode_spliced_carried(old_data, old, p)[0])
-
-
-def encode_spliced_carried(
-    old_data: bytes | memoryview | mmap.mmap, old: BM25Index, p: Postings, old_bytes: PostingBytes | None = None,
-    *, stretch_limit: int | None = None,
-) -> tuple[bytes | memoryview, PostingBytes]:
-    """``encode_spliced``, taking ``old_data``'s ``PostingBytes`` when the caller has them, and giving the new file's.
-
-    The bytes come as a view of the array they were put together in (not copied once more into ``bytes``).
+    are encoded. The result is byte for byte what ``encode_postings`` gives,
+    as a view of the array it was put together in (not copied into ``bytes``).
 
     Every byte of the old file either survives unchanged — a clean term's
     whole entry (no posting of it written anew, none dropped, none added), or
@@ -122,20 +125,18 @@ def encode_spliced_carried(
     """
     new_offsets = np.asarray(p.offsets, dtype=np.int64)
     new_tf = np.asarray(p.post_tf)
-    new = posting_layout(p.post_doc, new_offsets, new_tf)
     if p.dropped is None or p.inserted is None:
-        return encode_postings(p), new
+        return encode_postings(p)
     raw = np.frombuffer(old_data, dtype=np.uint8)
     old_offsets = np.asarray(old.offsets, dtype=np.int64)
-    n_old = int(old_offsets[-1])
-    if old_bytes is None or old_bytes.gap.size != n_old:
-        old_bytes = posting_layout(old.post_doc, old_offsets, old.post_tf)
+    new = PostingBytes(p.post_doc, new_offsets, new_tf)
+    old_bytes = PostingBytes(old.post_doc, old_offsets, old.post_tf)
     dropped = np.asarray(p.dropped, dtype=np.int64)
     inserted = np.asarray(p.inserted, dtype=np.int64)
     n_terms, n_old_terms = new_offsets.size - 1, old_offsets.size - 1
 
     # Where each old entry, and each old posting within it, lies in old_data.
-    old_cum = _Offsets(old_bytes.size)
+    old_cum = _Offsets(old_bytes.sizes, old_bytes.n)
     old_hdr = ENTRY_FIXED + np.diff(np.asarray(old.term_starts, dtype=np.int64))
     old_head = _HEADER.size + DOC_LEN_BYTES * old.n_docs
     old_at = np.zeros(n_old_terms + 1, dtype=np.int64)
@@ -159,15 +160,16 @@ def encode_spliced_carried(
     # whose new gap takes as many bytes as the old one keeps its place and is patched there (most of them: a
     # chunk count that changed moves one posting of most terms by a few chunk numbers), so its term's entry
     # keeps its head; one whose size changed goes and is put in anew.
-    regapped = _differing(new.gap, inserted, old_bytes.gap, dropped)
+    regapped = _differing(new.gaps, new.n, inserted, old_bytes.gaps, old_bytes.n, dropped)
     re_new, re_old = new_number(regapped), old_number(regapped)
-    in_place = new.size[re_new] == old_bytes.size[re_old]
+    in_place = new.size_at(re_new) == old_bytes.size_at(re_old)
     patched_new, patched_old = re_new[in_place], re_old[in_place]
     fresh = _merged(inserted, re_new[~in_place])
     gone = _merged(dropped, re_old[~in_place])  # old postings whose bytes go
     del regapped, re_new, re_old
+    gone_size = old_bytes.size_at(gone).astype(np.int64)
     gone_cum = np.zeros(gone.size + 1, dtype=np.int64)
-    np.cumsum(old_bytes.size[gone], dtype=np.int64, out=gone_cum[1:])
+    np.cumsum(gone_size, out=gone_cum[1:])
 
     def surviving_before(i: np.ndarray) -> np.ndarray:
         """Bytes of the postings that keep theirs before new posting number ``i``."""
@@ -195,12 +197,12 @@ def encode_spliced_carried(
     h_gone = np.flatnonzero(~old_clean)
     g_term = np.searchsorted(old_offsets, gone, side="right") - 1
     go_at = np.concatenate((old_at[h_gone], old_at[g_term] + old_hdr[g_term] + old_cum[gone] - old_cum[old_offsets[g_term]]))
-    go_len = np.concatenate((old_hdr[h_gone], old_bytes.size[gone].astype(np.int64)))
+    go_len = np.concatenate((old_hdr[h_gone], gone_size))
     body = raw[old_head:]
 
     # What is put in: each dirty term's head, and each posting written anew, in the new file's order,
     # each after as many surviving bytes as come before it in the new file.
-    f_len = new.size[fresh].astype(np.int64)
+    f_len = new.size_at(fresh).astype(np.int64)
     clean_head = np.zeros(n_terms + 1, dtype=np.int64)  # bytes of clean terms' entries' heads before each term
     clean_head[clean + 1] = old_hdr[clean_old]
     np.cumsum(clean_head, out=clean_head)
@@ -208,7 +210,7 @@ def encode_spliced_carried(
     post_bytes = surviving_before(end[dterms]) - d_first
     np.add.at(post_bytes, np.searchsorted(dterms, f_term), f_len)
     heads, h_len = _entry_heads(p, dterms, end[dterms] - first[dterms], post_bytes)
-    pieces = np.concatenate((heads, _encode_pairs(new.gap[fresh], new_tf[fresh])))
+    pieces = np.concatenate((heads, _encode_pairs(new.gap_at(fresh), new_tf[fresh])))
     # A term's head sits at first[t] + t in the stream of heads and postings, posting i at i + term + 1.
     key = np.concatenate((first[dterms] + dterms, fresh + f_term + 1))
     at = np.concatenate((clean_head[dterms] + d_first, clean_head[f_term] + surviving_before(fresh)))
@@ -239,8 +241,8 @@ def encode_spliced_carried(
         p_at -= gone_before[np.searchsorted(go_sorted, p_at)]
         put_before = np.concatenate(([0], np.cumsum(length)))
         p_at += put_before[np.searchsorted(at, p_at, side="right")] + new_head
-        out[_spans(p_at, new.size[patched_new])] = _encode_pairs(new.gap[patched_new], new_tf[patched_new])
-    return out.data, new
+        out[_spans(p_at, new.size_at(patched_new))] = _encode_pairs(new.gap_at(patched_new), new_tf[patched_new])
+    return out.data
 
 
 STRETCHES = 4096
@@ -337,30 +339,32 @@ def _merged(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 class _Offsets:
-    """[0, sizes[0], sizes[0] + sizes[1], ...] for varint lengths (uint8, each at most 10), kept in two levels:
-    an int64 every ``BLOCK`` positions and a uint16 within the block (2 bytes a posting, not 8). Indexed by an
-    array of positions (0 to ``sizes.size``), it gives their int64 offsets; summed ``step`` sizes at a time."""
+    """[0, s(0), s(0) + s(1), ...] for the ``n`` varint lengths ``sizes(lo, hi)`` gives (uint8, each at most 10),
+    kept in two levels: an int64 every ``BLOCK`` positions and a uint16 within the block (2 bytes a posting, not
+    8). Indexed by an array of positions (0 to ``n``), it gives their int64 offsets. The sizes are asked for
+    ``step`` at a time."""
 
     SHIFT = 12
     BLOCK = 1 << SHIFT
     """Positions per int64: 4,095 sizes of at most 10 bytes fit a uint16."""
 
-    def __init__(self, sizes: np.ndarray, step: int = LAYOUT_STEP) -> None:
-        n, block = int(sizes.size), self.BLOCK
+    def __init__(self, sizes: Callable[[int, int], np.ndarray], n: int, step: int = LAYOUT_STEP) -> None:
+        block = self.BLOCK
         step = max(block, step - step % block)
         self.local = np.empty(n + 1, dtype=np.uint16)
         self.coarse = np.empty(n // block + 1, dtype=np.int64)
         total = 0
         for lo in range(0, n + 1, step):
             hi = min(lo + step, n + 1)  # the offsets of positions lo .. hi-1
+            got = sizes(lo, min(hi, n))  # the sizes of positions lo .. hi-1 (the last one past the end: none)
             seg = np.empty(hi - lo, dtype=np.int64)
             seg[0] = 0
-            np.cumsum(sizes[lo : hi - 1], dtype=np.int64, out=seg[1:])
+            np.cumsum(got[: hi - 1 - lo], dtype=np.int64, out=seg[1:])
             heads = seg[::block].copy()
             self.coarse[lo // block : lo // block + heads.size] = heads + total
             seg -= np.repeat(heads, block)[: seg.size]
             self.local[lo:hi] = seg
-            total += int(seg[-1]) + int(heads[-1]) + (int(sizes[hi - 1]) if hi - 1 < n else 0)
+            total += int(seg[-1]) + int(heads[-1]) + (int(got[-1]) if hi - 1 < n else 0)
 
     def __getitem__(self, at: np.ndarray) -> np.ndarray:
         at = np.asarray(at, dtype=np.int64)
@@ -368,11 +372,15 @@ class _Offsets:
         return out
 
 
-def _differing(a: np.ndarray, a_gone: np.ndarray, b: np.ndarray, b_gone: np.ndarray, step: int = LAYOUT_STEP) -> np.ndarray:
-    """The positions c (ascending) where ``np.delete(a, a_gone)[c] != np.delete(b, b_gone)[c]`` (``a_gone`` and
-    ``b_gone`` ascending, the two results of one length), without making either: the two are compared stretch
-    by stretch, each stretch at most ``step`` long and one where neither side skips an element."""
-    n = int(a.size - a_gone.size)
+def _differing(a: Callable[[int, int], np.ndarray], a_n: int, a_gone: np.ndarray,
+               b: Callable[[int, int], np.ndarray], b_n: int, b_gone: np.ndarray, step: int = LAYOUT_STEP) -> np.ndarray:
+    """The positions c (ascending) where ``np.delete(A, a_gone)[c] != np.delete(B, b_gone)[c]``, for the arrays A
+    of ``a_n`` values whose stretches ``a(lo, hi)`` gives and B of ``b_n`` (``a_gone`` and ``b_gone`` ascending,
+    the two results of one length), without making A, B or either result: the two are compared stretch by
+    stretch, each stretch at most ``step`` long and one where neither side skips an element."""
+    n = int(a_n - a_gone.size)
+    if n != b_n - b_gone.size:
+        raise ValueError("the two sides differ in length once their gone elements are left out")
     a_shift = a_gone - np.arange(a_gone.size)  # from this position on, one more element of ``a`` is skipped
     b_shift = b_gone - np.arange(b_gone.size)
     cuts = np.unique(np.concatenate((np.arange(0, n, step, dtype=np.int64), a_shift, b_shift, [0, n])))
@@ -381,7 +389,9 @@ def _differing(a: np.ndarray, a_gone: np.ndarray, b: np.ndarray, b_gone: np.ndar
     skip_b = np.searchsorted(b_shift, cuts[:-1], side="right").tolist()
     out = [np.zeros(0, dtype=np.int64)]
     for lo, hi, x, y in zip(cuts[:-1].tolist(), cuts[1:].tolist(), skip_a, skip_b):
-        differ = np.flatnonzero(a[lo + x : hi + x] != b[lo + y : hi + y])
+        if hi <= lo:
+            continue
+        differ = np.flatnonzero(a(lo + x, hi + x) != b(lo + y, hi + y))
         if differ.size:
             out.append(differ + lo)
     return np.concatenate(out)

@@ -31,10 +31,7 @@ from ragtui.core.index.arraycache import StreamedEntry, load_entry
 from ragtui.core.index.bm25 import BM25Index, Postings
 from ragtui.core.index.bm25 import _sound as bm25_entry_sound
 from ragtui.core.index.bm25_splice import (
-    LAYOUT_STEP,
-    PostingBytes,
-    encode_spliced_carried,
-    posting_layout,
+    encode_spliced,
     splice_postings,
 )
 from ragtui.core.index.docs_file import DocsFile
@@ -63,8 +60,9 @@ class Generation:
     small: the four files and the decoded BM25 arrays are read-only maps of
     files the writer wrote (the generation's own, and the readers' cache entry
     of its bm25.idx), each checked by its stamp; in anonymous memory stay the
-    fingerprints (64 bytes a chunk), the documents' rows and each posting's
-    gap and varint length (5 bytes a posting).
+    fingerprints (64 bytes a chunk, and their 8-byte keys) and the documents'
+    rows. Each posting's gap and varint length are worked out from the mapped
+    postings when a splice needs them, not kept.
     """
 
     data: IndexData
@@ -77,9 +75,6 @@ class Generation:
     the file cannot be mapped again)."""
     stamp: IndexStamp
     """Where its files are, and the size, mtime, ctime and inode each had when it was opened."""
-    posting_bytes: PostingBytes | None = None
-    """Each posting's gap (uint32) and varint length in ``bm25_raw``, once worked out (carried from the splice that
-    wrote it, or by ``warm``)."""
     cached: tuple[tuple[str, Stamp], ...] = ()
     """The readers' cache files whose maps ``data.bm25`` holds, each with its stamp when it was mapped."""
     keys: npt.NDArray[np.uint64] | None = None
@@ -173,21 +168,16 @@ def _cached_bm25(cache_dir: Path, meta: IndexMeta, key: str,
 
 
 def warm(gen: Generation) -> None:
-    """Ready ``gen`` for the first splice without publishing: its postings' byte layout, and the pages a splice reads.
+    """Ready ``gen`` for the first splice without publishing: its fingerprints' keys, and the pages a splice reads.
 
-    The layout (``PostingBytes``: each posting's gap and varint length) is
-    worked out ``LAYOUT_STEP`` postings at a time from the mapped arrays, which
-    reads their pages in; bm25.idx and the small term arrays are read in too.
-    No splice runs: the temporaries of one (tens of bytes a posting) would
-    make the start of the agent its peak.
+    The mapped BM25 arrays and bm25.idx are read in, a byte of every page. No
+    splice runs: the temporaries of one (tens of bytes a posting) would make
+    the start of the agent its peak.
     """
+    gen.previous()  # works out the fingerprints' keys, 8 bytes a chunk, kept for the next splice
     old = gen.data.bm25
-    if gen.posting_bytes is None or gen.posting_bytes.gap.size != old.post_doc.size:
-        gen.posting_bytes = posting_layout(old.post_doc, old.offsets, old.post_tf, LAYOUT_STEP)
-    for a in (old.doc_len, old.term_blob, old.term_starts, old.offsets, gen.bm25_raw):
+    for a in (old.doc_len, old.term_blob, old.term_starts, old.offsets, old.post_doc, old.post_tf, gen.bm25_raw):
         _read_in(a)
-
-
 
 
 def _read_in(data: np.ndarray | bytes | memoryview | mmap.mmap) -> None:
@@ -205,7 +195,6 @@ class Spliced:
     pieces: dict[str, list[Piece]]
     bm25: BM25Index
     bm25_raw: bytes | memoryview
-    posting_bytes: PostingBytes
     ends: npt.NDArray[np.int64]
     """The offset of each newline of the docs.jsonl published."""
     derived: Derivation
@@ -247,7 +236,7 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
                 # at a time as they are written: neither the weights nor the entry are ever held whole.
                 staging = pool.submit(_stream_decoded, postings, meta.k1, meta.b, cache_dir, index_id)
                 t0 = time.perf_counter()
-                bm25_bytes, layout = encode_spliced_carried(gen.bm25_raw, old.bm25, postings, gen.posting_bytes)
+                bm25_bytes = encode_spliced(gen.bm25_raw, old.bm25, postings)
                 report.seconds["encode"] = time.perf_counter() - t0
                 t0 = time.perf_counter()
                 entry = staging.result()
@@ -273,7 +262,7 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
     # What the publish adds once the BM25 work is done: the wait for the thread, bm25.idx, the renames.
     report.seconds["write"] = time.perf_counter() - t0
     tick("write", 1, 1)
-    return Spliced(meta, pieces, decoded, bm25_bytes, layout, ends, derived)
+    return Spliced(meta, pieces, decoded, bm25_bytes, ends, derived)
 
 
 def _stream_decoded(postings: Postings, k1: float, b: float, cache_dir: Path, index_id: str) -> StreamedEntry:
@@ -404,9 +393,8 @@ def following(target: Path, gen: Generation, asm: Assembly, done: Spliced, cache
     data = IndexData(path=target, generation=generation_of(target) or "", meta=meta, records=records,
                      vectors=vectors, bm25=bm25)
     fingerprints = np.concatenate(fps) if fps else np.zeros(0, dtype="S64")
-    layout = PostingBytes(done.posting_bytes.gap.astype(np.uint32, copy=False), done.posting_bytes.size)
     carried = (np.concatenate(keys) if keys else np.zeros(0, dtype=np.uint64)) if keys is not None else None
-    return Generation(data, asm.rows, fingerprints, bm25_raw, stamp, layout, cached, carried)
+    return Generation(data, asm.rows, fingerprints, bm25_raw, stamp, cached, carried)
 
 
 def _bm25_key(cache_dir: Path, meta: IndexMeta, stats: list[os.stat_result], raw: bytes | mmap.mmap) -> str:
