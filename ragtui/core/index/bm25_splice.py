@@ -74,8 +74,8 @@ class PostingBytes:
 
     def sizes(self, lo: int, hi: int) -> np.ndarray:
         """The varint bytes (uint8) of postings lo .. hi-1."""
-        s = leb128.sizes(self.gaps(lo, hi)).astype(np.uint8)
-        s += leb128.sizes(np.asarray(self.post_tf[lo:hi])).astype(np.uint8)
+        s = leb128.sizes(self.gaps(lo, hi))
+        s += leb128.sizes(np.asarray(self.post_tf[lo:hi]))
         return s
 
     def gap_at(self, at: np.ndarray) -> np.ndarray:
@@ -90,8 +90,8 @@ class PostingBytes:
     def size_at(self, at: np.ndarray) -> np.ndarray:
         """The varint bytes (uint8) of the postings at positions ``at``."""
         at = np.asarray(at, dtype=np.int64)
-        s = leb128.sizes(self.gap_at(at)).astype(np.uint8)
-        s += leb128.sizes(np.asarray(self.post_tf[at])).astype(np.uint8)
+        s = leb128.sizes(self.gap_at(at))
+        s += leb128.sizes(np.asarray(self.post_tf[at]))
         return s
 
 
@@ -376,24 +376,28 @@ def _differing(a: Callable[[int, int], np.ndarray], a_n: int, a_gone: np.ndarray
                b: Callable[[int, int], np.ndarray], b_n: int, b_gone: np.ndarray, step: int = LAYOUT_STEP) -> np.ndarray:
     """The positions c (ascending) where ``np.delete(A, a_gone)[c] != np.delete(B, b_gone)[c]``, for the arrays A
     of ``a_n`` values whose stretches ``a(lo, hi)`` gives and B of ``b_n`` (``a_gone`` and ``b_gone`` ascending,
-    the two results of one length), without making A, B or either result: the two are compared stretch by
-    stretch, each stretch at most ``step`` long and one where neither side skips an element."""
+    the two results of one length), without making A, B or either result: each side's values are asked for
+    ``step`` positions at a time, and compared stretch by stretch where neither side skips an element."""
     n = int(a_n - a_gone.size)
     if n != b_n - b_gone.size:
         raise ValueError("the two sides differ in length once their gone elements are left out")
     a_shift = a_gone - np.arange(a_gone.size)  # from this position on, one more element of ``a`` is skipped
     b_shift = b_gone - np.arange(b_gone.size)
-    cuts = np.unique(np.concatenate((np.arange(0, n, step, dtype=np.int64), a_shift, b_shift, [0, n])))
-    cuts = cuts[(cuts >= 0) & (cuts <= n)]
-    skip_a = np.searchsorted(a_shift, cuts[:-1], side="right").tolist()
-    skip_b = np.searchsorted(b_shift, cuts[:-1], side="right").tolist()
     out = [np.zeros(0, dtype=np.int64)]
-    for lo, hi, x, y in zip(cuts[:-1].tolist(), cuts[1:].tolist(), skip_a, skip_b):
-        if hi <= lo:
-            continue
-        differ = np.flatnonzero(a(lo + x, hi + x) != b(lo + y, hi + y))
-        if differ.size:
-            out.append(differ + lo)
+    for first in range(0, n, step):
+        last = min(first + step, n)  # positions first .. last-1: each side's values worked out once for them
+        cuts = np.unique(np.concatenate(([first, last], a_shift, b_shift)))
+        cuts = cuts[(cuts >= first) & (cuts <= last)]
+        skip_a = np.searchsorted(a_shift, cuts[:-1], side="right")
+        skip_b = np.searchsorted(b_shift, cuts[:-1], side="right")
+        a_lo, b_lo = first + int(skip_a[0]), first + int(skip_b[0])
+        a_vals = a(a_lo, last + int(np.searchsorted(a_shift, last - 1, side="right")))
+        b_vals = b(b_lo, last + int(np.searchsorted(b_shift, last - 1, side="right")))
+        for lo, hi, x, y in zip(cuts[:-1].tolist(), cuts[1:].tolist(), skip_a.tolist(), skip_b.tolist()):
+            if hi > lo:
+                differ = np.flatnonzero(a_vals[lo + x - a_lo : hi + x - a_lo] != b_vals[lo + y - b_lo : hi + y - b_lo])
+                if differ.size:
+                    out.append(differ + lo)
     return np.concatenate(out)
 
 
