@@ -382,3 +382,29 @@ def test_a_reader_waits_for_the_entries_a_writer_is_making_instead_of_building_t
     held.release()
     reader.join()
     assert builds.builds == 1 and got and got[0]
+
+
+def test_a_writer_that_cannot_store_the_stemmed_entry_builds_nothing_in_memory(tmp_path, monkeypatch):
+    """The arm is made for readers: when its entry cannot be written, the writer leaves it to them rather than
+    build the whole arm in memory and drop it."""
+    from ragtui.core.ingest.writer import IndexWriter
+
+    folder, art = tmp_path / "docs", tmp_path / "art"
+    link, cache = art / "rag" / "docs", art / "rag" / ".cache"
+    make_docs(folder)
+    writer = IndexWriter(folder, artifacts=art, embedder=embedder(), max_tokens=12, overlap=3, derive_behind=True)
+    writer.sync()
+    writer.wait_derived()
+    Retriever.open(link, embedder=embedder(), cache_dir=cache).search("otters", mode="bm25stem", k=5)
+    (cache / f"stem-docs-streamed.tmp{os.getpid()}").write_text("in the way of the entry's temporary folder")
+    builds = StemBuilds(monkeypatch)
+    (folder / "d4.md").write_text("rivers and otters again " * 4, encoding="utf-8")
+    assert writer.sync().published
+    writer.wait_derived()
+    assert builds.whole == 0 and builds.blocks == 0
+    key = read_index(link, full=False, cache_dir=cache).stats["doclex_key"]
+    assert (cache / f"doclex-docs-{key}" / "complete").is_file()  # the document-level entry is made as before
+    monkeypatch.undo()
+    got = Retriever.open(link, embedder=embedder(), cache_dir=cache).search("otters rivers", mode="bm25stem", k=20)
+    assert [(h.row, h.score) for h in got] == [(h.row, h.score) for h in Retriever.open(
+        link, embedder=embedder(), cache_dir=None).search("otters rivers", mode="bm25stem", k=20)]

@@ -158,11 +158,11 @@ class Derivation:
         finally:
             self.release()
 
-    def _stem(self, key: str | None) -> StemLexical:
-        """The stemmed arm of the document-level BM25 keyed ``key``: written into its entry a block of postings at
-        a time (``StemLexical.build_into``), then mapped from it (built in memory only when it cannot be stored)."""
+    def _stem(self, key: str | None) -> None:
+        """The stemmed arm of the document-level BM25 keyed ``key``, written into its entry a block of postings at
+        a time (``StemLexical.build_into``); nothing is built in memory when the entry cannot be written."""
         assert self.doc_of_row is not None
-        return StemLexical.load(self.bm25, self.doc_of_row, self.cache_dir, self.index_id, source_key=key, wait=False)
+        StemLexical.stored(self.bm25, self.doc_of_row, self.cache_dir, self.index_id, source_key=key, wait=False)
 
     def release_lexical(self) -> None:
         """Let readers waiting for this generation's lexical entries go (they find them, or build their own)."""

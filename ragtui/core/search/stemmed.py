@@ -134,8 +134,20 @@ class StemLexical:
         ``wait``: before building, wait for the index's ``lexical_lock``, which a writer holds while it makes
         the entry (a caller that holds it passes False)."""
         doc_of_row = np.asarray(doc_of_row, dtype=np.int64)
-        if cache_dir is None:
-            return cls.build(chunks, doc_of_row, k1, b)
+        if cache_dir is not None:
+            got = cls.stored(chunks, doc_of_row, cache_dir, name, k1, b, source_key, wait=wait)
+            if got is not None:
+                return got
+        return cls.build(chunks, doc_of_row, k1, b)
+
+    @classmethod
+    def stored(cls, chunks: BM25Index, doc_of_row: npt.NDArray[np.int64], cache_dir: Path, name: str,
+               k1: float = DEFAULT_STEM_K1, b: float = DEFAULT_STEM_B, source_key: str | None = None, *,
+               wait: bool = True) -> StemLexical | None:
+        """``load`` without its last resort: the arm mapped from its cache entry (written first when missing), or
+        None when the entry cannot be written or read (a writer making entries for readers has no use for an
+        arm built in memory)."""
+        doc_of_row = np.asarray(doc_of_row, dtype=np.int64)
         key = source_cache_key(source_key, k1, b) if source_key is not None else cache_key(chunks, doc_of_row, k1, b)
         got = cls._cached(chunks, doc_of_row, cache_dir, name, key, k1, b)
         if got is not None:
@@ -157,10 +169,8 @@ class StemLexical:
                 entry.discard()
             if placed:
                 evict(cache_dir, STEM_KIND, name)
-                got = cls._cached(chunks, doc_of_row, cache_dir, name, key, k1, b)
-                if got is not None:
-                    return got
-        return cls.build(chunks, doc_of_row, k1, b)
+                return cls._cached(chunks, doc_of_row, cache_dir, name, key, k1, b)
+        return None
 
     @classmethod
     def _cached(cls, chunks: BM25Index, doc_of_row: npt.NDArray[np.int64], cache_dir: Path, name: str, key: str,
