@@ -233,15 +233,20 @@ def test_an_unwritable_cache_costs_the_reader_time_not_the_publish(tmp_path):
     assert os.path.isfile(art / "rag" / ".cache")
 
 
-def test_a_long_running_writer_stores_the_stemmed_arm_once_a_reader_used_it(tmp_path, monkeypatch):
+def long_running_writer(tmp_path: Path):
+    """The folder, the index's link and cache, and a writer as the watch agent holds it, after its first save."""
     from ragtui.core.ingest.writer import IndexWriter
 
     folder, art = tmp_path / "docs", tmp_path / "art"
-    link, cache = art / "rag" / "docs", art / "rag" / ".cache"
     make_docs(folder)
     writer = IndexWriter(folder, artifacts=art, embedder=embedder(), max_tokens=12, overlap=3, derive_behind=True)
     writer.sync()
     writer.wait_derived()
+    return folder, art / "rag" / "docs", art / "rag" / ".cache", writer
+
+
+def test_a_long_running_writer_stores_the_stemmed_arm_once_a_reader_used_it(tmp_path, monkeypatch):
+    folder, link, cache, writer = long_running_writer(tmp_path)
     assert not [p for p in cache.iterdir() if p.name.startswith("stem-")]  # nobody used it: not built
     Retriever.open(link, embedder=embedder(), cache_dir=cache).search("otters", mode="hybrid", k=5)
     (folder / "d5.md").write_text("rivers full of otters " * 5, encoding="utf-8")
@@ -265,13 +270,7 @@ def test_a_long_running_writer_stores_the_stemmed_arm_once_a_reader_used_it(tmp_
 
 def test_a_long_running_writer_keeps_the_two_newest_stemmed_entries(tmp_path):
     """Each save stores a stemmed entry once a reader used the arm; the entries of older generations go."""
-    from ragtui.core.ingest.writer import IndexWriter
-
-    folder, art = tmp_path / "docs", tmp_path / "art"
-    link, cache = art / "rag" / "docs", art / "rag" / ".cache"
-    make_docs(folder)
-    writer = IndexWriter(folder, artifacts=art, embedder=embedder(), max_tokens=12, overlap=3, derive_behind=True)
-    writer.sync()
+    folder, link, cache, writer = long_running_writer(tmp_path)
     Retriever.open(link, embedder=embedder(), cache_dir=cache).search("otters", mode="bm25stem", k=5)
     counts = []
     for i in range(5):
@@ -387,14 +386,7 @@ def test_a_reader_waits_for_the_entries_a_writer_is_making_instead_of_building_t
 def test_a_writer_that_cannot_store_the_stemmed_entry_builds_nothing_in_memory(tmp_path, monkeypatch):
     """The arm is made for readers: when its entry cannot be written, the writer leaves it to them rather than
     build the whole arm in memory and drop it."""
-    from ragtui.core.ingest.writer import IndexWriter
-
-    folder, art = tmp_path / "docs", tmp_path / "art"
-    link, cache = art / "rag" / "docs", art / "rag" / ".cache"
-    make_docs(folder)
-    writer = IndexWriter(folder, artifacts=art, embedder=embedder(), max_tokens=12, overlap=3, derive_behind=True)
-    writer.sync()
-    writer.wait_derived()
+    folder, link, cache, writer = long_running_writer(tmp_path)
     Retriever.open(link, embedder=embedder(), cache_dir=cache).search("otters", mode="bm25stem", k=5)
     (cache / f"stem-docs-streamed.tmp{os.getpid()}").write_text("in the way of the entry's temporary folder")
     builds = StemBuilds(monkeypatch)
