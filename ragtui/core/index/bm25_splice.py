@@ -386,8 +386,10 @@ def _differing(a: Callable[[int, int], np.ndarray], a_n: int, a_gone: np.ndarray
     out = [np.zeros(0, dtype=np.int64)]
     for first in range(0, n, step):
         last = min(first + step, n)  # positions first .. last-1: each side's values worked out once for them
-        cuts = np.unique(np.concatenate(([first, last], a_shift, b_shift)))
-        cuts = cuts[(cuts >= first) & (cuts <= last)]
+        # Only the shifts within these positions: both arrays are ascending.
+        a_in = a_shift[np.searchsorted(a_shift, first) : np.searchsorted(a_shift, last, side="right")]
+        b_in = b_shift[np.searchsorted(b_shift, first) : np.searchsorted(b_shift, last, side="right")]
+        cuts = np.unique(np.concatenate(([first, last], a_in, b_in)))
         skip_a = np.searchsorted(a_shift, cuts[:-1], side="right")
         skip_b = np.searchsorted(b_shift, cuts[:-1], side="right")
         a_lo, b_lo = first + int(skip_a[0]), first + int(skip_b[0])
