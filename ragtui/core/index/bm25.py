@@ -320,6 +320,20 @@ class BM25Index:
         # "k": the entry also holds term_key (an entry of an older ragtui lacks it).
         return f"v{VERSION}k-" + digest.hexdigest()[:40]
 
+    @classmethod
+    def placed(cls, entry: StreamedEntry, key: str, p: Postings, k1: float, b: float, cache_dir: Path,
+               name: str = "index") -> BM25Index:
+        """The arrays ``stream_arrays`` wrote into ``entry``, named as the readers' entry of ``key`` and mapped from
+        it; made from ``p`` in memory only when the entry could not be written or read back."""
+        try:
+            if entry.place(key):
+                found = load_entry(cache_dir, "bm25", name, key)
+                if found is not None and _sound(found, k1, b):
+                    return cls.from_arrays(found)
+        finally:
+            entry.discard()
+        return cls.from_postings(p, k1, b)
+
     @staticmethod
     def stream_arrays(p: Postings, k1: float, b: float, entry: StreamedEntry, block: int = 1 << 20) -> None:
         """Write into ``entry`` the arrays of ``from_postings(p, k1, b).to_arrays()``, the same bytes, ``block``

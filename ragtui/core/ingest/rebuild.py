@@ -42,7 +42,7 @@ import numpy as np
 
 from ragtui.core.embedders.base import Embedder
 from ragtui.core.index.analyzer import analyze
-from ragtui.core.index.arraycache import StreamedEntry, load_entry
+from ragtui.core.index.arraycache import StreamedEntry
 from ragtui.core.index.bm25 import BM25Index, Postings
 from ragtui.core.index.bm25_write import PostingsBuilder, encode_pieces
 from ragtui.core.index.index_format import BM25, DOCS, META, VECTORS
@@ -388,10 +388,7 @@ class _Run:
         entry = StreamedEntry(plan.cache_dir, "bm25", plan.index_id)
         try:
             BM25Index.stream_arrays(postings, plan.k1, plan.b, entry, BM25_STEP)
-            if entry.place(key):
-                found = load_entry(plan.cache_dir, "bm25", plan.index_id, key)
-                if found is not None:
-                    return BM25Index.from_arrays(found)
-        finally:
+        except BaseException:
             entry.discard()
-        return BM25Index.from_postings(postings, plan.k1, plan.b)
+            raise
+        return BM25Index.placed(entry, key, postings, plan.k1, plan.b, plan.cache_dir, plan.index_id)

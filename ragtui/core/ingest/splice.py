@@ -245,7 +245,7 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
             # Before the link: readers that reload find the decoded arrays instead of decoding the file,
             # and what this writer checked of the files instead of checking it again (core.index.verified).
             bm25_key = BM25Index.cache_key(bm25_bytes, meta.k1, meta.b)
-            decoded = _placed_decoded(entry, bm25_key, postings, meta, cache_dir)
+            decoded = BM25Index.placed(entry, bm25_key, postings, meta.k1, meta.b, cache_dir, index_id)
             ends = _docs_ends(gen, asm, pieces[DOCS])
             report.seconds["cache"] = time.perf_counter() - t0
             derived = Derivation.plan(cache_dir, index_id, decoded, bm25_key, asm.rows, everything=derive_all)
@@ -267,25 +267,15 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
 
 def _stream_decoded(postings: Postings, k1: float, b: float, cache_dir: Path, index_id: str) -> StreamedEntry:
     """The readers' arrays of ``postings`` written a block at a time to an entry not yet named (nothing is
-    computed when the cache cannot be written: ``_placed_decoded`` then makes them in memory)."""
+    computed when the cache cannot be written: ``BM25Index.placed`` then makes them in memory)."""
     entry = StreamedEntry(cache_dir, "bm25", index_id)
     if entry.ok:
-        BM25Index.stream_arrays(postings, k1, b, entry)
+        try:
+            BM25Index.stream_arrays(postings, k1, b, entry)
+        except BaseException:
+            entry.discard()
+            raise
     return entry
-
-
-def _placed_decoded(entry: StreamedEntry, key: str, postings: Postings, meta: IndexMeta,
-                    cache_dir: Path) -> BM25Index:
-    """The arrays of ``entry`` named as the readers' entry of ``key`` and mapped from it; made in memory only
-    when the entry could not be written or read back."""
-    try:
-        if entry.place(key):
-            found = load_entry(cache_dir, "bm25", meta.index_id, key)
-            if found is not None and bm25_entry_sound(found, meta.k1, meta.b):
-                return BM25Index.from_arrays(found)
-    finally:
-        entry.discard()
-    return BM25Index.from_postings(postings, meta.k1, meta.b)
 
 
 def _docs_ends(gen: Generation, asm: Assembly, docs: Sequence[Piece]) -> npt.NDArray[np.int64]:
