@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import pytest
 
 from ragtui.core.index.arraycache import StreamedEntry, cached_arrays, load_entry
 
@@ -37,3 +38,29 @@ def test_an_unwritable_cache_costs_nothing_but_the_entry(tmp_path):
     assert not entry.place("v1k-abc")  # no error, no entry
     assert blocked.read_text() == "a file where the cache folder should be"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cache"]
+
+
+@pytest.mark.parametrize("dtype", [np.uint32, np.float64, np.int64, np.uint16])
+@pytest.mark.parametrize("sizes", [[], [0], [5], [3, 0, 4], [1 << 16, 7]])
+def test_a_column_counted_as_it_is_written_is_the_file_np_save_writes(tmp_path, dtype, sizes):
+    """A column whose length is not known in advance gets the count into its header when it is closed."""
+    blocks = [np.arange(n, dtype=np.int64).astype(dtype) for n in sizes]
+    whole = np.concatenate(blocks) if blocks else np.zeros(0, dtype=dtype)
+    entry = StreamedEntry(tmp_path, "stem", "docs")
+    column = entry.column("a", dtype)
+    for block in blocks:
+        column.write(block)
+    column.close()
+    assert entry.place("k")
+    np.save(tmp_path / "want.npy", whole, allow_pickle=False)
+    assert (tmp_path / "stem-docs-k" / "a.npy").read_bytes() == (tmp_path / "want.npy").read_bytes()
+
+
+def test_a_column_announced_with_a_count_must_get_that_many_values(tmp_path):
+    entry = StreamedEntry(tmp_path, "stem", "docs")
+    column = entry.column("a", np.uint32, 4)
+    column.write(np.arange(3, dtype=np.uint32))
+    with pytest.raises(ValueError, match="3 values written where 4 were announced"):
+        column.close()
+    assert not entry.place("k")  # what was written is gone
+    assert list(tmp_path.iterdir()) == []

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,7 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ragtui.core.index.analyzer import analyze
-from ragtui.core.search.docaware import DocLexical, doc_groups
+from ragtui.core.index.arraycache import StreamedEntry
+from ragtui.core.index.bm25 import BM25Index
+from ragtui.core.index.bm25_write import build_postings
+from ragtui.core.search.docaware import DOCLEX_KIND, DocLexical, doc_groups
 from ragtui.core.search.retriever import Retriever
 from tests.unit.fakes import HashEmbedder
 from tests.unit.indexgen import build, make_records
@@ -141,3 +146,34 @@ def test_search_is_the_dense_scores_top_k(retriever):
             rows, scores = lex.search(bm25, query, 50, cw)
             order = sorted(np.flatnonzero(dense > 0).tolist(), key=lambda r: (-dense[r], r))
             assert rows.tolist() == order and np.allclose(scores, dense[order], atol=1e-12, rtol=0)
+
+
+def _entry_files(tmp: Path, fill) -> dict[str, bytes]:
+    """The files of a document-level BM25 entry, written by ``fill(StreamedEntry)`` and placed."""
+    entry = StreamedEntry(tmp, DOCLEX_KIND, "docs")
+    fill(entry)
+    assert entry.ok and entry.place("k")
+    return {p.name: p.read_bytes() for p in sorted((tmp / f"{DOCLEX_KIND}-docs-k").iterdir())}
+
+
+vocabulary = st.sampled_from(["cats", "cat", "mice", "the", "dogs", "naïve", "ΣΊΣΥΦΟΣ", "x2y", "run", "runs"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(vocabulary, max_size=8), max_size=12), st.lists(st.integers(0, 3), min_size=1, max_size=12),
+       st.integers(1, 40))
+def test_the_entry_written_in_blocks_is_the_whole_builds_bytes(chunk_terms, sizes, block):
+    """One pass of whole terms a block at a time writes the very files of the whole build's arrays saved."""
+    doc_ids = [f"d{i}" for i, n in enumerate(sizes) for _ in range(n + 1)][: len(chunk_terms)]
+    doc_ids += [doc_ids[-1] if doc_ids else "d0"] * (len(chunk_terms) - len(doc_ids))
+    chunks = BM25Index.from_postings(build_postings(chunk_terms), 1.2, 0.75)
+    groups = doc_groups(doc_ids)
+    with tempfile.TemporaryDirectory() as whole, tempfile.TemporaryDirectory() as blocks:
+        arrays = DocLexical.build(chunks, groups).to_arrays()
+
+        def save(entry: StreamedEntry) -> None:
+            for name, a in arrays.items():
+                entry.add(name, a.dtype, a.size, [a])
+
+        want = _entry_files(Path(whole), save)
+        assert _entry_files(Path(blocks), lambda e: DocLexical.build_into(e, chunks, groups, block=block)) == want

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import io
 import mmap
 import os
 import shutil
@@ -316,8 +317,9 @@ class StreamedEntry:
             column.write(block)
         column.close()
 
-    def column(self, key: str, dtype: np.dtype | type, n: int) -> Column:
-        """The 1-d array ``key`` of ``n`` values of ``dtype``, to be written a block at a time (several at once)."""
+    def column(self, key: str, dtype: np.dtype | type, n: int | None = None) -> Column:
+        """The 1-d array ``key`` of ``n`` values of ``dtype``, to be written a block at a time (several at once);
+        ``n`` None: as many as are written (the count goes into the header when the column is closed)."""
         return Column(self, key, np.dtype(dtype), n)
 
     def place(self, key: str) -> bool:
@@ -335,7 +337,7 @@ class StreamedEntry:
 class Column:
     """One array of a ``StreamedEntry`` being written: its ``.npy`` header, then its blocks in order."""
 
-    def __init__(self, entry: StreamedEntry, key: str, dtype: np.dtype, n: int) -> None:
+    def __init__(self, entry: StreamedEntry, key: str, dtype: np.dtype, n: int | None) -> None:
         self._entry, self._key, self._dtype, self._n = entry, key, dtype, n
         self._written = 0
         self._file: BinaryIO | None = None
@@ -344,9 +346,7 @@ class Column:
             return
         try:
             self._file = open(tmp / f"{key}.npy", "wb")  # noqa: SIM115 - closed by close(), or on failure
-            header = np.lib.format.header_data_from_array_1_0(np.empty(0, dtype=dtype))
-            header["shape"] = (n,)
-            np.lib.format.write_array_header_1_0(self._file, header)
+            self._file.write(_npy_header(dtype, 0 if n is None else n))
         except OSError:
             self._fail()
 
@@ -366,11 +366,20 @@ class Column:
         if f is None:
             return
         try:
+            if self._n is None:
+                # The count is known now. A 1-d header is padded to 64 bytes whatever the count's digits, so the
+                # header written first is replaced in place: the file is what ``np.save`` writes.
+                header = _npy_header(self._dtype, self._written)
+                if len(header) != len(_npy_header(self._dtype, 0)):
+                    raise OSError(errno.EOVERFLOW, f"{self._key}: the header of {self._written} values is longer")
+                f.seek(0)
+                f.write(header)
             f.close()
         except OSError:
-            self._entry.discard()
+            self._file = f
+            self._fail()
             return
-        if self._written != self._n and self._entry._tmp is not None:
+        if self._n is not None and self._written != self._n and self._entry._tmp is not None:
             self._entry.discard()
             raise ValueError(f"{self._key}: {self._written} values written where {self._n} were announced")
 
@@ -382,6 +391,15 @@ class Column:
             except OSError:
                 pass
         self._entry.discard()
+
+
+def _npy_header(dtype: np.dtype, n: int) -> bytes:
+    """The ``.npy`` (version 1.0) header of a 1-d array of ``n`` values of ``dtype``, as ``np.save`` writes it."""
+    header = np.lib.format.header_data_from_array_1_0(np.empty(0, dtype=dtype))
+    header["shape"] = (n,)
+    out = io.BytesIO()
+    np.lib.format.write_array_header_1_0(out, header)
+    return out.getvalue()
 
 
 def drop_pages(array: np.ndarray, upto: int) -> None:

@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_CHUNK_WEIGHT", "DOCLEX_KIND", "DocLexical", "check_chunk_weight", "doc_groups", "doc_groups_of",
-    "doc_groups_of_rows", "doc_groups_of_sizes", "doc_lengths", "doc_ends", "doc_numbers", "doc_sums", "doclex_key",
+    "doc_groups_of_rows", "doc_groups_of_sizes", "doc_lengths", "doc_numbers", "doc_sums", "doclex_key",
 ]
 
 DOCLEX_KIND = "doclex"
@@ -186,14 +186,6 @@ def doc_sums(doc_of: npt.NDArray[np.int64] | npt.NDArray[np.int32], rows: np.nda
     # Summed modulo 2^32, as a sum in int64 cast to uint32 is.
     summed = np.add.reduceat(tf, starts, dtype=np.uint32)
     return first.view(np.uint32) if first.dtype == np.int32 else first.astype(np.uint32), summed, _ends(starts, bounds)
-
-
-def doc_ends(doc_of: npt.NDArray[np.int64] | npt.NDArray[np.int32], rows: np.ndarray,
-             bounds: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """``doc_sums(doc_of, rows, tf, bounds)[2]`` without the tfs: where each term's document postings end."""
-    if rows.size == 0:
-        return np.zeros(bounds.size - 1, np.int64)
-    return _ends(_doc_starts(doc_of, rows, bounds)[1], bounds)
 
 
 def _ends(starts: npt.NDArray[np.int64], bounds: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -361,35 +353,32 @@ class DocLexical:
     def build_into(cls, entry: StreamedEntry, chunks: BM25Index, doc_of_row: npt.NDArray[np.int64],
                    block: int | None = None) -> None:
         """Write into ``entry`` the arrays of ``build(chunks, doc_of_row).to_arrays()``, the same bytes, a block of
-        chunk postings at a time: nothing of the size of the postings is held. The postings are summed twice,
-        once to count the document postings of each term, once to write them with their weights."""
+        chunk postings at a time: nothing of the size of the postings is held. One pass: a block holds whole
+        terms, so each term's document frequency (its idf) is known where its postings are written."""
         check_bm25_params(chunks.k1, chunks.b)
         doc_of_row = np.asarray(doc_of_row, dtype=np.int64)
         offsets = np.zeros(int(chunks.offsets.size), dtype=np.int64)
-        made = 0
-        for t_lo, t_hi, doc_block, _, ends in _sums(chunks, doc_of_row, block):
-            offsets[t_lo + 1 : t_hi + 1] = made + ends
-            made += doc_block.size
         doc_len = doc_lengths(chunks, doc_of_row)
         n_docs = int(doc_len.size)
         avgdl = float(doc_len.mean(dtype=np.float64)) if n_docs else 0.0
-        df = np.diff(offsets)
         k1, b = chunks.k1, chunks.b
-        entry.add("rows", np.int64, doc_of_row.size, [doc_of_row])
-        scalars = np.array([n_docs, avgdl, k1, b], dtype=np.float64)
-        for name, whole in (("scalars", scalars), ("doc_len", doc_len), ("df", df), ("offsets", offsets)):
-            entry.add(name, whole.dtype, whole.size, [whole])
-        columns = [entry.column(name, dtype, made) for name, dtype in
+        columns = [entry.column(name, dtype) for name, dtype in
                    (("post_doc", np.uint32), ("post_tf", np.uint32), ("weights", np.float64))]
-        for t_lo, t_hi, doc_block, tf_block, _ends in _sums(chunks, doc_of_row, block):
+        made = 0
+        for t_lo, t_hi, doc_block, tf_block, ends in _sums(chunks, doc_of_row, block):
             columns[0].write(doc_block)
             columns[1].write(tf_block)
-            base = offsets[t_lo]
-            for w in weight_blocks(df[t_lo:t_hi], offsets[t_lo : t_hi + 1] - base, doc_block, tf_block, doc_len,
-                                   avgdl, n_docs, k1, b):
+            local = np.concatenate(([0], ends))
+            for w in weight_blocks(np.diff(local), local, doc_block, tf_block, doc_len, avgdl, n_docs, k1, b):
                 columns[2].write(w)
+            offsets[t_lo + 1 : t_hi + 1] = made + ends
+            made += doc_block.size
         for column in columns:
             column.close()
+        entry.add("rows", np.int64, doc_of_row.size, [doc_of_row])
+        scalars = np.array([n_docs, avgdl, k1, b], dtype=np.float64)
+        for name, whole in (("scalars", scalars), ("doc_len", doc_len), ("df", np.diff(offsets)), ("offsets", offsets)):
+            entry.add(name, whole.dtype, whole.size, [whole])
 
     def chunk_scores(self, chunks: BM25Index, query: str, chunk_weight: float) -> npt.NDArray[np.float64]:
         """Dense doc-aware score of every chunk: its document's BM25 + chunk_weight * its own.

@@ -54,7 +54,7 @@ from ragtui.core.index.arraycache import BuildLock, StreamedEntry, drop_pages, e
 from ragtui.core.index.bm25 import BM25Index, Postings, check_bm25_params, weight_blocks
 from ragtui.core.index.bm25_prune import term_keys
 from ragtui.core.index.topk import top_k
-from ragtui.core.search.docaware import DocLexical, doc_ends, doc_lengths, doc_numbers, doc_sums, lexical_lock
+from ragtui.core.search.docaware import DocLexical, doc_lengths, doc_numbers, doc_sums, lexical_lock
 
 __all__ = [
     "BUILD_BLOCK", "DEFAULT_STEM_B", "DEFAULT_STEM_CHUNK_WEIGHT", "DEFAULT_STEM_K1", "STEMMER", "STEM_KIND",
@@ -198,50 +198,43 @@ class StemLexical:
         bytes, about ``block`` (``BUILD_BLOCK``) chunk postings at a time, whole stems: what is held beyond the
         dictionary and the per-chunk arrays is one block's temporaries, whatever the number of postings.
 
-        The dictionary is stemmed first (``stem_dictionary``); then the postings are merged per stem twice,
-        once to count each stem's chunk and document postings, once to write them with their weights. The
-        chunk postings read from a mapped ``chunks`` (a cache entry) are given back to the page cache as
-        each block is done."""
+        The dictionary is stemmed first (``stem_dictionary``); then the postings are merged per stem in one
+        pass: a block holds whole stems, so each stem's chunk and document frequencies (its idf at each level)
+        are known where its postings are written. The chunk postings read from a mapped ``chunks`` (a cache
+        entry) are given back to the page cache as each block is done."""
         check_bm25_params(k1, b)
         doc_of_row = np.asarray(doc_of_row, dtype=np.int64)
         stem_of, blob, starts = stem_dictionary(chunks)
         n_stems = int(starts.size - 1)
         doc_of = doc_numbers(doc_of_row)
-        c_offsets = np.zeros(n_stems + 1, dtype=np.int64)
-        d_offsets = np.zeros(n_stems + 1, dtype=np.int64)
-        for s_lo, s_hi, rows, _, bounds in _merged(chunks, stem_of, n_stems, block, tfs=False):
-            c_offsets[s_lo + 1 : s_hi + 1] = c_offsets[s_lo] + bounds[1:]
-            d_offsets[s_lo + 1 : s_hi + 1] = d_offsets[s_lo] + doc_ends(doc_of, rows, bounds)
-            del rows  # not held while the next block is merged
         c_len = np.asarray(chunks.doc_len, dtype=np.uint32)
         d_len = doc_lengths(chunks, doc_of_row)
-        keys = term_keys(blob, starts)
         levels = []
-        for prefix, doc_len, offsets in (("c_", c_len, c_offsets), ("d_", d_len, d_offsets)):
+        for prefix, doc_len in (("c_", c_len), ("d_", d_len)):
             n = int(doc_len.size)
             avgdl = float(doc_len.mean(dtype=np.float64)) if n else 0.0
-            df = np.diff(offsets)
-            scalars = np.array([n, avgdl, k1, b], dtype=np.float64)
-            for array_name, whole in (("scalars", scalars), ("doc_len", doc_len), ("term_blob", blob),
-                                      ("term_starts", starts), ("df", df), ("offsets", offsets), ("term_key", keys)):
-                entry.add(prefix + array_name, whole.dtype, whole.size, [whole])
-            made = int(offsets[-1])
-            columns = [entry.column(prefix + array_name, dtype, made) for array_name, dtype in
+            columns = [entry.column(prefix + array_name, dtype) for array_name, dtype in
                        (("post_doc", np.uint32), ("post_tf", np.uint32), ("weights", np.float64))]
-            levels.append((columns, doc_len, df, avgdl, n))
+            levels.append((prefix, columns, doc_len, avgdl, n, np.zeros(n_stems + 1, dtype=np.int64)))
         for s_lo, s_hi, rows, tf, bounds in _merged(chunks, stem_of, n_stems, block):
-            assert tf is not None
             d_doc, d_tf, d_ends = doc_sums(doc_of, rows, tf, bounds)
-            for (columns, doc_len, df, avgdl, n), post_doc, post_tf, local in (
+            for (_, columns, doc_len, avgdl, n, offsets), post_doc, post_tf, local in (
                     (levels[0], rows, tf, bounds), (levels[1], d_doc, d_tf, np.concatenate(([0], d_ends)))):
                 columns[0].write(post_doc)
                 columns[1].write(post_tf)
-                for w in weight_blocks(df[s_lo:s_hi], local, post_doc, post_tf, doc_len, avgdl, n, k1, b):
+                for w in weight_blocks(np.diff(local), local, post_doc, post_tf, doc_len, avgdl, n, k1, b):
                     columns[2].write(w)
+                offsets[s_lo + 1 : s_hi + 1] = offsets[s_lo] + local[1:]
             del rows, tf, d_doc, d_tf, post_doc, post_tf
-        for columns, *_ in levels:
+        keys = term_keys(blob, starts)
+        for prefix, columns, doc_len, avgdl, n, offsets in levels:
             for column in columns:
                 column.close()
+            scalars = np.array([n, avgdl, k1, b], dtype=np.float64)
+            for array_name, whole in (("scalars", scalars), ("doc_len", doc_len), ("term_blob", blob),
+                                      ("term_starts", starts), ("df", np.diff(offsets)), ("offsets", offsets),
+                                      ("term_key", keys)):
+                entry.add(prefix + array_name, whole.dtype, whole.size, [whole])
 
     def query_text(self, query: str) -> str:
         """``query``'s terms stemmed, as text the analyzer splits back into exactly those stems."""
@@ -332,10 +325,10 @@ def stem_postings(chunks: BM25Index) -> Postings:
     )
 
 
-def _merged(chunks: BM25Index, stem_of: npt.NDArray[np.int64], n_stems: int, block: int | None, *, tfs: bool = True,
-            ) -> Iterator[tuple[int, int, npt.NDArray[np.uint32], npt.NDArray[np.uint32] | None, npt.NDArray[np.int64]]]:
+def _merged(chunks: BM25Index, stem_of: npt.NDArray[np.int64], n_stems: int, block: int | None,
+            ) -> Iterator[tuple[int, int, npt.NDArray[np.uint32], npt.NDArray[np.uint32], npt.NDArray[np.int64]]]:
     """The stemmed postings of ``chunks`` (its terms' stems numbered ``stem_of``), about ``block`` chunk postings at
-    a time (whole stems), in order: (first stem, stem after the last, rows, tfs summed (None unless ``tfs``), where
+    a time (whole stems), in order: (first stem, stem after the last, rows, tfs summed, where
     each stem's postings start in the block and the last ends). Each stem's are ``stem_postings``'s: its terms'
     postings merged, rows ascending, a row's tfs summed."""
     block = BUILD_BLOCK if block is None else block
@@ -360,7 +353,7 @@ def _merged(chunks: BM25Index, stem_of: npt.NDArray[np.int64], n_stems: int, blo
         total = int(source[s_hi] - source[s_lo])
         if total == 0:
             empty = np.zeros(0, dtype=np.uint32)
-            yield s_lo, s_hi, empty, empty if tfs else None, np.zeros(s_hi - s_lo + 1, dtype=np.int64)
+            yield s_lo, s_hi, empty, empty, np.zeros(s_hi - s_lo + 1, dtype=np.int64)
             s_lo = s_hi
             continue
         # Where each posting of the block is among the chunk postings, its terms' ranges one after the other: a
@@ -371,7 +364,7 @@ def _merged(chunks: BM25Index, stem_of: npt.NDArray[np.int64], n_stems: int, blo
         at[np.cumsum(size) - size] = lo - np.concatenate(([0], lo[:-1] + size[:-1] - 1))
         np.cumsum(at, out=at)
         rows = np.asarray(chunks.post_doc[at], dtype=np.uint32)
-        tf = np.asarray(chunks.post_tf[at], dtype=np.uint32) if tfs else None
+        tf = np.asarray(chunks.post_tf[at], dtype=np.uint32)
         del at
         # Each posting's (stem within the block, row), ascending once merged.
         key = np.repeat((stem_of[terms] - s_lo).astype(np.int64), lengths)
@@ -382,16 +375,14 @@ def _merged(chunks: BM25Index, stem_of: npt.NDArray[np.int64], n_stems: int, blo
             # Terms of one stem: each term's rows ascend, so the sort merges runs; equal keys are one row of two terms.
             by = np.argsort(key, kind="stable")
             key = key[by]
-            if tf is not None:
-                tf = tf[by]
+            tf = tf[by]
             del by
             new = np.empty(key.size, dtype=bool)
             new[0] = True
             np.not_equal(key[1:], key[:-1], out=new[1:])
             if not bool(new.all()):
                 starts = np.flatnonzero(new)
-                if tf is not None:  # summed modulo 2^32, as a sum in int64 cast to uint32 is
-                    tf = np.add.reduceat(tf, starts, dtype=np.uint32)
+                tf = np.add.reduceat(tf, starts, dtype=np.uint32)  # modulo 2^32, as a sum in int64 cast is
                 key = key[starts]
             del new
         bounds = np.searchsorted(key, np.arange(s_hi - s_lo + 1, dtype=np.int64) * n, side="left").astype(np.int64)
@@ -405,8 +396,7 @@ def _merged(chunks: BM25Index, stem_of: npt.NDArray[np.int64], n_stems: int, blo
         # the end of its furthest term and a little above the last block's.
         furthest = int((firsts + lengths).max())
         drop_pages(chunks.post_doc, furthest)
-        if tfs:
-            drop_pages(chunks.post_tf, furthest)
+        drop_pages(chunks.post_tf, furthest)
         s_lo = s_hi
 
 
