@@ -400,3 +400,26 @@ def test_a_writer_that_cannot_store_the_stemmed_entry_builds_nothing_in_memory(t
     got = Retriever.open(link, embedder=embedder(), cache_dir=cache).search("otters rivers", mode="bm25stem", k=20)
     assert [(h.row, h.score) for h in got] == [(h.row, h.score) for h in Retriever.open(
         link, embedder=embedder(), cache_dir=None).search("otters rivers", mode="bm25stem", k=20)]
+
+
+def test_one_lexical_entry_that_cannot_be_built_does_not_keep_the_other_from_its_readers(tmp_path, monkeypatch):
+    """The stemmed arm is built beside the document-level BM25: a failure of one leaves the other's entry whole."""
+    folder, link, cache, writer = long_running_writer(tmp_path)
+    Retriever.open(link, embedder=embedder(), cache_dir=cache).search("otters", mode="hybrid", k=5)
+
+    def no_room(*_args, **_kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(DocLexical, "build_into", classmethod(no_room))
+    (folder / "d5.md").write_text("rivers full of otters " * 5, encoding="utf-8")
+    assert writer.sync().published
+    writer.wait_derived()
+    key = read_index(link, full=False, cache_dir=cache).stats["doclex_key"]
+    assert key is not None and not (cache / f"doclex-docs-{key}").exists()
+    stems = [p for p in cache.iterdir() if p.name.startswith("stem-docs-") and (p / "complete").is_file()]
+    assert stems and not [p for p in cache.iterdir() if ".tmp" in p.name]
+    monkeypatch.undo()
+    builds = StemBuilds(monkeypatch)
+    reader = Retriever.open(link, embedder=embedder(), cache_dir=cache)
+    reader.search("otters rivers", mode="bm25stem", k=5)
+    assert (builds.whole, builds.blocks) == (0, 0)  # the stemmed arm was there for the reader

@@ -34,6 +34,7 @@ wrong answer, and never fails the publish.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -176,25 +177,32 @@ class Derivation:
             self.ivf.release()
 
     def _lexical(self, still_wanted: Callable[[], bool]) -> None:
-        """The document-level BM25 entry, then the stemmed arm's when it is in use, each written into its entry a
-        block of postings at a time."""
+        """The document-level BM25 entry and, when it is in use, the stemmed arm's, each written into its entry a
+        block of postings at a time. Neither is made from the other, so the stemmed arm is built beside the
+        document-level BM25 in a second thread: readers waiting for both wait for the longer build, not the sum."""
         if self.key is None or self.doc_of_row is None:
             return
-        try:
-            # Written into its entry a block at a time, then mapped: never held whole.
-            entry = StreamedEntry(self.cache_dir, DOCLEX_KIND, self.index_id)
+        # A one-shot writer, or a reader searched the stemmed arm (bm25stem, hybrid's default) before: the next one
+        # finds it ready.
+        stem = self.everything or _stem_in_use(self.cache_dir, self.index_id)
+        with ThreadPoolExecutor(1, thread_name_prefix="stem entry") as pool:
+            stemmed = pool.submit(self._stem, self.key) if stem and still_wanted() else None
             try:
-                DocLexical.build_into(entry, self.bm25, self.doc_of_row)
-                if not entry.place(self.key):
-                    return
+                # Written into its entry a block at a time, then mapped: never held whole.
+                entry = StreamedEntry(self.cache_dir, DOCLEX_KIND, self.index_id)
+                try:
+                    DocLexical.build_into(entry, self.bm25, self.doc_of_row)
+                    entry.place(self.key)
+                finally:
+                    entry.discard()
+            except (OSError, ValueError, MemoryError):
+                pass  # the readers build it: time, not a wrong answer
             finally:
-                entry.discard()
-            if still_wanted() and (self.everything or _stem_in_use(self.cache_dir, self.index_id)):
-                # A one-shot writer, or a reader searched the stemmed arm (bm25stem, hybrid's default) before:
-                # the next one finds it ready.
-                self._stem(self.key)
-        except (OSError, ValueError, MemoryError):
-            pass  # the readers build it: time, not a wrong answer
+                if stemmed is not None:
+                    try:
+                        stemmed.result()
+                    except (OSError, ValueError, MemoryError):
+                        pass
 
 
 def _stem_in_use(cache_dir: Path, index_id: str) -> bool:
