@@ -159,11 +159,28 @@ class Derivation:
         finally:
             self.release()
 
-    def _stem(self, key: str | None) -> None:
+    def _stem(self) -> None:
         """The stemmed arm of the document-level BM25 keyed ``key``, written into its entry a block of postings at
         a time (``StemLexical.build_into``); nothing is built in memory when the entry cannot be written."""
         assert self.doc_of_row is not None
-        StemLexical.stored(self.bm25, self.doc_of_row, self.cache_dir, self.index_id, source_key=key, wait=False)
+        try:
+            StemLexical.stored(self.bm25, self.doc_of_row, self.cache_dir, self.index_id, source_key=self.key,
+                               wait=False)
+        except (OSError, ValueError, MemoryError):
+            pass  # the readers build it: time, not a wrong answer
+
+    def _doclex(self) -> None:
+        """The document-level BM25 entry, written a block at a time, then mapped: never held whole."""
+        assert self.doc_of_row is not None and self.key is not None
+        try:
+            entry = StreamedEntry(self.cache_dir, DOCLEX_KIND, self.index_id)
+            try:
+                DocLexical.build_into(entry, self.bm25, self.doc_of_row)
+                entry.place(self.key)
+            finally:
+                entry.discard()
+        except (OSError, ValueError, MemoryError):
+            pass  # the readers build it: time, not a wrong answer
 
     def release_lexical(self) -> None:
         """Let readers waiting for this generation's lexical entries go (they find them, or build their own)."""
@@ -178,31 +195,27 @@ class Derivation:
 
     def _lexical(self, still_wanted: Callable[[], bool]) -> None:
         """The document-level BM25 entry and, when it is in use, the stemmed arm's, each written into its entry a
-        block of postings at a time. Neither is made from the other, so the stemmed arm is built beside the
-        document-level BM25 in a second thread: readers waiting for both wait for the longer build, not the sum."""
+        block of postings at a time.
+
+        Neither is made from the other. A long-running writer builds the stemmed arm beside the document-level
+        BM25, in a second thread, so that readers waiting for both after a save wait for the longer build, not
+        the sum. A one-shot writer builds them one after the other: nobody waits for them, and its peak memory
+        stays that of one build."""
         if self.key is None or self.doc_of_row is None:
             return
         # A one-shot writer, or a reader searched the stemmed arm (bm25stem, hybrid's default) before: the next one
         # finds it ready.
-        stem = self.everything or _stem_in_use(self.cache_dir, self.index_id)
-        with ThreadPoolExecutor(1, thread_name_prefix="stem entry") as pool:
-            stemmed = pool.submit(self._stem, self.key) if stem and still_wanted() else None
-            try:
-                # Written into its entry a block at a time, then mapped: never held whole.
-                entry = StreamedEntry(self.cache_dir, DOCLEX_KIND, self.index_id)
-                try:
-                    DocLexical.build_into(entry, self.bm25, self.doc_of_row)
-                    entry.place(self.key)
-                finally:
-                    entry.discard()
-            except (OSError, ValueError, MemoryError):
-                pass  # the readers build it: time, not a wrong answer
-            finally:
-                if stemmed is not None:
-                    try:
-                        stemmed.result()
-                    except (OSError, ValueError, MemoryError):
-                        pass
+        if not (self.everything or _stem_in_use(self.cache_dir, self.index_id)):
+            self._doclex()
+        elif self.everything:
+            self._doclex()
+            if still_wanted():
+                self._stem()
+        else:
+            with ThreadPoolExecutor(1, thread_name_prefix="stem entry") as pool:
+                stemmed = pool.submit(self._stem)
+                self._doclex()
+                stemmed.result()
 
 
 def _stem_in_use(cache_dir: Path, index_id: str) -> bool:
