@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 import shutil
 import sys
@@ -27,6 +28,7 @@ from pathlib import Path
 from ragtui import app
 from ragtui.commands.options import settings_of
 from ragtui.config import Settings
+from ragtui.core.answer.run import COUNT_SLACK, TEMPLATE_TOKENS, fit_budget
 from ragtui.core.errors import RagtuiError
 from ragtui.core.textsafe import one_line
 
@@ -39,7 +41,7 @@ MAX_BODY = 1 << 20
 """The most a network check reads of an answer."""
 
 PROMPT_MARGIN = 256
-"""Tokens allowed for ``ragtui ask``'s instructions around the packed sources."""
+"""Tokens allowed for ``ragtui ask``'s instructions and the question around the packed sources."""
 
 WATCHES_FLOOR = 8192
 """Below this many inotify watches (the kernel's old default) ``ragtui doctor`` calls the limit low."""
@@ -184,17 +186,26 @@ def check_llm(llm: dict) -> list[Check]:
         checks.append(Check("llm", "ok", f"{root} answers; model {model}"))
     budget = int(llm.get("context_tokens", 2000))
     answer = int(llm.get("max_tokens", 512))
-    need = budget + answer + PROMPT_MARGIN
+    # What ``ragtui ask`` does with the context (``fit_budget``): it packs less when the sources, the prompt and
+    # the answer would not fit, and refuses only when no source fits at all.
+    need = math.ceil((budget + PROMPT_MARGIN) * COUNT_SLACK) + TEMPLATE_TOKENS + answer
     n_ctx, source = _context_length(root, body, model)
     if n_ctx is None:
         checks.append(Check("context", "note", f"{root} does not report its context length; ragtui ask needs "
-                            f"about {need} tokens (context_tokens {budget} + max_tokens {answer} + the prompt)"))
-    elif n_ctx < need:
+                            f"about {need} tokens for context_tokens {budget} and max_tokens {answer}"))
+        return checks
+    fitted = fit_budget(budget, n_ctx, answer, PROMPT_MARGIN)
+    if fitted < 1:
         checks.append(Check("context", "problem",
-                            f"the server's context is {n_ctx} tokens ({source}); ragtui ask needs about {need} "
-                            f"(context_tokens {budget} + max_tokens {answer} + {PROMPT_MARGIN} for the prompt)",
-                            f"lower [llm] context_tokens to {max(n_ctx - answer - PROMPT_MARGIN, 0)} or start the "
-                            f"server with a context of {need} or more (llama-server -c {need})"))
+                            f"the server's context is {n_ctx} tokens ({source}): ragtui ask has no room for sources "
+                            f"beside the prompt and max_tokens {answer}",
+                            f"lower [llm] max_tokens, or start the server with a context of {need} or more "
+                            f"(llama-server -c {need})"))
+    elif fitted < budget:
+        checks.append(Check("context", "note",
+                            f"the server's context is {n_ctx} tokens ({source}): ragtui ask packs about {fitted} "
+                            f"tokens of sources, not context_tokens {budget}; the whole budget needs about {need} "
+                            f"(llama-server -c {need})"))
     else:
         checks.append(Check("context", "ok", f"{n_ctx} tokens ({source}) hold the {need} ragtui ask needs"))
     return checks

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import socket
 
 import pytest
 
 from ragtui import cli
 from ragtui.commands import doctor
+from ragtui.core.answer.run import COUNT_SLACK, TEMPLATE_TOKENS, fit_budget
 from tests.helpers.chat_server import ChatServer
 
 
@@ -52,8 +54,8 @@ def test_an_untrusted_project_config_is_named(capsys, tmp_path, monkeypatch):
     assert "llm" not in lines  # nothing is sent to a server an untrusted file named
 
 
-@pytest.mark.parametrize(("n_ctx", "status"), [(1024, "problem"), (8192, "ok"), (None, "note")])
-def test_the_llm_servers_context_against_what_ask_needs(capsys, monkeypatch, tmp_path, n_ctx, status):
+@pytest.mark.parametrize(("n_ctx", "status"), [(600, "problem"), (1024, "smaller"), (8192, "ok"), (None, "note")])
+def test_the_llm_servers_context_against_what_ask_does_with_it(capsys, monkeypatch, tmp_path, n_ctx, status):
     with ChatServer(model="smol", n_ctx=n_ctx) as server:
         monkeypatch.setenv("RAGTUI_LLM_URL", server.url)
         monkeypatch.setenv("RAGTUI_LLM_MODEL", "smol")
@@ -61,15 +63,20 @@ def test_the_llm_servers_context_against_what_ask_needs(capsys, monkeypatch, tmp
         paths = [s.path for s in server.seen]
     assert lines["llm"][0].startswith("ok ") and "smol" in lines["llm"][0]
     (line,) = lines["context"]
-    assert line.startswith(status), line
-    need = 2000 + 512 + doctor.PROMPT_MARGIN
+    # ask's own arithmetic: the sources counted with slack, the chat template, the answer, the prompt.
+    need = math.ceil((2000 + doctor.PROMPT_MARGIN) * COUNT_SLACK) + TEMPLATE_TOKENS + 512
     if status == "problem":
-        assert code == 1 and "is 1024 tokens" in line and f"needs about {need}" in line
-        assert f"lower [llm] context_tokens to {1024 - 512 - doctor.PROMPT_MARGIN}" in line and "-c 2768" in line
+        assert line.startswith("problem") and code == 1
+        assert "is 600 tokens" in line and "no room for sources" in line and f"-c {need}" in line
+        assert fit_budget(2000, 600, 512, doctor.PROMPT_MARGIN) < 1  # ask refuses too
+    elif status == "smaller":
+        fitted = fit_budget(2000, 1024, 512, doctor.PROMPT_MARGIN)
+        assert 0 < fitted < 2000
+        assert line.startswith("note") and f"packs about {fitted} tokens of sources" in line and f"-c {need}" in line
     elif status == "ok":
-        assert "8192 tokens (n_ctx in /props)" in line
+        assert line.startswith("ok") and "8192 tokens (n_ctx in /props)" in line and f"the {need} ragtui ask" in line
     else:
-        assert "does not report its context length" in line
+        assert line.startswith("note") and "does not report its context length" in line and str(need) in line
     assert paths == []  # GETs only: the server records POST bodies, and nothing was posted
 
 
