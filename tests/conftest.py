@@ -1,4 +1,5 @@
 import os
+import resource
 from pathlib import Path
 
 import pytest
@@ -28,3 +29,36 @@ def shared_data(*parts: str) -> Path:
     if not path.exists():
         pytest.skip(f"{path} is absent (../shared/data ships beside the repository only for developers and CI)")
     return path
+
+
+@pytest.fixture
+def bounded_memory():
+    """At most 1 GiB more address space for the test: a regression that reads /dev/zero or an 8 GiB file to
+    the end fails with MemoryError instead of exhausting the machine. (Only for the tests that plant such
+    files: they start no thread pools, whose reservations would count against the cap.)"""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    with open("/proc/self/status") as f:
+        vm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+    limit = vm + (1 << 30) if hard == resource.RLIM_INFINITY else min(vm + (1 << 30), hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+@pytest.fixture
+def fifo_guard(bounded_memory):
+    """Make FIFOs through this; each is opened for writing (non-blocking) at teardown to free a blocked reader."""
+    made: list[Path] = []
+
+    def mkfifo(path: Path) -> None:
+        os.mkfifo(path)
+        made.append(path)
+
+    yield mkfifo
+    for path in made:
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass  # no reader waiting: nothing to free
