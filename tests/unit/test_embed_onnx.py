@@ -6,16 +6,19 @@ onnxruntime on the tokenizer's ids, numpy pooling as the model card defines it).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from ragtui.core.embedders import empty_text_vector, make_embedder
+from ragtui.core.embedders.onnx_model import MAX_CONFIG_BYTES, ModelFolder, check_digests, file_sha256, read_folder
 from ragtui.core.errors import UsageError
 from tests.helpers.cli import run
 from tests.helpers.onnx_models import BGE_QUERY_PREFIX, Reference, folder_from, preset_folder, require_onnx
@@ -306,3 +309,145 @@ def test_loads_offline_with_sockets_forbidden(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "ok"
+
+
+# --- files of a model folder that are not what they seem: refused by what they are, never waited on ----------
+#
+# Each is refused from a stat (and an fstat of a descriptor opened non-blocking) before anything is read:
+# a FIFO would block a reader forever, a link to /dev/zero would be read forever. The FIFOs come from
+# ``fifo_guard`` and these tests run with a capped address space and a timeout, so a reader that regressed
+# fails the test instead of hanging the run or exhausting the machine.
+
+
+def _manifest_folder(tmp_path, *, tokenizer: bytes = b"{}") -> Path:
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "ragtui-model.json").write_text(json.dumps({"pooling": "cls"}))
+    (folder / "model.onnx").write_bytes(b"not a model, never loaded here")
+    (folder / "tokenizer.json").write_bytes(tokenizer)
+    return folder
+
+
+def _plant(path: Path, kind: str, mkfifo) -> None:
+    path.unlink(missing_ok=True)
+    if kind == "fifo":
+        mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+
+
+_WHAT = {"fifo": "is a FIFO, not a regular file", "device": "is a character device, not a regular file"}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_fifo_or_device_named_as_the_model_is_refused_without_blocking(tmp_path, fifo_guard, kind):
+    folder = _manifest_folder(tmp_path)
+    model = folder / "model.onnx"
+    _plant(model, kind, fifo_guard)
+    with pytest.raises(UsageError) as e:
+        read_folder(folder)
+    assert str(e.value) == f"model folder {folder}: model.onnx {_WHAT[kind]}: expected {model} (named in " \
+                           f"{folder / 'ragtui-model.json'})"
+    # The digests are taken when the model is loaded, after the folder was read: a file swapped in
+    # between is refused there too.
+    found = ModelFolder(folder, model, folder / "tokenizer.json", "m", pooling="cls")
+    with pytest.raises(UsageError) as e:
+        check_digests(found)
+    assert str(e.value).startswith(f"cannot read {model}: {_WHAT[kind]}")
+    with pytest.raises(UsageError, match="not a regular file"):
+        file_sha256(model)
+
+
+def test_the_digest_of_a_model_file_is_its_sha256(tmp_path):
+    path = tmp_path / "model.onnx"
+    path.write_bytes(os.urandom(3 << 20) + b"tail")  # more than one block
+    assert file_sha256(path) == hashlib.sha256(path.read_bytes()).hexdigest()
+    with pytest.raises(UsageError, match=f"cannot read {tmp_path / 'gone.onnx'}: No such file"):
+        file_sha256(tmp_path / "gone.onnx")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+@pytest.mark.parametrize("name", ["ragtui-model.json", "modules.json", "1_Pooling/config.json",
+                                  "sentence_bert_config.json", "tokenizer_config.json", "config.json",
+                                  "config_sentence_transformers.json"])
+def test_a_config_file_that_is_not_a_regular_file_is_refused_by_name(tmp_path, fifo_guard, name, kind):
+    folder = _manifest_folder(tmp_path)
+    if name != "ragtui-model.json":  # the sentence-transformers layout: the folder's own config files
+        (folder / "ragtui-model.json").unlink()
+        (folder / "1_Pooling").mkdir()
+        (folder / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_cls_token": True}))
+    _plant(folder / name, kind, fifo_guard)
+    with pytest.raises(UsageError) as e:
+        read_folder(folder)
+    assert str(e.value).startswith(f"cannot read {folder / name}: {_WHAT[kind]}")
+
+
+def test_a_config_file_is_read_up_to_its_bound(tmp_path, bounded_memory):
+    folder = _manifest_folder(tmp_path)
+    manifest = folder / "ragtui-model.json"
+    raw = json.dumps({"pooling": "mean"}).encode()
+    manifest.write_bytes(raw + b" " * (MAX_CONFIG_BYTES - len(raw)))  # exactly at the bound: still read
+    assert read_folder(folder).pooling == "mean"
+    manifest.write_bytes(raw + b" " * (MAX_CONFIG_BYTES - len(raw) + 1))
+    with pytest.raises(UsageError) as e:
+        read_folder(folder)
+    assert str(e.value) == (f"cannot read {manifest}: is {MAX_CONFIG_BYTES + 1:,} bytes, over the "
+                            f"{MAX_CONFIG_BYTES:,}-byte limit for a model config file")
+    with open(manifest, "r+b") as f:
+        f.truncate(8 << 30)  # sparse: 8 GiB of nothing, refused by its size and never read
+    with pytest.raises(UsageError, match="8,589,934,592 bytes, over the"):
+        read_folder(folder)
+
+
+def test_a_config_file_nested_past_the_parser_is_one_error(tmp_path):
+    folder = _manifest_folder(tmp_path)
+    (folder / "ragtui-model.json").write_text("[" * 200_000)
+    with pytest.raises(UsageError, match=f"cannot read {folder / 'ragtui-model.json'}"):
+        read_folder(folder)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_tokenizer_file_that_is_not_a_regular_file_is_refused_without_blocking(tmp_path, fifo_guard, kind):
+    from ragtui.core.embedders.hf_tokenizer import HFTokenizer
+    from ragtui.core.embedders.onnx import load_encoder
+
+    folder = _manifest_folder(tmp_path)
+    tokenizer = folder / "tokenizer.json"
+    _plant(tokenizer, kind, fifo_guard)
+    found = ModelFolder(folder, folder / "model.onnx", tokenizer, "m", pooling="cls")
+    for load in (lambda: load_encoder(found), lambda: HFTokenizer.from_file(tokenizer, "m")):
+        with pytest.raises(UsageError) as e:
+            load()
+        assert str(e.value).startswith(f"cannot load tokenizer file {tokenizer}: {_WHAT[kind]}")
+
+
+def test_a_tokenizer_file_over_its_bound_is_refused_unread(tmp_path, bounded_memory):
+    from ragtui.core.embedders.hf_tokenizer import MAX_TOKENIZER_FILE_BYTES, HFTokenizer
+
+    folder = _manifest_folder(tmp_path)
+    tokenizer = folder / "tokenizer.json"
+    with open(tokenizer, "r+b") as f:
+        f.truncate(MAX_TOKENIZER_FILE_BYTES + 1)  # sparse: never read
+    with pytest.raises(UsageError) as e:
+        HFTokenizer.from_file(tokenizer, "m")
+    assert str(e.value) == (f"cannot load tokenizer file {tokenizer}: is {MAX_TOKENIZER_FILE_BYTES + 1:,} bytes, "
+                            f"over the {MAX_TOKENIZER_FILE_BYTES:,}-byte limit for a tokenizer file")
+
+
+def test_a_tokenizer_read_from_its_bytes_is_the_library_s_own(tmp_path):
+    """The file is read by ragtui (bounded) and parsed from its bytes: the same tokenizer as the library's load."""
+    from tokenizers import Tokenizer
+
+    from ragtui.core.embedders.hf_tokenizer import HFTokenizer
+    from ragtui.core.embedders.wordllama import MODEL_NAME, bundled_files
+
+    path = bundled_files()[1]
+    ours = HFTokenizer.from_file(path, MODEL_NAME)
+    theirs = Tokenizer.from_file(str(path))
+    text = "Ragtui reads files: naïve café, 日本語, emoji 😀 and <s> as text."
+    theirs.encode_special_tokens = True
+    assert ours.ids_many([text]) == [theirs.encode(text, add_special_tokens=False).ids]
+    assert ours.vocab_size == theirs.get_vocab_size(with_added_tokens=True)

@@ -2,8 +2,8 @@
 
 Used by the wordllama embedder (with the file bundled in the wordllama wheel)
 and by the HTTP embedder when the server cannot tokenise or cannot give
-offsets (``tokenizer_file=...``). Loading reads one local file; nothing is
-fetched.
+offsets (``tokenizer_file=...``). Loading reads one local file (a regular
+file, to a bound: ``read_tokenizer_file``); nothing is fetched.
 """
 
 from __future__ import annotations
@@ -22,8 +22,12 @@ from ragtui.core.embedders._spm_split import SpmSplitter
 from ragtui.core.embedders.base import tile_spans
 from ragtui.core.embedders.doc_tokens import DocTokens
 from ragtui.core.errors import UsageError
+from ragtui.core.files import read_file
 
-__all__ = ["HFTokenizer"]
+__all__ = ["MAX_TOKENIZER_FILE_BYTES", "HFTokenizer", "read_tokenizer_file"]
+
+MAX_TOKENIZER_FILE_BYTES = 128 << 20
+"""The largest tokenizer.json read: published ones reach ~35 MB (a 256k vocabulary); far past that it is not one."""
 
 # Below this many characters one plain encode is as fast as splitting.
 _LONG = 8192
@@ -51,6 +55,15 @@ def _encode_grouped(tk: _HFTokenizer, pieces: list[str]) -> list[list[int]]:
     for _, encs in _grouped(encode, pieces):
         out.extend(e.ids for e in encs)
     return out
+
+
+def read_tokenizer_file(path: Path) -> bytes:
+    """The bytes of the tokenizer file ``path`` for ``Tokenizer.from_buffer``; ``UsageError`` naming it when it
+    is not a regular file (a FIFO, a device: refused, never read), is over ``MAX_TOKENIZER_FILE_BYTES`` or unreadable."""
+    try:
+        return read_file(path, MAX_TOKENIZER_FILE_BYTES, what="a tokenizer file")
+    except OSError as exc:
+        raise UsageError(f"cannot load tokenizer file {path}: {exc.strerror or exc}") from None
 
 
 class HFTokenizer:
@@ -90,8 +103,9 @@ class HFTokenizer:
     def from_file(cls, path: str | Path, name: str, *, split_long_texts: bool = True) -> HFTokenizer:
         """Load ``tokenizer.json`` from ``path``; ``UsageError`` if it cannot be read."""
         path = Path(path).expanduser()
+        raw = read_tokenizer_file(path)
         try:
-            tk = _HFTokenizer.from_file(str(path))
+            tk = _HFTokenizer.from_buffer(raw)
         except Exception as exc:  # tokenizers raises plain Exception subclasses
             raise UsageError(f"cannot load tokenizer file {path}: {exc}") from exc
         return cls(tk, name, split_long_texts=split_long_texts)

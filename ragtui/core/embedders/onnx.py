@@ -41,7 +41,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ragtui.core.embedders.base import check_texts, empty_text_vector, normalize_rows
-from ragtui.core.embedders.hf_tokenizer import HFTokenizer
+from ragtui.core.embedders.hf_tokenizer import HFTokenizer, read_tokenizer_file
 from ragtui.core.embedders.onnx_model import (
     ModelFolder,
     Parallel,
@@ -75,8 +75,9 @@ def load_encoder(found: ModelFolder, *, pair: bool = False) -> Tokenizer:
     """A ``tokenizers.Tokenizer`` that adds the special tokens and truncates to ``found.max_length``."""
     from tokenizers import Tokenizer
 
+    raw = read_tokenizer_file(found.tokenizer_file)
     try:
-        tk = Tokenizer.from_file(str(found.tokenizer_file))
+        tk = Tokenizer.from_buffer(raw)
     except Exception as e:  # tokenizers raises plain Exception subclasses
         first = first_line(e)
         raise UsageError(f"cannot load tokenizer file {found.tokenizer_file}: {first[:300]}") from None

@@ -31,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ragtui.core.errors import UsageError
+from ragtui.core.files import kind_of, open_regular, read_file
 
 __all__ = [
     "EMBEDDER_PRESETS",
@@ -57,6 +58,9 @@ _MANIFEST_KEYS = {
     "format", "name", "kind", "pooling", "max_length", "query_prefix", "passage_prefix",
     "model_file", "tokenizer_file", "output", "sha256",
 }
+MAX_CONFIG_BYTES = 16 << 20
+"""The largest config file read from a model folder: they are kilobytes (a tokenizer_config.json listing
+every added token, a few MB)."""
 _TOKEN_INPUTS = frozenset({"input_ids", "attention_mask", "token_type_ids", "position_ids"})
 _PRESET_NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")
 
@@ -135,14 +139,28 @@ def default_threads() -> int:
 
 
 def file_sha256(path: Path) -> str:
+    """The sha256 of the regular file ``path``; ``UsageError`` naming it when it cannot be read or is not a
+    regular file (a FIFO, a device such as a link to /dev/zero: refused, never read)."""
     h = hashlib.sha256()
     try:
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
+        fd, _ = open_regular(path)
+        try:
+            while block := os.read(fd, 1 << 20):
                 h.update(block)
+        finally:
+            os.close(fd)
     except OSError as e:
         raise UsageError(f"cannot read {path}: {e.strerror or e}") from None
     return h.hexdigest()
+
+
+def _not_a_file(path: Path) -> str:
+    """Why ``path`` is not a file to read: "is missing", or what it is instead ("is a FIFO, not a regular file")."""
+    try:
+        kind = kind_of(path.stat().st_mode)
+    except OSError:
+        return "is missing"
+    return f"is {kind}, not a regular file" if kind else "is missing"
 
 
 # -- finding the folder -----------------------------------------------------------------------
@@ -196,7 +214,9 @@ def resolve_model(model: str | None, model_dir: str | os.PathLike[str] | None, k
         )
         for path in (found.model_file, found.tokenizer_file):
             if not path.is_file():
-                raise UsageError(f"the {what} preset {model!r}: {path} is missing: reinstall with {preset.install}")
+                raise UsageError(
+                    f"the {what} preset {model!r}: {path} {_not_a_file(path)}: reinstall with {preset.install}"
+                )
         return found
     assert model_dir is not None  # both None was replaced by the first preset above
     return read_folder(Path(os.fspath(model_dir)).expanduser(), kind)
@@ -208,14 +228,14 @@ def resolve_model(model: str | None, model_dir: str | os.PathLike[str] | None, k
 def _json_file(path: Path, want: type = dict) -> Any:
     """The JSON value (of type ``want``) in ``path``; None when the file does not exist; UsageError otherwise."""
     try:
-        if path.stat().st_size > 16 << 20:
-            raise UsageError(f"{path}: over 16 MiB, not a model config file")
-        value = json.loads(path.read_text(encoding="utf-8"))
+        raw = read_file(path, MAX_CONFIG_BYTES, what="a model config file")
     except FileNotFoundError:
         return None
-    except UsageError:
-        raise
-    except (OSError, UnicodeDecodeError, ValueError) as e:
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror or e}") from None
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise UsageError(f"cannot read {path}: {e}") from None
     if not isinstance(value, want):
         raise UsageError(f"{path}: expected a JSON {'object' if want is dict else 'list'}")
@@ -244,7 +264,7 @@ def read_folder(folder: Path, kind: str = "embedder") -> ModelFolder:
         if not path.is_file():
             hint = (f" (or name another file in {MANIFEST})" if manifest is None
                     else f" (named in {manifest_path})")
-            raise UsageError(f"model folder {folder}: {path.name} is missing: expected {path}{hint}")
+            raise UsageError(f"model folder {folder}: {path.name} {_not_a_file(path)}: expected {path}{hint}")
     return found
 
 
