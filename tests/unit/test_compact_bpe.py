@@ -1,4 +1,4 @@
-"""The library-free tokenizer of the embedded embedder (``compact_bpe``), its cache file and the mapped table.
+"""The library-free tokenizer of the embedded embedder (``compact_bpe``), its cache file and the stored table.
 
 Everything is compared with the libraries it stands in for: the ids with the
 ``tokenizers`` library's, the vectors with those of the table read by the
@@ -380,14 +380,14 @@ def test_a_large_call_takes_the_library_path_with_the_same_floats():
     assert fresh.embed([VECTOR_TEXTS[0]]).tobytes() == got[64:65].tobytes()
 
 
-def test_the_mapped_table_is_the_safetensors_table():
+def test_the_stored_table_is_the_safetensors_table():
     from safetensors import safe_open
 
-    from ragtui.core.embedders.wordllama import _mapped
+    from ragtui.core.embedders.wordllama import _stored
 
     with safe_open(str(WEIGHTS), framework="np") as f:
         theirs = f.get_tensor("embedding.weight")
-    ours = _mapped(WEIGHTS)
+    ours = _stored(WEIGHTS)
     assert ours is not None and ours.dtype == theirs.dtype and ours.shape == theirs.shape
     assert ours.tobytes() == theirs.tobytes()
 
@@ -395,7 +395,7 @@ def test_the_mapped_table_is_the_safetensors_table():
 @pytest.mark.parametrize("damage", ["short", "header past the end", "offsets past the end", "wrong size",
                                     "no tensor", "not json", "wrong shape"])
 def test_damaged_weights_are_refused_by_name(tmp_path, damage):
-    from ragtui.core.embedders.wordllama import _mapped
+    from ragtui.core.embedders.wordllama import _stored
     from ragtui.core.errors import EmbeddingError
 
     data = WEIGHTS.read_bytes()
@@ -420,7 +420,100 @@ def test_damaged_weights_are_refused_by_name(tmp_path, damage):
     path = tmp_path / f"{damage}.safetensors"
     path.write_bytes(bad)
     with pytest.raises(EmbeddingError, match="safetensors|embedding.weight|offsets|JSON|shape|header"):
-        _mapped(path)
+        _stored(path)
+
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_weights_that_are_not_a_regular_file_are_refused_without_blocking(tmp_path, fifo_guard, kind):
+    from ragtui.core.embedders.wordllama import _stored
+    from ragtui.core.errors import EmbeddingError
+
+    path = tmp_path / "l2_supercat_256.safetensors"
+    if kind == "fifo":
+        fifo_guard(path)  # nobody writes it: a blocking open would wait forever
+    else:
+        path.symlink_to("/dev/zero")  # read to its end, it never ends
+    what = "a FIFO" if kind == "fifo" else "a character device"
+    with pytest.raises(EmbeddingError) as e:
+        _stored(path)
+    assert str(e.value) == f"cannot read wordllama weights {path}: is {what}, not a regular file (never opened)"
+
+
+def test_weights_cut_short_between_the_stat_and_the_read_are_refused(tmp_path, monkeypatch):
+    """The header fits the size the file had when it was opened, but the table ends early: the read
+    comes back short and the weights are refused, not used with a hole."""
+    from ragtui.core.embedders import wordllama
+    from ragtui.core.errors import EmbeddingError
+
+    full = WEIGHTS.stat().st_size
+    path = tmp_path / "cut.safetensors"
+    path.write_bytes(WEIGHTS.read_bytes()[:full - 4096])
+    opened = wordllama.open_regular
+
+    def as_it_was_when_opened(target):
+        fd, st = opened(target)
+        fields = list(st)
+        fields[6] = full  # st_size: the length it had before it was cut
+        return fd, os.stat_result(fields)
+
+    monkeypatch.setattr(wordllama, "open_regular", as_it_was_when_opened)
+    with pytest.raises(EmbeddingError) as e:
+        wordllama._stored(path)
+    assert str(e.value) == f"cannot read wordllama weights {path}: changed while it was read (the table is cut short)"
+
+
+def test_weights_whose_table_is_over_the_bound_are_refused_unread(tmp_path, bounded_memory):
+    """A (sparse) file whose header names a table far larger than any wordllama table: refused before
+    anything is allocated for it."""
+    from ragtui.core.embedders import wordllama
+    from ragtui.core.errors import EmbeddingError
+
+    rows = wordllama._MAX_TABLE_BYTES // (256 * 2) + 1
+    header = json.dumps({"embedding.weight": {"dtype": "F16", "shape": [rows, 256],
+                                              "data_offsets": [0, rows * 256 * 2]}}).encode()
+    path = tmp_path / "huge.safetensors"
+    with open(path, "wb") as f:
+        f.write(len(header).to_bytes(8, "little") + header)
+        f.truncate(8 + len(header) + rows * 256 * 2)
+    with pytest.raises(EmbeddingError, match=f"over the {wordllama._MAX_TABLE_BYTES:,}-byte limit"):
+        wordllama._stored(path)
+
+
+_CUT_AFTER_LOADING = """
+import hashlib, os, sys
+from pathlib import Path
+from ragtui.core.embedders import wordllama
+
+weights = Path(sys.argv[1])
+size = weights.stat().st_size
+embedder = wordllama.WordLlamaEmbedder()
+embedder._files = (weights, embedder._files[1])
+query = ["cats sit on mats and purr"]
+before = embedder.embed(query)
+table = wordllama._stored(weights)
+digest = hashlib.sha256(table.tobytes()).hexdigest()
+os.truncate(weights, 8)  # a mapped table's rows would now be gone: touching one kills the process (SIGBUS)
+assert hashlib.sha256(table.tobytes()).hexdigest() == digest, "the table changed once the file was cut"
+assert embedder.embed(query).tobytes() == before.tobytes()
+os.truncate(weights, size)  # the same length again, all zeros: a mapped table would now read zeros
+assert hashlib.sha256(table.tobytes()).hexdigest() == digest, "the table changed once the file was rewritten"
+assert embedder.embed(query).tobytes() == before.tobytes()
+print("ok")
+"""
+
+
+def test_the_loaded_table_stays_readable_when_the_weights_file_is_cut_short(tmp_path):
+    """A reinstall (or anything else) may truncate or rewrite the weights file while a process that loaded
+    it runs: its table keeps the rows it read. In a child process, so that a crash cannot take pytest down."""
+    copy = tmp_path / "l2_supercat_256.safetensors"
+    copy.write_bytes(WEIGHTS.read_bytes())
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-c", _CUT_AFTER_LOADING, str(copy)], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.strip() == "ok"
 
 
 # --- what the query path imports -----------------------------------------------------------------------------

@@ -502,6 +502,6 @@ def test_the_application_layer_warms_the_embedder_unless_told_not_to(tmp_path):
     settings = Settings(artifacts=tmp_path)
     warm = app.open_embedder(settings)  # the TUI and search: the first query does not wait
     assert warm._quick_ready and warm._quick is not None
-    assert warm._loaded is None  # what a query needs is the compact tokenizer and the mapped table, not the library
+    assert warm._loaded is None  # what a query needs is the compact tokenizer and the stored table, not the library
     cold = app.open_embedder(settings, warm=False)  # ingest: only if something changed
     assert not cold._quick_ready and cold._loaded is None

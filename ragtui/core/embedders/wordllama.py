@@ -25,9 +25,8 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import io
 import json
-import mmap
-import os
 import struct
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -38,6 +37,7 @@ import numpy as np
 
 from ragtui.core.embedders.base import check_texts, empty_text_vector
 from ragtui.core.errors import EmbeddingError, UsageError
+from ragtui.core.files import open_regular
 
 if TYPE_CHECKING:
     from ragtui.core.embedders.compact_bpe import CompactBPE
@@ -57,7 +57,7 @@ _POOL_BLOCK = 4096
 # Texts at least this long are tokenised and pooled part by part.
 _LONG_TEXT = 8192
 # A call whose texts hold fewer characters than this in all (a query, a few
-# short texts) is tokenised by compact_bpe and pooled from the mapped table:
+# short texts) is tokenised by compact_bpe and pooled from the stored table:
 # neither the tokenizers library nor the whole float32 table is loaded for it.
 _QUICK_CHARS = _LONG_TEXT
 
@@ -87,6 +87,8 @@ _Take = Callable[..., np.ndarray]
 """Gathers float32 rows of the table: ``take(ids, axis=0)``."""
 _MAX_HEADER = 100 << 20
 """The most bytes a safetensors JSON header may take (the format's own bound)."""
+_MAX_TABLE_BYTES = 1 << 30
+"""The largest table read into memory: wordllama's is 16 MB (a 128k-token vocabulary at 256-d float16, 64 MB)."""
 _DTYPES = {"F16": "<f2", "F32": "<f4", "F64": "<f8"}
 """safetensors dtypes numpy reads as they are; another (BF16) is read with the safetensors library."""
 
@@ -95,26 +97,48 @@ def _weights_error(path: Path, why: str) -> EmbeddingError:
     return EmbeddingError(f"cannot read wordllama weights {path}: {why}")
 
 
+def _read_exactly(f: io.FileIO, out: memoryview, offset: int) -> int:
+    """Read into all of ``out`` from ``offset`` of ``f``; the bytes read (fewer at the end of the file)."""
+    f.seek(offset)
+    done = 0
+    while done < len(out):
+        got = f.readinto(out[done:])
+        if not got:
+            break
+        done += got
+    return done
+
+
 @functools.lru_cache(maxsize=4)
-def _mapped(weights_path: Path) -> np.ndarray | None:
-    """``embedding.weight`` as stored (read-only, mapped, not copied), or None for a dtype numpy cannot read.
+def _stored(weights_path: Path) -> np.ndarray | None:
+    """``embedding.weight`` as stored (read-only), or None for a dtype numpy cannot read.
 
     The safetensors layout read here: an 8-byte little-endian header length, that
     many bytes of JSON naming each tensor's dtype, shape and ``data_offsets``
     (from the end of the header), then the data. Every number is checked
-    against the file's size before anything is mapped.
+    against the file's size, then the table is read into memory (16 MB): the
+    file is not mapped, so a weights file truncated or replaced later (a
+    reinstall) cannot take rows away from under a running process. Only a
+    regular file is read (``core.files.open_regular``).
     """
     try:
-        with open(weights_path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            head = f.read(8)
-            if len(head) < 8:
+        fd, st = open_regular(weights_path)
+    except OSError as exc:
+        raise _weights_error(weights_path, exc.strerror or str(exc)) from None
+    with io.FileIO(fd, "r") as f:
+        try:
+            size = st.st_size
+            head = bytearray(8)
+            if _read_exactly(f, memoryview(head), 0) < 8:
                 raise _weights_error(weights_path, "shorter than a safetensors header")
             (n,) = struct.unpack("<Q", head)
             if n > min(_MAX_HEADER, size - 8):
                 raise _weights_error(weights_path, f"a header of {n:,} bytes in a file of {size:,}")
+            raw = bytearray(n)
+            if _read_exactly(f, memoryview(raw), 8) < n:
+                raise _weights_error(weights_path, "changed while it was read (the header is cut short)")
             try:
-                header = json.loads(f.read(n))
+                header = json.loads(raw)
             except (ValueError, RecursionError) as exc:
                 raise _weights_error(weights_path, f"the header is not JSON ({exc})") from None
             entry = header.get("embedding.weight") if isinstance(header, dict) else None
@@ -132,21 +156,22 @@ def _mapped(weights_path: Path) -> np.ndarray | None:
             begin, end = offsets
             if not 0 <= begin <= end <= size - 8 - n or end - begin != shape[0] * shape[1] * item.itemsize:
                 raise _weights_error(weights_path, f"'embedding.weight' offsets {offsets} do not fit the file")
-            if end == begin:
-                return np.zeros((0, _DIM), dtype=item)
-            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    except OSError as exc:
-        raise _weights_error(weights_path, exc.strerror or str(exc)) from exc
-    if len(mapped) != size:
-        raise _weights_error(weights_path, "changed while it was read")
-    table = np.frombuffer(mapped, dtype=item, count=shape[0] * shape[1], offset=8 + n + begin).reshape(shape)
+            if end - begin > _MAX_TABLE_BYTES:
+                raise _weights_error(weights_path, f"a table of {end - begin:,} bytes, over the "
+                                                   f"{_MAX_TABLE_BYTES:,}-byte limit for wordllama weights")
+            table = np.empty((shape[0], _DIM), dtype=item)
+            if _read_exactly(f, table.data.cast("B"), 8 + n + begin) < end - begin:
+                raise _weights_error(weights_path, "changed while it was read (the table is cut short)")
+        except OSError as exc:
+            raise _weights_error(weights_path, exc.strerror or str(exc)) from exc
+    table.flags.writeable = False
     return table
 
 
 @functools.lru_cache(maxsize=4)
 def _full_table(weights_path: Path) -> np.ndarray:
     """The whole table as float32 (cached: every embedder built in one process shares one 32 MB table)."""
-    table = _mapped(weights_path)
+    table = _stored(weights_path)
     if table is None:  # a dtype numpy cannot read as it is stored
         from safetensors import safe_open
 
@@ -225,18 +250,18 @@ class WordLlamaEmbedder:
         return got
 
     def _quick_parts(self) -> tuple[np.ndarray, CompactBPE] | None:
-        """The mapped table as stored and the library-free tokenizer; None when the files need the libraries."""
+        """The table as stored and the library-free tokenizer; None when the files need the libraries."""
         if not self._quick_ready:
             with self._load_lock:
                 if not self._quick_ready:
-                    table = _mapped(self._files[0])
+                    table = _stored(self._files[0])
                     compact = _compact(self._files[1], table.shape[0]) if table is not None else None
                     self._quick = (table, compact) if table is not None and compact is not None else None
                     self._quick_ready = True
         return self._quick
 
     def warm(self) -> None:
-        """Read what embedding a query needs (the tokenizer's compact form and the mapped table, a few
+        """Read what embedding a query needs (the tokenizer's compact form and the stored table, a few
         milliseconds), so the first query does not wait for it; the tokenizers library waits for
         the first large call or the first use of ``tokenizer``."""
         if self._quick_parts() is None:
