@@ -17,6 +17,7 @@ from ragtui.core.index.bm25_splice import (
     _dropped_postings,
     _insert_points,
     encode_spliced,
+    posting_offsets,
     splice_postings,
 )
 from ragtui.core.index.bm25_write import encode_bm25, encode_postings
@@ -314,6 +315,7 @@ def test_splicing_equals_building_from_scratch(old, keep, inserts):
     assert encode_spliced(old_data, old_ix, spliced) == want
     for limit in (0, 1_000_000):  # byte masks, stretch by stretch
         assert encode_spliced(old_data, old_ix, spliced, stretch_limit=limit) == want
+    assert encode_spliced(old_data, old_ix, spliced, old_layout=posting_offsets(old_ix)) == want  # worked out ahead
     decoded = BM25Index.decode(want, 1.2, 0.75).to_arrays()
     for key, value in BM25Index.from_postings(spliced, 1.2, 0.75).to_arrays().items():
         assert np.array_equal(value, decoded[key]), key
@@ -475,11 +477,11 @@ def test_differing_equals_comparing_the_two_arrays_without_their_gone_elements(a
 
 @given(n=st.integers(0, 13_000), seed=st.integers(0, 2**32 - 1), step=st.integers(1, 9_000))
 def test_two_level_offsets_equal_one_cumulative_sum(n, seed, step):
-    from ragtui.core.index.bm25_splice import _Offsets
+    from ragtui.core.index.bm25_splice import PostingOffsets
 
     sizes = np.random.default_rng(seed).integers(2, 11, size=n).astype(np.uint8)  # two varints: 2 to 10 bytes
     want = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64)))
-    got = _Offsets(lambda lo, hi: sizes[lo:hi], n, step)
+    got = PostingOffsets(lambda lo, hi: sizes[lo:hi], n, step)
     assert np.array_equal(got[np.arange(n + 1)], want)
     assert got.local.dtype == np.uint16 and got.local.nbytes == 2 * (n + 1)
 

@@ -17,7 +17,7 @@ import shutil
 import stat
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,7 +31,9 @@ from ragtui.core.index.arraycache import StreamedEntry, load_entry
 from ragtui.core.index.bm25 import BM25Index, Postings
 from ragtui.core.index.bm25 import _sound as bm25_entry_sound
 from ragtui.core.index.bm25_splice import (
+    PostingOffsets,
     encode_spliced,
+    posting_offsets,
     splice_postings,
 )
 from ragtui.core.index.docs_file import DocsFile
@@ -60,9 +62,10 @@ class Generation:
     small: the four files and the decoded BM25 arrays are read-only maps of
     files the writer wrote (the generation's own, and the readers' cache entry
     of its bm25.idx), each checked by its stamp; in anonymous memory stay the
-    fingerprints (64 bytes a chunk, and their 8-byte keys) and the documents'
-    rows. Each posting's gap and varint length are worked out from the mapped
-    postings when a splice needs them, not kept.
+    fingerprints (64 bytes a chunk, and their 8-byte keys), the documents'
+    rows and where each posting starts in bm25.idx (``layout``, 2 bytes a
+    posting). Each posting's gap and varint length are worked out from the
+    mapped postings when a splice needs them, not kept.
     """
 
     data: IndexData
@@ -79,6 +82,15 @@ class Generation:
     """The readers' cache files whose maps ``data.bm25`` holds, each with its stamp when it was mapped."""
     keys: npt.NDArray[np.uint64] | None = None
     """``fingerprint_keys(fingerprints)`` (8 bytes a chunk), once worked out: carried to the next generation."""
+    layout: Future[PostingOffsets] | None = None
+    """Where each of its postings starts in bm25.idx (``posting_offsets``, 2 bytes a posting), worked out ahead of
+    the next splice (in a thread after the publish, or by ``warm``); a splice that finds it not done works it out
+    itself."""
+
+    def posting_offsets(self) -> PostingOffsets | None:
+        """``layout``'s result if it is done (None otherwise, or if it failed)."""
+        f = self.layout
+        return f.result() if f is not None and f.done() and f.exception() is None else None
 
     def previous(self) -> Previous:
         records = self.data.records
@@ -168,7 +180,8 @@ def _cached_bm25(cache_dir: Path, meta: IndexMeta, key: str,
 
 
 def warm(gen: Generation) -> None:
-    """Ready ``gen`` for the first splice without publishing: its fingerprints' keys, and the pages a splice reads.
+    """Ready ``gen`` for the first splice without publishing: its fingerprints' keys, the pages a splice reads, and
+    where each posting starts in bm25.idx (``Generation.layout``, 2 bytes a posting).
 
     The mapped BM25 arrays and bm25.idx are read in, a byte of every page. No
     splice runs: the temporaries of one (tens of bytes a posting) would make
@@ -178,6 +191,9 @@ def warm(gen: Generation) -> None:
     old = gen.data.bm25
     for a in (old.doc_len, old.term_blob, old.term_starts, old.offsets, old.post_doc, old.post_tf, gen.bm25_raw):
         _read_in(a)
+    if gen.posting_offsets() is None:
+        gen.layout = Future()
+        gen.layout.set_result(posting_offsets(old))
 
 
 def _read_in(data: np.ndarray | bytes | memoryview | mmap.mmap) -> None:
@@ -243,7 +259,7 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
                 # a block at a time as they are written: neither the weights nor the entry are ever held whole.
                 staging = pool.submit(_stream_decoded, entry, postings, meta.k1, meta.b)
                 t0 = time.perf_counter()
-                bm25_bytes = encode_spliced(gen.bm25_raw, old.bm25, postings)
+                bm25_bytes = encode_spliced(gen.bm25_raw, old.bm25, postings, old_layout=gen.posting_offsets())
                 report.seconds["encode"] = time.perf_counter() - t0
                 t0 = time.perf_counter()
                 entry = staging.result()

@@ -31,6 +31,7 @@ from ragtui.core.documents.registry import reader_versions
 from ragtui.core.embedders.base import Embedder, known_dim, tokenizer_name
 from ragtui.core.errors import IndexFormatError, IndexMissingError, UsageError
 from ragtui.core.index.bm25 import check_bm25_params
+from ragtui.core.index.bm25_splice import posting_offsets
 from ragtui.core.index.index_format import IndexData, generation_of, read_index
 from ragtui.core.index.records import IndexMeta
 from ragtui.core.index.release import release_later
@@ -121,6 +122,7 @@ class IndexWriter:
         """Make the stemmed arm and the IVF lists at every publish (default: a one-shot writer does, so that a
         fresh reader builds nothing; a long-running one makes them once a reader searched that way)."""
         self._deriver: concurrent.futures.ThreadPoolExecutor | None = None
+        self._layouts: concurrent.futures.ThreadPoolExecutor | None = None
         """The one thread that derives behind: every build runs in it, one after another, so the memory a build
         frees stays where the next build takes it (glibc gives each thread an arena of its own: builds in
         threads of their own, overlapping when saves come faster than the builds, each kept what it had freed)."""
@@ -387,6 +389,12 @@ class IndexWriter:
         self._derive(done.derived, report)
         t0 = time.perf_counter()
         nxt = following(self.target, gen, asm, done, self._cache_dir)
+        if nxt is not None and self._derive_behind:
+            # Where the new bm25.idx's postings start, for the next save's encode: worked out now, beside the
+            # derived entries, instead of at the start of that save.
+            if self._layouts is None:
+                self._layouts = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"layout {self.index_id}")
+            nxt.layout = self._layouts.submit(posting_offsets, nxt.data.bm25)
         remove_stale_generations(self.artifacts, self.index_id)
         journal.clear()
         report.seconds["tidy"] = time.perf_counter() - t0
