@@ -271,7 +271,7 @@ def test_a_long_running_writer_keeps_maps_of_the_files_it_wrote(tmp_path):
 
 
 def test_the_agent_s_writer_works_out_the_next_encode_s_layout_after_each_save(tmp_path, monkeypatch):
-    """Where each posting of the new bm25.idx starts is worked out beside the derived entries, and the next save's
+    """Where each posting of the new bm25.idx starts is worked out after the derived entries, and the next save's
     encode takes it instead of a pass over the postings: the same files as a full rebuild."""
     from ragtui.core.index.bm25_splice import posting_offsets
     from ragtui.core.ingest import splice

@@ -84,8 +84,8 @@ class Generation:
     """``fingerprint_keys(fingerprints)`` (8 bytes a chunk), once worked out: carried to the next generation."""
     layout: Future[PostingOffsets] | None = None
     """Where each of its postings starts in bm25.idx (``posting_offsets``, 2 bytes a posting), worked out ahead of
-    the next splice (in a thread after the publish, or by ``warm``); a splice that finds it not done works it out
-    itself."""
+    the next splice (in the derive thread once the publish's derived entries are made, or by ``warm``); a splice
+    that finds it not done works it out itself."""
 
     def posting_offsets(self) -> PostingOffsets | None:
         """``layout``'s result if it is done (None otherwise, or if it failed)."""

@@ -122,7 +122,6 @@ class IndexWriter:
         """Make the stemmed arm and the IVF lists at every publish (default: a one-shot writer does, so that a
         fresh reader builds nothing; a long-running one makes them once a reader searched that way)."""
         self._deriver: concurrent.futures.ThreadPoolExecutor | None = None
-        self._layouts: concurrent.futures.ThreadPoolExecutor | None = None
         """The one thread that derives behind: every build runs in it, one after another, so the memory a build
         frees stays where the next build takes it (glibc gives each thread an arena of its own: builds in
         threads of their own, overlapping when saves come faster than the builds, each kept what it had freed)."""
@@ -389,12 +388,10 @@ class IndexWriter:
         self._derive(done.derived, report)
         t0 = time.perf_counter()
         nxt = following(self.target, gen, asm, done, self._cache_dir)
-        if nxt is not None and self._derive_behind:
-            # Where the new bm25.idx's postings start, for the next save's encode: worked out now, beside the
-            # derived entries, instead of at the start of that save.
-            if self._layouts is None:
-                self._layouts = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"layout {self.index_id}")
-            nxt.layout = self._layouts.submit(posting_offsets, nxt.data.bm25)
+        if nxt is not None and self._deriver is not None:
+            # Where the new bm25.idx's postings start, for the next save's encode: worked out once the derived
+            # entries readers wait for are made (the same thread, after them), instead of at the start of that save.
+            nxt.layout = self._deriver.submit(posting_offsets, nxt.data.bm25)
         remove_stale_generations(self.artifacts, self.index_id)
         journal.clear()
         report.seconds["tidy"] = time.perf_counter() - t0
