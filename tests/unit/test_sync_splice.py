@@ -305,6 +305,38 @@ def test_the_agent_s_writer_works_out_the_next_encode_s_layout_after_each_save(t
         assert_same_as_rebuild(folder, art, tmp_path / f"scratch{round_}")
 
 
+def test_a_save_calls_off_a_layout_not_started_and_waits_for_one_under_way(tmp_path):
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ragtui.core.index.bm25_splice import posting_offsets
+
+    folder, art = tmp_path / "docs", tmp_path / "art"
+    write(folder / "a.md", "cats and dogs " * 20)
+    writer = IndexWriter(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3)
+    writer.sync()
+    assert writer.prepare(warm_up=False)
+    gen = writer._generation
+    assert gen is not None
+    busy, started, go = threading.Event(), threading.Event(), threading.Event()
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(busy.wait)  # the derive thread, still on the derived entries
+        gen.layout = pool.submit(posting_offsets, gen.data.bm25)
+        assert gen.take_posting_offsets() is None and gen.layout.cancelled()  # the save works it out itself
+        busy.set()
+
+        def slow():
+            started.set()
+            go.wait()
+            return posting_offsets(gen.data.bm25)
+
+        gen.layout = pool.submit(slow)
+        started.wait()
+        threading.Timer(0.05, go.set).start()
+        got = gen.take_posting_offsets()  # under way: waited for
+        assert got is not None and np.array_equal(got.local, posting_offsets(gen.data.bm25).local)
+
+
 def test_a_cache_file_swapped_under_the_writer_is_not_spliced_from(tmp_path, monkeypatch):
     """A file of the cache entry the writer maps, replaced (a FIFO, another inode) or changed: the writer opens the
     published generation again instead of splicing from what it mapped."""

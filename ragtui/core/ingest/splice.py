@@ -92,6 +92,18 @@ class Generation:
         f = self.layout
         return f.result() if f is not None and f.done() and f.exception() is None else None
 
+    def take_posting_offsets(self) -> PostingOffsets | None:
+        """``layout``'s result for a splice about to start: waited for when it is being worked out (the rest of a
+        pass under way costs less than a whole one), None when it has not started (it is called off, and the
+        splice works it out itself) or failed."""
+        f = self.layout
+        if f is None or f.cancel():
+            return None
+        try:
+            return f.result()
+        except Exception:  # noqa: BLE001 - the splice works it out itself
+            return None
+
     def previous(self) -> Previous:
         records = self.data.records
         prev = Previous(self.rows, self.fingerprints, self.data.vectors, lambda lo, hi: records[lo:hi], keys=self.keys)
@@ -244,6 +256,7 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
         files: dict[str, Sequence[Piece]] = {META: [encode_meta(meta)], **pieces}
         with NewGeneration(artifacts, index_id) as new:
             new.write_behind(files)
+            layout = gen.take_posting_offsets()
             t0 = time.perf_counter()
             # The readers' cache entry: the splice writes the chunk numbers and tfs straight into its mapped files.
             entry = StreamedEntry(cache_dir, "bm25", index_id)
@@ -259,7 +272,7 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
                 # a block at a time as they are written: neither the weights nor the entry are ever held whole.
                 staging = pool.submit(_stream_decoded, entry, postings, meta.k1, meta.b)
                 t0 = time.perf_counter()
-                bm25_bytes = encode_spliced(gen.bm25_raw, old.bm25, postings, old_layout=gen.posting_offsets())
+                bm25_bytes = encode_spliced(gen.bm25_raw, old.bm25, postings, old_layout=layout)
                 report.seconds["encode"] = time.perf_counter() - t0
                 t0 = time.perf_counter()
                 entry = staging.result()
