@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ragtui.core.search.flat import flat_search
 from ragtui.core.search.ivf import (
@@ -131,3 +134,148 @@ def test_span_texts_follow_the_draws():
         want.append(" ".join(words[start : start + w])[:200])
     assert got == want and len(got) == len(chunks)
     assert all(any(s in c for c in chunks) and 1 <= len(s.split()) <= hi for s in got)
+
+
+# --- the calibration's exact neighbours: one pass over the rows, the bits of the per-group products ---------
+
+
+def per_group_neighbours(vectors, queries, k):
+    """The rule before the one pass: every row scored against one group of ``max(1, _SCORE_BLOCK // n)``
+    queries at a time (a pass over all rows per group), each query's best k taken from its row in float64."""
+    from ragtui.core.search import ivf
+    from ragtui.core.search.flat import top_k
+
+    n = vectors.shape[0]
+    step = max(1, ivf._SCORE_BLOCK // n)
+    rows, scores = [], []
+    for lo in range(0, queries.shape[0], step):
+        exact = queries[lo : lo + step] @ np.asarray(vectors, dtype=np.float32).T
+        for i in range(exact.shape[0]):
+            r, s = top_k(exact[i].astype(np.float64), None, k)
+            rows.append(r)
+            scores.append(s.astype(np.float32))
+    return np.array(rows, dtype=np.int64), np.array(scores, dtype=np.float32)
+
+
+def per_group_calibration(index, vectors, queries):
+    """``IVFIndex._calibrate_on`` as it was: the per-group neighbours, then the recall at every nprobe."""
+    from ragtui.core.search.ivf import _MIN_PROBED_ROWS
+
+    n, nlist = vectors.shape[0], index.nlist
+    k = min(CALIBRATION_K, n)
+    label = np.empty(n, dtype=np.int64)
+    label[index.rows] = np.repeat(np.arange(nlist), np.diff(index.offsets))
+    hits = np.zeros(nlist + 1, dtype=np.int64)
+    truth = per_group_neighbours(vectors, queries, k)[0]
+    for i in range(queries.shape[0]):
+        rank = np.empty(nlist, dtype=np.int64)
+        rank[index.probe(queries[i], nlist)] = np.arange(nlist)
+        np.add.at(hits, rank[label[truth[i]]] + 1, 1)
+    recall = np.cumsum(hits)[1:] / float(k * queries.shape[0])
+    reached = int(np.argmax(recall >= CALIBRATION_TARGET - 1e-12)) + 1
+    nprobe = min(nlist, max(reached, -(-_MIN_PROBED_ROWS * nlist // n)))
+    return nprobe, float(recall[nprobe - 1])
+
+
+_TLDR: dict[str, object] = {}
+
+
+def tldr_spans():
+    """Real vectors and real pseudo-queries: tldr chunks and their spans, embedded by the default embedder."""
+    if not _TLDR:
+        from ragtui.core.embedders import make_embedder
+        from ragtui.core.search.ivf import CalibrationText, span_queries
+
+        chunks, _queries = tldr_collection()
+        embedder = make_embedder("wordllama")
+        v = unit(embedder.embed(chunks))
+        texts = CalibrationText(lambda i: chunks[i], embedder.embed, embedder.model)
+        _TLDR.update(v=v, q=span_queries(v.shape[0], "tldr", texts), index=build_ivf(v, "tldr", calibrate=False))
+    return _TLDR["v"], _TLDR["q"], _TLDR["index"]
+
+
+@pytest.mark.parametrize(
+    ("groups", "queries"),
+    [
+        (None, 200),  # the index fits in one block: the one product it always was
+        (8, 200),  # groups of 8 queries as at a million rows: many blocks of rows against all of them
+        (8, 193),  # the last group holds one query, scored alone
+        (83, 200),  # groups of 83 as at 100k rows, the last of 34
+        (1, 37),  # every query alone, as above 2^22 rows
+    ],
+)
+def test_one_pass_neighbours_equal_the_per_group_products_on_real_vectors(monkeypatch, groups, queries):
+    from ragtui.core.search import ivf
+
+    v, q, index = tldr_spans()
+    q = q[:queries]
+    n = v.shape[0]
+    if groups is not None:  # the group size the rule gives at other sizes: _SCORE_BLOCK // n == groups
+        monkeypatch.setattr(ivf, "_SCORE_BLOCK", groups * n)
+    want_rows, want_scores = per_group_neighbours(v, q, CALIBRATION_K)
+    rows, scores = ivf.exact_top(v, q, CALIBRATION_K)
+    assert rows.dtype == np.int64 and scores.dtype == np.float32 and rows.shape == (q.shape[0], CALIBRATION_K)
+    assert np.array_equal(rows, want_rows)
+    assert np.array_equal(scores.view(np.uint32), want_scores.view(np.uint32))  # the same bits
+    assert index._calibrate_on(v, q) == per_group_calibration(index, v, q)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(1, 6),
+    st.integers(1, 40),
+    st.integers(1, 8),
+    st.lists(st.integers(1, 12), min_size=1, max_size=8),
+    st.randoms(use_true_random=False),
+)
+def test_keeping_the_best_block_by_block_equals_top_k_over_all_rows(m, width, k, cuts, rnd):
+    """Scores from a few values (many ties, +0.0 and -0.0 among them), rows cut into blocks anyhow."""
+    from ragtui.core.search.flat import top_k
+    from ragtui.core.search.ivf import _keep_best
+
+    n = width
+    k = min(k, n)
+    values = np.array([-1.5, -0.0, 0.0, 0.25, 1.0, 3.0], dtype=np.float32)
+    scores = values[np.array([[rnd.randrange(len(values)) for _ in range(n)] for _ in range(m)])]
+    best_s = np.full((m, k), -np.inf, dtype=np.float32)
+    best_r = np.full((m, k), n, dtype=np.int64)
+    lo = 0
+    for cut in cuts + [n]:
+        hi = min(n, lo + cut)
+        if hi > lo:
+            best_s, best_r = _keep_best(best_s, best_r, scores[:, lo:hi], lo)
+        lo = hi
+    for i in range(m):
+        want_rows, want_scores = top_k(scores[i], None, k)
+        assert best_r[i].tolist() == want_rows.tolist()
+        assert best_s[i].tolist() == want_scores.tolist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(1, 60),
+    st.integers(1, 30),
+    st.integers(1, 6),
+    st.integers(1, 400),
+    st.randoms(use_true_random=False),
+)
+def test_exact_neighbours_are_every_rows_best_whatever_the_groups_and_blocks(n, m, dim, score_block, rnd):
+    """Small integer coordinates: every product is exact in float32, so any BLAS path gives the true scores
+    and the neighbours must be the plain top k of every row, ties to the lowest row."""
+    from ragtui.core.search import ivf
+    from ragtui.core.search.flat import top_k
+
+    v = np.array([[rnd.randrange(-2, 3) for _ in range(dim)] for _ in range(n)], dtype=np.float32)
+    q = np.array([[rnd.randrange(-2, 3) for _ in range(dim)] for _ in range(m)], dtype=np.float32)
+    k = min(CALIBRATION_K, n)
+    saved = ivf._SCORE_BLOCK
+    ivf._SCORE_BLOCK = score_block  # groups of 1 to all queries, blocks of a few rows to all of them
+    try:
+        rows, scores = ivf.exact_top(v, q, k)
+    finally:
+        ivf._SCORE_BLOCK = saved
+    exact = q.astype(np.float64) @ v.astype(np.float64).T
+    for i in range(m):
+        want_rows, want_scores = top_k(exact[i], None, k)
+        assert rows[i].tolist() == want_rows.tolist()
+        assert scores[i].astype(np.float64).tolist() == want_scores.tolist()

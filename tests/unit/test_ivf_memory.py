@@ -55,7 +55,7 @@ def test_the_build_holds_the_training_rows_a_few_bytes_a_row_and_fixed_blocks(tm
     bound = (
         4 * train * dim  # the training rows, float32
         + 40 * n  # labels, the lists' rows, the calibration's row labels, their sorts (8 bytes a row each)
-        + 4 * queries * n  # the calibration's exact scores, float32 (one query's in float64 at a time)
+        + 4 * queries * n  # the calibration's exact scores, float32: a block of rows against every query
         + block * (12 * dim + 12 * nlist)  # a block of rows in float32 and float64, its scores
         + (4 << 20)  # centroids, pseudo-queries, interpreter objects
     )

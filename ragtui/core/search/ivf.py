@@ -67,6 +67,7 @@ __all__ = [
     "build_ivf",
     "calibration_queries",
     "calibration_text",
+    "exact_top",
     "nearest_centroid",
     "seed_centroids",
     "span_queries",
@@ -99,7 +100,7 @@ _SPAN_MAX_CHARS = 200  # a "word" of a chunk may be a long token (a hash, a base
 # Rows per block when scoring against all centroids: bounds the float64
 # temporaries to a few MiB whatever n is.
 _BLOCK_ROWS = 4096
-_SCORE_BLOCK = 1 << 23  # float32 scores of the calibration, per block of queries (one row at a time in float64)
+_SCORE_BLOCK = 1 << 23  # float32 scores of the calibration at a time (exact_top)
 
 
 @dataclass(frozen=True)
@@ -387,16 +388,12 @@ class IVFIndex:
         label = np.empty(n, dtype=np.int64)
         label[self.rows] = np.repeat(np.arange(nlist, dtype=np.int64), np.diff(self.offsets))
         hits = np.zeros(nlist + 1, dtype=np.int64)  # true neighbours first reached at each nprobe
-        step = max(1, _SCORE_BLOCK // n)  # bounds the (queries, n) float32 score block to 32 MiB whatever n is
-        for lo in range(0, queries.shape[0], step):
-            block = queries[lo : lo + step]
-            exact = block @ np.asarray(vectors, dtype=np.float32).T
-            for i in range(block.shape[0]):
-                truth = top_k(exact[i].astype(np.float64), None, k)[0]  # one row in float64 at a time
-                order = self.probe(block[i], nlist)  # lists best first, ties lowest, as search probes them
-                rank = np.empty(nlist, dtype=np.int64)
-                rank[order] = np.arange(nlist)
-                np.add.at(hits, rank[label[truth]] + 1, 1)
+        truth = exact_top(vectors, queries, k)[0]
+        for i in range(queries.shape[0]):
+            order = self.probe(queries[i], nlist)  # lists best first, ties lowest, as search probes them
+            rank = np.empty(nlist, dtype=np.int64)
+            rank[order] = np.arange(nlist)
+            np.add.at(hits, rank[label[truth[i]]] + 1, 1)
         recall = np.cumsum(hits)[1:] / float(k * queries.shape[0])
         reached = int(np.argmax(recall >= CALIBRATION_TARGET - 1e-12)) + 1
         nprobe = min(nlist, max(reached, floor))
@@ -535,6 +532,80 @@ def span_queries(n: int, index_id: str, texts: CalibrationText, spans: list[str]
         keep = np.isfinite(norms[:, 0]) & (norms[:, 0] > 0)
         out: npt.NDArray[np.float32] = (q[keep] / norms[keep]).astype(np.float32)
     return out
+
+
+def exact_top(vectors: np.ndarray, queries: np.ndarray, k: int
+              ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+    """Each query's ``k`` best rows (1 <= k <= n) and their scores, (m, k) each: descending score, ties lowest row.
+
+    The calibration's exact neighbours, in one pass over the rows: a block of rows is scored against
+    every query at once and each query keeps its best ``k`` so far (``_keep_best``). The scores are the
+    float32 matrix products (sgemm) the calibration has always ranked by, when it scored every row
+    against one group of ``max(1, _SCORE_BLOCK // n)`` queries at a time (25 passes over vectors.f32 at
+    a million rows), and they have the same bits: sgemm accumulates a query-row product along dim
+    alone, however its operands are cut into panels and among threads. What rounds otherwise is
+    another path: a matrix-vector product (a group of one query) or OpenBLAS's small-matrix kernel
+    (under about 10^6 multiply-adds). So an index that fits in one block (``_SCORE_BLOCK // m`` rows)
+    is scored in the one product it always was, larger ones in near-equal blocks of at least half
+    that, and a query that was a group of its own (the last group, sometimes, from about 42,000 rows
+    on; every query above 2^22 rows) is still scored alone against all rows.
+    tests/unit/test_ivf_calibration.py compares both rules on real vectors.
+
+    Memory: at most ``_SCORE_BLOCK`` float32 scores (32 MiB), and one query's candidates at a time.
+    """
+    v = np.asarray(vectors, dtype=np.float32)
+    q = np.asarray(queries, dtype=np.float32)
+    n, m = int(v.shape[0]), int(q.shape[0])
+    best_r = np.full((m, k), n, dtype=np.int64)
+    best_s = np.full((m, k), -np.inf, dtype=np.float32)
+    step = max(1, _SCORE_BLOCK // n)
+    alone = [lo for lo in range(0, m, step) if min(m, lo + step) - lo == 1]
+    for i in alone:  # a matrix-vector product: its rounding is its own, so it is made as it always was
+        best_r[i], best_s[i] = top_k((q[i : i + 1] @ v.T)[0], None, k)
+    grouped = np.setdiff1d(np.arange(m), np.array(alone, dtype=np.int64))
+    if grouped.size == 0:
+        return best_r, best_s
+    qg = np.ascontiguousarray(q[grouped])
+    blocks = -(-n // max(1, _SCORE_BLOCK // grouped.size))  # near-equal blocks: none of a handful of rows
+    gr, gs = best_r[grouped], best_s[grouped]
+    for b in range(blocks):
+        lo, hi = b * n // blocks, (b + 1) * n // blocks
+        gs, gr = _keep_best(gs, gr, qg @ v[lo:hi].T, lo)
+    best_r[grouped], best_s[grouped] = gr, gs
+    return best_r, best_s
+
+
+def _keep_best(best_s: np.ndarray, best_r: np.ndarray, scores: np.ndarray, lo: int
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Merge the (m, b) ``scores`` of rows ``lo .. lo + b - 1`` into each query's best k so far ((m, k) scores
+    and rows, best first, every row below ``lo``; -inf pads a query that has fewer than k yet).
+
+    Returns the best k of both by descending score, ties lowest row: what ``top_k`` gives over all of them.
+    A row of the block ranks after an equal score already kept (its row is higher), so only scores above
+    the k-th kept one are candidates; a query with more than k of them keeps those at or above the k-th
+    best of them, and the candidates are sorted with what is kept.
+    """
+    m, k = best_s.shape
+    floor = best_s[:, -1]
+    some = np.flatnonzero(scores.max(axis=1) > floor)  # after the first blocks, few queries have any
+    if some.size == 0:
+        return best_s, best_r
+    picked_q, picked_c = [], []
+    for i in some:
+        col = np.flatnonzero(scores[i] > floor[i])
+        if col.size > k:
+            above = scores[i, col]
+            col = col[above >= np.partition(above, col.size - k)[col.size - k]]
+        picked_q.append(np.full(col.size, i, dtype=np.int64))
+        picked_c.append(col)
+    qi, col = np.concatenate(picked_q), np.concatenate(picked_c)
+    who = np.concatenate([np.repeat(np.arange(m), k), qi])
+    s = np.concatenate([best_s.ravel(), scores[qi, col]])
+    r = np.concatenate([best_r.ravel(), col.astype(np.int64) + lo])
+    order = np.lexsort((r, -s, who))  # by query, then descending score, then ascending row
+    first = np.searchsorted(who[order], np.arange(m))  # every query has k kept entries at least
+    take = order[(first[:, None] + np.arange(k)).ravel()]
+    return s[take].reshape(m, k), r[take].reshape(m, k)
 
 
 def calibration_queries(vectors: np.ndarray, index_id: str) -> npt.NDArray[np.float32]:
