@@ -512,3 +512,31 @@ def test_placing_window_by_window_equals_deleting_then_inserting(n, seed, n_go, 
     out = np.zeros(want.size, dtype=np.uint8)
     _place_masked(out, body, go_at[shuffle], go_len[shuffle], pieces, at, length, src, window)
     assert out.tolist() == want.tolist()
+
+
+def test_the_layout_pass_gives_back_the_pages_of_mapped_postings_as_it_goes(tmp_path, monkeypatch):
+    """A layout worked out from the readers' cache entry leaves at most a step of its postings resident."""
+    from ragtui.core.index import bm25_splice
+    from ragtui.core.index.arraycache import load_entry
+
+    rng = np.random.default_rng(3)
+    chunks = [[f"w{int(x)}" for x in rng.integers(0, 300, 40)] for _ in range(2000)]
+    built = BM25Index.decode(encode_bm25(chunks), 1.2, 0.75)
+    key = built.store(encode_bm25(chunks), tmp_path)
+    mapped = BM25Index.from_arrays(load_entry(tmp_path, "bm25", "index", key))
+    assert isinstance(mapped.post_doc, np.memmap)
+    given: list[tuple[str, int]] = []
+    real = bm25_splice.drop_pages
+
+    def drop(array, upto):
+        given.append(("doc" if array is mapped.post_doc else "tf" if array is mapped.post_tf else "?", upto))
+        real(array, upto)
+
+    monkeypatch.setattr(bm25_splice, "drop_pages", drop)
+    step = 4096
+    got = posting_offsets(mapped, step)
+    n = int(mapped.post_doc.size)
+    assert {who for who, _ in given} == {"doc", "tf"}
+    tf_upto = [upto for who, upto in given if who == "tf"]
+    assert tf_upto == sorted(tf_upto) and tf_upto[-1] >= n - step  # all but the last step given back
+    assert np.array_equal(got.local, posting_offsets(built).local)  # the same layout as from memory

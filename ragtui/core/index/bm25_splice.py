@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ragtui.core.index import leb128
+from ragtui.core.index.arraycache import drop_pages
 from ragtui.core.index.bm25 import (
     _HEADER,
     DF_BYTES,
@@ -95,11 +96,20 @@ class PostingBytes:
         return s
 
 
-def posting_offsets(index: BM25Index | Postings) -> PostingOffsets:
+def posting_offsets(index: BM25Index | Postings, step: int = LAYOUT_STEP) -> PostingOffsets:
     """Where each posting of ``index``'s bm25.idx starts among its postings' bytes (``encode_spliced``'s
-    ``old_layout``): a pass over the postings, 2 bytes a posting kept."""
+    ``old_layout``): a pass over the postings, 2 bytes a posting kept. Postings mapped from a cache entry are
+    given back to the page cache as the pass goes (``drop_pages``), not left resident in this process."""
     bytes_of = PostingBytes(index.post_doc, np.asarray(index.offsets, dtype=np.int64), index.post_tf)
-    return PostingOffsets(bytes_of.sizes, bytes_of.n)
+
+    def sizes(lo: int, hi: int) -> np.ndarray:
+        got = bytes_of.sizes(lo, hi)
+        # The gaps of lo .. hi-1 read the chunk number before lo too: keep that page.
+        drop_pages(index.post_doc, lo - 1)
+        drop_pages(index.post_tf, lo)
+        return got
+
+    return PostingOffsets(sizes, bytes_of.n, step)
 
 
 def encode_spliced(

@@ -201,11 +201,11 @@ def warm(gen: Generation) -> None:
     """
     gen.previous()  # works out the fingerprints' keys, 8 bytes a chunk, kept for the next splice
     old = gen.data.bm25
-    for a in (old.doc_len, old.term_blob, old.term_starts, old.offsets, old.post_doc, old.post_tf, gen.bm25_raw):
-        _read_in(a)
-    if gen.posting_offsets() is None:
+    if gen.posting_offsets() is None:  # first: its pass gives back the pages it read, which are read in next
         gen.layout = Future()
         gen.layout.set_result(posting_offsets(old))
+    for a in (old.doc_len, old.term_blob, old.term_starts, old.offsets, old.post_doc, old.post_tf, gen.bm25_raw):
+        _read_in(a)
 
 
 def _read_in(data: np.ndarray | bytes | memoryview | mmap.mmap) -> None:
