@@ -64,34 +64,3 @@ def test_a_column_announced_with_a_count_must_get_that_many_values(tmp_path):
         column.close()
     assert not entry.place("k")  # what was written is gone
     assert list(tmp_path.iterdir()) == []
-
-
-def test_columns_written_through_their_maps_are_the_files_np_save_writes(tmp_path):
-    entry = StreamedEntry(tmp_path, "bm25", "docs")
-    got = entry.mapped({"post_doc": np.uint32, "post_tf": np.uint32}, 5)
-    assert got is not None
-    got["post_doc"][:] = [3, 1, 4, 1, 5]
-    got["post_tf"][:] = 2
-    assert entry.holds("post_doc", got["post_doc"]) and not entry.holds("post_doc", got["post_doc"].copy())
-    entry.add("weights", np.float64, 2, [np.array([0.5, 1.5])])
-    assert entry.place("k")
-    for name, want in (("post_doc", np.array([3, 1, 4, 1, 5], np.uint32)), ("post_tf", np.full(5, 2, np.uint32))):
-        np.save(tmp_path / "want.npy", want, allow_pickle=False)
-        assert (tmp_path / "bm25-docs-k" / f"{name}.npy").read_bytes() == (tmp_path / "want.npy").read_bytes()
-
-
-def test_mapped_columns_are_all_or_none_when_the_disk_is_full(tmp_path, monkeypatch):
-    """No room for a column's blocks: no map at all (a write into a map without its blocks is a SIGBUS)."""
-    real = os.posix_fallocate
-    calls = []
-
-    def second_fails(fd: int, offset: int, length: int) -> None:
-        calls.append(length)
-        if len(calls) == 2:
-            raise OSError(28, "No space left on device")
-        real(fd, offset, length)
-
-    monkeypatch.setattr(os, "posix_fallocate", second_fails)
-    entry = StreamedEntry(tmp_path, "bm25", "docs")
-    assert entry.mapped({"post_doc": np.uint32, "post_tf": np.uint32}, 1000) is None
-    assert entry.ok and not list(next(tmp_path.iterdir()).iterdir())  # neither file is left; the entry goes on

@@ -299,7 +299,6 @@ class StreamedEntry:
         self._prefix = f"{kind}-{name}-"
         tmp = Path(cache_dir) / f"{kind}-{name}-streamed.tmp{os.getpid()}"
         self._tmp: Path | None = tmp
-        self._mapped: dict[str, np.ndarray] = {}
         try:
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
@@ -322,32 +321,6 @@ class StreamedEntry:
         """The 1-d array ``key`` of ``n`` values of ``dtype``, to be written a block at a time (several at once);
         ``n`` None: as many as are written (the count goes into the header when the column is closed)."""
         return Column(self, key, np.dtype(dtype), n)
-
-    def mapped(self, columns: dict[str, np.dtype | type], n: int) -> dict[str, np.ndarray] | None:
-        """The 1-d arrays ``columns`` (name: dtype) of ``n`` values each as writable maps of their ``.npy`` files:
-        what is written into them is the entry's arrays, with no copy through this process's memory. The files'
-        blocks are allocated first, so that writing a page cannot fail for want of space (a full disk would
-        otherwise kill the process with SIGBUS). All or none: None when one cannot be made (the caller then
-        uses memory and ``add``)."""
-        tmp = self._tmp
-        if tmp is None:
-            return None
-        made: dict[str, np.ndarray] = {}
-        for key, dtype in columns.items():
-            array = _mapped_npy(tmp / f"{key}.npy", np.dtype(dtype), n)
-            if array is None:
-                for done in made:
-                    (tmp / f"{done}.npy").unlink(missing_ok=True)
-                return None
-            made[key] = array
-        self._mapped.update(made)
-        return made
-
-    def holds(self, key: str, array: np.ndarray) -> bool:
-        """Whether ``array`` is the map ``mapped`` gave for ``key`` (its values are the entry's already)."""
-        own = self._mapped.get(key)
-        return (own is not None and self._tmp is not None and array.dtype.itemsize == own.dtype.itemsize
-                and array.size == own.size and (own.size == 0 or array.ctypes.data == own.ctypes.data))
 
     def place(self, key: str) -> bool:
         """Name the arrays as the entry of ``key``; True when that entry is there (placed now or before)."""
@@ -418,25 +391,6 @@ class Column:
             except OSError:
                 pass
         self._entry.discard()
-
-
-def _mapped_npy(path: Path, dtype: np.dtype, n: int) -> np.ndarray | None:
-    """A new ``.npy`` file of ``n`` values of ``dtype``, its blocks allocated, mapped writable (None on failure)."""
-    header = _npy_header(dtype, n)
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-    except OSError:
-        return None
-    try:
-        os.posix_fallocate(fd, 0, len(header) + n * dtype.itemsize)
-        os.pwrite(fd, header, 0)
-        mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_WRITE)
-    except (OSError, ValueError):
-        path.unlink(missing_ok=True)
-        return None
-    finally:
-        os.close(fd)
-    return np.frombuffer(mapped, dtype=dtype, count=n, offset=len(header))
 
 
 def _npy_header(dtype: np.dtype, n: int) -> bytes:

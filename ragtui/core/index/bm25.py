@@ -356,9 +356,8 @@ class BM25Index:
         for name, whole in (("scalars", scalars), ("doc_len", doc_len), ("term_blob", blob), ("term_starts", starts),
                             ("df", df), ("offsets", offsets)):
             entry.add(name, whole.dtype, whole.size, [whole])
-        for column, values in (("post_doc", post_doc), ("post_tf", post_tf)):
-            if not entry.holds(column, values):  # the splice wrote them into the entry's mapped file (``mapped``)
-                entry.add(column, np.uint32, n, pieces(values))
+        entry.add("post_doc", np.uint32, n, pieces(post_doc))
+        entry.add("post_tf", np.uint32, n, pieces(post_tf))
         entry.add("weights", np.float64, n, weight_blocks(df, offsets, post_doc, post_tf, doc_len, avgdl, n_docs, k1, b))
         keys = term_keys(blob, starts)
         entry.add("term_key", keys.dtype, keys.size, [keys])

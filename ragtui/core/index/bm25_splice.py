@@ -456,11 +456,6 @@ def _entry_heads(p: Postings, terms: np.ndarray, df: np.ndarray, postings_bytes:
     return heads, h_len
 
 
-Outputs = Callable[[int], "tuple[np.ndarray, np.ndarray] | None"]
-"""Given the number of postings, two writable uint32 arrays of that size for the chunk numbers and the tfs (the
-readers' cache entry's files, mapped), or None (they are made in memory)."""
-
-
 RENUMBER_STEP = 1 << 20
 """Old postings renumbered at a time by the splice: indexing with a uint32 array makes an intp copy of it."""
 
@@ -501,25 +496,18 @@ def _kept_before(old: BM25Index, row_map: np.ndarray, old_offsets: np.ndarray, d
 
 
 def _carry_and_insert(old: BM25Index, row_map: np.ndarray, dropped: np.ndarray, at: np.ndarray, add_doc: np.ndarray,
-                      add_tf: np.ndarray, step: int = RENUMBER_STEP, out: Outputs | None = None,
-                      ) -> tuple[np.ndarray, np.ndarray]:
+                      add_tf: np.ndarray, step: int = RENUMBER_STEP) -> tuple[np.ndarray, np.ndarray]:
     """The new postings' chunk numbers and tfs: the old postings not ``dropped``, renumbered by ``row_map``, with
     ``add_doc``/``add_tf`` put in before kept posting ``at[j]`` (``np.insert``'s rule, ``at`` ascending).
 
     Written straight into the two results ``step`` old postings at a time: a kept posting's place is its rank
     among the kept plus the new ones put in before it, one shift for every stretch between two insertions.
-    ``out`` gives the two results' arrays (``splice_postings``); else they are made in memory.
     """
     post_doc, post_tf = old.post_doc, old.post_tf
     n_old = int(post_doc.size)
     n = n_old - int(dropped.size) + int(at.size)
-    tf_dtype = np.asarray(post_tf[:0]).dtype
-    given = out(n) if out is not None and row_map.dtype == np.int32 and tf_dtype == np.uint32 else None
-    if given is not None:
-        doc, tf = given[0].view(np.int32), given[1]  # chunk numbers below 2^31: the same bits as uint32
-    else:
-        doc = np.empty(n, dtype=row_map.dtype)
-        tf = np.empty(n, dtype=tf_dtype)
+    doc = np.empty(n, dtype=row_map.dtype)
+    tf = np.empty(n, dtype=np.asarray(post_tf[:0]).dtype)
     kept = 0  # kept postings before this step
     for lo in range(0, n_old, step):
         hi = min(lo + step, n_old)
@@ -579,7 +567,6 @@ def splice_postings(
     n_docs: int,
     new_rows: Sequence[int],
     new_terms: Sequence[Sequence[str]],
-    out: Outputs | None = None,
 ) -> Postings:
     """The postings of a new generation that keeps some chunks of ``old`` and adds others.
 
@@ -589,8 +576,6 @@ def splice_postings(
     posting, to ``build_postings`` over all the new generation's chunks, at a
     cost that grows with the old postings' size (array operations) and the
     new chunks' text (Python), not with the number of old chunks re-analyzed.
-    ``out``: where the chunk numbers and tfs are written, when chunk numbers
-    fit 31 bits and the old tfs are uint32 (``Outputs``).
     """
     # Chunk numbers in 32 bits while they fit (half the bytes to move): -1 marks a dropped chunk.
     wide = max(n_docs, int(np.asarray(row_map).size)) >= 1 << 31
@@ -630,7 +615,7 @@ def splice_postings(
     term_start = np.zeros(n_merged + 1, dtype=np.int64)
     np.cumsum(df, out=term_start[1:])
     at = term_start[add[:, 0]] + _kept_before(old, row_map, old_offsets, dropped, add[:, 3], add[:, 1])
-    doc, tf = _carry_and_insert(old, row_map, dropped, at, add[:, 1], add[:, 2], out=out)
+    doc, tf = _carry_and_insert(old, row_map, dropped, at, add[:, 1], add[:, 2])
     df += np.bincount(add[:, 0], minlength=n_merged)
     live = df > 0  # a term only the dropped chunks held leaves the dictionary
     offsets = np.zeros(int(live.sum()) + 1, dtype=np.int64)

@@ -258,19 +258,12 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
             new.write_behind(files)
             layout = gen.take_posting_offsets()
             t0 = time.perf_counter()
-            # The readers' cache entry: the splice writes the chunk numbers and tfs straight into its mapped files.
-            entry = StreamedEntry(cache_dir, "bm25", index_id)
-            try:
-                postings = splice_postings(old.bm25, asm.row_map, asm.n_rows, asm.new_rows(), new_terms,
-                                           out=lambda n: _entry_columns(entry, n))
-            except BaseException:
-                entry.discard()
-                raise
+            postings = splice_postings(old.bm25, asm.row_map, asm.n_rows, asm.new_rows(), new_terms)
             report.seconds["splice"] = time.perf_counter() - t0
             with ThreadPoolExecutor(1, thread_name_prefix="bm25 cache") as pool:
-                # The rest of the readers' arrays go to the cache while bm25.idx is encoded, their weights worked out
-                # a block at a time as they are written: neither the weights nor the entry are ever held whole.
-                staging = pool.submit(_stream_decoded, entry, postings, meta.k1, meta.b)
+                # The readers' arrays go to the cache while bm25.idx is encoded, their weights worked out a block
+                # at a time as they are written: neither the weights nor the entry are ever held whole.
+                staging = pool.submit(_stream_decoded, postings, meta.k1, meta.b, cache_dir, index_id)
                 t0 = time.perf_counter()
                 bm25_bytes = encode_spliced(gen.bm25_raw, old.bm25, postings, old_layout=layout)
                 report.seconds["encode"] = time.perf_counter() - t0
@@ -301,15 +294,10 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
     return Spliced(meta, pieces, decoded, bm25_bytes, ends, derived)
 
 
-def _entry_columns(entry: StreamedEntry, n: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """The chunk numbers and tfs of ``n`` postings as the mapped files of the readers' entry (None: in memory)."""
-    got = entry.mapped({"post_doc": np.uint32, "post_tf": np.uint32}, n)
-    return None if got is None else (got["post_doc"], got["post_tf"])
-
-
-def _stream_decoded(entry: StreamedEntry, postings: Postings, k1: float, b: float) -> StreamedEntry:
-    """The rest of the readers' arrays of ``postings`` written into ``entry``, not yet named, a block at a time
-    (nothing is computed when the cache cannot be written: ``BM25Index.placed`` then makes them in memory)."""
+def _stream_decoded(postings: Postings, k1: float, b: float, cache_dir: Path, index_id: str) -> StreamedEntry:
+    """The readers' arrays of ``postings`` written a block at a time to an entry not yet named (nothing is
+    computed when the cache cannot be written: ``BM25Index.placed`` then makes them in memory)."""
+    entry = StreamedEntry(cache_dir, "bm25", index_id)
     if entry.ok:
         try:
             BM25Index.stream_arrays(postings, k1, b, entry)
