@@ -256,7 +256,9 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
         files: dict[str, Sequence[Piece]] = {META: [encode_meta(meta)], **pieces}
         with NewGeneration(artifacts, index_id) as new:
             new.write_behind(files)
-            layout = gen.take_posting_offsets()
+            t0 = time.perf_counter()
+            layout = gen.take_posting_offsets()  # waited for when the derive thread is working it out
+            report.seconds["layout"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             postings = splice_postings(old.bm25, asm.row_map, asm.n_rows, asm.new_rows(), new_terms)
             report.seconds["splice"] = time.perf_counter() - t0
