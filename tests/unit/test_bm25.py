@@ -17,7 +17,6 @@ from ragtui.core.index.bm25_splice import (
     _dropped_postings,
     _insert_points,
     encode_spliced,
-    posting_offsets,
     splice_postings,
 )
 from ragtui.core.index.bm25_write import encode_bm25, encode_postings
@@ -305,7 +304,6 @@ def test_splicing_equals_building_from_scratch(old, keep, inserts):
     assert encode_spliced(old_data, old_ix, spliced) == want
     for limit in (0, 1_000_000):  # byte masks, stretch by stretch
         assert encode_spliced(old_data, old_ix, spliced, stretch_limit=limit) == want
-    assert encode_spliced(old_data, old_ix, spliced, old_layout=posting_offsets(old_ix)) == want  # worked out ahead
     decoded = BM25Index.decode(want, 1.2, 0.75).to_arrays()
     for key, value in BM25Index.from_postings(spliced, 1.2, 0.75).to_arrays().items():
         assert np.array_equal(value, decoded[key]), key
@@ -467,11 +465,11 @@ def test_differing_equals_comparing_the_two_arrays_without_their_gone_elements(a
 
 @given(n=st.integers(0, 13_000), seed=st.integers(0, 2**32 - 1), step=st.integers(1, 9_000))
 def test_two_level_offsets_equal_one_cumulative_sum(n, seed, step):
-    from ragtui.core.index.bm25_splice import PostingOffsets
+    from ragtui.core.index.bm25_splice import _Offsets
 
     sizes = np.random.default_rng(seed).integers(2, 11, size=n).astype(np.uint8)  # two varints: 2 to 10 bytes
     want = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64)))
-    got = PostingOffsets(lambda lo, hi: sizes[lo:hi], n, step)
+    got = _Offsets(lambda lo, hi: sizes[lo:hi], n, step)
     assert np.array_equal(got[np.arange(n + 1)], want)
     assert got.local.dtype == np.uint16 and got.local.nbytes == 2 * (n + 1)
 
@@ -502,31 +500,3 @@ def test_placing_window_by_window_equals_deleting_then_inserting(n, seed, n_go, 
     out = np.zeros(want.size, dtype=np.uint8)
     _place_masked(out, body, go_at[shuffle], go_len[shuffle], pieces, at, length, src, window)
     assert out.tolist() == want.tolist()
-
-
-def test_the_layout_pass_gives_back_the_pages_of_mapped_postings_as_it_goes(tmp_path, monkeypatch):
-    """A layout worked out from the readers' cache entry leaves at most a step of its postings resident."""
-    from ragtui.core.index import bm25_splice
-    from ragtui.core.index.arraycache import load_entry
-
-    rng = np.random.default_rng(3)
-    chunks = [[f"w{int(x)}" for x in rng.integers(0, 300, 40)] for _ in range(2000)]
-    built = BM25Index.decode(encode_bm25(chunks), 1.2, 0.75)
-    key = built.store(encode_bm25(chunks), tmp_path)
-    mapped = BM25Index.from_arrays(load_entry(tmp_path, "bm25", "index", key))
-    assert isinstance(mapped.post_doc, np.memmap)
-    given: list[tuple[str, int]] = []
-    real = bm25_splice.drop_pages
-
-    def drop(array, upto):
-        given.append(("doc" if array is mapped.post_doc else "tf" if array is mapped.post_tf else "?", upto))
-        real(array, upto)
-
-    monkeypatch.setattr(bm25_splice, "drop_pages", drop)
-    step = 4096
-    got = posting_offsets(mapped, step)
-    n = int(mapped.post_doc.size)
-    assert {who for who, _ in given} == {"doc", "tf"}
-    tf_upto = [upto for who, upto in given if who == "tf"]
-    assert tf_upto == sorted(tf_upto) and tf_upto[-1] >= n - step  # all but the last step given back
-    assert np.array_equal(got.local, posting_offsets(built).local)  # the same layout as from memory

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ragtui.core.index import leb128
-from ragtui.core.index.arraycache import drop_pages
 from ragtui.core.index.bm25 import (
     _HEADER,
     DF_BYTES,
@@ -36,7 +35,7 @@ from ragtui.core.index.bm25_write import _blob, _encode_pairs, _put_le, encode_p
 if TYPE_CHECKING:
     import mmap
 
-__all__ = ["LAYOUT_STEP", "PostingBytes", "PostingOffsets", "encode_spliced", "posting_offsets", "splice_postings"]
+__all__ = ["LAYOUT_STEP", "PostingBytes", "encode_spliced", "splice_postings"]
 
 
 LAYOUT_STEP = 1 << 20
@@ -96,25 +95,8 @@ class PostingBytes:
         return s
 
 
-def posting_offsets(index: BM25Index | Postings, step: int = LAYOUT_STEP) -> PostingOffsets:
-    """Where each posting of ``index``'s bm25.idx starts among its postings' bytes (``encode_spliced``'s
-    ``old_layout``): a pass over the postings, 2 bytes a posting kept. Postings mapped from a cache entry are
-    given back to the page cache as the pass goes (``drop_pages``), not left resident in this process."""
-    bytes_of = PostingBytes(index.post_doc, np.asarray(index.offsets, dtype=np.int64), index.post_tf)
-
-    def sizes(lo: int, hi: int) -> np.ndarray:
-        got = bytes_of.sizes(lo, hi)
-        # The gaps of lo .. hi-1 read the chunk number before lo too: keep that page.
-        drop_pages(index.post_doc, lo - 1)
-        drop_pages(index.post_tf, lo)
-        return got
-
-    return PostingOffsets(sizes, bytes_of.n, step)
-
-
 def encode_spliced(
     old_data: bytes | memoryview | mmap.mmap, old: BM25Index, p: Postings, *, stretch_limit: int | None = None,
-    old_layout: PostingOffsets | None = None,
 ) -> bytes | memoryview:
     """``encode_postings(p)`` for ``p`` from ``splice_postings(old, ...)``, reusing ``old_data``'s bytes.
 
@@ -140,8 +122,6 @@ def encode_spliced(
     it, and with them one posting of most terms — costs no more per piece.
     Where the pieces are few (up to ``stretch_limit``, ``STRETCHES`` by
     default) the body is copied stretch by stretch instead: the same bytes.
-    ``old_layout``: ``posting_offsets(old)``, when worked out ahead (it is
-    a pass over the old postings otherwise).
     """
     new_offsets = np.asarray(p.offsets, dtype=np.int64)
     new_tf = np.asarray(p.post_tf)
@@ -156,11 +136,7 @@ def encode_spliced(
     n_terms, n_old_terms = new_offsets.size - 1, old_offsets.size - 1
 
     # Where each old entry, and each old posting within it, lies in old_data.
-    if old_layout is None:
-        old_layout = PostingOffsets(old_bytes.sizes, old_bytes.n)
-    elif old_layout.n != old_bytes.n:
-        raise ValueError("old_layout is not that of old's postings")
-    old_cum = old_layout
+    old_cum = _Offsets(old_bytes.sizes, old_bytes.n)
     old_hdr = ENTRY_FIXED + np.diff(np.asarray(old.term_starts, dtype=np.int64))
     old_head = _HEADER.size + DOC_LEN_BYTES * old.n_docs
     old_at = np.zeros(n_old_terms + 1, dtype=np.int64)
@@ -362,7 +338,7 @@ def _merged(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-class PostingOffsets:
+class _Offsets:
     """[0, s(0), s(0) + s(1), ...] for the ``n`` varint lengths ``sizes(lo, hi)`` gives (uint8, each at most 10),
     kept in two levels: an int64 every ``BLOCK`` positions and a uint16 within the block (2 bytes a posting, not
     8). Indexed by an array of positions (0 to ``n``), it gives their int64 offsets. The sizes are asked for
@@ -375,7 +351,6 @@ class PostingOffsets:
     def __init__(self, sizes: Callable[[int, int], np.ndarray], n: int, step: int = LAYOUT_STEP) -> None:
         block = self.BLOCK
         step = max(block, step - step % block)
-        self.n = n
         self.local = np.empty(n + 1, dtype=np.uint16)
         self.coarse = np.empty(n // block + 1, dtype=np.int64)
         total = 0

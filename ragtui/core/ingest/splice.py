@@ -17,7 +17,7 @@ import shutil
 import stat
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,9 +31,7 @@ from ragtui.core.index.arraycache import StreamedEntry, load_entry
 from ragtui.core.index.bm25 import BM25Index, Postings
 from ragtui.core.index.bm25 import _sound as bm25_entry_sound
 from ragtui.core.index.bm25_splice import (
-    PostingOffsets,
     encode_spliced,
-    posting_offsets,
     splice_postings,
 )
 from ragtui.core.index.docs_file import DocsFile
@@ -62,10 +60,9 @@ class Generation:
     small: the four files and the decoded BM25 arrays are read-only maps of
     files the writer wrote (the generation's own, and the readers' cache entry
     of its bm25.idx), each checked by its stamp; in anonymous memory stay the
-    fingerprints (64 bytes a chunk, and their 8-byte keys), the documents'
-    rows and where each posting starts in bm25.idx (``layout``, 2 bytes a
-    posting). Each posting's gap and varint length are worked out from the
-    mapped postings when a splice needs them, not kept.
+    fingerprints (64 bytes a chunk, and their 8-byte keys) and the documents'
+    rows. Each posting's gap and varint length are worked out from the mapped
+    postings when a splice needs them, not kept.
     """
 
     data: IndexData
@@ -82,27 +79,6 @@ class Generation:
     """The readers' cache files whose maps ``data.bm25`` holds, each with its stamp when it was mapped."""
     keys: npt.NDArray[np.uint64] | None = None
     """``fingerprint_keys(fingerprints)`` (8 bytes a chunk), once worked out: carried to the next generation."""
-    layout: Future[PostingOffsets] | None = None
-    """Where each of its postings starts in bm25.idx (``posting_offsets``, 2 bytes a posting), worked out ahead of
-    the next splice (in the derive thread once the publish's derived entries are made, or by ``warm``); a splice
-    that finds it not done works it out itself."""
-
-    def posting_offsets(self) -> PostingOffsets | None:
-        """``layout``'s result if it is done (None otherwise, or if it failed)."""
-        f = self.layout
-        return f.result() if f is not None and f.done() and f.exception() is None else None
-
-    def take_posting_offsets(self) -> PostingOffsets | None:
-        """``layout``'s result for a splice about to start: waited for when it is being worked out (the rest of a
-        pass under way costs less than a whole one), None when it has not started (it is called off, and the
-        splice works it out itself) or failed."""
-        f = self.layout
-        if f is None or f.cancel():
-            return None
-        try:
-            return f.result()
-        except Exception:  # noqa: BLE001 - the splice works it out itself
-            return None
 
     def previous(self) -> Previous:
         records = self.data.records
@@ -192,8 +168,7 @@ def _cached_bm25(cache_dir: Path, meta: IndexMeta, key: str,
 
 
 def warm(gen: Generation) -> None:
-    """Ready ``gen`` for the first splice without publishing: its fingerprints' keys, the pages a splice reads, and
-    where each posting starts in bm25.idx (``Generation.layout``, 2 bytes a posting).
+    """Ready ``gen`` for the first splice without publishing: its fingerprints' keys, and the pages a splice reads.
 
     The mapped BM25 arrays and bm25.idx are read in, a byte of every page. No
     splice runs: the temporaries of one (tens of bytes a posting) would make
@@ -201,9 +176,6 @@ def warm(gen: Generation) -> None:
     """
     gen.previous()  # works out the fingerprints' keys, 8 bytes a chunk, kept for the next splice
     old = gen.data.bm25
-    if gen.posting_offsets() is None:  # first: its pass gives back the pages it read, which are read in next
-        gen.layout = Future()
-        gen.layout.set_result(posting_offsets(old))
     for a in (old.doc_len, old.term_blob, old.term_starts, old.offsets, old.post_doc, old.post_tf, gen.bm25_raw):
         _read_in(a)
 
@@ -257,9 +229,6 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
         with NewGeneration(artifacts, index_id) as new:
             new.write_behind(files)
             t0 = time.perf_counter()
-            layout = gen.take_posting_offsets()  # waited for when the derive thread is working it out
-            report.seconds["layout"] = time.perf_counter() - t0
-            t0 = time.perf_counter()
             postings = splice_postings(old.bm25, asm.row_map, asm.n_rows, asm.new_rows(), new_terms)
             report.seconds["splice"] = time.perf_counter() - t0
             with ThreadPoolExecutor(1, thread_name_prefix="bm25 cache") as pool:
@@ -267,7 +236,7 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
                 # at a time as they are written: neither the weights nor the entry are ever held whole.
                 staging = pool.submit(_stream_decoded, postings, meta.k1, meta.b, cache_dir, index_id)
                 t0 = time.perf_counter()
-                bm25_bytes = encode_spliced(gen.bm25_raw, old.bm25, postings, old_layout=layout)
+                bm25_bytes = encode_spliced(gen.bm25_raw, old.bm25, postings)
                 report.seconds["encode"] = time.perf_counter() - t0
                 t0 = time.perf_counter()
                 entry = staging.result()

@@ -31,7 +31,6 @@ from ragtui.core.documents.registry import reader_versions
 from ragtui.core.embedders.base import Embedder, known_dim, tokenizer_name
 from ragtui.core.errors import IndexFormatError, IndexMissingError, UsageError
 from ragtui.core.index.bm25 import check_bm25_params
-from ragtui.core.index.bm25_splice import posting_offsets
 from ragtui.core.index.index_format import IndexData, generation_of, read_index
 from ragtui.core.index.records import IndexMeta
 from ragtui.core.index.release import release_later
@@ -388,10 +387,6 @@ class IndexWriter:
         self._derive(done.derived, report)
         t0 = time.perf_counter()
         nxt = following(self.target, gen, asm, done, self._cache_dir)
-        if nxt is not None and self._deriver is not None:
-            # Where the new bm25.idx's postings start, for the next save's encode: worked out once the derived
-            # entries readers wait for are made (the same thread, after them), instead of at the start of that save.
-            nxt.layout = self._deriver.submit(posting_offsets, nxt.data.bm25)
         remove_stale_generations(self.artifacts, self.index_id)
         journal.clear()
         report.seconds["tidy"] = time.perf_counter() - t0
