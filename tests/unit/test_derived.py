@@ -423,3 +423,34 @@ def test_one_lexical_entry_that_cannot_be_built_does_not_keep_the_other_from_its
     reader = Retriever.open(link, embedder=embedder(), cache_dir=cache)
     reader.search("otters rivers", mode="bm25stem", k=5)
     assert (builds.whole, builds.blocks) == (0, 0)  # the stemmed arm was there for the reader
+
+
+def test_a_reader_that_knows_the_key_waits_for_the_writer_s_entry_without_grouping_docs_jsonl(published, monkeypatch):
+    """Right after a save the writer holds the lexical lock while it makes the entry it recorded the key of: a
+    reader that misses the entry waits for it and maps it, rather than read docs.jsonl to group the rows."""
+    from ragtui.core.index.arraycache import BuildLock, StreamedEntry
+    from ragtui.core.search.docaware import DOCLEX_KIND, lexical_lock
+
+    from .lockwait import waiting_reader
+
+    _, link, cache = published
+    data = read_index(link, full=False, cache_dir=cache)
+    key = data.stats["doclex_key"]
+    assert isinstance(key, str) and data.stats["verified_entry"]
+    want = results(Retriever.open(link, embedder=embedder(), cache_dir=cache), ("bm25doc",))
+    groups = doc_groups_of(data.records)
+    for entry in doclex_entries(cache):
+        shutil.rmtree(entry)
+    held = BuildLock.take(cache, lexical_lock("docs"))
+    assert held.held
+    builds = Builds(monkeypatch)
+    reader, got = waiting_reader(monkeypatch, lambda: results(
+        Retriever.open(link, embedder=embedder(), cache_dir=cache), ("bm25doc",)))
+    # The "writer": it writes the entry under the lock it holds, then lets go.
+    entry = StreamedEntry(cache, DOCLEX_KIND, "docs")
+    DocLexical.build_into(entry, data.bm25, groups)
+    assert entry.place(key)
+    held.release()
+    reader.join()
+    assert got == [want]
+    assert (builds.builds, builds.groupings) == (0, 0)

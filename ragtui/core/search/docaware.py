@@ -282,6 +282,11 @@ class DocLexical:
             return cls.build(chunks, groups())
         if key is not None:
             got = cls._cached(chunks, cache_dir, name, bm25_key, key)
+            if got is None and wait:
+                # The writer that recorded the key makes that entry while it holds the lock: wait for it rather
+                # than read docs.jsonl to group the rows (seconds at a million chunks) and then wait anyway.
+                with BuildLock.wait(cache_dir, lexical_lock(name)):
+                    got = cls._cached(chunks, cache_dir, name, bm25_key, key)
             if got is not None:
                 return got
         doc_of_row = np.asarray(groups(), dtype=np.int64)
