@@ -367,8 +367,8 @@ class Column:
             return
         try:
             if self._n is None:
-                # The count is known now. A 1-d header is padded to 64 bytes whatever the count's digits, so the
-                # header written first is replaced in place: the file is what ``np.save`` writes.
+                # The count is known now. A 1-d header's length does not depend on the count (it is padded to a
+                # multiple of 64 bytes), so the one written first is replaced in place: the file np.save writes.
                 header = _npy_header(self._dtype, self._written)
                 if len(header) != len(_npy_header(self._dtype, 0)):
                     raise OSError(errno.EOVERFLOW, f"{self._key}: the header of {self._written} values is longer")

@@ -160,7 +160,7 @@ class Derivation:
             self.release()
 
     def _stem(self) -> None:
-        """The stemmed arm of the document-level BM25 keyed ``key``, written into its entry a block of postings at
+        """The stemmed arm of the document-level BM25 (keyed ``key``), written into its entry a block of postings at
         a time (``StemLexical.build_into``); nothing is built in memory when the entry cannot be written."""
         assert self.doc_of_row is not None
         try:
