@@ -24,6 +24,7 @@ MAX_DOCS_LINE_BYTES = 256 << 20
 _COUNT_BLOCK = 4 << 20
 CACHED_RECORDS = 1 << 13
 """Parsed records a ``DocsFile`` keeps for the next look at the same line, at most; then it starts over."""
+_FP_BLOCK_LINES = 1 << 16
 VERIFY_BLOCK_BYTES = 4 << 20
 """``verify`` and ``stream`` parse this many bytes of lines at a time (one line at least)."""
 
@@ -253,13 +254,21 @@ class DocsFile(Sequence[ChunkRecord]):
         if int(self._ends[0]) < tail or not _gaps_within(self._ends, tail + 1, 1 << 62):
             return None
         raw = np.frombuffer(self._raw, dtype=np.uint8)
-        block = raw[self._ends[:, None] + np.arange(-tail, 0)]
-        if not (block[:, : len(_FP_HEAD)] == _FP_HEAD_ARRAY).all() or not (block[:, -2:] == _FP_TAIL_ARRAY).all():
-            return None
-        hexes = np.ascontiguousarray(block[:, len(_FP_HEAD) : -2])
-        if not _HEX[hexes].all():
-            return None
-        return hexes.view("S64").ravel()
+        out = np.empty(n, dtype="S64")
+        hexes = out.view(np.uint8).reshape(n, 64)
+        released = 0
+        # A block of lines at a time, the pages read dropped after each: the bytes looked at lie on
+        # every page of the file, which would otherwise all stay in this process's resident size.
+        for lo in range(0, n, _FP_BLOCK_LINES):
+            hi = min(n, lo + _FP_BLOCK_LINES)
+            block = raw[self._ends[lo:hi, None] + np.arange(-tail, 0)]
+            if not (block[:, : len(_FP_HEAD)] == _FP_HEAD_ARRAY).all() or not (block[:, -2:] == _FP_TAIL_ARRAY).all():
+                return None
+            hexes[lo:hi] = block[:, len(_FP_HEAD) : -2]
+            if not _HEX[hexes[lo:hi]].all():
+                return None
+            released = self.release_pages(int(self._ends[hi - 1]) + 1 - (1 if hi < n else 0), released)
+        return out
 
     def find(self, chunk_id: str) -> int:
         """The line (chunk number) holding ``chunk_id``, or -1. Bisects the ordered file."""
