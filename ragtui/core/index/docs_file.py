@@ -25,6 +25,7 @@ _COUNT_BLOCK = 4 << 20
 CACHED_RECORDS = 1 << 13
 """Parsed records a ``DocsFile`` keeps for the next look at the same line, at most; then it starts over."""
 _FP_BLOCK_LINES = 1 << 16
+"""``written_fingerprints`` reads this many lines' fingerprints at a time."""
 VERIFY_BLOCK_BYTES = 4 << 20
 """``verify`` and ``stream`` parse this many bytes of lines at a time (one line at least)."""
 
@@ -173,10 +174,7 @@ class DocsFile(Sequence[ChunkRecord]):
         """The first line (chunk number) of each document, in order (int64). A checked pass over the file
         (``verify``) finds them and each document's doc_id (``doc_ids``), which are kept: a few bytes per
         document, never the records."""
-        if self._doc_starts is None:
-            for _rec in self._checked():
-                pass
-            self._verified = True
+        self.verify()  # a complete pass leaves them
         assert self._doc_starts is not None
         return self._doc_starts
 
