@@ -35,6 +35,8 @@ agent's RSS from /proc):
   bm25doc, flat, ivf, hybrid): wall time and peak RSS, the first run (which
   may fill the readers' cache) and the median of the runs after it; and a
   fresh Python process timing ``Retriever.open`` to its first answer;
+* a full read, ``ragtui info`` (every line of docs.jsonl checked), and a
+  reader whose cache is empty (it decodes bm25.idx): wall time and peak RSS;
 * warm: median and p95 per mode over the real queries (text in, hits out,
   the query embedding included for the vector modes);
 * IVF recall@10 against flat at the calibrated nprobe over the same queries;
@@ -432,6 +434,18 @@ def measure(work: Path, label: str, target: int, args: argparse.Namespace, queri
     out["fresh_load"] = [la, load()]
     print(f"    load {la:.1f} -> {load():.1f}")
 
+    # A full read: `ragtui info` checks every line of docs.jsonl and every vector (the BM25 arrays from the cache).
+    la = load()
+    res = run_child([*ragtui_command(), "info", *base, "--json"], env)
+    out.update(info_s=res["s"], info_rss_mib=res["rss_mib"])
+    # A reader whose cache holds nothing yet (a cache deleted, an index another program wrote): it decodes bm25.idx.
+    with tempfile.TemporaryDirectory(dir=work) as empty:
+        cold = run_child([sys.executable, "-c", FIRST_QUERY, str(index), empty, "bm25", query], env)
+    out.update(cold_bm25_s=json.loads(cold["stdout"])["first_s"], cold_bm25_rss_mib=cold["rss_mib"])
+    print(f"  `ragtui info` (every line checked): {res['s']:.1f} s, peak RSS {res['rss_mib']:,.0f} MiB; "
+          f"a reader with an empty cache, open -> first bm25 answer: {out['cold_bm25_s']:.1f} s, "
+          f"peak RSS {cold['rss_mib']:,.0f} MiB; load {la:.1f} -> {load():.1f}")
+
     # Warm, in this process.
     r = Retriever.open(index, embedder=make_embedder("wordllama"), cache_dir=cache)
     la = load()
@@ -616,6 +630,10 @@ ROWS = [
     *[(f"cli_{m}_s", f"`ragtui search --mode {m}`, fresh process, s") for m in MODES],
     *[(f"cli_{m}_rss_mib", f"`ragtui search --mode {m}` peak RSS, MiB") for m in MODES],
     *[(f"first_{m}_s", f"fresh Retriever, open -> first {m} answer, s") for m in MODES],
+    ("info_s", "`ragtui info` (every line checked), s"),
+    ("info_rss_mib", "`ragtui info` peak RSS, MiB"),
+    ("cold_bm25_s", "empty cache: open -> first bm25 answer, s"),
+    ("cold_bm25_rss_mib", "empty cache: open -> first bm25 answer, peak RSS MiB"),
     *[(f"warm_{m}_ms", f"warm {m} query, median ms") for m in MODES],
     ("ivf_recall", "IVF recall@10 vs flat, real queries"),
     ("ivf_nprobe", "IVF calibrated nprobe"),

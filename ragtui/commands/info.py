@@ -51,11 +51,12 @@ def run(args) -> int:
                 print(f"ragtui: note: {app.broken_note(settings, broken)}", file=sys.stderr)
         return 0
     from ragtui.core.documents import TEXT, by_extension
-    from ragtui.core.ingest.publish import state_dir
+    from ragtui.core.ingest.publish import rag_root, state_dir
     from ragtui.core.ingest.skips import load_skips
 
-    data = read_index(app.resolve_index(settings))
-    doc_ids = {r.doc_id for r in data.records}
+    # Every line of docs.jsonl checked (full), a block at a time; the decoded BM25 arrays from the shared cache.
+    data = read_index(app.resolve_index(settings), cache_dir=rag_root(settings.artifacts) / ".cache")
+    doc_ids = data.records.doc_ids()
     info: dict[str, Any] = {"path": str(data.path), **data.meta.to_json(), "n_documents": len(doc_ids)}
     code = _code_documents(doc_ids)
     if code:

@@ -115,10 +115,13 @@ def test_hybrid_depth_does_not_depend_on_k(retriever):
         assert len({h.row for h in large}) == len(large)
 
 
-def test_doc_groups_from_raw_lines_agree_with_parsing(retriever, tmp_path):
+@pytest.mark.parametrize("block", [1, 97, 1 << 23])
+def test_doc_groups_from_raw_lines_agree_with_parsing(retriever, tmp_path, monkeypatch, block):
+    import ragtui.core.search.docaware as docaware
     from ragtui.core.index.docs_file import DocsFile
     from ragtui.core.search.docaware import doc_groups_of
 
+    monkeypatch.setattr(docaware, "GROUP_BLOCK_BYTES", block)  # a block of lines at a time, whatever its size
     records = retriever.data.records
     parsed = doc_groups([records[i].doc_id for i in range(len(records))])
     assert doc_groups_of(records).tolist() == parsed.tolist()

@@ -215,3 +215,67 @@ def test_fingerprint_must_match_text(index_copy):
     (index_copy / "docs.jsonl").write_bytes(raw.replace(b"alpha text", b"alpha TEXT", 1))
     with pytest.raises(IndexFormatError, match="line 1: fingerprint"):
         read_index(index_copy)
+
+
+def _many_docs(n_docs: int) -> dict[str, list[str]]:
+    return {f"d/{i:04d}.md": [f"text {i} part {k} " + "x" * (i % 7) for k in range(1 + i % 3)] for i in range(n_docs)}
+
+
+@pytest.mark.parametrize("block", [1, 64, 300, 1 << 20])
+def test_a_full_read_checks_every_line_a_block_at_a_time_and_keeps_no_record(tmp_path, monkeypatch, block):
+    import ragtui.core.index.docs_file as docs_file
+
+    docs = _many_docs(60)
+    path, records, _ = build(tmp_path, "docs", docs)
+    monkeypatch.setattr(docs_file, "VERIFY_BLOCK_BYTES", block)
+    data = read_index(path)
+    assert data.records._cache == {}  # checked, not held
+    assert data.records.doc_ids() == sorted(docs)
+    starts = data.records.doc_starts().tolist()
+    assert [records[i].k for i in starts] == [0] * len(docs)
+    assert [records[i].doc_id for i in starts] == sorted(docs)
+    assert list(data.records.stream()) == records
+
+
+@pytest.mark.parametrize("block", [1, 100, 1 << 20])
+@pytest.mark.parametrize("line", [1, 2, 37, 120])
+def test_a_bad_line_in_any_block_is_named(tmp_path, monkeypatch, block, line):
+    import ragtui.core.index.docs_file as docs_file
+
+    path, records, _ = build(tmp_path, "docs", _many_docs(60))
+    plain = tmp_path / "plain" / "docs"
+    shutil.copytree(path, plain)
+    raw = (plain / "docs.jsonl").read_bytes().split(b"\n")
+    raw[line - 1] = raw[line - 1].replace(b" part ", b" PART ", 1)  # its fingerprint no longer matches
+    (plain / "docs.jsonl").write_bytes(b"\n".join(raw))
+    monkeypatch.setattr(docs_file, "VERIFY_BLOCK_BYTES", block)
+    with pytest.raises(IndexFormatError, match=f"line {line}: fingerprint"):
+        read_index(plain)
+    with pytest.raises(IndexFormatError, match=f"line {line}: fingerprint"):
+        read_index(plain, full=False).records.doc_ids()
+
+
+def test_two_values_on_one_line_are_refused_whatever_the_block(tmp_path, monkeypatch):
+    import ragtui.core.index.docs_file as docs_file
+
+    path, _, _ = build(tmp_path, "docs", _many_docs(10))
+    plain = tmp_path / "plain" / "docs"
+    shutil.copytree(path, plain)
+    lines = (plain / "docs.jsonl").read_bytes().split(b"\n")
+    lines[4] = lines[4] + b"," + lines[4]
+    (plain / "docs.jsonl").write_bytes(b"\n".join(lines))
+    for block in (1, 1 << 20):
+        monkeypatch.setattr(docs_file, "VERIFY_BLOCK_BYTES", block)
+        with pytest.raises(IndexFormatError, match="line 5 is not valid JSON"):
+            read_index(plain)
+
+
+def test_the_records_kept_for_a_second_look_are_bounded(tmp_path, monkeypatch):
+    import ragtui.core.index.docs_file as docs_file
+
+    path, records, _ = build(tmp_path, "docs", _many_docs(60))
+    monkeypatch.setattr(docs_file, "CACHED_RECORDS", 16)
+    data = read_index(path, full=False)
+    assert [data.records[i] for i in range(len(records))] == records
+    assert 0 < len(data.records._cache) <= 16
+    assert data.records[len(records) - 1] is data.records[len(records) - 1]  # a second look is kept

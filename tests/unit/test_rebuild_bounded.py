@@ -5,6 +5,7 @@ decoded arrays are written a block at a time, and the bytes are those of making 
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import subprocess
 import sys
@@ -265,3 +266,21 @@ def test_pages_of_a_mapped_array_given_back_read_the_same(tmp_path):
     drop_pages(mapped[12345:], 99)  # a view: pages of the same map
     drop_pages(values, values.size)  # in memory: nothing to give back
     assert np.array_equal(mapped, values) and np.array_equal(mapped[12345:], values[12345:])
+
+
+def test_the_map_behind_an_indexs_vectors_is_found_and_a_range_given_back_reads_the_same(tmp_path):
+    from ragtui.core.index.arraycache import _map_of
+    from ragtui.core.index.index_format import read_index
+
+    from .indexgen import build
+
+    path, _, vectors = build(tmp_path, "docs", {f"d{i}.md": [f"chunk {i}"] * 40 for i in range(60)}, dim=64)
+    data = read_index(path, full=False)
+    # vectors.f32 is mapped and viewed through a memoryview: the map is still found behind it.
+    assert isinstance(_map_of(data.vectors), mmap.mmap)
+    v = data.vectors
+    for lo, hi in ((0, 10), (7, 1000), (1000, v.size), (v.size - 3, v.size + 50), (5, 5), (9, 2)):
+        drop_pages(v, hi, lo)
+        drop_pages(v[100:], hi, lo)  # a view of the rows: offsets counted from its own first value
+    assert np.array_equal(v, vectors)
+    assert _map_of(np.ones(3)) is None

@@ -221,6 +221,28 @@ def test_a_docs_file_finds_each_lines_place_from_the_ends_alone():
     assert docs.written_fingerprints().tolist() == [fingerprint(t).encode() for t in texts]
 
 
+@pytest.mark.parametrize("block", [1, 5, 12, 1 << 16])
+def test_written_fingerprints_a_block_of_lines_at_a_time(tmp_path, monkeypatch, block):
+    import mmap
+
+    from ragtui.core.index.docs_file import DocsFile
+    from ragtui.core.index.records import ChunkRecord, IndexMeta, encode_docs, fingerprint
+
+    monkeypatch.setattr(docs_file, "_FP_BLOCK_LINES", block)
+    texts = [f"text {'y' * (300 * i)} {i}" for i in range(12)]  # lines over several pages of a map
+    raw = encode_docs(ChunkRecord(f"d/{i:02}.md#0", f"d/{i:02}.md", "file", f"d/{i:02}.md", t, 3, fingerprint(t))
+                      for i, t in enumerate(texts))
+    meta = IndexMeta("d", "2026-01-01T00:00:00Z", 12, 4, "m", "m", 12, 3, 1.2, 0.75)
+    (tmp_path / "docs.jsonl").write_bytes(raw)
+    with open(tmp_path / "docs.jsonl", "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        docs = DocsFile(mm, "docs.jsonl", meta)
+        assert docs.written_fingerprints().tolist() == [fingerprint(t).encode() for t in texts]
+        assert [docs[i].text for i in range(12)] == texts  # the pages dropped come back when read
+    # A line of another layout in any block: no fingerprints (the caller parses the lines instead).
+    odd = raw.replace(b',"fingerprint":"' + fingerprint(texts[7]).encode(), b',"fingerprint": "' + fingerprint(texts[7]).encode())
+    assert DocsFile(odd, "docs.jsonl", meta).written_fingerprints() is None
+
+
 def test_ends_not_looked_at_are_caught_when_their_line_is_read(monkeypatch):
     from ragtui.core.index.docs_file import DocsFile
     from ragtui.core.index.records import ChunkRecord, IndexMeta, encode_docs, fingerprint

@@ -402,22 +402,40 @@ def _npy_header(dtype: np.dtype, n: int) -> bytes:
     return out.getvalue()
 
 
-def drop_pages(array: np.ndarray, upto: int) -> None:
-    """Let the kernel take back the resident pages of the first ``upto`` values of ``array`` when it is mapped
-    from a file (``load_entry``); nothing otherwise. Best effort; the values stay what they are: a page touched
-    again is read back from the file. A pass over a large mapped array then holds a block of it resident, not
-    all of it."""
-    mapped = getattr(array, "_mmap", None)
-    if not isinstance(mapped, mmap.mmap) or upto <= 0 or not hasattr(mmap, "MADV_DONTNEED"):
+def drop_pages(array: np.ndarray, upto: int, start: int = 0) -> None:
+    """Let the kernel take back the resident pages of values ``start`` to ``upto`` of ``array`` (counted over
+    the array's values, in memory order) when it is mapped from a file (an entry of ``load_entry``, an index's
+    vectors.f32); nothing otherwise. Best effort, and only whole pages inside that range; the values stay what
+    they are: a page touched again is read back from the page cache or the file. A pass over a large mapped
+    array then holds a block of it resident, not all of it."""
+    mapped = _map_of(array)
+    if mapped is None or upto <= start or not hasattr(mmap, "MADV_DONTNEED"):
         return
     try:
         base = np.frombuffer(mapped, dtype=np.uint8).ctypes.data
-        end = array.ctypes.data + min(upto, array.size) * array.itemsize - base
-        end -= end % mmap.PAGESIZE
-        if end > 0:
-            mapped.madvise(mmap.MADV_DONTNEED, 0, end)
+        at = array.ctypes.data - base
+        lo = at + max(0, start) * array.itemsize
+        hi = at + min(upto, array.size) * array.itemsize
+        lo += -lo % mmap.PAGESIZE
+        hi -= hi % mmap.PAGESIZE
+        if hi > lo:
+            mapped.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
     except (OSError, ValueError, TypeError):
         pass
+
+
+def _map_of(array: np.ndarray) -> mmap.mmap | None:
+    """The file map behind ``array`` (a ``np.load`` map, or an array made over an ``mmap`` or a memoryview of
+    one), or None."""
+    obj: object = array
+    for _ in range(8):
+        mapped = obj if isinstance(obj, mmap.mmap) else getattr(obj, "_mmap", None)
+        if isinstance(mapped, mmap.mmap):
+            return mapped
+        obj = obj.obj if isinstance(obj, memoryview) else getattr(obj, "base", None)
+        if obj is None:
+            return None
+    return None
 
 
 def _place(tmp: Path | None, name: str, *, mark: bool) -> bool:

@@ -22,6 +22,12 @@ __all__ = ["MAX_DOCS_LINE_BYTES", "DocsFile", "ends_fit"]
 MAX_DOCS_LINE_BYTES = 256 << 20
 """One docs.jsonl line holds one chunk of one document: at most 256 MiB, newline excluded."""
 _COUNT_BLOCK = 4 << 20
+CACHED_RECORDS = 1 << 13
+"""Parsed records a ``DocsFile`` keeps for the next look at the same line, at most; then it starts over."""
+_FP_BLOCK_LINES = 1 << 16
+"""``written_fingerprints`` reads this many lines' fingerprints at a time."""
+VERIFY_BLOCK_BYTES = 4 << 20
+"""``verify`` and ``stream`` parse this many bytes of lines at a time (one line at least)."""
 
 
 _FP_HEAD = b',"fingerprint":"'
@@ -53,8 +59,11 @@ class DocsFile(Sequence[ChunkRecord]):
         if ends.size != meta.n_chunks:
             raise IndexFormatError(where, f"has {ends.size} lines, but meta.json says n_chunks {meta.n_chunks}")
         self._ends = ends  # a line's start is the previous line's end + 1: found per read, never stored
-        self._cache: dict[int, ChunkRecord] = {}
+        self._cache: dict[int, ChunkRecord] = {}  # at most CACHED_RECORDS, then started over
         self._verified = False
+        # Each document's first line and doc_id, once a whole pass has checked them (not the records).
+        self._doc_starts: np.ndarray | None = None
+        self._doc_ids: list[str] = []
 
     def __len__(self) -> int:
         return int(self._ends.size)
@@ -74,7 +83,10 @@ class DocsFile(Sequence[ChunkRecord]):
             raise IndexError(i)
         rec = self._cache.get(i)
         if rec is None:
-            rec = self._cache[i] = self._parse(i)
+            rec = self._parse(i)
+            if len(self._cache) >= CACHED_RECORDS:
+                self._cache.clear()
+            self._cache[i] = rec
         return rec
 
     def _parse(self, i: int) -> ChunkRecord:
@@ -119,51 +131,94 @@ class DocsFile(Sequence[ChunkRecord]):
         return ChunkRecord(chunk_id, doc_id, source, uri, text, n_tokens, fp)
 
     def verify(self) -> None:
-        """Parse every line and check the order rules; raise ``IndexFormatError`` at the first breach."""
-        if self._verified or not len(self):
-            self._verified = True
+        """Parse every line and check the order rules; raise ``IndexFormatError`` at the first breach.
+
+        A block of lines at a time, keeping none of them: memory stays that of
+        one block (``VERIFY_BLOCK_BYTES``) however large the file.
+        """
+        if self._verified:
             return
-        where = self._where
-        raw = bytes(self._raw)
-        try:
-            objs = json.loads(b"[" + raw[:-1].replace(b"\n", b",") + b"]")
-            if len(objs) != len(self):
-                raise ValueError("line count")
-        except (ValueError, RecursionError):
-            for i in range(len(self)):
-                self._cache.pop(i, None)
-                self[i]  # raises with the line number
-            raise IndexFormatError(where, "a line holds more than one JSON value") from None
-        order = _Order(where)
-        cache = self._cache
-        for i, obj in enumerate(objs):
-            rec = cache.get(i) or self._record(obj, i + 1)
-            cache[i] = rec
-            order.check(rec, i + 1)
+        for _rec in self._checked():
+            pass
         self._verified = True
 
     def stream(self) -> Iterator[ChunkRecord]:
         """Every record in order, each line checked as ``self[i]`` checks it and the order rules as
-        ``verify`` checks them, keeping none: memory stays that of one record however large the file.
+        ``verify`` checks them, keeping none: memory stays that of one block of lines however large the file.
 
         Raises ``IndexFormatError`` at the first breach (after yielding the records before it); after
         a complete pass the file counts as verified.
         """
-        order = _Order(self._where)
-        for i in range(len(self)):
-            rec = self._cache.get(i) or self._parse(i)
-            order.check(rec, i + 1)
-            yield rec
+        yield from self._checked()
         self._verified = True
 
-    def release_pages(self) -> None:
+    def _checked(self) -> Iterator[ChunkRecord]:
+        """Every record in order, checked; the lines parsed a block at a time (one ``json.loads`` of the
+        block's lines as one array), a block that does not parse so parsed a line at a time to name the line."""
+        order = _Order(self._where)
+        n = len(self)
+        starts: list[int] = []
+        ids: list[str] = []
+        released = 0
+        for lo, hi in self.blocks(VERIFY_BLOCK_BYTES):
+            for i, obj in enumerate(self._block_objects(lo, hi), lo):
+                rec = self._record(obj, i + 1) if obj is not None else self._parse(i)
+                if order.check(rec, i + 1):
+                    starts.append(i)
+                    ids.append(rec.doc_id)
+                yield rec
+            released = self.release_pages(self._start(hi) if hi < n else len(self._raw), released)
+        self._doc_starts, self._doc_ids = np.array(starts, dtype=np.int64), ids
+
+    def doc_starts(self) -> np.ndarray:
+        """The first line (chunk number) of each document, in order (int64). A checked pass over the file
+        (``verify``) finds them and each document's doc_id (``doc_ids``), which are kept: a few bytes per
+        document, never the records."""
+        self.verify()  # a complete pass leaves them
+        assert self._doc_starts is not None
+        return self._doc_starts
+
+    def doc_ids(self) -> list[str]:
+        """Each document's doc_id, in order (found with ``doc_starts``)."""
+        self.doc_starts()
+        return list(self._doc_ids)
+
+    def blocks(self, size: int) -> Iterator[tuple[int, int]]:
+        """The lines in ranges [lo, hi) of whole lines, in order, each at most ``size`` bytes (one line at least)."""
+        lo, n = 0, len(self)
+        while lo < n:
+            hi = int(np.searchsorted(self._ends, self._start(lo) + size, side="right"))
+            hi = min(max(hi, lo + 1), n)
+            yield lo, hi
+            lo = hi
+
+    def _block_objects(self, lo: int, hi: int) -> list[object] | list[None]:
+        """The JSON values of lines ``lo`` to ``hi - 1`` parsed together, or a None for each (parse them one by one)."""
+        raw = bytes(self.raw_lines(lo, hi))
+        try:
+            objs = json.loads(b"[" + raw[:-1].replace(b"\n", b",") + b"]")
+        except (ValueError, RecursionError):
+            return [None] * (hi - lo)
+        if not isinstance(objs, list) or len(objs) != hi - lo:
+            # A line holding two values (``{..},{..}``) parses as two items: each line on its own says which.
+            for i in range(lo, hi):
+                self._parse(i)
+            raise IndexFormatError(self._where, "a line holds more than one JSON value")
+        return objs
+
+    def release_pages(self, upto: int | None = None, start: int = 0) -> int:
         """Tell the kernel this process no longer needs the pages of the file map read so far (after a
-        pass such as ``stream``): the map is read-only, so a later read faults them back in."""
-        if isinstance(self._raw, mmap.mmap):
+        pass such as ``stream``; ``upto``: only the whole pages from ``start``, page-aligned, to that offset):
+        the map is read-only, so a later read faults them back in. Returns where the pages released end."""
+        if not isinstance(self._raw, mmap.mmap):
+            return start
+        end = len(self._raw) if upto is None else upto - upto % mmap.PAGESIZE
+        if end > start:
             try:
-                self._raw.madvise(mmap.MADV_DONTNEED)
+                self._raw.madvise(mmap.MADV_DONTNEED, start, end - start)
             except (AttributeError, OSError, ValueError):  # no madvise here, or a closed map
-                pass
+                return start
+        return max(start, end)
 
     def byte_range(self, lo: int, hi: int) -> tuple[int, int]:
         """Where lines ``lo`` to ``hi - 1`` (newlines included) lie in the file: [start, end)."""
@@ -197,13 +252,21 @@ class DocsFile(Sequence[ChunkRecord]):
         if int(self._ends[0]) < tail or not _gaps_within(self._ends, tail + 1, 1 << 62):
             return None
         raw = np.frombuffer(self._raw, dtype=np.uint8)
-        block = raw[self._ends[:, None] + np.arange(-tail, 0)]
-        if not (block[:, : len(_FP_HEAD)] == _FP_HEAD_ARRAY).all() or not (block[:, -2:] == _FP_TAIL_ARRAY).all():
-            return None
-        hexes = np.ascontiguousarray(block[:, len(_FP_HEAD) : -2])
-        if not _HEX[hexes].all():
-            return None
-        return hexes.view("S64").ravel()
+        out = np.empty(n, dtype="S64")
+        hexes = out.view(np.uint8).reshape(n, 64)
+        released = 0
+        # A block of lines at a time, the pages read dropped after each: the bytes looked at lie on
+        # every page of the file, which would otherwise all stay in this process's resident size.
+        for lo in range(0, n, _FP_BLOCK_LINES):
+            hi = min(n, lo + _FP_BLOCK_LINES)
+            block = raw[self._ends[lo:hi, None] + np.arange(-tail, 0)]
+            if not (block[:, : len(_FP_HEAD)] == _FP_HEAD_ARRAY).all() or not (block[:, -2:] == _FP_TAIL_ARRAY).all():
+                return None
+            hexes[lo:hi] = block[:, len(_FP_HEAD) : -2]
+            if not _HEX[hexes[lo:hi]].all():
+                return None
+            released = self.release_pages(int(self._ends[hi - 1]) + 1 - (1 if hi < n else 0), released)
+        return out
 
     def find(self, chunk_id: str) -> int:
         """The line (chunk number) holding ``chunk_id``, or -1. Bisects the ordered file."""
@@ -346,9 +409,12 @@ class _Order:
         self.prev_bytes = b""
         self.next_k = 0
 
-    def check(self, rec: ChunkRecord, line: int) -> None:
+    def check(self, rec: ChunkRecord, line: int) -> bool:
+        """Raise ``IndexFormatError`` if ``rec`` may not follow the records before it; return whether it
+        starts a document."""
         doc_id = rec.doc_id
-        if doc_id != self.prev_doc:
+        first = doc_id != self.prev_doc
+        if first:
             doc_bytes = doc_id.encode("utf-8")
             if self.prev_doc is not None and doc_bytes <= self.prev_bytes:
                 raise IndexFormatError(
@@ -360,3 +426,4 @@ class _Order:
             raise IndexFormatError(self.where, f"line {line}: chunk_id {rec.chunk_id!r} should be "
                                                f"{doc_id + '#' + str(self.next_k)!r}")
         self.next_k += 1
+        return first

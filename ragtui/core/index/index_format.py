@@ -367,6 +367,11 @@ def _map_vectors(f: BinaryIO, where: str, meta: IndexMeta, check: bool = True) -
         bad = bad_vector_rows(vectors)
         if bad.size:
             raise IndexFormatError(where, vector_row_problem(vectors, int(bad[0])))
+        # The check read every row; a search reads few: the pages need not stay in this process's resident size.
+        try:
+            mm.madvise(mmap.MADV_DONTNEED)
+        except (AttributeError, OSError, ValueError):  # no madvise here
+            pass
     return vectors
 
 

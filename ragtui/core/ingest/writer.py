@@ -404,11 +404,12 @@ class IndexWriter:
         old: IndexData | None = None
         if current_gen is not None or os.path.lexists(self.target):  # a link whose meta.json is gone is damage too
             try:
-                old = read_index(self.target)
+                old = read_index(self.target, cache_dir=self._cache_dir)
             except (IndexFormatError, IndexMissingError) as err:
                 report.rebuilt = f"the existing index could not be read ({err}); rebuilt from every file of the folder"
         trusted = state is not None
-        if state is not None and (old is None or not _state_matches(old, state.files)):
+        old_rows = _doc_rows(old) if old is not None else {}
+        if state is not None and (old is None or not _state_matches(old_rows, state.files)):
             # The unchanged documents were to come from that index: without it
             # (or when it does not hold what the state says), read them all.
             trusted = False
@@ -417,7 +418,7 @@ class IndexWriter:
             found.new_texts.close()
             found = self._scan(None, {}, report, tick, skips)
             self._remember_skips(found, skips, False)
-        prev = _previous_of(old, e) if old is not None else None
+        prev = _previous_of(old, old_rows, e) if old is not None else None
         if old is not None and not trusted:
             # meta.json does not record the code chunker: that difference re-chunks, it is not reported.
             old_settings = dataclasses.replace(IndexSettings.of_meta(old.meta), code=settings.code)
@@ -452,25 +453,28 @@ def open_published(target: Path, state: WriterState | None, cache_dir: Path) -> 
     return open_generation(target, state.index_files, state.generation, state.files, cache_dir)
 
 
-def _previous_of(old: IndexData, embedder: Embedder) -> Previous:
-    """What a full rebuild may take from the previous index (read and checked in full)."""
+def _previous_of(old: IndexData, rows: dict[str, tuple[int, int]], embedder: Embedder) -> Previous:
+    """What a full rebuild may take from the previous index (read and checked in full; ``rows``: ``_doc_rows``)."""
     records = old.records
-    rows: dict[str, tuple[int, int]] = {}
-    start = 0
-    for i in range(1, len(records) + 1):
-        if i == len(records) or records[i].doc_id != records[start].doc_id:
-            rows[records[start].doc_id] = (start, i)
-            start = i
-    fps = np.array([r.fingerprint.encode("ascii") for r in records], dtype="S64")
+    fps = records.written_fingerprints()
+    if fps is None:  # not laid out as this writer lays lines out: each line's own field
+        fps = np.empty(len(records), dtype="S64")
+        for lo, hi in records.blocks(4 << 20):
+            fps[lo:hi] = [r.fingerprint.encode("ascii") for r in records[lo:hi]]
     reusable = old.meta.embedding_model == embedder.model and old.meta.dim == embedder.dim
     return Previous(rows, fps, old.vectors, lambda lo, hi: records[lo:hi], reusable)
 
 
-def _state_matches(old: IndexData, old_files: Mapping[str, FileEntry]) -> bool:
-    """Whether the index holds, per document, the number of chunks the state says it does."""
-    held: dict[str, int] = {}
-    for r in old.records:
-        held[r.doc_id] = held.get(r.doc_id, 0) + 1
+def _doc_rows(old: IndexData) -> dict[str, tuple[int, int]]:
+    """Each document's rows [lo, hi) in ``old``: from the documents' first lines, which the full read found."""
+    starts = old.records.doc_starts().tolist()
+    ends = [*starts[1:], len(old.records)]
+    return {doc_id: (lo, hi) for doc_id, lo, hi in zip(old.records.doc_ids(), starts, ends)}
+
+
+def _state_matches(rows: dict[str, tuple[int, int]], old_files: Mapping[str, FileEntry]) -> bool:
+    """Whether the index holds, per document (its ``_doc_rows``), the number of chunks the state says it does."""
+    held = {doc_id: hi - lo for doc_id, (lo, hi) in rows.items()}
     wanted = {d: f.n_chunks for d, f in old_files.items() if f.n_chunks != 0}
     return held == wanted
 

@@ -46,6 +46,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ragtui.core.errors import UsageError
+from ragtui.core.index.arraycache import drop_pages
 from ragtui.core.search.flat import as_query, as_vectors, row_scores, top_k, vecdot
 from ragtui.core.search.pcg32 import PCG32, fnv1a64, index_rng
 
@@ -281,6 +282,7 @@ def nearest_centroid(vectors: np.ndarray, centroids: np.ndarray) -> np.ndarray:
             exact = _dot64(block[close][:, None, :], centroids[None, :, :])
             # argmax returns the first maximum: the lowest centroid on a tie.
             labels[start + close] = np.argmax(exact, axis=1)
+        drop_pages(vectors, (start + block.shape[0]) * dim, start * dim)  # a mapped file: read once here
     return labels
 
 
@@ -568,9 +570,11 @@ def exact_top(vectors: np.ndarray, queries: np.ndarray, k: int
     qg = np.ascontiguousarray(q[grouped])
     blocks = -(-n // max(1, _SCORE_BLOCK // grouped.size))  # near-equal blocks: none of a handful of rows
     gr, gs = best_r[grouped], best_s[grouped]
+    dim = int(v.shape[1])
     for b in range(blocks):
         lo, hi = b * n // blocks, (b + 1) * n // blocks
         gs, gr = _keep_best(gs, gr, qg @ v[lo:hi].T, lo)
+        drop_pages(v, hi * dim, lo * dim)  # a mapped file: read once here
     best_r[grouped], best_s[grouped] = gr, gs
     return best_r, best_s
 
@@ -653,6 +657,7 @@ def _lists(v: np.ndarray, index_id: str, p: ResolvedIVFParams, should_stop: Call
     rng = index_rng(index_id)
     train_rows = training_rows(v.shape[0], p.train_cap, rng)
     train = np.ascontiguousarray(v[train_rows])
+    drop_pages(v, v.size)  # the rows drawn, spread over a mapped file's pages
     centroids = seed_centroids(train, p.nlist, rng, should_stop=should_stop)
     centroids, iterations = _lloyd(train, centroids, p.iters, should_stop)
     del train

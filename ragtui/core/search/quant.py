@@ -24,7 +24,6 @@ on real data.
 
 from __future__ import annotations
 
-import mmap
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -32,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ragtui.core.errors import UsageError
+from ragtui.core.index.arraycache import drop_pages
 from ragtui.core.index.topk import top_k
 from ragtui.core.search.flat import as_query, as_vectors, row_scores
 
@@ -73,18 +73,7 @@ def release_pages(vectors: np.ndarray) -> None:
     is read-only and shared, so dropping its pages loses nothing: a later read faults them back in
     from the page cache or the file. Arrays not backed by a map are left alone.
     """
-    obj: object = vectors
-    for _ in range(8):
-        mm = obj if isinstance(obj, mmap.mmap) else getattr(obj, "_mmap", None)
-        if isinstance(mm, mmap.mmap):
-            try:
-                mm.madvise(mmap.MADV_DONTNEED)
-            except (AttributeError, OSError, ValueError):  # no madvise here, or a closed map
-                pass
-            return
-        obj = getattr(obj, "base", None)
-        if obj is None:
-            return
+    drop_pages(vectors, vectors.size)
 
 
 @dataclass(frozen=True, eq=False)
