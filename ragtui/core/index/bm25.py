@@ -63,9 +63,10 @@ DF_BYTES = POSTINGS_LEN_BYTES = 4
 ENTRY_FIXED = TERM_LEN_BYTES + DF_BYTES + POSTINGS_LEN_BYTES
 """The bytes of a term entry besides the term and its postings."""
 
-DECODE_PIECE = 1 << 20
-"""Postings ``BM25Index.decode`` decodes at a time (a piece of whole terms): its temporaries stay a few tens of MB."""
-DECODE_PIECE_BYTES = 4 << 20
+DECODE_PIECE = 1 << 18
+"""Postings ``BM25Index.decode`` decodes at a time (a piece of whole terms): its temporaries stay a few tens of MB
+(about 40 bytes a posting), except for a term with more postings, which is a piece of its own."""
+DECODE_PIECE_BYTES = 1 << 20
 """Bytes of postings a decoded piece holds at most (besides a term larger than that on its own)."""
 
 
@@ -734,7 +735,7 @@ def _read_head(data: bytes | memoryview | mmap.mmap, path: str) -> _Head:
 
     offsets = np.zeros(n_terms + 1, dtype=np.int64)
     np.cumsum(df, out=offsets[1:])
-    whole = np.frombuffer(data, dtype=np.uint8) if size else np.zeros(0, dtype=np.uint8)
+    whole = np.frombuffer(data, dtype=np.uint8)
     lengths = region_hi - region_lo
     if n_terms:
         if np.any(lengths[df == 0] != 0):
