@@ -168,7 +168,7 @@ def test_every_split_into_pieces_decodes_the_whole_files_arrays(docs, piece, nby
 
 @pytest.mark.parametrize("piece", [1, 2, 3, 1 << 20])
 def test_edge_indexes_decode_to_the_whole_files_arrays(piece):
-    frequent = [["the"] + (["rare"] if i % 97 == 0 else []) + ["t%04d" % (i // 7)] * (1 + i % 3) for i in range(3000)]
+    frequent = [["the"] + (["rare"] if i % 97 == 0 else []) + [f"t{i // 7:04d}"] * (1 + i % 3) for i in range(3000)]
     for docs in ([], [[]], [[], [], []], [["only"]], [["only"]] * 50, [["only"] * 300, [], ["only"]], frequent):
         data = encode_bm25(docs)
         want = whole_file_decode(data)
@@ -177,7 +177,7 @@ def test_edge_indexes_decode_to_the_whole_files_arrays(piece):
 
 
 def test_a_term_in_every_chunk_is_one_piece_of_its_own():
-    docs = [["common", "w%d" % (i % 11)] for i in range(5000)]
+    docs = [["common", f"w{i % 11}"] for i in range(5000)]
     data = encode_bm25(docs)
     index = BM25Index.decode(data, K1, B, piece=100, piece_bytes=64)
     assert int(index.df[index.lookup("common")]) == 5000
@@ -320,7 +320,7 @@ def test_an_unwritable_cache_decodes_in_memory(tmp_path):
 
 
 def test_readers_decoding_at_once_leave_one_sound_entry(tmp_path):
-    data = encode_bm25([["w%d" % (i % 13), "w%d" % (i % 7), "common"] for i in range(2000)])
+    data = encode_bm25([[f"w{i % 13}", f"w{i % 7}", "common"] for i in range(2000)])
     want = whole_file_decode(data)
     got: list[dict[str, np.ndarray]] = []
     errors: list[BaseException] = []
