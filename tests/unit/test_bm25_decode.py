@@ -356,3 +356,40 @@ def test_a_reader_and_a_writer_of_one_process_write_apart(tmp_path):
     assert np.load(tmp_path / "bm25-index-w" / "a.npy").tolist() == [0, 1]
     assert np.load(tmp_path / "bm25-index-r" / "a.npy").tolist() == [0, 1, 2]
     assert not any(".tmp" in p.name for p in tmp_path.iterdir())
+
+
+def plain_varints(data: bytes) -> list[int] | str:
+    """Unsigned LEB128 decoded byte by byte: the values, or the problem ``leb128.decode`` names."""
+    if data and data[-1] & 0x80:
+        return "truncated varint at the end of the data"
+    values, lengths, value, shift, length = [], [], 0, 0, 0
+    for byte in data:
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        length += 1
+        if not byte & 0x80:
+            values.append(value)
+            lengths.append(length)
+            value, shift, length = 0, 0, 0
+    if any(n > 5 for n in lengths):
+        return "varint longer than 5 bytes"
+    if any(v >= 1 << 32 for v in values):
+        return "varint value does not fit in 32 bits"
+    return values
+
+
+varint_bytes = st.lists(st.one_of(st.integers(0, 255), st.sampled_from([0x80, 0xFF, 0x7F, 0x0F, 0x10, 0x00])),
+                        max_size=60)
+
+
+@settings(max_examples=500, deadline=None)
+@given(raw=varint_bytes)
+def test_varints_decode_as_read_byte_by_byte(raw):
+    """Any bytes, non-minimal varints and every fault included."""
+    data = bytes(raw)
+    want = plain_varints(data)
+    try:
+        got: list[int] | str = leb128.decode(data).tolist()
+    except leb128.VarintError as e:
+        got = str(e)
+    assert got == want
