@@ -777,7 +777,10 @@ def _decoded_pieces(head: _Head, piece: int, piece_bytes: int) -> Iterator[tuple
     n_terms = df.size
     lengths = head.region_hi - head.region_lo
     ends = np.cumsum(lengths)  # postings bytes through each term
+    # Each chunk's terms counted over the postings: a sum of at most n_terms tfs below 2**32 each, exact in int64
+    # below 2**31 terms (a file of over 20 GiB could have more: then the sums of each piece in float64).
     counted = np.zeros(n_docs, dtype=np.int64)
+    exact = n_terms < 1 << 31
     fault: _Fault | None = None
     top = -1  # the largest chunk number of any posting, for the "document range" fault
     t0 = 0
@@ -798,7 +801,10 @@ def _decoded_pieces(head: _Head, piece: int, piece_bytes: int) -> Iterator[tuple
             if docs.size:
                 top = max(top, int(docs.max()))
             if fault is None:
-                counted += np.bincount(docs, weights=tf, minlength=n_docs).astype(np.int64)
+                if exact:
+                    np.add.at(counted, docs, tf.view(np.int64))  # tf < 2**32: the same bits as int64
+                else:
+                    counted += np.bincount(docs, weights=tf, minlength=n_docs).astype(np.int64)
                 yield t0, t1, lo, hi, docs, tf
         t0 = t1
     if fault is not None:

@@ -80,7 +80,7 @@ def decode(data: np.ndarray | bytes, expected: int | None = None) -> np.ndarray:
         if expected:
             raise VarintError(f"expected {expected} varints, found none")
         return np.zeros(0, dtype=np.uint64)
-    last = (buf & 0x80) == 0
+    last = buf < 0x80
     if not last[-1]:
         raise VarintError("truncated varint at the end of the data")
     ends = np.flatnonzero(last)
