@@ -442,15 +442,15 @@ class BM25Index:
         decoding the same name waits for it (``decode_lock``), then looks again. Decoded in memory only when the
         entry cannot be written or read back."""
         found = load_entry(cache_dir, "bm25", name, key)
-        if found is not None:
-            if _sound(found, k1, b):
-                return cls.from_arrays(found)
-            # Damaged but readable (a file of the entry lost or cut short): drop it and decode anew.
-            shutil.rmtree(cache_dir / f"bm25-{name}-{key}", ignore_errors=True)
+        if found is not None and _sound(found, k1, b):
+            return cls.from_arrays(found)
         with BuildLock.wait(cache_dir, decode_lock(name)):
             found = load_entry(cache_dir, "bm25", name, key)  # whoever held the lock may have placed it
-            if found is not None and _sound(found, k1, b):
-                return cls.from_arrays(found)
+            if found is not None:
+                if _sound(found, k1, b):
+                    return cls.from_arrays(found)
+                # Damaged but readable (a file of the entry lost or cut short): drop it and decode anew.
+                shutil.rmtree(cache_dir / f"bm25-{name}-{key}", ignore_errors=True)
             entry = StreamedEntry(cache_dir, "bm25", name, tag=f"decoded{threading.get_ident()}")
             try:
                 if entry.ok:
