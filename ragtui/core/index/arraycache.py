@@ -295,9 +295,11 @@ class StreamedEntry:
     ``discard`` or, once this process is gone, by the next writer).
     """
 
-    def __init__(self, cache_dir: Path, kind: str, name: str) -> None:
+    def __init__(self, cache_dir: Path, kind: str, name: str, tag: str = "streamed") -> None:
+        """``tag`` names the temporary directory beside the process's pid: writers of the same kind and name that
+        may run at once in one process (a reader's and a writer's) each take their own."""
         self._prefix = f"{kind}-{name}-"
-        tmp = Path(cache_dir) / f"{kind}-{name}-streamed.tmp{os.getpid()}"
+        tmp = Path(cache_dir) / f"{kind}-{name}-{tag}.tmp{os.getpid()}"
         self._tmp: Path | None = tmp
         try:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -32,7 +32,7 @@ import numpy.typing as npt
 from ragtui.core.errors import IndexFormatError, UsageError
 from ragtui.core.index import leb128
 from ragtui.core.index.analyzer import analyze
-from ragtui.core.index.arraycache import StreamedEntry, cached_arrays, evict, load_entry, store_arrays
+from ragtui.core.index.arraycache import BuildLock, StreamedEntry, evict, load_entry, store_arrays
 from ragtui.core.index.bm25_prune import (
     PruneArrays,
     SearchStats,
@@ -62,6 +62,13 @@ DF_BYTES = POSTINGS_LEN_BYTES = 4
 """then its df (u32) and the length of its postings in bytes (u32), then the postings."""
 ENTRY_FIXED = TERM_LEN_BYTES + DF_BYTES + POSTINGS_LEN_BYTES
 """The bytes of a term entry besides the term and its postings."""
+
+DECODE_PIECE = 1 << 18
+"""Postings ``BM25Index.decode`` decodes at a time (a piece of whole terms): its temporaries stay a few tens of MB
+(about 40 bytes a posting), except for a term with more postings, which is a piece of its own."""
+DECODE_PIECE_BYTES = 1 << 20
+"""Bytes of postings a decoded piece holds at most (besides a term larger than that on its own)."""
+
 
 K1_RANGE = (0.0, 100.0)
 """k1 (term-frequency saturation) may be 0 to 100; the usual values are 0.9 to 2."""
@@ -425,108 +432,115 @@ class BM25Index:
                 if index.describes(data):
                     return index, key
         key = cls.cache_key(data, k1, b)
-        arrays, cached = cached_arrays(cache_dir, "bm25", name, key, lambda: cls.decode(data, k1, b, path).to_arrays())
-        if cached and not _sound(arrays, k1, b):
-            # Damaged but readable (a file of the entry lost or cut short): drop it and decode anew.
-            shutil.rmtree(Path(cache_dir) / f"bm25-{name}-{key}", ignore_errors=True)
-            arrays, _ = cached_arrays(cache_dir, "bm25", name, key, lambda: cls.decode(data, k1, b, path).to_arrays())
-        return cls.from_arrays(arrays), key
+        return cls._cached_decode(data, k1, b, path, Path(cache_dir), name, key), key
 
     @classmethod
-    def decode(cls, data: bytes | memoryview | mmap.mmap, k1: float, b: float, path: str = "bm25.idx") -> BM25Index:
+    def _cached_decode(cls, data: bytes | memoryview | mmap.mmap, k1: float, b: float, path: str, cache_dir: Path,
+                       name: str, key: str) -> BM25Index:
+        """The index of ``data`` mapped from the cache entry of ``key``, decoded into that entry first when it is
+        missing (``decode_into``: a piece at a time, never the whole index in memory). A reader that finds another
+        decoding the same name waits for it (``decode_lock``), then looks again. Decoded in memory only when the
+        entry cannot be written or read back."""
+        found = load_entry(cache_dir, "bm25", name, key)
+        if found is not None and _sound(found, k1, b):
+            return cls.from_arrays(found)
+        with BuildLock.wait(cache_dir, decode_lock(name)):
+            found = load_entry(cache_dir, "bm25", name, key)  # whoever held the lock may have placed it
+            if found is not None:
+                if _sound(found, k1, b):
+                    return cls.from_arrays(found)
+                # Damaged but readable (a file of the entry lost or cut short): drop it and decode anew.
+                shutil.rmtree(cache_dir / f"bm25-{name}-{key}", ignore_errors=True)
+            entry = StreamedEntry(cache_dir, "bm25", name, tag=f"decoded{threading.get_ident()}")
+            try:
+                if entry.ok:
+                    cls.decode_into(data, k1, b, entry, path)
+                    if entry.place(key):
+                        found = load_entry(cache_dir, "bm25", name, key)
+                        if found is not None and _sound(found, k1, b):
+                            evict(cache_dir, "bm25", name)
+                            return cls.from_arrays(found)
+            finally:
+                entry.discard()
+        return cls.decode(data, k1, b, path)
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview | mmap.mmap, k1: float, b: float, path: str = "bm25.idx",
+               piece: int = DECODE_PIECE, piece_bytes: int = DECODE_PIECE_BYTES) -> BM25Index:
         """Decode and validate bm25.idx bytes; raise ``IndexFormatError`` naming ``path``.
 
-        ``k1`` and ``b`` must lie in ``K1_RANGE`` and ``B_RANGE`` (else ``UsageError``).
+        ``k1`` and ``b`` must lie in ``K1_RANGE`` and ``B_RANGE`` (else ``UsageError``). The postings are
+        decoded a piece of whole terms at a time (``piece`` postings, ``piece_bytes`` bytes of postings; a term
+        larger than that is a piece of its own) into arrays of their final size: what is held beyond the
+        result is the dictionary and one piece's temporaries. ``data`` is read where it is (a map stays a map).
         """
         check_bm25_params(k1, b)
-        raw_bytes = data if isinstance(data, bytes) else bytes(data)
-        size = len(raw_bytes)
-
-        def bad(problem: str) -> IndexFormatError:
-            return IndexFormatError(path, problem)
-
-        if size < _HEADER.size:
-            raise bad(f"truncated: {size} bytes is shorter than the 24-byte header")
-        magic, version, n_docs, n_terms, avgdl = _HEADER.unpack_from(raw_bytes, 0)
-        if magic != MAGIC:
-            raise bad(f"unknown magic {bytes(magic)!r} (expected b'TLBM')")
-        if version != VERSION:
-            raise bad(f"unsupported version {version} (this reader knows version {VERSION})")
-        pos = _HEADER.size
-        if pos + 4 * n_docs > size:
-            raise bad(f"truncated: doc_len needs {4 * n_docs} bytes, {size - pos} remain")
-        doc_len = np.frombuffer(raw_bytes, dtype="<u4", count=n_docs, offset=pos).astype(np.uint32)
-        pos += 4 * n_docs
-        if not math.isfinite(avgdl):
-            raise bad(f"avgdl is {avgdl}")
-        expected_avgdl = float(doc_len.mean(dtype=np.float64)) if n_docs else 0.0
-        if abs(avgdl - expected_avgdl) > 1e-9 * max(1.0, expected_avgdl):
-            raise bad(f"avgdl {avgdl!r} is not the mean of doc_len ({expected_avgdl!r})")
-        # A term entry takes at least 10 bytes: refuse an absurd n_terms before allocating for it.
-        if n_terms > (size - pos) // 10:
-            raise bad(f"truncated: n_terms {n_terms} cannot fit in the {size - pos} bytes that remain")
-
-        term_parts: list[bytes] = []
-        df = np.zeros(n_terms, dtype=np.int64)
-        region_lo = np.zeros(n_terms, dtype=np.int64)
-        region_hi = np.zeros(n_terms, dtype=np.int64)
-        prev = b""
-        unpack_u16 = struct.Struct("<H").unpack_from
-        unpack_ii = struct.Struct("<II").unpack_from
-        for t in range(n_terms):
-            if pos + 2 > size:
-                raise bad(f"truncated in the entry of term #{t}")
-            (term_len,) = unpack_u16(raw_bytes, pos)
-            pos += 2
-            if pos + term_len + 8 > size:
-                raise bad(f"truncated in the entry of term #{t}")
-            raw = raw_bytes[pos : pos + term_len]
-            pos += term_len
-            if t and raw <= prev:
-                raise bad(f"terms out of order or repeated at term #{t} ({raw!r} after {prev!r})")
-            prev = raw
-            try:
-                raw.decode("utf-8")
-            except UnicodeDecodeError:
-                raise bad(f"term #{t} is not valid UTF-8") from None
-            term_df, postings_bytes = unpack_ii(raw_bytes, pos)
-            pos += 8
-            if pos + postings_bytes > size:
-                raise bad(f"truncated: postings of term {raw!r} overrun the file")
-            if term_df > n_docs:
-                raise bad(f"term {raw!r} has df {term_df} > n_docs {n_docs}")
-            term_parts.append(raw)
-            df[t] = term_df
-            region_lo[t] = pos
-            region_hi[t] = pos + postings_bytes
-            pos += postings_bytes
-        if pos != size:
-            raise bad(f"{size - pos} unexpected bytes after the last term")
-
-        post_doc, post_tf, offsets = _decode_postings(raw_bytes, region_lo, region_hi, df, n_docs, bad)
-        counted = np.bincount(post_doc, weights=post_tf, minlength=n_docs).astype(np.int64)
-        if not np.array_equal(counted, doc_len.astype(np.int64)):
-            raise bad("doc_len disagrees with the term counts in the postings")
-        weights = _weights(df, offsets, post_doc, post_tf, doc_len, avgdl, n_docs, k1, b)
-        term_starts = np.zeros(n_terms + 1, dtype=np.int64)
-        np.cumsum([len(x) for x in term_parts], out=term_starts[1:])
-        term_blob = np.frombuffer(b"".join(term_parts), dtype=np.uint8)
-        docs = post_doc.astype(np.uint32)
+        head = _read_head(data, path)
+        total = int(head.offsets[-1])
+        pieces = _decoded_pieces(head, piece, piece_bytes)
+        if total > head.postings_bytes // 2:
+            # A posting takes at least two bytes: such a file cannot be sound, so nothing of ``total``'s size is
+            # allocated; the pieces find what is wrong (the ``bad`` below is never reached).
+            for _ in pieces:
+                pass
+            raise head.bad("postings count disagrees with the df values")
+        post_doc = np.empty(total, dtype=np.uint32)
+        post_tf = np.empty(total, dtype=np.uint32)
+        weights = np.empty(total, dtype=np.float64)
+        norm = _length_norm(head.doc_len, head.avgdl, k1, b)
+        for t0, t1, lo, hi, docs, tf in pieces:
+            post_doc[lo:hi] = docs
+            post_tf[lo:hi] = tf
+            _piece_weights(head, t0, t1, lo, post_doc[lo:hi], post_tf[lo:hi], norm, k1, b, weights[lo:hi])
         return cls(
-            n_docs=n_docs,
-            avgdl=avgdl,
+            n_docs=head.n_docs,
+            avgdl=head.avgdl,
             k1=k1,
             b=b,
-            doc_len=doc_len,
-            term_blob=term_blob,
-            term_starts=term_starts,
-            df=df,
-            offsets=offsets,
-            post_doc=docs,
-            post_tf=post_tf.astype(np.uint32),
+            doc_len=head.doc_len,
+            term_blob=head.term_blob,
+            term_starts=head.term_starts,
+            df=head.df,
+            offsets=head.offsets,
+            post_doc=post_doc,
+            post_tf=post_tf,
             weights=weights,
-            term_key=term_keys(term_blob, term_starts),
+            term_key=term_keys(head.term_blob, head.term_starts),
         )
+
+    @staticmethod
+    def decode_into(data: bytes | memoryview | mmap.mmap, k1: float, b: float, entry: StreamedEntry,
+                    path: str = "bm25.idx", piece: int = DECODE_PIECE, piece_bytes: int = DECODE_PIECE_BYTES) -> None:
+        """Write into ``entry`` the arrays of ``decode(data, k1, b).to_arrays()``, the same bytes, a piece at a
+        time: what is held is the dictionary and one piece's temporaries, never the decoded postings.
+
+        Raises ``IndexFormatError`` like ``decode`` (only once every piece is read: a file is sound or not as a
+        whole); the caller then discards ``entry``, which must not be placed.
+        """
+        check_bm25_params(k1, b)
+        head = _read_head(data, path)
+        total = int(head.offsets[-1])
+        scalars = np.array([head.n_docs, head.avgdl, k1, b], dtype=np.float64)
+        for name, whole in (("scalars", scalars), ("doc_len", head.doc_len), ("term_blob", head.term_blob),
+                            ("term_starts", head.term_starts), ("df", head.df), ("offsets", head.offsets)):
+            entry.add(name, whole.dtype, whole.size, [whole])
+        sound = total <= head.postings_bytes // 2  # else ``decode``'s reasoning: the pieces will find the fault
+        columns = [entry.column(col, dtype, total if sound else 0)
+                   for col, dtype in (("post_doc", np.uint32), ("post_tf", np.uint32), ("weights", np.float64))]
+        norm = _length_norm(head.doc_len, head.avgdl, k1, b)
+        for t0, t1, lo, hi, docs, tf in _decoded_pieces(head, piece, piece_bytes):
+            doc32, tf32 = docs.astype(np.uint32), tf.astype(np.uint32)
+            weights = np.empty(hi - lo, dtype=np.float64)
+            _piece_weights(head, t0, t1, lo, doc32, tf32, norm, k1, b, weights)
+            columns[0].write(doc32)
+            columns[1].write(tf32)
+            columns[2].write(weights)
+        if not sound:
+            raise head.bad("postings count disagrees with the df values")
+        for column in columns:
+            column.close()
+        keys = term_keys(head.term_blob, head.term_starts)
+        entry.add("term_key", keys.dtype, keys.size, [keys])
 
     def term_ids(self, query: str) -> list[tuple[int, int]]:
         """(term number, repetitions) for the query's terms found in the dictionary, in first-seen order."""
@@ -625,68 +639,241 @@ def _sound(arrays: dict[str, np.ndarray], k1: float, b: float) -> bool:
         return False
 
 
-def _decode_postings(
-    raw: bytes,
-    region_lo: np.ndarray,
-    region_hi: np.ndarray,
-    df: np.ndarray,
-    n_docs: int,
-    bad: Callable[[str], IndexFormatError],
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    n_terms = df.size
+def decode_lock(name: str) -> str:
+    """The ``BuildLock`` name under which a reader decodes bm25.idx of index ``name`` into the cache."""
+    return f"bm25-{name}"
+
+
+@dataclass(frozen=True, eq=False)
+class _Head:
+    """A bm25.idx read and checked up to its postings: the header, doc_len, the dictionary and where each term's
+    postings are (``_read_head``)."""
+
+    whole: np.ndarray
+    """uint8: the file's bytes where they are (a map stays a map)."""
+    bad: Callable[[str], IndexFormatError]
+    n_docs: int
+    avgdl: float
+    doc_len: np.ndarray
+    term_blob: np.ndarray
+    term_starts: np.ndarray
+    df: npt.NDArray[np.int64]
+    offsets: npt.NDArray[np.int64]
+    region_lo: npt.NDArray[np.int64]
+    """The file offset of each term's postings."""
+    region_hi: npt.NDArray[np.int64]
+
+    @property
+    def postings_bytes(self) -> int:
+        return int((self.region_hi - self.region_lo).sum())
+
+
+def _read_head(data: bytes | memoryview | mmap.mmap, path: str) -> _Head:
+    """Everything of a bm25.idx but its postings, read and validated (``IndexFormatError`` naming ``path``)."""
+    size = len(data)
+
+    def bad(problem: str) -> IndexFormatError:
+        return IndexFormatError(path, problem)
+
+    if size < _HEADER.size:
+        raise bad(f"truncated: {size} bytes is shorter than the 24-byte header")
+    magic, version, n_docs, n_terms, avgdl = _HEADER.unpack_from(data, 0)
+    if magic != MAGIC:
+        raise bad(f"unknown magic {bytes(magic)!r} (expected b'TLBM')")
+    if version != VERSION:
+        raise bad(f"unsupported version {version} (this reader knows version {VERSION})")
+    pos = _HEADER.size
+    if pos + 4 * n_docs > size:
+        raise bad(f"truncated: doc_len needs {4 * n_docs} bytes, {size - pos} remain")
+    doc_len = np.frombuffer(data, dtype="<u4", count=n_docs, offset=pos).astype(np.uint32)
+    pos += 4 * n_docs
+    if not math.isfinite(avgdl):
+        raise bad(f"avgdl is {avgdl}")
+    expected_avgdl = float(doc_len.mean(dtype=np.float64)) if n_docs else 0.0
+    if abs(avgdl - expected_avgdl) > 1e-9 * max(1.0, expected_avgdl):
+        raise bad(f"avgdl {avgdl!r} is not the mean of doc_len ({expected_avgdl!r})")
+    # A term entry takes at least 10 bytes: refuse an absurd n_terms before allocating for it.
+    if n_terms > (size - pos) // 10:
+        raise bad(f"truncated: n_terms {n_terms} cannot fit in the {size - pos} bytes that remain")
+
+    term_parts: list[bytes] = []
+    df = np.zeros(n_terms, dtype=np.int64)
+    region_lo = np.zeros(n_terms, dtype=np.int64)
+    region_hi = np.zeros(n_terms, dtype=np.int64)
+    prev = b""
+    unpack_u16 = struct.Struct("<H").unpack_from
+    unpack_ii = struct.Struct("<II").unpack_from
+    for t in range(n_terms):
+        if pos + 2 > size:
+            raise bad(f"truncated in the entry of term #{t}")
+        (term_len,) = unpack_u16(data, pos)
+        pos += 2
+        if pos + term_len + 8 > size:
+            raise bad(f"truncated in the entry of term #{t}")
+        raw = bytes(data[pos : pos + term_len])  # bytes and maps slice to bytes already; a memoryview is copied
+        pos += term_len
+        if t and raw <= prev:
+            raise bad(f"terms out of order or repeated at term #{t} ({raw!r} after {prev!r})")
+        prev = raw
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise bad(f"term #{t} is not valid UTF-8") from None
+        term_df, postings_bytes = unpack_ii(data, pos)
+        pos += 8
+        if pos + postings_bytes > size:
+            raise bad(f"truncated: postings of term {raw!r} overrun the file")
+        if term_df > n_docs:
+            raise bad(f"term {raw!r} has df {term_df} > n_docs {n_docs}")
+        term_parts.append(raw)
+        df[t] = term_df
+        region_lo[t] = pos
+        region_hi[t] = pos + postings_bytes
+        pos += postings_bytes
+    if pos != size:
+        raise bad(f"{size - pos} unexpected bytes after the last term")
+
     offsets = np.zeros(n_terms + 1, dtype=np.int64)
     np.cumsum(df, out=offsets[1:])
-    total = int(offsets[-1])
-    if n_terms == 0:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty.copy(), offsets
-    whole = np.frombuffer(raw, dtype=np.uint8)
+    whole = np.frombuffer(data, dtype=np.uint8)
     lengths = region_hi - region_lo
-    if np.any(lengths[df == 0] != 0):
-        raise bad("a term with df 0 has postings bytes")
-    # Gather every postings region into one buffer and decode it in one pass.
-    idx = np.repeat(region_lo - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths) + np.arange(
-        int(lengths.sum())
-    )
-    blob = whole[idx]
-    if blob.size:
-        region_last = np.cumsum(lengths)[lengths > 0] - 1
-        if np.any(blob[region_last] & 0x80):
-            t = int(np.flatnonzero(lengths > 0)[np.flatnonzero(blob[region_last] & 0x80)[0]])
-            raise bad(f"truncated varint at the end of the postings of term #{t}")
+    if n_terms:
+        if np.any(lengths[df == 0] != 0):
+            raise bad("a term with df 0 has postings bytes")
+        nonempty = np.flatnonzero(lengths > 0)
+        cut = whole[region_hi[nonempty] - 1] & 0x80  # each term's postings end with a varint's last byte
+        if np.any(cut):
+            raise bad(f"truncated varint at the end of the postings of term #{int(nonempty[np.flatnonzero(cut)[0]])}")
+    term_starts = np.zeros(n_terms + 1, dtype=np.int64)
+    np.cumsum([len(x) for x in term_parts], out=term_starts[1:])
+    term_blob = np.frombuffer(b"".join(term_parts), dtype=np.uint8)
+    return _Head(whole, bad, n_docs, avgdl, doc_len, term_blob, term_starts, df, offsets, region_lo, region_hi)
+
+
+class _Fault(NamedTuple):
+    rank: int
+    """Its kind: its place in ``_FAULTS``."""
+    problem: str
+
+
+_FAULTS = ("longer than 5", "32 bits", "varints per term", "count", "tf 0", "ascending", "document range")
+"""What a piece of postings can get wrong, in the order the checks run over the whole file: of several faults the
+first kind is reported, and of that kind the one of the first term (of a document out of range, the largest)."""
+_RANGE = _FAULTS.index("document range")
+
+
+def _decoded_pieces(head: _Head, piece: int, piece_bytes: int) -> Iterator[tuple[int, int, int, int,
+                                                                                 npt.NDArray[np.int64],
+                                                                                 npt.NDArray[np.uint64]]]:
+    """The postings of ``head``'s file, decoded and checked a piece of whole terms at a time: (first term, end
+    term, first posting, end posting, chunk numbers, tfs) per piece, in order.
+
+    Every check is the one the whole file would get at once and raises the same ``IndexFormatError``; since
+    that is the first fault in the order of ``_FAULTS`` over the whole file, a fault found in a piece is held
+    (and nothing more yielded) until the pieces after it are read for a fault that comes first. Then doc_len
+    is compared with the term counts summed over every piece.
+    """
+    n_docs, df, offsets = head.n_docs, head.df, head.offsets
+    n_terms = df.size
+    lengths = head.region_hi - head.region_lo
+    ends = np.cumsum(lengths)  # postings bytes through each term
+    # Each chunk's terms counted over the postings: a sum of at most n_terms tfs below 2**32 each, exact in int64
+    # below 2**31 terms (a file of over 20 GiB could have more: then the sums of each piece in float64).
+    counted = np.zeros(n_docs, dtype=np.int64)
+    exact = n_terms < 1 << 31
+    fault: _Fault | None = None
+    top = -1  # the largest chunk number of any posting, for the "document range" fault
+    t0 = 0
+    while t0 < n_terms and (fault is None or fault.rank > 0):
+        before = int(ends[t0 - 1]) if t0 else 0
+        t1 = min(int(np.searchsorted(offsets[1:], offsets[t0] + piece, side="right")),
+                 int(np.searchsorted(ends, before + piece_bytes, side="right")))
+        t1 = max(t1, t0 + 1)
+        lo, hi = int(offsets[t0]), int(offsets[t1])
+        got = _decode_piece(head, t0, t1)
+        if isinstance(got, _Fault):
+            if got.rank == _RANGE:
+                top = max(top, int(got.problem))
+            if fault is None or got.rank < fault.rank:
+                fault = got
+        else:
+            docs, tf = got
+            if docs.size:
+                top = max(top, int(docs.max()))
+            if fault is None:
+                if exact:
+                    np.add.at(counted, docs, tf.view(np.int64))  # tf < 2**32: the same bits as int64
+                else:
+                    counted += np.bincount(docs, weights=tf, minlength=n_docs).astype(np.int64)
+                yield t0, t1, lo, hi, docs, tf
+        t0 = t1
+    if fault is not None:
+        problem = f"a posting names document {top}, but n_docs is {n_docs}" if fault.rank == _RANGE else fault.problem
+        raise head.bad(problem)
+    if not np.array_equal(counted, head.doc_len.astype(np.int64)):
+        raise head.bad("doc_len disagrees with the term counts in the postings")
+
+
+def _decode_piece(head: _Head, t0: int, t1: int) -> _Fault | tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64]]:
+    """The chunk numbers (int64) and tfs (uint64) of the postings of terms [t0, t1), or (the rank in
+    ``_FAULTS``, the problem) of the first check they fail (the problem of a "document range" fault is the
+    piece's largest chunk number)."""
+    df = head.df[t0:t1]
+    region_lo, region_hi = head.region_lo[t0:t1], head.region_hi[t0:t1]
+    lengths = region_hi - region_lo
+    first, last = int(region_lo[0]), int(region_hi[-1])
+    span = head.whole[first:last]
+    if t1 - t0 == 1:
+        blob = span
+    else:
+        # The terms' postings lie in order with each next term's head between them: keep the postings' bytes.
+        inside = np.zeros(span.size + 1, dtype=np.int8)
+        full = lengths > 0
+        inside[region_lo[full] - first] = 1
+        inside[region_hi[full] - first] = -1
+        np.cumsum(inside, dtype=np.int8, out=inside)
+        blob = span[inside[:-1].view(np.bool_)]
     try:
         values = leb128.decode(blob)
     except leb128.VarintError as e:
-        raise bad(f"bad postings: {e}") from None
+        return _Fault(0 if "longer than 5" in str(e) else 1, f"bad postings: {e}")
     # Count varints per region: each region must hold exactly 2*df of them.
-    ends = np.flatnonzero((blob & 0x80) == 0)
-    region_end = np.cumsum(lengths)
-    per_region = np.diff(np.concatenate(([0], np.searchsorted(ends, region_end, side="left"))))
+    value_ends = np.flatnonzero((blob & 0x80) == 0)
+    per_region = np.diff(np.concatenate(([0], np.searchsorted(value_ends, np.cumsum(lengths), side="left"))))
     if not np.array_equal(per_region, 2 * df):
-        t = int(np.flatnonzero(per_region != 2 * df)[0])
-        raise bad(
-            f"postings of term #{t} hold {per_region[t]} varints where df {df[t]} needs {2 * df[t]}"
-            " (they overrun postings_bytes or leave bytes over)"
-        )
-    if values.size != 2 * total:
-        raise bad("postings count disagrees with the df values")
+        i = int(np.flatnonzero(per_region != 2 * df)[0])
+        return _Fault(2, f"postings of term #{t0 + i} hold {per_region[i]} varints where df {df[i]} needs"
+                         f" {2 * df[i]} (they overrun postings_bytes or leave bytes over)")
+    n = int(head.offsets[t1] - head.offsets[t0])
+    if values.size != 2 * n:
+        return _Fault(3, "postings count disagrees with the df values")
     gaps = values[0::2].astype(np.int64)
-    tf = values[1::2].astype(np.int64)
-    if total and tf.min() < 1:
-        raise bad("a posting has tf 0")
-    term_of = np.repeat(np.arange(n_terms), df)
-    firsts = offsets[:-1][df > 0]
-    later = np.ones(total, dtype=bool)
-    later[firsts] = False
-    if np.any(gaps[later] < 1):
-        raise bad("postings are not in strictly ascending document order")
-    cum = np.cumsum(gaps)
-    base = np.zeros(n_terms, dtype=np.int64)
-    base[df > 0] = cum[firsts] - gaps[firsts]
-    docs = cum - base[term_of]
-    if total and int(docs.max()) >= n_docs:
-        raise bad(f"a posting names document {int(docs.max())}, but n_docs is {n_docs}")
-    return docs, tf, offsets
+    tf = values[1::2]
+    if n and int(tf.min()) < 1:
+        return _Fault(4, "a posting has tf 0")
+    firsts = (head.offsets[t0:t1] - head.offsets[t0])[df > 0]
+    zero = gaps < 1
+    zero[firsts] = False
+    if np.any(zero):
+        return _Fault(5, "postings are not in strictly ascending document order")
+    del zero
+    # Each term's chunk numbers: the running sum of its gaps.
+    docs = np.cumsum(gaps)
+    docs -= np.repeat(docs[firsts] - gaps[firsts], df[df > 0])
+    if n and int(docs.max()) >= head.n_docs:
+        return _Fault(_RANGE, str(int(docs.max())))
+    return docs, tf
+
+
+def _piece_weights(head: _Head, t0: int, t1: int, lo: int, post_doc: npt.NDArray[np.uint32],
+                   post_tf: npt.NDArray[np.uint32], norm: npt.NDArray[np.float64], k1: float, b: float,
+                   out: npt.NDArray[np.float64]) -> None:
+    """``_weights`` of the postings of terms [t0, t1) (the first is posting ``lo``) into ``out``: each weight
+    depends only on its posting, its term's df and its chunk's length, so the pieces' weights are the whole's."""
+    offsets = head.offsets[t0 : t1 + 1] - lo
+    for _ in weight_blocks(head.df[t0:t1], offsets, post_doc, post_tf, head.doc_len, head.avgdl, head.n_docs, k1, b,
+                           out=out, norm=norm):
+        pass
 
 
 _TF_TABLE = 1 << 16
@@ -737,16 +924,18 @@ def weight_blocks(
     b: float,
     block: int = WEIGHT_BLOCK,
     out: npt.NDArray[np.float64] | None = None,
+    norm: npt.NDArray[np.float64] | None = None,
 ) -> Iterator[npt.NDArray[np.float64]]:
     """``_weights``, ``block`` postings at a time, in order: each block's weights are ``out``'s slice when ``out``
-    is given, else a buffer that the next block reuses (a caller that keeps a block copies it)."""
+    is given, else a buffer that the next block reuses (a caller that keeps a block copies it). ``norm``: the
+    chunks' ``_length_norm``, when the caller has it already."""
     n = int(post_doc.size)
     if n == 0:
         return
     dff = df.astype(np.float64)
     idf = np.log(1.0 + (n_docs - dff + 0.5) / (dff + 0.5))
-    dl = doc_len.astype(np.float64)
-    norm = k1 * (1.0 - b + b * dl / avgdl) if avgdl > 0 else np.full_like(dl, k1 * (1.0 - b))
+    if norm is None:
+        norm = _length_norm(doc_len, avgdl, k1, b)
     top = int(post_tf.max())
     table = np.arange(top + 1, dtype=np.float64) * (k1 + 1.0) if top <= _TF_TABLE else None  # tf * (k1 + 1)
     offsets = np.asarray(offsets, dtype=np.int64)
@@ -769,6 +958,13 @@ def weight_blocks(
         inside = np.clip(offsets[t_lo + 1 : t_hi + 1], lo, hi) - np.clip(offsets[t_lo:t_hi], lo, hi)
         np.multiply(o, np.repeat(idf[t_lo:t_hi], inside), out=o)
         yield o
+
+
+def _length_norm(doc_len: npt.NDArray[np.uint32], avgdl: float, k1: float, b: float) -> npt.NDArray[np.float64]:
+    """Each chunk's ``k1 * (1 - b + b * doc_len / avgdl)``, the weights' length norm."""
+    dl = doc_len.astype(np.float64)
+    norm: npt.NDArray[np.float64] = k1 * (1.0 - b + b * dl / avgdl) if avgdl > 0 else np.full_like(dl, k1 * (1.0 - b))
+    return norm
 
 
 def _weights_reference(

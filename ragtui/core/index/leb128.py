@@ -80,28 +80,30 @@ def decode(data: np.ndarray | bytes, expected: int | None = None) -> np.ndarray:
         if expected:
             raise VarintError(f"expected {expected} varints, found none")
         return np.zeros(0, dtype=np.uint64)
-    last = (buf & 0x80) == 0
+    last = buf < 0x80
     if not last[-1]:
         raise VarintError("truncated varint at the end of the data")
     ends = np.flatnonzero(last)
+    if expected is not None and ends.size != expected:
+        raise VarintError(f"expected {expected} varints, found {ends.size}")
+    if ends.size == buf.size:
+        # Every varint is one byte (the common case for gaps and tf).
+        return buf.astype(np.uint64)
     starts = np.empty_like(ends)
     starts[0] = 0
     starts[1:] = ends[:-1] + 1
     lengths = ends - starts + 1
-    if expected is not None and ends.size != expected:
-        raise VarintError(f"expected {expected} varints, found {ends.size}")
     if int(lengths.max()) > _MAX_BYTES:
         raise VarintError("varint longer than 5 bytes")
-    if ends.size == buf.size:
-        # Every varint is one byte (the common case for gaps and tf).
-        return buf.astype(np.uint64)
-    # Each byte contributes its 7 payload bits shifted by 7 * (its place in its varint).
-    owner = np.zeros(buf.size, dtype=np.int64)
-    owner[ends[:-1] + 1] = 1
-    np.cumsum(owner, out=owner)
-    place = np.arange(buf.size, dtype=np.int64) - starts[owner]
-    contrib = (buf & 0x7F).astype(np.uint64) << (np.uint64(7) * place.astype(np.uint64))
-    values = np.add.reduceat(contrib, starts)
+    # Each varint's first byte, then the k-th byte of the varints that long, 7 bits each: a pass over the
+    # values per byte place, each over fewer of them (most varints are one or two bytes).
+    values = (buf[starts] & 0x7F).astype(np.uint64)
+    longer = np.flatnonzero(lengths > 1)
+    for k in range(1, _MAX_BYTES):
+        if longer.size == 0:
+            break
+        values[longer] |= (buf[starts[longer] + k] & 0x7F).astype(np.uint64) << np.uint64(7 * k)
+        longer = longer[lengths[longer] > k + 1]
     if int(values.max()) >= 1 << 32:
         raise VarintError("varint value does not fit in 32 bits")
     return values
