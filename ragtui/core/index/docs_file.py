@@ -210,15 +210,7 @@ class DocsFile(Sequence[ChunkRecord]):
         """Tell the kernel this process no longer needs the pages of the file map read so far (after a
         pass such as ``stream``; ``upto``: only the whole pages from ``start``, page-aligned, to that offset):
         the map is read-only, so a later read faults them back in. Returns where the pages released end."""
-        if not isinstance(self._raw, mmap.mmap):
-            return start
-        end = len(self._raw) if upto is None else upto - upto % mmap.PAGESIZE
-        if end > start:
-            try:
-                self._raw.madvise(mmap.MADV_DONTNEED, start, end - start)
-            except (AttributeError, OSError, ValueError):  # no madvise here, or a closed map
-                return start
-        return max(start, end)
+        return _release(self._raw, len(self._raw) if upto is None else upto, start)
 
     def byte_range(self, lo: int, hi: int) -> tuple[int, int]:
         """Where lines ``lo`` to ``hi - 1`` (newlines included) lie in the file: [start, end)."""
@@ -288,21 +280,37 @@ class DocsFile(Sequence[ChunkRecord]):
         return -1
 
 
+def _release(raw: bytes | mmap.mmap, upto: int, start: int = 0) -> int:
+    """``DocsFile.release_pages`` for the map ``raw`` (nothing for bytes): the whole pages from ``start``
+    (page-aligned) to ``upto``; returns where the pages released end."""
+    if not isinstance(raw, mmap.mmap):
+        return start
+    end = upto - upto % mmap.PAGESIZE
+    if end > start:
+        try:
+            raw.madvise(mmap.MADV_DONTNEED, start, end - start)
+        except (AttributeError, OSError, ValueError):  # no madvise here, or a closed map
+            return start
+    return max(start, end)
+
+
 def _line_ends(raw: bytes | mmap.mmap, n_chunks: int, where: str) -> np.ndarray:
     """The offset of every newline of docs.jsonl, found a block at a time.
 
     Stops at the first line longer than ``MAX_DOCS_LINE_BYTES``, and keeps
     the offsets of at most ``n_chunks`` + 1 lines: the memory used is bounded
-    by what meta.json promises, whatever the file holds.
+    by what meta.json promises, whatever the file holds. A map's pages are let
+    go as they are counted.
     """
     size = len(raw)
     if not size:
         return np.zeros(0, dtype=np.int64)
     whole = np.frombuffer(raw, dtype=np.uint8)
     parts: list[np.ndarray] = []
-    count, line_start = 0, 0
+    count, line_start, released = 0, 0, 0
     for lo in range(0, size, _COUNT_BLOCK):
         ends = np.flatnonzero(whole[lo : lo + _COUNT_BLOCK] == 10)
+        released = _release(raw, min(size, lo + _COUNT_BLOCK), released)  # counted: a search reads few lines
         if ends.size:
             ends += lo
             lengths = np.diff(ends, prepend=line_start - 1) - 1

@@ -25,6 +25,7 @@ import numpy as np
 from ragtui.core.errors import IndexFormatError, IndexMissingError, StorageError
 from ragtui.core.files import kind_of
 from ragtui.core.index import verified
+from ragtui.core.index.arraycache import drop_pages
 from ragtui.core.index.bm25 import BM25Index, bm25_params_problem
 from ragtui.core.index.docs_file import MAX_DOCS_LINE_BYTES, DocsFile, ends_fit
 from ragtui.core.index.records import IndexMeta
@@ -367,11 +368,6 @@ def _map_vectors(f: BinaryIO, where: str, meta: IndexMeta, check: bool = True) -
         bad = bad_vector_rows(vectors)
         if bad.size:
             raise IndexFormatError(where, vector_row_problem(vectors, int(bad[0])))
-        # The check read every row; a search reads few: the pages need not stay in this process's resident size.
-        try:
-            mm.madvise(mmap.MADV_DONTNEED)
-        except (AttributeError, OSError, ValueError):  # no madvise here
-            pass
     return vectors
 
 
@@ -384,7 +380,7 @@ def bad_vector_rows(vectors: np.ndarray) -> np.ndarray:
     """The numbers of the rows that are not finite unit vectors (int64, ascending; empty when all are).
 
     One pass over the rows, in blocks so a large memory map is never copied
-    whole: each row's squared norm in float32, which is NaN or infinite when a
+    whole nor kept resident (each block's pages are let go once read): each row's squared norm in float32, which is NaN or infinite when a
     value is, and must lie within ``NORM_TOLERANCE`` of 1 (all-zero rows fail).
     """
     n = len(vectors)
@@ -400,6 +396,7 @@ def bad_vector_rows(vectors: np.ndarray) -> np.ndarray:
             ok = (sq >= _SQ_LO) & (sq <= _SQ_HI)
             if not ok.all():
                 found.append(lo + np.flatnonzero(~ok))
+            drop_pages(vectors, (lo + part.shape[0]) * dim, lo * dim)  # a mapped file: read once here
     return np.concatenate(found).astype(np.int64) if found else np.zeros(0, dtype=np.int64)
 
 
