@@ -3,7 +3,6 @@ errors, to the bit and to the word, wherever the pieces split."""
 
 from __future__ import annotations
 
-import math
 import struct
 import tempfile
 import threading
@@ -18,7 +17,7 @@ from hypothesis import strategies as st
 from ragtui.core.errors import IndexFormatError
 from ragtui.core.index import leb128
 from ragtui.core.index.arraycache import StreamedEntry, load_entry, store_arrays
-from ragtui.core.index.bm25 import BM25Index, _weights
+from ragtui.core.index.bm25 import BM25Index, _read_head, _weights
 from ragtui.core.index.bm25_prune import term_keys
 from ragtui.core.index.bm25_write import encode_bm25
 
@@ -26,74 +25,19 @@ K1, B = 1.2, 0.75
 
 
 def whole_file_decode(data: bytes, k1: float = K1, b: float = B) -> dict[str, np.ndarray]:
-    """The plain reference: every term's postings gathered into one buffer and decoded in one pass, every check
-    over the whole file at once (``to_arrays`` of the index; ``IndexFormatError`` as ``decode`` raises it)."""
-    size = len(data)
-
-    def bad(problem: str) -> IndexFormatError:
-        return IndexFormatError("bm25.idx", problem)
-
-    if size < 24:
-        raise bad(f"truncated: {size} bytes is shorter than the 24-byte header")
-    magic, version, n_docs, n_terms, avgdl = struct.unpack_from("<4sIIId", data, 0)
-    if magic != b"TLBM":
-        raise bad(f"unknown magic {bytes(magic)!r} (expected b'TLBM')")
-    if version != 1:
-        raise bad(f"unsupported version {version} (this reader knows version 1)")
-    pos = 24
-    if pos + 4 * n_docs > size:
-        raise bad(f"truncated: doc_len needs {4 * n_docs} bytes, {size - pos} remain")
-    doc_len = np.frombuffer(data, dtype="<u4", count=n_docs, offset=pos).astype(np.uint32)
-    pos += 4 * n_docs
-    if not math.isfinite(avgdl):
-        raise bad(f"avgdl is {avgdl}")
-    expected_avgdl = float(doc_len.mean(dtype=np.float64)) if n_docs else 0.0
-    if abs(avgdl - expected_avgdl) > 1e-9 * max(1.0, expected_avgdl):
-        raise bad(f"avgdl {avgdl!r} is not the mean of doc_len ({expected_avgdl!r})")
-    if n_terms > (size - pos) // 10:
-        raise bad(f"truncated: n_terms {n_terms} cannot fit in the {size - pos} bytes that remain")
-    parts, df, lo, hi, prev = [], np.zeros(n_terms, np.int64), np.zeros(n_terms, np.int64), np.zeros(n_terms, np.int64), b""
-    for t in range(n_terms):
-        if pos + 2 > size:
-            raise bad(f"truncated in the entry of term #{t}")
-        (term_len,) = struct.unpack_from("<H", data, pos)
-        pos += 2
-        if pos + term_len + 8 > size:
-            raise bad(f"truncated in the entry of term #{t}")
-        raw = data[pos : pos + term_len]
-        pos += term_len
-        if t and raw <= prev:
-            raise bad(f"terms out of order or repeated at term #{t} ({raw!r} after {prev!r})")
-        prev = raw
-        try:
-            raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise bad(f"term #{t} is not valid UTF-8") from None
-        term_df, postings_bytes = struct.unpack_from("<II", data, pos)
-        pos += 8
-        if pos + postings_bytes > size:
-            raise bad(f"truncated: postings of term {raw!r} overrun the file")
-        if term_df > n_docs:
-            raise bad(f"term {raw!r} has df {term_df} > n_docs {n_docs}")
-        parts.append(raw)
-        df[t], lo[t], hi[t] = term_df, pos, pos + postings_bytes
-        pos += postings_bytes
-    if pos != size:
-        raise bad(f"{size - pos} unexpected bytes after the last term")
+    """The plain reference: the header and dictionary as the reader reads them (``_read_head``), then every term's
+    postings gathered into one buffer and decoded in one pass, every check over the whole file at once (``to_arrays``
+    of the index; ``IndexFormatError`` as ``decode`` raises it)."""
+    head = _read_head(data, "bm25.idx")
+    bad, n_docs, avgdl, doc_len, df = head.bad, head.n_docs, head.avgdl, head.doc_len, head.df
+    lo, hi, n_terms = head.region_lo, head.region_hi, int(df.size)
     offsets = np.zeros(n_terms + 1, dtype=np.int64)
     np.cumsum(df, out=offsets[1:])
     total = int(offsets[-1])
     docs = tf = np.zeros(0, dtype=np.int64)
     if n_terms:
         lengths = hi - lo
-        if np.any(lengths[df == 0] != 0):
-            raise bad("a term with df 0 has postings bytes")
         blob = np.frombuffer(b"".join(data[a:z] for a, z in zip(lo.tolist(), hi.tolist())), dtype=np.uint8)
-        if blob.size:
-            region_last = np.cumsum(lengths)[lengths > 0] - 1
-            if np.any(blob[region_last] & 0x80):
-                t = int(np.flatnonzero(lengths > 0)[np.flatnonzero(blob[region_last] & 0x80)[0]])
-                raise bad(f"truncated varint at the end of the postings of term #{t}")
         try:
             values = leb128.decode(blob)
         except leb128.VarintError as e:
@@ -123,9 +67,7 @@ def whole_file_decode(data: bytes, k1: float = K1, b: float = B) -> dict[str, np
     counted = np.bincount(docs, weights=tf, minlength=n_docs).astype(np.int64)
     if not np.array_equal(counted, doc_len.astype(np.int64)):
         raise bad("doc_len disagrees with the term counts in the postings")
-    starts = np.zeros(n_terms + 1, dtype=np.int64)
-    np.cumsum([len(x) for x in parts], out=starts[1:])
-    blob_terms = np.frombuffer(b"".join(parts), dtype=np.uint8)
+    starts, blob_terms = head.term_starts, head.term_blob
     return {
         "scalars": np.array([n_docs, avgdl, k1, b], dtype=np.float64),
         "doc_len": doc_len, "term_blob": blob_terms, "term_starts": starts, "df": df, "offsets": offsets,
