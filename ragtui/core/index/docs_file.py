@@ -15,6 +15,7 @@ from typing import overload
 import numpy as np
 
 from ragtui.core.errors import IndexFormatError
+from ragtui.core.index.arraycache import drop_pages
 from ragtui.core.index.records import _DOC_KEYS, ChunkRecord, IndexMeta
 
 __all__ = ["MAX_DOCS_LINE_BYTES", "DocsFile", "ends_fit"]
@@ -282,15 +283,12 @@ class DocsFile(Sequence[ChunkRecord]):
 
 def _release(raw: bytes | mmap.mmap, upto: int, start: int = 0) -> int:
     """``DocsFile.release_pages`` for the map ``raw`` (nothing for bytes): the whole pages from ``start``
-    (page-aligned) to ``upto``; returns where the pages released end."""
+    (page-aligned) to ``upto`` (``arraycache.drop_pages``); returns where the pages released end."""
     if not isinstance(raw, mmap.mmap):
         return start
     end = upto - upto % mmap.PAGESIZE
     if end > start:
-        try:
-            raw.madvise(mmap.MADV_DONTNEED, start, end - start)
-        except (AttributeError, OSError, ValueError):  # no madvise here, or a closed map
-            return start
+        drop_pages(np.frombuffer(raw, dtype=np.uint8), end, start)
     return max(start, end)
 
 
