@@ -517,3 +517,83 @@ def test_load_overlay_raises_what_read_overlay_reports(tmp_path):
     with pytest.raises(OverlayError) as e:
         load_overlay(tmp_path / "g1", base_chunks=1, dim=DIM, max_tokens=MAX_TOKENS)
     assert e.value.reason == "absent"
+
+
+class Recording(FsOps):
+    """The overlay's filesystem calls, recorded; ``fail`` (an operation name) raises EIO at its first call."""
+
+    def __init__(self, fail: str | None = None) -> None:
+        self.calls: list[tuple[str, str]] = []
+        self.fail = fail
+        self.paths: dict[int, str] = {}
+
+    def _call(self, op: str, what: str) -> None:
+        self.calls.append((op, what))
+        if op == self.fail:
+            raise OSError(errno.EIO, os.strerror(errno.EIO), what)
+
+    def open(self, path, flags, mode=0o644):
+        self._call("open", os.path.basename(path))
+        fd = super().open(path, flags, mode)
+        self.paths[fd] = os.path.basename(path)
+        return fd
+
+    def write(self, fd, data):
+        self._call("write", self.paths[fd])
+        return super().write(fd, data)
+
+    def fsync(self, fd):
+        self._call("fsync", self.paths[fd])
+        super().fsync(fd)
+
+    def close(self, fd):
+        name = self.paths.pop(fd)
+        try:
+            self._call("close", name)
+        finally:
+            os.close(fd)
+
+    def rename(self, src, dst):
+        self._call("rename", f"{os.path.basename(src)} -> {os.path.basename(dst)}")
+        super().rename(src, dst)
+
+    def unlink(self, path):
+        self._call("unlink", os.path.basename(path))
+        super().unlink(path)
+
+
+def test_written_in_the_durability_order(tmp_path):
+    """A temporary name written, flushed, closed; renamed over the overlay; then the directory flushed."""
+    gen = tmp_path / "gens" / "g1"
+    ops = Recording()
+    make(gen, ops=ops)
+    tmp = f"g1.overlay.{os.getpid()}.tmp"
+    calls = [c for c in ops.calls if c[0] != "write"]
+    assert calls == [("unlink", tmp), ("open", tmp), ("fsync", tmp), ("close", tmp),
+                     ("rename", f"{tmp} -> g1.overlay"), ("open", "gens"), ("fsync", "gens"), ("close", "gens")]
+    assert [c for c in ops.calls if c[0] == "write"]
+
+
+@pytest.mark.parametrize("op", ["open", "write", "fsync", "close", "rename"])
+def test_a_failed_write_leaves_the_overlay_there_as_it_was(tmp_path, op):
+    gen = tmp_path / "gens" / "g1"
+    before = make(gen).read_bytes()
+    with pytest.raises(OSError):
+        make(gen, segments=[("new", 0, 3)], ops=Recording(fail=op))
+    assert overlay_path(gen).read_bytes() == before
+    assert sorted(os.listdir(gen.parent)) == ["g1", "g1.overlay"]
+
+
+def test_a_save_whose_overlay_cannot_be_written_is_published_all_the_same(tmp_path, monkeypatch):
+    from ragtui.core import fsops
+
+    folder, art = tmp_path / "docs", tmp_path / "art"
+    write(folder / "a.md", "cat dog park")
+    w = writer(folder, art)
+    w.sync()
+    monkeypatch.setattr(fsops, "OS_OPS", Recording(fail="fsync"))  # the overlay's calls only: publish has its own
+    write(folder / "a.md", "cat dog park mat")
+    report = w.sync()
+    assert report.published and any("overlay" in line for line in report.warnings)
+    assert [r.text for r in read_index(art / "rag" / "docs").records] == ["cat dog park mat"]
+    assert overlays(art, "docs") == []
