@@ -68,14 +68,22 @@ def some_text(rng: random.Random) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 45)))
 
 
-def edit(folder: Path, rng: random.Random) -> None:
-    """A few random edits: write (add or change), delete."""
+def edit(folder: Path, rng: random.Random) -> list[Path]:
+    """A few random edits: write (add or change), delete, rename; the paths they touched."""
+    touched = []
     for _ in range(rng.randint(1, 4)):
         path = folder / rng.choice(NAMES)
+        touched.append(path)
         if rng.random() < 0.3 and path.exists():
             path.unlink()
+        elif rng.random() < 0.2 and path.exists():
+            to = folder / rng.choice(NAMES)
+            to.parent.mkdir(parents=True, exist_ok=True)
+            path.rename(to)
+            touched.append(to)
         else:
             write(path, some_text(rng))
+    return touched
 
 
 def layered(base: Path, ov: OverlayContent) -> tuple[bytes, bytes]:
@@ -110,11 +118,11 @@ def test_base_arranged_by_the_overlay_is_the_next_generation(tmp_path, keep_old,
     w.sync()
     link = art / "rag" / "docs"
     checked = 0
-    for _ in range(6):
+    for step in range(8):
         base = Path(os.path.realpath(link))
         before = read_index(link)
-        edit(folder, rng)
-        report = w.sync()
+        touched = edit(folder, rng)
+        report = w.sync(touched if step % 2 else None)  # as the watch agent syncs: the paths its events named
         if not report.published:
             assert not overlay_path(base).exists()
             continue
@@ -155,13 +163,22 @@ def test_ingest_writes_no_overlay(tmp_path, keep_old):
     assert overlays(art, "docs") == []
 
 
-def test_the_watch_agent_writer_has_the_hook_on(tmp_path):
+def test_the_watch_agent_saves_with_an_overlay(tmp_path, keep_old):
     from ragtui.watch.agent import WatchAgent
 
-    folder = tmp_path / "docs"
+    folder, art = tmp_path / "docs", tmp_path / "art"
     write(folder / "a.md", "cat dog")
-    agent = WatchAgent(folder, artifacts=tmp_path / "art", embedder=HashEmbedder())
-    assert agent._writer._overlay
+    write(folder / "b.md", "bird zebra")
+    agent = WatchAgent(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3)
+    agent.run_once()
+    base = Path(os.path.realpath(art / "rag" / "docs"))
+    write(folder / "b.md", "bird zebra park")
+    report = agent.run_once()
+    agent._writer.wait_derived()
+    assert report.published and "overlay" in report.seconds
+    ov = read_overlay(base, base_chunks=2, dim=HashEmbedder().dim)
+    assert ov is not None and [r.text for r in ov.records] == ["bird zebra park"]
+    assert ov.segments == (("old", 0, 1), ("new", 0, 1))
 
 
 def test_tidy_after_the_next_publish_removes_the_stale_overlay(tmp_path):
@@ -597,3 +614,14 @@ def test_a_save_whose_overlay_cannot_be_written_is_published_all_the_same(tmp_pa
     assert report.published and any("overlay" in line for line in report.warnings)
     assert [r.text for r in read_index(art / "rag" / "docs").records] == ["cat dog park mat"]
     assert overlays(art, "docs") == []
+
+
+def test_an_index_read_without_a_generation_has_no_overlay(tmp_path):
+    import dataclasses
+
+    folder, art = tmp_path / "docs", tmp_path / "art"
+    write(folder / "a.md", "cat dog park")
+    writer(folder, art).sync()
+    data = dataclasses.replace(read_index(art / "rag" / "docs"), generation="")
+    reasons: list[str] = []
+    assert read_overlay_of(data, reasons) is None and reasons

@@ -184,14 +184,17 @@ def overlay_path(generation_dir: str | os.PathLike[str]) -> Path:
     return path.with_name(path.name + OVERLAY_SUFFIX)
 
 
-def temporary_prefix(generation_dir: str | os.PathLike[str]) -> str:
+def _temporary_prefix(generation_dir: str | os.PathLike[str]) -> str:
     """The start of the names the overlay is written under before its rename (``<g>.overlay.<pid>.tmp``)."""
     return overlay_path(generation_dir).name + "."
 
 
 def generation_dir(data: IndexData) -> Path:
-    """The generation directory ``data`` was read from (resolved), whatever link it was opened through."""
+    """The generation directory ``data`` was read from (resolved), whatever link it was opened through;
+    ``ValueError`` when ``data`` names none (``IndexData.generation`` empty)."""
     real, _ino, _mtime = data.generation.rsplit(":", 2)
+    if not real:
+        raise ValueError("no generation directory")
     return Path(real)
 
 
@@ -260,7 +263,7 @@ def write_overlay(
     body.append(digest.digest())
 
     final = overlay_path(generation_dir)
-    tmp = final.with_name(f"{temporary_prefix(generation_dir)}{os.getpid()}.tmp")
+    tmp = final.with_name(f"{_temporary_prefix(generation_dir)}{os.getpid()}.tmp")
     try:
         _remove(ops, tmp)  # a writer of the same pid killed before (a pid is reused only after it died)
         fd = ops.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
@@ -329,8 +332,14 @@ def read_overlay(
 
 def read_overlay_of(data: IndexData, reasons: list[str] | None = None) -> OverlayContent | None:
     """``read_overlay`` for the generation ``data`` was read from, checked against its records too."""
-    return read_overlay(generation_dir(data), base_chunks=data.n_chunks, dim=data.meta.dim,
-                        max_tokens=data.meta.max_tokens, base_records=data.records, reasons=reasons)
+    try:
+        gen = generation_dir(data)
+    except ValueError:
+        if reasons is not None:
+            reasons.append("the index read names no generation directory")
+        return None
+    return read_overlay(gen, base_chunks=data.n_chunks, dim=data.meta.dim, max_tokens=data.meta.max_tokens,
+                        base_records=data.records, reasons=reasons)
 
 
 def load_overlay(
