@@ -23,7 +23,7 @@ from ragtui.core.index.index_format import read_index
 from ragtui.core.index.overlay import (
     MAX_HEADER_BYTES,
     OverlayContent,
-    generation_dir,
+    generation_dir_of,
     load_overlay,
     overlay_identity,
     overlay_path,
@@ -140,7 +140,7 @@ def test_base_arranged_by_the_overlay_is_the_next_generation(tmp_path, keep_old,
         with_base = read_overlay_of(before, reasons)
         assert with_base is not None, reasons
         assert with_base.segments == ov.segments and with_base.records == ov.records
-        assert generation_dir(before) == base
+        assert generation_dir_of(before) == base
         checked += 1
         # The real tidy: the base and its overlay go, the new generation has none.
         remove_stale_generations(art, "docs", ops=FsOps())
@@ -503,7 +503,7 @@ def test_max_tokens_comes_from_the_base_meta_when_not_given(tmp_path):
     write(folder / "b.md", "bird zebra")
     writer(folder, art).sync()
     data = read_index(art / "rag" / "docs")
-    gen = generation_dir(data)
+    gen = generation_dir_of(data)
     long_text = " ".join(["cat"] * (data.meta.max_tokens + 1))
     for records, sound in (([rec("docs/c.md", 0, "the mat")], True), ([rec("docs/c.md", 0, long_text)], False)):
         docs = encode_docs(records)
@@ -625,3 +625,15 @@ def test_an_index_read_without_a_generation_has_no_overlay(tmp_path):
     data = dataclasses.replace(read_index(art / "rag" / "docs"), generation="")
     reasons: list[str] = []
     assert read_overlay_of(data, reasons) is None and reasons
+
+
+def test_a_layout_past_the_header_bound_is_refused_by_the_writer(tmp_path):
+    n = 40_000  # runs alternate: 80,000 segments, over 1 MiB of header
+    records = [rec(f"d{i:06d}.md", 0, "cat") for i in range(n)]
+    segments = [s for i in range(n) for s in (("old", i, i + 1), ("new", i, i + 1))]
+    rows = np.zeros((n, DIM), dtype=np.float32)
+    rows[:, 0] = 1
+    with pytest.raises(ValueError, match="header"):
+        write_overlay(tmp_path / "g1", base_chunks=n, dim=DIM, segments=segments, docs_lines=encode_docs(records),
+                      vectors=rows)
+    assert not overlay_path(tmp_path / "g1").exists()

@@ -100,7 +100,7 @@ __all__ = [
     "OVERLAY_SUFFIX",
     "OverlayContent",
     "OverlayError",
-    "generation_dir",
+    "generation_dir_of",
     "load_overlay",
     "overlay_identity",
     "overlay_path",
@@ -177,7 +177,7 @@ def overlay_path(generation_dir: str | os.PathLike[str]) -> Path:
     """``<generation_dir>.overlay``: the overlay of that generation directory.
 
     ``generation_dir`` must be the generation directory itself (``.gen/<index_id>/<g>``, as
-    ``generation_dir(data)`` gives it), never the link ``rag/<index_id>``: the link may name
+    ``generation_dir_of(data)`` gives it), never the link ``rag/<index_id>``: the link may name
     another generation by the time the overlay is opened.
     """
     path = Path(os.fspath(generation_dir))
@@ -189,7 +189,7 @@ def _temporary_prefix(generation_dir: str | os.PathLike[str]) -> str:
     return overlay_path(generation_dir).name + "."
 
 
-def generation_dir(data: IndexData) -> Path:
+def generation_dir_of(data: IndexData) -> Path:
     """The generation directory ``data`` was read from (resolved), whatever link it was opened through;
     ``ValueError`` when ``data`` names none (``IndexData.generation`` empty)."""
     real, _ino, _mtime = data.generation.rsplit(":", 2)
@@ -333,7 +333,7 @@ def read_overlay(
 def read_overlay_of(data: IndexData, reasons: list[str] | None = None) -> OverlayContent | None:
     """``read_overlay`` for the generation ``data`` was read from, checked against its records too."""
     try:
-        gen = generation_dir(data)
+        gen = generation_dir_of(data)
     except ValueError:
         if reasons is not None:
             reasons.append("the index read names no generation directory")

@@ -462,15 +462,18 @@ def _write_overlay(gen: Generation, asm: Assembly, new_docs: list[bytes], report
     """Write the overlay of ``gen`` for the next generation ``asm`` lays out (its new lines: ``new_docs``).
 
     A failure to write it is not the save's: the full publish follows and
-    readers see the save then. It is said once in the report's warnings.
+    readers see the save then. It is said once in the report's warnings (as
+    is a layout too large for an overlay's header, a save of some 40,000
+    scattered documents, which readers wait for the publish to see).
     """
     try:
         write_overlay(gen.stamp.dir, base_chunks=gen.data.n_chunks, dim=gen.data.meta.dim,
                       segments=[(seg.source, seg.lo, seg.hi) for seg in asm.segments], docs_lines=new_docs,
                       vectors=asm.vectors)
-    except OSError as e:
-        report.warnings.append(f"could not write the overlay of this save ({e.strerror or e}); searches see the "
-                               "save once its generation is published")
+    except (OSError, ValueError) as e:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        report.warnings.append(f"could not write the overlay of this save ({why}); searches see the save once its "
+                               "generation is published")
 
 
 def open_published(target: Path, state: WriterState | None, cache_dir: Path) -> Generation | None:
