@@ -64,6 +64,9 @@ that follows the overlay:
 * A writer killed while writing the overlay leaves at most a temporary name,
   which no reader opens and the next writer's tidy removes; ``remove_index``
   removes the whole ``.gen/<index_id>/`` folder, overlays included.
+
+About 600 lines on purpose: one format, its writer and its strict reader, which share their checks (the
+writer refuses what a reader would ignore); split, each half would have to be read with the other.
 """
 
 from __future__ import annotations
