@@ -44,6 +44,7 @@ from ragtui.core.errors import UsageError
 from ragtui.core.index.analyzer import analyze
 from ragtui.core.index.bm25 import BM25Index
 from ragtui.core.index.bm25_write import build_postings_from_texts
+from ragtui.core.index.docs_file import find_chunk
 from ragtui.core.index.records import ChunkRecord
 from ragtui.core.index.topk import top_k
 from ragtui.core.search.docaware import DocLexical, check_chunk_weight, doc_groups
@@ -144,6 +145,10 @@ class LayeredRecords(Sequence[ChunkRecord]):
 
     def __iter__(self) -> Iterator[ChunkRecord]:
         return (self[i] for i in range(len(self)))
+
+    def find(self, chunk_id: str) -> int:
+        """The row holding ``chunk_id``, or -1 (``DocsFile.find``: the rows are in the same order)."""
+        return find_chunk(self, chunk_id)
 
     def doc_starts(self) -> npt.NDArray[np.int64]:
         """Each document's first row, ascending (``DocsFile.doc_starts``)."""
@@ -327,6 +332,10 @@ class LayeredGeneration:
     def n_chunks(self) -> int:
         return self._layout.n_rows
 
+    def next_rows(self, base_rows: npt.ArrayLike) -> npt.NDArray[np.int64]:
+        """The next-generation row of each base row, -1 for one the next generation no longer holds."""
+        return self._layout.base_to_next[np.asarray(base_rows, dtype=np.int64)]
+
     @property
     def doc_of_row(self) -> npt.NDArray[np.int64]:
         """The document number of each next-generation row (``docaware.doc_groups`` of its doc_ids)."""
@@ -376,11 +385,8 @@ class LayeredGeneration:
         ``text``: the query text (the lexical modes and hybrid); ``vector``: the unit query vector, as
         ``Retriever.query_vector`` makes it (flat, ivf and hybrid). ``params``: the mode's ranking parameters
         (``retriever.SearchParams``: nprobe; chunk_weight; hybrid's fusion, weight, rrf_k, depth, lexical),
-        checked by ``check_search``; what hybrid's caller leaves unset is filled by ``fusion_fit.fill_hybrid``.
+        checked by the caller (``retriever.check_search``: ``Retriever.search`` checks them first); what hybrid's caller leaves unset is filled by ``fusion_fit.fill_hybrid``.
         The post-ranking steps (mmr, min_score, merge) are the caller's."""
-        from ragtui.core.search.retriever import check_search
-
-        check_search(mode, params)
         if k < 1:
             raise UsageError(f"k must be at least 1 (got {k})")
         if mode in _LEXICAL_MODES:
