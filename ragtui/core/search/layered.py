@@ -320,7 +320,7 @@ class LayeredGeneration:
         self._new_bm25 = BM25Index.from_postings(build_postings_from_texts(r.text for r in self._new_records),
                                                  base.bm25.k1, base.bm25.b)
         self._bm25 = _Pooled.of(base.bm25, self._new_bm25, layout.base_to_next, layout.new_to_next, layout.n_rows)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # what one derivation needs may be derived inside it
         self._made: dict[str, Any] = {}
 
     @property
