@@ -211,3 +211,21 @@ def test_segments_that_do_not_tile_are_refused(folder: Path, tmp_path: Path) -> 
         with pytest.raises(ValueError):
             LayeredGeneration(base.data, segments, [], np.zeros((0, base.data.meta.dim), np.float32),
                               doclex=base.doc_lexical, stemlex=base.stem_lexical, ivf=base.ivf)
+
+
+def test_concurrent_first_searches_agree(folder: Path, tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    before = base_docs(5)
+    after = {**before, "m01.md": text(np.random.default_rng(9), FRESH)}
+    base = ingest(folder, before, tmp_path / "base")
+    nxt = ingest(folder, after, tmp_path / "next")
+    vec = nxt.query_vector("wing flow")
+    calls = [(mode, params) for mode, params in CASES for _ in range(3)]
+    alone = [layer(base, nxt).search(mode, 5, text="wing flow", vector=vec, **params) for mode, params in calls]
+    shared = layer(base, nxt)  # every thread's first search derives what it needs at once
+    with ThreadPoolExecutor(8) as pool:
+        together = list(pool.map(lambda c: shared.search(c[0], 5, text="wing flow", vector=vec, **c[1]), calls))
+    for (rows, scores), (want_rows, want_scores) in zip(together, alone):
+        np.testing.assert_array_equal(rows, want_rows)
+        np.testing.assert_array_equal(scores, want_scores)

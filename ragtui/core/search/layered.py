@@ -260,7 +260,7 @@ class _Documents:
     base_to: npt.NDArray[np.int64]
     """Each base document's next-generation document, -1 for a removed one."""
     new_to: npt.NDArray[np.int64]
-    """Each new chunks' document's next-generation document."""
+    """Each document of the new chunks: its next-generation document."""
     n_docs: int
     new_doc_of_row: npt.NDArray[np.int64]
     """The document number of each new chunk among the new chunks."""
@@ -305,9 +305,11 @@ class LayeredGeneration:
                  vectors: npt.ArrayLike, *, doclex: Callable[[], DocLexical],
                  stemlex: Callable[[], StemLexical], ivf: Callable[[], IVFIndex]) -> None:
         dim = base.meta.dim
-        new_vectors = np.asarray(vectors, dtype=np.float32).reshape(-1, dim) if dim else np.zeros((0, 0), np.float32)
-        if new_vectors.shape[0] != len(records):
-            raise ValueError(f"{len(records)} new records but {new_vectors.shape[0]} new vectors")
+        new_vectors = np.asarray(vectors, dtype=np.float32)
+        if new_vectors.size == 0:
+            new_vectors = new_vectors.reshape(0, dim)
+        if new_vectors.shape != (len(records), dim):
+            raise ValueError(f"{len(records)} new records of dimension {dim} but vectors of shape {new_vectors.shape}")
         self.base = base
         self._layout = layout = _Layout.of(segments, base.n_chunks, len(records))
         self._new_records = list(records)
@@ -417,7 +419,7 @@ class LayeredGeneration:
         """The base's ranked rows less the removed ones, and every new row scored exactly: the top ``k``."""
         rows = self._layout.base_to_next[base[0]]
         kept = rows >= 0
-        new_scores = row_scores(self._new_vectors, vector) if self._new_vectors.size else np.zeros(0, np.float32)
+        new_scores = row_scores(self._new_vectors, vector) if len(self._new_vectors) else np.zeros(0, np.float32)
         return top_k(np.concatenate([np.asarray(base[1], dtype=np.float32)[kept], new_scores]),
                      np.concatenate([rows[kept], self._layout.new_to_next]), k)
 
