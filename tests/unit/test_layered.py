@@ -20,6 +20,7 @@ from ragtui.core.index.index_format import IndexData
 from ragtui.core.ingest.sync import sync
 from ragtui.core.search.docaware import doc_groups_of
 from ragtui.core.search.layered import LayeredGeneration
+from ragtui.core.search.query import parse_query
 from ragtui.core.search.retriever import Retriever
 
 from .fakes import HashEmbedder
@@ -30,6 +31,10 @@ FRESH, STALE = "freshword", "staleword"
 """A word only the changed folder's new text holds, and one only the text it replaced or removed held."""
 QUERIES = ["wing flow", "running runner", "seas wave", "index index term", "absentword", FRESH,
            f"{STALE} tip", f"{FRESH} {STALE} layer", "boundary layer shock drag lift loan catalogs"]
+PLANS = ["path:m0 wing", "wing -flow", '"wing flow"', "run*", 'ext:md run* -"seas wave"', "fresh* layer",
+         "sta* OR wing", "-path:m01 boundary tip", "wing OR seas", '"boundary layer" OR shock', "lang:python wing",
+         "r* w* -runs", f"+{STALE} OR {FRESH} tip", "-ext:md wing"]
+"""Queries with syntax: filters, exclusions, phrases, prefixes (over words only new or only removed chunks hold)."""
 CASES = [
     ("bm25", {}), ("bm25doc", {}), ("bm25doc", {"chunk_weight": 0.0}), ("bm25stem", {}),
     ("bm25stem", {"chunk_weight": 0.3}), ("flat", {}), ("hybrid", {}), ("hybrid", {"lexical": "bm25"}),
@@ -118,6 +123,18 @@ def check(base: Retriever, nxt: Retriever) -> None:
                 same_ranking(lay.search(mode, k, text=query, vector=vec, **params), want, k)
                 if mode == "flat":
                     same_ranking(lay.search("ivf", k, vector=vec, nprobe=nprobe), want, k)
+        for query in PLANS:
+            parsed = parse_query(query, strict=True)
+            assert not parsed.plain
+            plan = lay.bind(parsed)
+            vec = nxt.query_vector(parsed.search_text)
+            for k in (max(1, n), 3):
+                hits = nxt.search(query, mode=mode, k=k, **params)
+                same_ranking(lay.search(mode, k, vector=vec, plan=plan, **params), [(h.row, h.score) for h in hits], k)
+                assert (plan.expansions, (*parsed.notes, *plan.notes)) == (hits.expansions, hits.notes)
+                if mode == "flat":
+                    same_ranking(lay.search("ivf", k, vector=vec, plan=lay.bind(parsed), nprobe=nprobe),
+                                 [(h.row, h.score) for h in hits], k)
     lay = layer(base, nxt)
     assert lay.n_chunks == len(lay.records) == n and lay.vectors.shape == (n, data.meta.dim)
     assert list(lay.records) == list(data.records)

@@ -31,10 +31,12 @@ the next generation and a pass over each query term's postings.
 
 from __future__ import annotations
 
+import bisect
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
 
 import numpy as np
@@ -44,14 +46,17 @@ from ragtui.core.errors import UsageError
 from ragtui.core.index.analyzer import analyze
 from ragtui.core.index.bm25 import BM25Index
 from ragtui.core.index.bm25_write import build_postings_from_texts
-from ragtui.core.index.records import ChunkRecord
+from ragtui.core.index.records import ChunkRecord, encode_docs
 from ragtui.core.index.topk import top_k
 from ragtui.core.search.docaware import DocLexical, check_chunk_weight, doc_groups
 from ragtui.core.search.flat import as_query, flat_search, row_scores
+from ragtui.core.search.query_plan import QueryPlan
 
 if TYPE_CHECKING:
+    from ragtui.core.index.docs_file import DocsFile
     from ragtui.core.index.index_format import IndexData
     from ragtui.core.search.ivf import IVFIndex
+    from ragtui.core.search.query import ParsedQuery, Prefix
     from ragtui.core.search.retriever import SearchParams
     from ragtui.core.search.stemmed import StemLexical
 
@@ -78,6 +83,8 @@ class _Layout:
     """Each base row's next-generation row, -1 for a removed one."""
     new_to_next: npt.NDArray[np.int64]
     """Each new chunk's next-generation row."""
+    kept: npt.NDArray[np.int64]
+    """The base rows the next generation holds, ascending."""
 
     @classmethod
     def of(cls, segments: Segments, n_base: int, n_new: int) -> _Layout:
@@ -105,7 +112,7 @@ class _Layout:
         if new_end != n_new:
             raise ValueError(f"the segments place {new_end} of the {n_new} new chunks")
         return cls(np.array(at, dtype=np.int64), np.array(lo, dtype=np.int64), np.array(new, dtype=bool),
-                   base_to_next, new_to_next)
+                   base_to_next, new_to_next, np.flatnonzero(base_to_next >= 0))
 
     @property
     def n_rows(self) -> int:
@@ -116,11 +123,18 @@ class _Layout:
         seg = np.searchsorted(self.at, rows, side="right") - 1
         return self.new[seg], self.lo[seg] + rows - self.at[seg]
 
+    def rows(self, base: np.ndarray | None, new: np.ndarray | None) -> np.ndarray:
+        """A bool per next-generation row from one per base row and one per new chunk (None: all true)."""
+        out = np.empty(self.n_rows, dtype=bool)
+        out[self.base_to_next[self.kept]] = True if base is None else base[self.kept]
+        out[self.new_to_next] = True if new is None else new
+        return out
+
 
 class LayeredRecords(Sequence[ChunkRecord]):
     """The next generation's records by row: a base row's parsed from the base's docs.jsonl when asked for."""
 
-    def __init__(self, base: Sequence[ChunkRecord], new: Sequence[ChunkRecord], layout: _Layout,
+    def __init__(self, base: DocsFile, new: Sequence[ChunkRecord], layout: _Layout,
                  doc_of_row: Callable[[], npt.NDArray[np.int64]]) -> None:
         self._base, self._new, self._layout, self._doc_of_row = base, new, layout, doc_of_row
 
@@ -144,6 +158,12 @@ class LayeredRecords(Sequence[ChunkRecord]):
 
     def __iter__(self) -> Iterator[ChunkRecord]:
         return (self[i] for i in range(len(self)))
+
+    def raw_lines(self, lo: int, hi: int) -> bytes:
+        """Rows lo..hi-1 as docs.jsonl lines: a base row's as the base's file holds it, a new one's as encoded."""
+        new, at = self._layout.locate(np.arange(lo, hi, dtype=np.int64))
+        return b"".join(encode_docs([self._new[a]]) if is_new else bytes(self._base.raw_lines(a, a + 1))
+                        for is_new, a in zip(new.tolist(), at.tolist()))
 
     def doc_starts(self) -> npt.NDArray[np.int64]:
         """Each document's first row, ascending (``DocsFile.doc_starts``)."""
@@ -243,6 +263,13 @@ class _DocAware:
     docs: _Pooled
     doc_of_row: npt.NDArray[np.int64]
 
+    def dense(self, text: str, chunk_weight: float) -> npt.NDArray[np.float64]:
+        """Every row's score (``DocLexical.chunk_scores``): 0 for a row without a query term of its own."""
+        own = self.chunks.scores(text)
+        out = self.docs.scores(text)[self.doc_of_row] + chunk_weight * own
+        out[own <= 0.0] = 0.0
+        return out
+
     def search(self, text: str, k: int, chunk_weight: float) -> Ranked:
         own = self.chunks.scores(text)
         matched = np.flatnonzero(own > 0.0)
@@ -269,7 +296,7 @@ class _Documents:
     def of(cls, layout: _Layout, base_doc_of_row: npt.NDArray[np.int64], new_doc_ids: list[str]) -> _Documents:
         n, m = layout.n_rows, len(new_doc_ids)
         new_doc_of_row = doc_groups(new_doc_ids)
-        kept = np.flatnonzero(layout.base_to_next >= 0)
+        kept = layout.kept
         # A row's source document as (is new, number): a document starts where that pair changes.
         source = np.empty(n, dtype=np.int64)
         source[layout.base_to_next[kept]] = 2 * base_doc_of_row[kept]
@@ -287,6 +314,29 @@ class _Documents:
     def doc_aware(self, chunks: _Pooled, base_docs: BM25Index, new_docs: BM25Index) -> _DocAware:
         return _DocAware(chunks, _Pooled.of(base_docs, new_docs, self.base_to, self.new_to, self.n_docs),
                          self.doc_of_row)
+
+
+@dataclass(frozen=True, eq=False)
+class _Terms:
+    """Terms of the next generation, ascending (UTF-8 bytes), with their df in it: what a prefix expands over."""
+
+    terms: list[str]
+    df: npt.NDArray[np.int64]
+
+    def terms_before(self, key: bytes) -> int:
+        return bisect.bisect_left([t.encode("utf-8") for t in self.terms], key)
+
+    def term(self, t: int) -> str:
+        return self.terms[t]
+
+
+class _LayeredPlan(QueryPlan):
+    """A ``QueryPlan`` of the base's rows or of the new chunks' whose prefixes expand over the next generation's
+    dictionary: bound with ``pooled=[the LayeredGeneration]``."""
+
+    def _expand(self, vocabularies: Sequence[Any], item: Prefix) -> list[str]:
+        (layered,) = vocabularies
+        return super()._expand([layered.prefix_terms(item.term)], item)
 
 
 class LayeredGeneration:
@@ -368,10 +418,59 @@ class LayeredGeneration:
 
         return self._once("bm25stem", make)
 
+    # -- query syntax --------------------------------------------------------
+
+    def bind(self, parsed: ParsedQuery, *, cache_dir: Path | None = None) -> QueryPlan:
+        """``QueryPlan.bind`` of ``parsed`` over the next generation, for ``search``: the base's rows and the new
+        chunks' each bound as ``QueryPlan`` binds an index (filters, words, phrases; ``cache_dir`` as there),
+        prefixes expanded over the next generation's dictionary, the two laid out as its rows."""
+        # _LayeredPlan expands prefixes with this generation's ``prefix_terms``.
+        base = _LayeredPlan.bind(parsed, self.base, pooled=[self], cache_dir=cache_dir)  # type: ignore[list-item]
+        new = _LayeredPlan.bind(parsed, self._new_index(), pooled=[self])  # type: ignore[list-item]
+        layout = self._layout
+        checks = [replace(b, matches=[replace(bm, rows=layout.rows(bm.rows, nm.rows)) for bm, nm in
+                                      zip(b.matches, n.matches)]) for b, n in zip(base.checks, new.checks)]
+        mask = None if base.mask is None and new.mask is None else layout.rows(base.mask, new.mask)
+        # The plan reads the text of the rows it checks through the layered records.
+        return QueryPlan(parsed, base.lexical_text, mask, checks, base.expansions, base.notes,
+                         _records=self.records)  # type: ignore[arg-type]
+
+    def prefix_terms(self, prefix: str) -> _Terms:
+        """The next generation's terms that start with ``prefix`` and their df in it (a term left only in
+        removed rows is not one of them)."""
+        key = prefix.encode("utf-8")
+        df: dict[str, int] = {}
+        for ix, to in ((self.base.bm25, self._layout.base_to_next), (self._new_bm25, self._layout.new_to_next)):
+            lo, hi = ix.terms_before(key), ix.terms_before(key + b"\xff")
+            if lo == hi:
+                continue
+            offsets = np.asarray(ix.offsets[lo : hi + 1], dtype=np.int64) - int(ix.offsets[lo])
+            live = np.zeros(int(offsets[-1]) + 1, dtype=np.int64)
+            np.cumsum(to[ix.post_doc[int(ix.offsets[lo]) : int(ix.offsets[hi])]] >= 0, out=live[1:])
+            counts = live[offsets[1:]] - live[offsets[:-1]]
+            for t in np.flatnonzero(counts).tolist():
+                term = ix.term(lo + t)
+                df[term] = df.get(term, 0) + int(counts[t])
+        terms = sorted(df, key=lambda t: t.encode("utf-8"))
+        return _Terms(terms, np.array([df[t] for t in terms], dtype=np.int64))
+
+    def _new_index(self) -> IndexData:
+        """The new chunks as an index of their own (in memory), for ``QueryPlan.bind``."""
+        def make() -> IndexData:
+            from ragtui.core.index.docs_file import DocsFile
+            from ragtui.core.index.index_format import IndexData
+
+            meta = replace(self.base.meta, n_chunks=len(self._new_records))
+            docs = DocsFile(encode_docs(self._new_records), "the overlay's new chunks", meta)
+            return IndexData(self.base.path, f"{self.base.generation}+overlay", meta, docs, self._new_vectors,
+                             self._new_bm25)
+
+        return self._once("new index", make)
+
     # -- ranking -------------------------------------------------------------
 
     def search(self, mode: str, k: int, *, text: str | None = None, vector: np.ndarray | None = None,
-               **params: Unpack[SearchParams]) -> Ranked:
+               plan: QueryPlan | None = None, **params: Unpack[SearchParams]) -> Ranked:
         """The top ``k`` next-generation rows for a plain query: (rows int64, scores float64), descending score,
         ties by ascending row: ``Retriever.search``'s ranking on an index of the next generation.
 
@@ -379,41 +478,49 @@ class LayeredGeneration:
         ``Retriever.query_vector`` makes it (flat, ivf and hybrid). ``params``: the mode's ranking parameters
         (``retriever.SearchParams``: nprobe; chunk_weight; hybrid's fusion, weight, rrf_k, depth, lexical),
         checked by ``check_search``; what hybrid's caller leaves unset is filled by ``fusion_fit.fill_hybrid``.
-        The post-ranking steps (mmr, min_score, merge) are the caller's."""
+        ``plan``: this generation's ``bind`` of a query with syntax (the lexical modes then score its
+        ``lexical_text``, and ``vector`` embeds its ``search_text``). The post-ranking steps (mmr, min_score,
+        merge) are the caller's."""
         from ragtui.core.search.retriever import check_search
 
         check_search(mode, params)
         if k < 1:
             raise UsageError(f"k must be at least 1 (got {k})")
+        if plan is not None:
+            text = plan.lexical_text
         if mode in _LEXICAL_MODES:
             if text is None:
                 raise UsageError(f"{mode} search needs query text")
-            rows, scores = self._lexical(mode, text, k, params.get("chunk_weight"))
+            rows, scores = self._lexical(mode, text, k, params.get("chunk_weight"), plan)
             return rows, np.asarray(scores, dtype=np.float64)
         if vector is None or (mode == "hybrid" and text is None):
             raise UsageError(f"{mode} search needs {'query text and ' if mode == 'hybrid' else ''}a query vector")
         q = as_query(vector, self.base.meta.dim)
         if mode == "flat":
-            rows, scores = self._flat(q, k)
+            rows, scores = self._flat(q, k, plan)
         elif mode == "ivf":
-            rows, scores = self._ivf(q, k, params.get("nprobe"))
+            rows, scores = self._ivf(q, k, params.get("nprobe"), plan)
         else:
             assert text is not None
-            rows, scores = self._hybrid(text, q, k, params)
+            rows, scores = self._hybrid(text, q, k, params, plan)
         return rows, np.asarray(scores, dtype=np.float64)
 
-    def _lexical(self, arm: str, text: str, k: int, chunk_weight: object) -> Ranked:
+    def _lexical(self, arm: str, text: str, k: int, chunk_weight: object, plan: QueryPlan | None) -> Ranked:
         if arm == "bm25":
             own = self._bm25.scores(text)
+            if plan is not None:
+                return plan.lexical(own, k)
             matched = np.flatnonzero(own > 0.0)
             return top_k(own[matched], matched, k)
         if arm == "bm25doc":
-            return self._doc_aware().search(text, k, check_chunk_weight(chunk_weight))
-        from ragtui.core.search.stemmed import DEFAULT_STEM_CHUNK_WEIGHT
+            aware, weight = self._doc_aware(), check_chunk_weight(chunk_weight)
+        else:
+            from ragtui.core.search.stemmed import DEFAULT_STEM_CHUNK_WEIGHT
 
-        weight = DEFAULT_STEM_CHUNK_WEIGHT if chunk_weight is None else check_chunk_weight(chunk_weight)
-        stem, aware = self._stem_aware()
-        return aware.search(stem.query_text(text), k, weight)
+            weight = DEFAULT_STEM_CHUNK_WEIGHT if chunk_weight is None else check_chunk_weight(chunk_weight)
+            stem, aware = self._stem_aware()
+            text = stem.query_text(text)
+        return aware.search(text, k, weight) if plan is None else plan.lexical(aware.dense(text, weight), k)
 
     def _merged(self, base: Ranked, vector: np.ndarray, k: int) -> Ranked:
         """The base's ranked rows less the removed ones, and every new row scored exactly: the top ``k``."""
@@ -423,16 +530,44 @@ class LayeredGeneration:
         return top_k(np.concatenate([np.asarray(base[1], dtype=np.float32)[kept], new_scores]),
                      np.concatenate([rows[kept], self._layout.new_to_next]), k)
 
-    def _flat(self, vector: np.ndarray, k: int) -> Ranked:
+    def _flat(self, vector: np.ndarray, k: int, plan: QueryPlan | None = None) -> Ranked:
+        if plan is not None and (plan.mask is not None or plan.checks):
+            rows = np.arange(self.n_chunks) if plan.mask is None else np.flatnonzero(plan.mask)
+            return plan._rank(self._row_scores(vector, rows), rows, k)
         # The base's best k + removed hold its best k that remain (its ties ascend by base row, as by next row).
         base = flat_search(self.base.vectors, vector, k + self.n_removed) if self.base.n_chunks else _NONE
         return self._merged(base, vector, k)
 
-    def _ivf(self, vector: np.ndarray, k: int, nprobe: int | None) -> Ranked:
-        base = self._once("ivf", self._base_ivf).search(vector, k + self.n_removed, nprobe) if self.base.n_chunks else _NONE
-        return self._merged(base, vector, k)
+    def _ivf(self, vector: np.ndarray, k: int, nprobe: int | None, plan: QueryPlan | None = None) -> Ranked:
+        lists = self._once("ivf", self._base_ivf)
+        if plan is None or (plan.mask is None and not plan.checks):
+            base = lists.search(vector, k + self.n_removed, nprobe) if self.base.n_chunks else _NONE
+            return self._merged(base, vector, k)
+        # ``QueryPlan.ivf``: the passing rows of the probed lists (and the new rows), or every passing row when
+        # they are fewer than the probed lists hold on average.
+        nprobe = lists.resolve_nprobe(nprobe)
+        rows = np.arange(self.n_chunks) if plan.mask is None else np.flatnonzero(plan.mask)
+        if lists.nlist and rows.size > self.n_chunks * min(nprobe, lists.nlist) / lists.nlist:
+            probed = self._layout.base_to_next[lists.probed_rows(vector, nprobe)]
+            rows = np.concatenate([probed[probed >= 0], self._layout.new_to_next])
+            if plan.mask is not None:
+                rows = rows[plan.mask[rows]]
+        return plan._rank(self._row_scores(vector, rows), rows, k)
 
-    def _hybrid(self, text: str, vector: np.ndarray, k: int, given: SearchParams) -> Ranked:
+    def _row_scores(self, vector: np.ndarray, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
+        """``flat.row_scores`` of next-generation ``rows``: each row's bits as in a whole index."""
+        new, at = self._layout.locate(rows)
+        out = np.empty(rows.size, dtype=np.float32)
+        old = at[~new]
+        if old.size * 2 >= self.base.n_chunks > 0:  # most of the base: scanned where it lies, not gathered
+            out[~new] = row_scores(self.base.vectors, vector)[old]
+        elif old.size:
+            out[~new] = row_scores(np.asarray(self.base.vectors[old], dtype=np.float32), vector)
+        if new.any():
+            out[new] = row_scores(self._new_vectors[at[new]], vector)
+        return out
+
+    def _hybrid(self, text: str, vector: np.ndarray, k: int, given: SearchParams, plan: QueryPlan | None) -> Ranked:
         """``Retriever._hybrid`` over the layered arms."""
         from ragtui.core.search import fusion
         from ragtui.core.search.fusion_fit import fill_hybrid
@@ -442,7 +577,8 @@ class LayeredGeneration:
         arm = params.get("lexical") or "bm25doc"
 
         def fused(n: int, at: int) -> Ranked:
-            return fusion.fuse(self._lexical(arm, text, at, params.get("chunk_weight")), self._flat(vector, at), n,
+            return fusion.fuse(self._lexical(arm, text, at, params.get("chunk_weight"), plan),
+                               self._flat(vector, at, plan), n,
                                method=params.get("fusion"), weight=params.get("weight"), rrf_k=params.get("rrf_k"))
 
         rows, scores = fused(k, depth)
