@@ -246,3 +246,27 @@ def test_concurrent_first_searches_agree(folder: Path, tmp_path: Path) -> None:
     for (rows, scores), (want_rows, want_scores) in zip(together, alone):
         np.testing.assert_array_equal(rows, want_rows)
         np.testing.assert_array_equal(scores, want_scores)
+
+
+def code(names: list[str], words: str) -> str:
+    return "\n\n".join(f"def {name}(x):\n    \"\"\"{words} {name}\"\"\"\n    return x + 1\n" for name in names)
+
+
+def test_code_documents_and_symbol_filters(folder: Path, tmp_path: Path) -> None:
+    before = {"a.py": code(["alpha", "beta"], "wing flow"), "b.py": code(["gamma"], "run seas"),
+              "c.md": "wing flow run seas tip", "d.py": code(["alpha_two"], "tip wing")}
+    after = {**before, "a.py": code(["alpha", "delta"], "wing seas"), "e.py": code(["beta", "epsilon"], "flow tip")}
+    del after["b.py"]
+    base = ingest(folder, before, tmp_path / "base")
+    nxt = ingest(folder, after, tmp_path / "next")
+    lay = layer(base, nxt)
+    n = nxt.data.n_chunks
+    for query in ["sym:alpha wing", "sym:beta flow", "-sym:alpha wing", "sym:gamma run", "lang:python tip",
+                  "sym:epsilon OR sym:delta wing", "-lang:python wing"]:
+        parsed = parse_query(query, strict=True)
+        vec = nxt.query_vector(parsed.search_text)
+        for mode, params in CASES:
+            hits = nxt.search(query, mode=mode, k=n, **params)
+            got = lay.search(mode, n, vector=vec, plan=lay.bind(parsed), **params)
+            same_ranking(got, [(h.row, h.score) for h in hits], n)
+        assert nxt.search(query, mode="flat", k=n) or query == "sym:gamma run"

@@ -19,6 +19,11 @@ ties by ascending next-generation row:
 * flat and ivf take the base's top (k + removed rows), drop the removed
   rows, and merge in the new rows, scored exactly (``flat.row_scores``: the
   same bits as in a whole index).
+* A query with syntax (``bind``) is bound to the base's rows and to the new
+  chunks' as ``QueryPlan`` binds an index (filters, symbols, words,
+  phrases), prefixes expanded over the next generation's dictionary (its
+  terms, ranked by their df in it), and the two laid out as the next
+  generation's rows; every mode then ranks under it as on the next index.
 
 Nothing of the base is copied or rebuilt: its document-level and stemmed
 BM25 and its IVF lists are the caller's (callables, called on first use);
