@@ -270,3 +270,25 @@ def test_code_documents_and_symbol_filters(folder: Path, tmp_path: Path) -> None
             got = lay.search(mode, n, vector=vec, plan=lay.bind(parsed), **params)
             same_ranking(got, [(h.row, h.score) for h in hits], n)
         assert nxt.search(query, mode="flat", k=n) or query == "sym:gamma run"
+
+
+def test_a_prefix_of_many_terms_expands_by_the_next_generations_counts(folder: Path, tmp_path: Path) -> None:
+    # 90 terms starting with "pre": each removed document held the first 40 many times over, so in the next
+    # generation the 64 terms in the most chunks are others than in the base.
+    many = [f"pre{i:02d}" for i in range(90)]
+    before = {f"g{i}.md": " ".join(many[:40]) for i in range(4)}
+    before.update({f"k{i}.md": " ".join(many[i % 3 :: 3] + many[60:]) for i in range(6)})
+    after = {name: body for name, body in before.items() if name.startswith("k")}
+    after["n.md"] = " ".join(many[50:] + ["tip"])
+    base = ingest(folder, before, tmp_path / "base")
+    nxt = ingest(folder, after, tmp_path / "next")
+    lay = layer(base, nxt)
+    n = nxt.data.n_chunks
+    for query in ["pre*", "pre* tip", "-pre0* pre*", "pre8*"]:
+        parsed = parse_query(query, strict=True)
+        plan = lay.bind(parsed)
+        for mode in ("bm25", "bm25doc", "bm25stem"):
+            hits = nxt.search(query, mode=mode, k=n)
+            same_ranking(lay.search(mode, n, plan=plan), [(h.row, h.score) for h in hits], n)
+            assert (plan.expansions, (*parsed.notes, *plan.notes)) == (hits.expansions, hits.notes)
+    assert lay.bind(parse_query("pre*")).expansions != base.search("pre*", k=1).expansions

@@ -37,6 +37,7 @@ the next generation and a pass over each query term's postings.
 from __future__ import annotations
 
 import bisect
+import functools
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -323,16 +324,20 @@ class _Documents:
 
 @dataclass(frozen=True, eq=False)
 class _Terms:
-    """Terms of the next generation, ascending (UTF-8 bytes), with their df in it: what a prefix expands over."""
+    """Terms of the next generation in dictionary order, with their df in it: what ``QueryPlan`` expands a prefix
+    over. Term t is term ``number[t]`` of the new chunks' dictionary where ``new[t]``, else of the base's."""
 
-    terms: list[str]
+    dictionaries: tuple[BM25Index, BM25Index]
+    """The base's and the new chunks'."""
+    new: npt.NDArray[np.bool_]
+    number: npt.NDArray[np.int64]
     df: npt.NDArray[np.int64]
 
-    def terms_before(self, key: bytes) -> int:
-        return bisect.bisect_left([t.encode("utf-8") for t in self.terms], key)
-
     def term(self, t: int) -> str:
-        return self.terms[t]
+        return self.dictionaries[int(self.new[t])].term(int(self.number[t]))
+
+    def terms_before(self, key: bytes) -> int:
+        return bisect.bisect_left(range(self.df.size), key, key=lambda t: self.term(t).encode("utf-8"))
 
 
 class _LayeredPlan(QueryPlan):
@@ -340,8 +345,8 @@ class _LayeredPlan(QueryPlan):
     dictionary: bound with ``pooled=[the LayeredGeneration]``."""
 
     def _expand(self, vocabularies: Sequence[Any], item: Prefix) -> list[str]:
-        (layered,) = vocabularies
-        return super()._expand([layered.prefix_terms(item.term)], item)
+        (terms,) = vocabularies
+        return super()._expand([terms(item.term)], item)
 
 
 class LayeredGeneration:
@@ -429,9 +434,10 @@ class LayeredGeneration:
         """``QueryPlan.bind`` of ``parsed`` over the next generation, for ``search``: the base's rows and the new
         chunks' each bound as ``QueryPlan`` binds an index (filters, words, phrases; ``cache_dir`` as there),
         prefixes expanded over the next generation's dictionary, the two laid out as its rows."""
-        # _LayeredPlan expands prefixes with this generation's ``prefix_terms``.
-        base = _LayeredPlan.bind(parsed, self.base, pooled=[self], cache_dir=cache_dir)  # type: ignore[list-item]
-        new = _LayeredPlan.bind(parsed, self._new_index(), pooled=[self])  # type: ignore[list-item]
+        # _LayeredPlan expands prefixes with this generation's ``prefix_terms``, worked out once for both plans.
+        terms = functools.cache(self.prefix_terms)
+        base = _LayeredPlan.bind(parsed, self.base, pooled=[terms], cache_dir=cache_dir)  # type: ignore[list-item]
+        new = _LayeredPlan.bind(parsed, self._new_index(), pooled=[terms])  # type: ignore[list-item]
         layout = self._layout
         checks = [replace(b, matches=[replace(bm, rows=layout.rows(bm.rows, nm.rows)) for bm, nm in
                                       zip(b.matches, n.matches)]) for b, n in zip(base.checks, new.checks)]
@@ -444,20 +450,28 @@ class LayeredGeneration:
         """The next generation's terms that start with ``prefix`` and their df in it (a term left only in
         removed rows is not one of them)."""
         key = prefix.encode("utf-8")
-        df: dict[str, int] = {}
-        for ix, to in ((self.base.bm25, self._layout.base_to_next), (self._new_bm25, self._layout.new_to_next)):
-            lo, hi = ix.terms_before(key), ix.terms_before(key + b"\xff")
-            if lo == hi:
-                continue
-            offsets = np.asarray(ix.offsets[lo : hi + 1], dtype=np.int64) - int(ix.offsets[lo])
-            live = np.zeros(int(offsets[-1]) + 1, dtype=np.int64)
-            np.cumsum(to[ix.post_doc[int(ix.offsets[lo]) : int(ix.offsets[hi])]] >= 0, out=live[1:])
-            counts = live[offsets[1:]] - live[offsets[:-1]]
-            for t in np.flatnonzero(counts).tolist():
-                term = ix.term(lo + t)
-                df[term] = df.get(term, 0) + int(counts[t])
-        terms = sorted(df, key=lambda t: t.encode("utf-8"))
-        return _Terms(terms, np.array([df[t] for t in terms], dtype=np.int64))
+        base, new = self.base.bm25, self._new_bm25
+        lo, hi = base.terms_before(key), base.terms_before(key + b"\xff")
+        n_lo, n_hi = new.terms_before(key), new.terms_before(key + b"\xff")
+        # The base terms' postings in kept rows, counted a term at a time from one cumulative sum.
+        offsets = np.asarray(base.offsets[lo : hi + 1], dtype=np.int64)
+        live = np.zeros(int(offsets[-1] - offsets[0]) + 1, dtype=np.int64)
+        np.cumsum(self._layout.base_to_next[base.post_doc[int(offsets[0]) : int(offsets[-1])]] >= 0, out=live[1:])
+        df = live[offsets[1:] - offsets[0]] - live[offsets[:-1] - offsets[0]]
+        new_df = np.diff(np.asarray(new.offsets[n_lo : n_hi + 1], dtype=np.int64))
+        if base.n_terms:
+            found, before = base.locate_many([new.term(t).encode("utf-8") for t in range(n_lo, n_hi)])
+        else:
+            found, before = np.full(n_hi - n_lo, -1, dtype=np.int64), np.zeros(n_hi - n_lo, dtype=np.int64)
+        df[found[found >= 0] - lo] += new_df[found >= 0]
+        only = found < 0
+        # A term only the new chunks hold sorts just before the base term numbered ``before``.
+        at = np.concatenate([np.arange(lo, hi), before[only]])
+        order = np.lexsort((np.concatenate([np.ones(hi - lo), np.zeros(int(only.sum()))]), at))
+        is_new = np.concatenate([np.zeros(hi - lo, dtype=bool), np.ones(int(only.sum()), dtype=bool)])[order]
+        number = np.concatenate([np.arange(lo, hi), np.arange(n_lo, n_hi)[only]])[order]
+        df = np.concatenate([df, new_df[only]])[order]
+        return _Terms((base, new), is_new[df > 0], number[df > 0], df[df > 0])
 
     def _new_index(self) -> IndexData:
         """The new chunks as an index of their own (in memory), for ``QueryPlan.bind``."""
