@@ -7,7 +7,7 @@ new chunks lo..hi-1 (their ``records`` and unit ``vectors``). Base rows no
 lays them out (``ingest.assemble``): a document is either carried as it was
 or all of its chunks are new.
 
-What callers may rely on: every mode of ``Retriever.search`` (plain queries)
+What callers may rely on: every mode of ``Retriever.search`` (any query)
 ranks the next generation's rows as one index holding them would, to 1e-9,
 ties by ascending next-generation row:
 
@@ -342,7 +342,7 @@ class _Terms:
 
 class _LayeredPlan(QueryPlan):
     """A ``QueryPlan`` of the base's rows or of the new chunks' whose prefixes expand over the next generation's
-    dictionary: bound with ``pooled=[the LayeredGeneration]``."""
+    dictionary: bound with ``pooled=[prefix -> its _Terms]``."""
 
     def _expand(self, vocabularies: Sequence[Any], item: Prefix) -> list[str]:
         (terms,) = vocabularies
@@ -375,7 +375,7 @@ class LayeredGeneration:
         self._new_records = list(records)
         self._new_vectors = new_vectors
         self._base_doclex, self._base_stemlex, self._base_ivf = doclex, stemlex, ivf
-        self.n_removed = int(base.n_chunks - np.count_nonzero(layout.base_to_next >= 0))
+        self.n_removed = base.n_chunks - layout.kept.size
         """Base rows the next generation no longer holds."""
         self.records = LayeredRecords(base.records, self._new_records, layout, lambda: self._documents().doc_of_row)
         self.vectors = LayeredVectors(base.vectors, new_vectors, layout, dim)
@@ -434,8 +434,8 @@ class LayeredGeneration:
         """``QueryPlan.bind`` of ``parsed`` over the next generation, for ``search``: the base's rows and the new
         chunks' each bound as ``QueryPlan`` binds an index (filters, words, phrases; ``cache_dir`` as there),
         prefixes expanded over the next generation's dictionary, the two laid out as its rows."""
-        # _LayeredPlan expands prefixes with this generation's ``prefix_terms``, worked out once for both plans.
-        terms = functools.cache(self.prefix_terms)
+        # _LayeredPlan expands prefixes with this generation's ``_prefix_terms``, worked out once for both plans.
+        terms = functools.cache(self._prefix_terms)
         base = _LayeredPlan.bind(parsed, self.base, pooled=[terms], cache_dir=cache_dir)  # type: ignore[list-item]
         new = _LayeredPlan.bind(parsed, self._new_index(), pooled=[terms])  # type: ignore[list-item]
         layout = self._layout
@@ -446,7 +446,7 @@ class LayeredGeneration:
         return QueryPlan(parsed, base.lexical_text, mask, checks, base.expansions, base.notes,
                          _records=self.records)  # type: ignore[arg-type]
 
-    def prefix_terms(self, prefix: str) -> _Terms:
+    def _prefix_terms(self, prefix: str) -> _Terms:
         """The next generation's terms that start with ``prefix`` and their df in it (a term left only in
         removed rows is not one of them)."""
         key = prefix.encode("utf-8")
