@@ -3,7 +3,8 @@
 Each case ingests a folder of small text files with the real writer (the base), changes the folder (edits,
 deletions, additions), ingests it again into separate artifacts (the next generation), and lays the next
 generation out as the base's unchanged documents plus the next index's chunks of the changed ones: every
-mode must then give the next index's rows and scores (1e-9, ties by ascending row).
+mode, for plain queries and queries with syntax, must then give the next index's rows and scores (1e-9,
+ties by ascending row).
 """
 
 from __future__ import annotations
