@@ -293,3 +293,39 @@ def test_a_prefix_of_many_terms_expands_by_the_next_generations_counts(folder: P
             same_ranking(lay.search(mode, n, plan=plan), [(h.row, h.score) for h in hits], n)
             assert (plan.expansions, (*parsed.notes, *plan.notes)) == (hits.expansions, hits.notes)
     assert lay.bind(parse_query("pre*")).expansions != base.search("pre*", k=1).expansions
+
+
+def test_ivf_ranks_the_probed_lists_less_removed_rows_and_every_new_row(folder: Path, tmp_path: Path) -> None:
+    from ragtui.core.search.ivf import IVFParams
+
+    rng = np.random.default_rng(11)
+    before = {f"m{i:02d}.md": text(rng, STALE if i % 5 == 0 else "") for i in range(30)}
+    after = {**before, **{f"m{i:02d}.md": text(rng, FRESH) for i in range(0, 30, 4)}, "n.md": text(rng)}
+    del after["m03.md"]
+    ingested = ingest(folder, before, tmp_path / "base")
+    base = Retriever.open(ingested.data.path, embedder=HashEmbedder(), ivf_params=IVFParams(nlist=8, nprobe=2))
+    nxt = ingest(folder, after, tmp_path / "next")
+    lay = layer(base, nxt)
+    n, lists = nxt.data.n_chunks, base.ivf()
+    to_next: dict[int, int] = {}
+    new_rows: list[int] = []
+    at = 0
+    for source, lo, hi in overlay(base.data, nxt.data)[0]:
+        if source == "old":
+            to_next.update(zip(range(lo, hi), range(at, at + hi - lo)))
+        else:
+            new_rows.extend(range(at, at + hi - lo))
+        at += hi - lo
+    for query in QUERIES + PLANS:
+        parsed = parse_query(query, strict=True)
+        plan = None if parsed.plain else lay.bind(parsed)
+        vec = nxt.query_vector(parsed.search_text)
+        exact = {h.row: h.score for h in nxt.search(query, mode="flat", k=n)}  # every row the query allows
+        probed = {to_next[r] for r in lists.probed_rows(vec, 2).tolist() if r in to_next} | set(new_rows)
+        assert len(probed) < n  # the lists probed leave rows out
+        # Under a plan whose rows (as the index tells, before text checks) are fewer than the probed lists
+        # hold on average, every one of them is ranked (QueryPlan.ivf).
+        few = plan is not None and (n if plan.mask is None else int(plan.mask.sum())) <= n * 2 / lists.nlist
+        want = sorted(((r, s) for r, s in exact.items() if few or r in probed), key=lambda rs: (-rs[1], rs[0]))
+        for k in (n, 3):
+            same_ranking(lay.search("ivf", k, vector=vec, plan=plan), want[:k], k)
