@@ -32,6 +32,10 @@ does not depend on the query is worked out once: the row maps and the
 chunk-level statistics at construction, the document-level ones on the
 first search that needs them. A query then costs a dense score array over
 the next generation and a pass over each query term's postings.
+
+Over 500 lines on purpose: every mode's ranking, and the views, read the
+same row maps and pooled statistics; in one module a reviewer can check each
+mode against its single-index path side by side.
 """
 
 from __future__ import annotations
