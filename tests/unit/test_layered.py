@@ -143,6 +143,12 @@ def check(base: Retriever, nxt: Retriever) -> None:
     np.testing.assert_array_equal(lay.vectors.take(np.arange(n)), np.asarray(data.vectors).reshape(n, data.meta.dim))
     np.testing.assert_array_equal(lay.doc_of_row, doc_groups_of(data.records))
     np.testing.assert_array_equal(lay.records.doc_starts(), data.records.doc_starts())
+    # A prefix's df in the next generation: the bisection at the removed runs counts as the scan of the postings.
+    terms = base.data.bm25.n_terms
+    for lo, hi in ((0, terms), (terms // 3, terms), (0, terms // 2)):
+        scanned = lay._removed_postings(lo, hi, "scan")
+        np.testing.assert_array_equal(lay._removed_postings(lo, hi, "bisect"), scanned)
+        assert int(scanned.sum()) <= int(np.diff(base.data.bm25.offsets[lo : hi + 1]).sum())
 
 
 def text(rng: np.random.Generator, extra: str = "") -> str:

@@ -95,6 +95,8 @@ class _Layout:
     """Each new chunk's next-generation row."""
     kept: npt.NDArray[np.int64]
     """The base rows the next generation holds, ascending."""
+    removed_runs: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]
+    """The runs of removed base rows: (first rows, ends), ascending."""
 
     @classmethod
     def of(cls, segments: Segments, n_base: int, n_new: int) -> _Layout:
@@ -121,8 +123,10 @@ class _Layout:
             new.append(source == "new")
         if new_end != n_new:
             raise ValueError(f"the segments place {new_end} of the {n_new} new chunks")
+        gone = np.concatenate([[False], base_to_next < 0, [False]])
+        edges = np.flatnonzero(gone[1:] != gone[:-1])
         return cls(np.array(at, dtype=np.int64), np.array(lo, dtype=np.int64), np.array(new, dtype=bool),
-                   base_to_next, new_to_next, np.flatnonzero(base_to_next >= 0))
+                   base_to_next, new_to_next, np.flatnonzero(base_to_next >= 0), (edges[0::2], edges[1::2]))
 
     @property
     def n_rows(self) -> int:
@@ -457,12 +461,8 @@ class LayeredGeneration:
         base, new = self.base.bm25, self._new_bm25
         lo, hi = base.terms_before(key), base.terms_before(key + b"\xff")
         n_lo, n_hi = new.terms_before(key), new.terms_before(key + b"\xff")
-        # The base terms' postings in kept rows, counted a term at a time from one cumulative sum.
-        offsets = np.asarray(base.offsets[lo : hi + 1], dtype=np.int64)
-        live = np.zeros(int(offsets[-1] - offsets[0]) + 1, dtype=np.int64)
-        np.cumsum(self._layout.base_to_next[base.post_doc[int(offsets[0]) : int(offsets[-1])]] >= 0, out=live[1:])
-        df = live[offsets[1:] - offsets[0]] - live[offsets[:-1] - offsets[0]]
-        new_df = np.diff(np.asarray(new.offsets[n_lo : n_hi + 1], dtype=np.int64))
+        df = np.asarray(np.diff(base.offsets[lo : hi + 1]) - self._removed_postings(lo, hi), dtype=np.int64)
+        new_df = np.asarray(np.diff(new.offsets[n_lo : n_hi + 1]), dtype=np.int64)
         if base.n_terms:
             found, before = base.locate_many([new.term(t).encode("utf-8") for t in range(n_lo, n_hi)])
         else:
@@ -476,6 +476,35 @@ class LayeredGeneration:
         number = np.concatenate([np.arange(lo, hi), np.arange(n_lo, n_hi)[only]])[order]
         df = np.concatenate([df, new_df[only]])[order]
         return _Terms((base, new), is_new[df > 0], number[df > 0], df[df > 0])
+
+    def _removed_postings(self, lo: int, hi: int, how: str = "auto") -> npt.NDArray[np.int64]:
+        """How many postings of each base term lo..hi-1 lie in removed rows. ``how``: "scan" reads the terms'
+        postings; "bisect" bisects each term's (ascending) postings at the bounds of the runs of removed rows,
+        every term at once, in far fewer reads when the runs are few ("auto": the cheaper; the same counts)."""
+        base, (starts, ends) = self.base.bm25, self._layout.removed_runs
+        offsets = np.asarray(base.offsets[lo : hi + 1], dtype=np.int64)
+        n_terms, n_post = hi - lo, int(offsets[-1] - offsets[0])
+        if how == "auto":
+            how = "bisect" if n_terms * starts.size * 2 * 32 < n_post else "scan"
+        if how == "scan":
+            gone = np.zeros(n_post + 1, dtype=np.int64)
+            np.cumsum(self._layout.base_to_next[base.post_doc[offsets[0] : offsets[-1]]] < 0, out=gone[1:])
+            return np.asarray(gone[offsets[1:] - offsets[0]] - gone[offsets[:-1] - offsets[0]], dtype=np.int64)
+        # Each (term, bound) pair: its postings below the bound, by one bisection of all the pairs together.
+        below = np.repeat(offsets[:-1], 2 * starts.size)
+        first, top = below.copy(), np.repeat(offsets[1:], 2 * starts.size)
+        bounds = np.tile(np.concatenate([ends, starts]), n_terms)
+        post_doc = np.asarray(base.post_doc)
+        while True:
+            open_ = np.flatnonzero(below < top)
+            if open_.size == 0:
+                break
+            mid = (below[open_] + top[open_]) // 2
+            lower = post_doc[mid] < bounds[open_]
+            below[open_[lower]] = mid[lower] + 1
+            top[open_[~lower]] = mid[~lower]
+        counts = (below - first).reshape(n_terms, 2, starts.size)
+        return np.asarray((counts[:, 0] - counts[:, 1]).sum(axis=1), dtype=np.int64)
 
     def _new_index(self) -> IndexData:
         """The new chunks as an index of their own (in memory), for ``QueryPlan.bind``."""
