@@ -555,11 +555,6 @@ class Retriever:
         if isinstance(query, str) and not query.strip():
             raise UsageError(EMPTY_QUERY)
         data = self._view  # the one generation this search reads, start to end
-        if isinstance(data, OverlaidData) and parsed is not None and not parsed.plain:
-            # Query syntax reads the published generation's own structures (its filters, phrases, prefixes):
-            # it searches what is published until the save's publish follows its overlay (seconds).
-            published = self.published_snapshot().search(parsed, mode, k, trace=trace, **params)
-            return _carried(published, data)
         if trace is not None:
             trace.data = data
         if mode == "hybrid":
@@ -572,15 +567,17 @@ class Retriever:
         if parsed is not None and not parsed.plain:
             from ragtui.core.search.query_plan import QueryPlan
 
-            assert not isinstance(data, OverlaidData)  # searched as published, above
-            plan = QueryPlan.bind(parsed, data, cache_dir=self.cache_dir)
+            if isinstance(data, OverlaidData):
+                plan = data.layered.bind(parsed, cache_dir=self.cache_dir)
+            else:
+                plan = QueryPlan.bind(parsed, data, cache_dir=self.cache_dir)
             query = plan.search_text
         lam, merge, floor = params.get("mmr"), bool(params.get("merge")), params.get("min_score")
         diverse = lam is not None and lam < 1.0
         # MMR and merging choose among more candidates than they return.
         fetch = min(max(1, data.n_chunks), max(4 * k, k + 20)) if (diverse or merge) else k
         if isinstance(data, OverlaidData):
-            rows, scores = self._rank_overlaid(data, query, mode, fetch, params)
+            rows, scores = self._rank_overlaid(data, query, mode, fetch, params, plan)
         else:
             rows, scores = self._rank(data, query, mode, fetch, params, plan, trace)
         stages: list[str] = []
@@ -634,12 +631,13 @@ class Retriever:
         return pinned
 
     def _rank_overlaid(self, data: OverlaidData, query: str | np.ndarray, mode: str, k: int,
-                       params: SearchParams) -> tuple[np.ndarray, np.ndarray]:
-        """The next generation's top ``k`` rows through its overlay (``layered.LayeredGeneration.search``)."""
+                       params: SearchParams, plan: QueryPlan | None) -> tuple[np.ndarray, np.ndarray]:
+        """The next generation's top ``k`` rows through its overlay (``layered.LayeredGeneration.search``; with
+        ``plan``, ``query`` is its search text)."""
         ranking = {name: value for name, value in params.items() if name not in COMMON}
         text = query if isinstance(query, str) else None
         vector = None if mode in LEXICAL_MODES else self._query_vector(query, data.base)
-        return data.layered.search(mode, k, text=text, vector=vector, **ranking)  # type: ignore[arg-type]
+        return data.layered.search(mode, k, text=text, vector=vector, plan=plan, **ranking)  # type: ignore[arg-type]
 
     @staticmethod
     def _mmr_vectors(data: IndexData | OverlaidData) -> np.ndarray | LayeredVectors | None:
@@ -778,20 +776,6 @@ def _terms(text: str) -> set[str]:
     from ragtui.core.index.analyzer import analyze
 
     return set(analyze(text))
-
-
-def _carried(published: Hits, data: OverlaidData) -> Hits:
-    """``published`` (hits of the generation as published) in the rows of ``data``'s next generation: the hits
-    of documents the save changed or removed are left out, and a note says the save is not searched yet."""
-    rows = data.layered.next_rows(np.array([h.row for h in published], dtype=np.int64))
-    kept = [(h, int(r)) for h, r in zip(published, rows.tolist()) if r >= 0]
-    hits = [Hit(rank, h.score, h.chunk_id, h.doc_id, row, h.text,
-                tuple(int(x) for x in data.layered.next_rows(np.array(h.rows, dtype=np.int64))) if h.rows else ())
-            for rank, (h, row) in enumerate(kept, 1)]
-    note = ("the latest save is searched with query syntax once it is published (seconds): until then these are "
-            "the hits of the published index, less the documents the save changed")
-    return Hits(hits, query=published.query, expansions=published.expansions, notes=(*published.notes, note),
-                seconds=published.seconds, stages=published.stages)
 
 
 def _merge(hits: list[Hit], data: IndexData | OverlaidData) -> list[Hit]:
