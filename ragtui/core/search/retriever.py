@@ -1,6 +1,9 @@
 """The one façade for search: ``Retriever.open(index_dir)``, ``search``, ``reload``.
 
-A Retriever holds one validated generation of an index. ``search`` never
+A Retriever holds one validated generation of an index, and reads the next
+one through the overlay a watch agent writes before publishing it, when there
+is a sound one (``overlaid.OverlaidData``: ``data`` is then the next
+generation, ``published`` the four files). ``search`` never
 mixes generations: it takes the current ``IndexData`` once, at its start, and
 every step of it (query vector, BM25, flat or IVF lists, fusion, the hits'
 text) uses that one snapshot; ``reload`` swaps in a new ``IndexData`` in a
