@@ -230,3 +230,20 @@ def test_the_placed_copy_and_its_sums_are_those_of_the_whole_copy(sizes, stretch
         assert _packed_placer(v, rows, offsets, sums)(f.fileno(), 4) == v.nbytes
     assert (tmp_path / "packed").read_bytes() == b"head" + v[rows].tobytes()
     assert sums.tolist() == _list_sums(v[rows], offsets).tolist()
+
+
+@pytest.mark.parametrize("stretch_rows", [1, 3, 64, 10_000])
+@pytest.mark.parametrize("picked", [[], [0], [4, 5, 6], [0, 63, 64, 127, 199], list(range(200))])
+def test_a_gather_a_stretch_at_a_time_is_the_whole_gather(picked, stretch_rows, tmp_path, monkeypatch):
+    """The training rows are copied out of the mapped vectors a stretch at a time, each stretch's pages let go:
+    the same rows as one gather, whatever the stretches against the rows."""
+    from ragtui.core.search import ivf
+
+    monkeypatch.setattr(ivf, "_GATHER_BYTES", stretch_rows * 5 * 4)
+    v = np.random.default_rng(7).standard_normal((200, 5)).astype(np.float32)
+    np.save(tmp_path / "v.npy", v)
+    mapped = np.load(tmp_path / "v.npy", mmap_mode="r")
+    rows = np.array(picked, dtype=np.int64)
+    got = ivf.gather_ascending(mapped, rows)
+    assert got.dtype == np.float32 and got.shape == (len(picked), 5)
+    assert got.tobytes() == v[rows].tobytes()
