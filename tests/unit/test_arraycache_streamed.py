@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from ragtui.core.index.arraycache import StreamedEntry, cached_arrays, load_entry
+from ragtui.core.index.arraycache import StreamedEntry, cached_arrays, load_entry, store_streamed
 
 
 def _never() -> dict[str, np.ndarray]:
@@ -64,3 +64,33 @@ def test_a_column_announced_with_a_count_must_get_that_many_values(tmp_path):
         column.close()
     assert not entry.place("k")  # what was written is gone
     assert list(tmp_path.iterdir()) == []
+
+
+def _placing(values: np.ndarray, *, short: int = 0):
+    """A placer that writes ``values`` back to front, one value a call (less ``short`` of the last values)."""
+
+    def place(fd: int, start: int) -> int:
+        written = 0
+        for i in range(values.size - 1 - short, -1, -1):
+            written += os.pwrite(fd, values[i : i + 1].tobytes(), start + i * values.itemsize)
+        return written
+
+    return place
+
+
+def test_an_array_placed_out_of_order_is_stored_as_written_in_order(tmp_path):
+    values = np.arange(9, dtype="<f4") * 1.5
+    assert store_streamed(tmp_path, "ivf", "docs", "k1", {"packed": ((3, 3), np.dtype("<f4"), _placing(values))},
+                          lambda: {"sums": np.arange(3, dtype=np.uint32)})
+    got = load_entry(tmp_path, "ivf", "docs", "k1")
+    assert got is not None and got["packed"].tobytes() == values.reshape(3, 3).tobytes()
+    assert got["sums"].tolist() == [0, 1, 2]
+
+
+def test_a_placer_that_falls_short_stores_nothing(tmp_path):
+    values = np.arange(9, dtype="<f4")
+    assert not store_streamed(tmp_path, "ivf", "docs", "k1",
+                              {"packed": ((3, 3), np.dtype("<f4"), _placing(values, short=1))},
+                              lambda: {"sums": np.arange(3, dtype=np.uint32)})
+    assert load_entry(tmp_path, "ivf", "docs", "k1") is None
+    assert list(tmp_path.iterdir()) == []  # nothing half written is left

@@ -220,6 +220,21 @@ def test_entries_are_evicted_and_removed_with_the_index(published):
     assert [p.name for p in cache.iterdir() if p.name.startswith(("doclex-", "stem-", "bm25-", "verified-"))] == []
 
 
+def test_what_killed_writers_and_readers_left_in_the_cache_goes_with_the_index(tmp_path):
+    """Entries written before their key was known, by a process killed before it named them, are the index's
+    too; another index's, whose name starts the same, are not."""
+    from ragtui.core.ingest.remove import cache_entries
+
+    cache = tmp_path / "rag" / ".cache"
+    mine = ["bm25-docs-streamed.tmp41", "bm25-docs-decoded140213.tmp41", "doclex-docs-streamed.tmp7",
+            "stem-docs-streamed.tmp7", "ivf-docs-" + "a" * 32 + ".tmp9"]
+    theirs = ["bm25-docs-2-streamed.tmp41", "stem-docs-2-decoded3.tmp7", "bm25-docs-streamed",
+              "bm25-docs-decoded.tmp41", "doclex-docs-streamed.tmpx"]
+    for name in mine + theirs:
+        (cache / name).mkdir(parents=True)
+    assert [p.name for p in cache_entries(tmp_path, "docs")] == sorted(mine)
+
+
 def test_an_unwritable_cache_costs_the_reader_time_not_the_publish(tmp_path):
     folder, art = tmp_path / "docs", tmp_path / "art"
     make_docs(folder)

@@ -206,18 +206,44 @@ def test_a_reader_without_the_index_s_embedder_falls_back_to_sums_until_spans_ar
     assert later.calibration_method == "spans" and later.calibration == spans.calibration
 
 
+@pytest.mark.parametrize("stretch_rows", [1, 2, 7, 4096, 100_000])
 @pytest.mark.parametrize("sizes", [[5, 0, 3, 9000, 0, 1], [0, 0, 4], [4096, 4096], [4095, 1, 4097, 0], [0]])
-def test_the_streamed_list_sums_are_those_of_the_whole_copy(sizes):
-    """The entry's vectors are written block by block and each list's CRC-32 taken as they go by: the same sums
-    as over the list-ordered copy at once, whatever the lists' sizes against the blocks (empty ones too)."""
-    from ragtui.core.search.ivf_cache import _list_sums, _packed_blocks
+def test_the_placed_copy_and_its_sums_are_those_of_the_whole_copy(sizes, stretch_rows, tmp_path, monkeypatch):
+    """The entry's vectors are written to their places a stretch of the index's rows at a time and each list's
+    CRC-32 taken as they go by: the same bytes and sums as the list-ordered copy made at once, whatever the
+    lists' sizes against the stretches (empty lists, a stretch of one row, one stretch for everything)."""
+    from ragtui.core.search import ivf_cache
+    from ragtui.core.search.ivf import _group
+    from ragtui.core.search.ivf_cache import _list_sums, _packed_placer
 
+    monkeypatch.setattr(ivf_cache, "_PLACE_BYTES", stretch_rows * 3 * 4)
     n = sum(sizes)
-    rng = np.random.default_rng(len(sizes))
+    rng = np.random.default_rng(len(sizes) + stretch_rows)
     v = rng.standard_normal((n, 3)).astype(np.float32)
-    rows = rng.permutation(n).astype(np.int64)
-    offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+    labels = rng.permutation(np.repeat(np.arange(len(sizes)), sizes))
+    offsets, rows = _group(labels, len(sizes))
+    assert np.diff(offsets).tolist() == sizes
     sums = np.zeros(len(sizes), dtype=np.uint32)
-    packed = np.concatenate([*_packed_blocks(v, rows, offsets, sums), np.zeros((0, 3), np.float32)])
-    assert packed.tobytes() == v[rows].tobytes()
+    with open(tmp_path / "packed", "wb") as f:
+        f.write(b"head")
+        f.flush()
+        assert _packed_placer(v, rows, offsets, sums)(f.fileno(), 4) == v.nbytes
+    assert (tmp_path / "packed").read_bytes() == b"head" + v[rows].tobytes()
     assert sums.tolist() == _list_sums(v[rows], offsets).tolist()
+
+
+@pytest.mark.parametrize("stretch_rows", [1, 3, 64, 10_000])
+@pytest.mark.parametrize("picked", [[], [0], [4, 5, 6], [0, 63, 64, 127, 199], list(range(200))])
+def test_a_gather_a_stretch_at_a_time_is_the_whole_gather(picked, stretch_rows, tmp_path, monkeypatch):
+    """The training rows are copied out of the mapped vectors a stretch at a time, each stretch's pages let go:
+    the same rows as one gather, whatever the stretches against the rows."""
+    from ragtui.core.search import ivf
+
+    monkeypatch.setattr(ivf, "_GATHER_BYTES", stretch_rows * 5 * 4)
+    v = np.random.default_rng(7).standard_normal((200, 5)).astype(np.float32)
+    np.save(tmp_path / "v.npy", v)
+    mapped = np.load(tmp_path / "v.npy", mmap_mode="r")
+    rows = np.array(picked, dtype=np.int64)
+    got = ivf.gather_ascending(mapped, rows)
+    assert got.dtype == np.float32 and got.shape == (len(picked), 5)
+    assert got.tobytes() == v[rows].tobytes()

@@ -28,7 +28,7 @@ import numpy as np
 from ragtui.core.files import remove_dead_temporaries
 
 __all__ = [
-    "BuildLock", "StreamedEntry", "cached_arrays", "drop_pages", "evict", "load_entry",
+    "BuildLock", "Placer", "StreamedEntry", "cached_arrays", "drop_pages", "evict", "load_entry",
     "mark_used", "remove_dead_temporaries", "store_arrays", "store_streamed", "used", "used_marker",
 ]
 
@@ -158,13 +158,19 @@ def store_arrays(cache_dir: Path, kind: str, name: str, key: str, arrays: dict[s
     return True
 
 
+Placer = Callable[[int, int], int]
+"""Writes an array's values where they go, in any order: given the open file and the offset of its first value,
+it writes every value with ``os.pwrite`` and returns the number of bytes it wrote."""
+
+
 def store_streamed(cache_dir: Path, kind: str, name: str, key: str,
-                   streamed: dict[str, tuple[tuple[int, ...], np.dtype, Iterable[np.ndarray]]],
+                   streamed: dict[str, tuple[tuple[int, ...], np.dtype, Iterable[np.ndarray] | Placer]],
                    rest: Callable[[], dict[str, np.ndarray]]) -> bool:
-    """``store_arrays`` for arrays too large to hold: each of ``streamed`` (shape, dtype, its rows block by
-    block, in order) is written to its file as the blocks come, then the arrays ``rest()`` returns (which may
-    depend on what the blocks were). The blocks are written with ``write``, not through a map, so the file's
-    pages never count in this process's resident size. True when the entry is there (stored now or before)."""
+    """``store_arrays`` for arrays too large to hold: each of ``streamed`` (shape, dtype, and either its rows
+    block by block, in order, or a ``Placer`` that writes them in an order of its own) is written to its file
+    as the values come, then the arrays ``rest()`` returns (which may depend on what was written). The values
+    are written with ``write`` or ``pwrite``, not through a map, so the file's pages never count in this
+    process's resident size. True when the entry is there (stored now or before)."""
     entry = Path(cache_dir) / f"{kind}-{name}-{key}"
     if (entry / _MARKER).is_file():
         return True
@@ -181,18 +187,25 @@ def store_streamed(cache_dir: Path, kind: str, name: str, key: str,
     return _place(tmp, entry.name, mark=False)
 
 
-def _write_blocks(path: Path, shape: tuple[int, ...], dtype: np.dtype, blocks: Iterable[np.ndarray]) -> None:
-    """A ``.npy`` file of ``shape`` and ``dtype`` (C order) from its rows in ``blocks``; OSError if they do not fill it."""
+def _write_blocks(path: Path, shape: tuple[int, ...], dtype: np.dtype,
+                  blocks: Iterable[np.ndarray] | Placer) -> None:
+    """A ``.npy`` file of ``shape`` and ``dtype`` (C order) from its rows in ``blocks`` (or written by a
+    ``Placer``); OSError if they do not fill it."""
     header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": tuple(shape)}
     want = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     written = 0
     with open(path, "wb") as f:
         np.lib.format.write_array_header_1_0(f, header)
-        for block in blocks:
-            data = np.ascontiguousarray(block, dtype=dtype)
-            f.write(data.data)
-            written += data.nbytes
-    if written != want:
+        start = f.tell()
+        if callable(blocks):
+            f.flush()
+            written = blocks(f.fileno(), start)
+        else:
+            for block in blocks:
+                data = np.ascontiguousarray(block, dtype=dtype)
+                f.write(data.data)
+                written += data.nbytes
+    if written != want or path.stat().st_size != start + want:
         raise OSError(errno.EIO, f"{path.name}: {written} bytes written of {want}")
 
 

@@ -55,11 +55,15 @@ def _cache_pattern(index_id: str) -> re.Pattern[str]:
     # arraycache entries are <kind>-<name>-<key>: bm25 names them by the index id and keys them
     # v<version><letters>-<40 hex>; doclex and stem by the id, keyed v<version>-<40 hex>; verified by the id,
     # keyed by 40 hex; ivf and ivfcal (the IVF calibration) by the id made filename-safe, keyed by 32 hex.
-    # The key shape keeps "docs" from matching the entries of an index called "docs-2".
+    # The key shape keeps "docs" from matching the entries of an index called "docs-2". An entry written before
+    # its key is known (arraycache.StreamedEntry) is <kind>-<id>-<tag>.tmp<pid>, the tag "streamed" or
+    # "decoded<thread>": what a killed writer or reader leaves, which nothing else would take away once the
+    # index is gone.
     ivf_name = _ivf_name(index_id)
     return re.compile(
         rf"(?:bm25-{re.escape(index_id)}-v\d+[a-z]*-[0-9a-f]{{40}}|verified-{re.escape(index_id)}-[0-9a-f]{{40}}"
         rf"|(?:doclex|stem)-{re.escape(index_id)}-v\d+-[0-9a-f]{{40}}"
+        rf"|(?:bm25|doclex|stem)-{re.escape(index_id)}-(?:streamed|decoded\d+)(?=\.tmp)"
         rf"|(?:ivf|ivfcal)-{re.escape(ivf_name)}-[0-9a-f]{{32}})"
         rf"(?:\.tmp\d+)?"
     )

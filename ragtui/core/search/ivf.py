@@ -172,6 +172,27 @@ def training_rows(n: int, train_cap: int, rng: PCG32) -> np.ndarray:
     return np.array(sorted(perm[i] for i in range(train_cap)), dtype=np.int64)
 
 
+_GATHER_BYTES = 64 << 20
+"""Bytes of the vectors a gather spans between two releases of their pages (``gather_ascending``)."""
+
+
+def gather_ascending(v: np.ndarray, rows: np.ndarray) -> npt.NDArray[np.float32]:
+    """``v[rows]`` (float32, contiguous) for ascending ``rows``, read a stretch of ``_GATHER_BYTES`` of ``v`` at a
+    time, each stretch's pages let go once its rows are copied: rows drawn all over a mapped file would
+    otherwise keep nearly every page of it resident until the end (64k rows of a million touch them all)."""
+    out = np.empty((rows.shape[0], v.shape[1]), dtype=np.float32)
+    step = max(1, _GATHER_BYTES // max(1, v.shape[1] * 4))
+    at = 0
+    for lo in range(0, v.shape[0], step):
+        hi = min(v.shape[0], lo + step)
+        end = int(np.searchsorted(rows, hi, side="left"))
+        if end > at:
+            out[at:end] = v[rows[at:end]]
+        drop_pages(v, hi * v.shape[1], lo * v.shape[1])  # a mapped file: read once here
+        at = end
+    return out
+
+
 def _dot_error_bound(dim: int, row_norm: float, centroid_norm: float) -> float:
     """Largest |float32 dot - exact dot| for such norms, the centroid itself rounded to float32.
 
@@ -656,8 +677,7 @@ def _lists(v: np.ndarray, index_id: str, p: ResolvedIVFParams, should_stop: Call
     blocks of ``_BLOCK_ROWS`` rows; ``should_stop`` is asked between steps (``BuildStopped``)."""
     rng = index_rng(index_id)
     train_rows = training_rows(v.shape[0], p.train_cap, rng)
-    train = np.ascontiguousarray(v[train_rows])
-    drop_pages(v, v.size)  # the rows drawn, spread over a mapped file's pages
+    train = gather_ascending(v, train_rows)
     centroids = seed_centroids(train, p.nlist, rng, should_stop=should_stop)
     centroids, iterations = _lloyd(train, centroids, p.iters, should_stop)
     del train

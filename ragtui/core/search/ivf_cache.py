@@ -23,23 +23,31 @@ spec/ivf.md section 5 says why keying by the writer's record is sound.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
 import shutil
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
-from ragtui.core.index.arraycache import BuildLock, drop_pages, evict, load_entry, store_arrays, store_streamed
+from ragtui.core.index.arraycache import (
+    BuildLock,
+    Placer,
+    drop_pages,
+    evict,
+    load_entry,
+    store_arrays,
+    store_streamed,
+)
 from ragtui.core.search.flat import as_vectors
 from ragtui.core.search.ivf import (
-    _BLOCK_ROWS,
     ALGORITHM_VERSION,
     CALIBRATION_QUERIES,
     CALIBRATION_SPAN_WORDS,
@@ -221,8 +229,9 @@ def _build_and_store(v: np.ndarray, index_id: str, p: ResolvedIVFParams, cache_d
                      key: str, should_stop: Callable[[], bool] | None = None) -> IVFIndex:
     """Build the lists, store their entry, and return the index mapped from it (in memory if it cannot be stored).
 
-    The vectors are written to the entry in list order ``_BLOCK_ROWS`` rows at a time, each list's CRC-32
-    taken as its rows go by (``_packed_blocks``): the build holds no second copy of them, in memory or mapped.
+    The vectors are written to the entry in list order a stretch of the index's rows at a time, each list's
+    CRC-32 taken as its rows go by (``_packed_placer``): the build holds no second copy of them, in memory or
+    mapped, and lets the index's pages go as it reads them.
     """
     started = time.perf_counter()
     centroids, offsets, rows, iterations = _lists(v, index_id, p, should_stop)
@@ -235,7 +244,7 @@ def _build_and_store(v: np.ndarray, index_id: str, p: ResolvedIVFParams, cache_d
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
         stored = store_streamed(cache_dir, "ivf", name, key,
-                                {"packed": (v.shape, np.dtype("<f4"), _packed_blocks(v, rows, offsets, sums))}, rest)
+                                {"packed": (v.shape, np.dtype("<f4"), _packed_placer(v, rows, offsets, sums))}, rest)
     except OSError:
         stored = False
     seconds = time.perf_counter() - started
@@ -249,28 +258,59 @@ def _build_and_store(v: np.ndarray, index_id: str, p: ResolvedIVFParams, cache_d
     return IVFIndex(v, centroids, offsets, rows, p, iterations=iterations, build_seconds=seconds)
 
 
-def _packed_blocks(v: np.ndarray, rows: np.ndarray, offsets: np.ndarray, sums: np.ndarray) -> Iterator[np.ndarray]:
-    """The rows of ``v`` in list order (``rows``), ``_BLOCK_ROWS`` at a time; fills ``sums`` with each list's
-    CRC-32 of those bytes as they go by (what ``_list_sums`` gives over the whole list-ordered copy)."""
-    nlist = offsets.shape[0] - 1
-    c, crc = 0, 0
-    for lo in range(0, rows.shape[0], _BLOCK_ROWS):
-        block = np.ascontiguousarray(v[rows[lo : lo + _BLOCK_ROWS]], dtype="<f4")
-        hi = lo + block.shape[0]
-        at = lo
-        while c < nlist:
-            end = min(int(offsets[c + 1]), hi)
-            crc = zlib.crc32(block[at - lo : end - lo].data, crc)
-            at = end
-            if end < int(offsets[c + 1]):
-                break  # list c goes on in the next block
-            sums[c], c, crc = crc, c + 1, 0
-        yield block
-    while c < nlist:  # empty lists at the end
-        sums[c], c = zlib.crc32(b""), c + 1
-    # The gather in list order mapped a mapped file's pages all over it (the kernel maps pages around each
-    # row read): let them go once it is done. Dropping them as it goes made it ten times slower.
-    drop_pages(v, v.size)
+_PLACE_BYTES = 64 << 20
+"""Rows of the index's vectors read at a time while the list-ordered copy is written (``_packed_placer``)."""
+
+
+def _packed_placer(v: np.ndarray, rows: np.ndarray, offsets: np.ndarray, sums: np.ndarray) -> Placer:
+    """Write the rows of ``v`` in list order (``rows``: each list's rows, ascending) to a file, and fill ``sums``
+    with each list's CRC-32 of those bytes (what ``_list_sums`` gives over the whole list-ordered copy).
+
+    ``v`` is read in order, ``_PLACE_BYTES`` at a time, each stretch's pages let go once read; its rows go to
+    their places with one ``pwrite`` per run of rows that are neighbours in the copy and in one list. Gathering
+    in list order instead reads the rows all over a mapped file, so that its pages stay resident until the
+    end (the whole vectors.f32: 1 GB at a million chunks of 256 dimensions). Since a list's rows ascend, its
+    runs come in its own order, and its CRC-32 is taken run after run.
+    """
+
+    def place(fd: int, start: int) -> int:
+        n, dim = v.shape
+        row_bytes = dim * 4
+        where = np.empty(n, dtype=np.int64)
+        where[rows] = np.arange(n, dtype=np.int64)
+        list_at = np.repeat(np.arange(offsets.shape[0] - 1, dtype=np.int64), np.diff(offsets))
+        crcs = [zlib.crc32(b"")] * (offsets.shape[0] - 1)
+        step = max(1, _PLACE_BYTES // max(1, row_bytes))
+        written = 0
+        for lo in range(0, n, step):
+            hi = min(n, lo + step)
+            dest = where[lo:hi]
+            order = np.argsort(dest, kind="stable")
+            dest = dest[order]
+            block = np.ascontiguousarray(v[lo:hi][order], dtype="<f4")
+            drop_pages(v, hi * dim, lo * dim)  # a mapped file: read once here
+            lists = list_at[dest]
+            cut = np.flatnonzero((np.diff(dest) != 1) | (np.diff(lists) != 0)) + 1
+            for a, b in zip([0, *cut.tolist()], [*cut.tolist(), dest.size]):
+                run = block[a:b].data
+                c = int(lists[a])
+                crcs[c] = zlib.crc32(run, crcs[c])
+                _pwrite_all(fd, run, start + int(dest[a]) * row_bytes)
+                written += run.nbytes
+        sums[:] = np.array(crcs, dtype=np.uint32)
+        return written
+
+    return place
+
+
+def _pwrite_all(fd: int, data: memoryview, at: int) -> None:
+    """``os.pwrite`` until all of ``data`` is written (a write may take part of it)."""
+    data = data.cast("B")
+    while data:
+        done = os.pwrite(fd, data, at)
+        if done <= 0:
+            raise OSError(errno.EIO, "a write took no bytes")
+        data, at = data[done:], at + done
 
 
 _METHODS = {"spans": 1.0, "sums": 2.0}
