@@ -356,6 +356,9 @@ def run_search(searcher: Searcher, request: SearchRequest, *, explain: bool = Fa
     if explain:
         from ragtui.core.search.explain import explain_search
 
+        # Explained as published (its per-term scores are read from the published files): the rows cited below
+        # are that generation's.
+        retriever = snapshots[index_id] = retriever.published_snapshot()
         explained = explain_search(retriever, request.query, request.mode, request.fetch, trace=trace, **params)
         hits, notes, seconds, stages = list(explained.hits), explained.notes, explained.seconds, explained.stages
     else:

@@ -161,9 +161,11 @@ class WatchAgent:
         # One writer for the agent's lifetime: each save starts from what the previous one published. Its derived
         # entries (document-level BM25; the stemmed arm and the IVF lists once a reader searched that way) are
         # built in one thread of the writer's after each publish, so a save is searchable without waiting for
-        # them and the next save does not wait either.
+        # them and the next save does not wait either. Before each spliced publish it writes the overlay of the
+        # generation it splices from (core.index.overlay): readers that layer it search the save sooner.
         self._writer = IndexWriter(self.folder, artifacts=self.artifacts, embedder=embedder, index_id=self.index_id,
-                                   max_tokens=max_tokens, overlap=overlap, rules=self.rules, derive_behind=True)
+                                   max_tokens=max_tokens, overlap=overlap, rules=self.rules, derive_behind=True,
+                                   overlay=True)
         self.poll, self.poll_seconds = poll, poll_seconds
         self.reconcile_every = reconcile_every
         self.root_check_seconds = root_check_seconds

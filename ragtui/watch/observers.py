@@ -42,6 +42,8 @@ from watchdog.events import (
 )
 from watchdog.observers.api import BaseObserver
 
+from ragtui.core.index.overlay import OVERLAY_SUFFIX
+
 __all__ = ["EVENT_FILTER", "Hooks", "IndexFollower", "limit_message", "make_observer"]
 
 EVENT_FILTER = [
@@ -195,7 +197,9 @@ class IndexFollower:
 
     For a reader in another process than the writer (the TUI following a
     ``ragtui watch`` daemon): publishing renames a fresh link over
-    ``rag/<index_id>``, which arrives as one "moved" event in ``rag/``. The
+    ``rag/<index_id>``, which arrives as one "moved" event in ``rag/``; the
+    overlay a watch agent writes before it publishes (``core.index.overlay``)
+    is renamed into ``rag/.gen/<index_id>/``, watched too once it exists. The
     callback runs on watchdog's thread and should only schedule the reload
     (``Retriever.reload()`` is cheap when nothing changed). ``rag/`` must
     exist (it does once any index was built). Nothing is written anywhere.
@@ -207,6 +211,8 @@ class IndexFollower:
 
         self.root = os.path.abspath(rag_root(artifacts))
         self.link = os.path.abspath(index_dir(artifacts, index_id))
+        self.generations = os.path.join(self.root, ".gen", index_id)
+        self._watching_generations = False
         self._on_change = on_change
         self._kind = "polling" if poll else "inotify"
         self._poll_seconds = poll_seconds
@@ -215,7 +221,20 @@ class IndexFollower:
     def _sink(self, event) -> None:
         paths = {os.fsdecode(event.src_path), os.fsdecode(event.dest_path)}
         if self.link in paths:
+            self._watch_generations()  # the first publish makes the folder
             self._on_change()
+        elif any(p.endswith(OVERLAY_SUFFIX) and os.path.dirname(p) == self.generations for p in paths):
+            self._on_change()
+
+    def _watch_generations(self) -> None:
+        observer = self._observer
+        if observer is None or self._watching_generations or not os.path.isdir(self.generations):
+            return
+        try:
+            observer.schedule(Handler(self._sink), self.generations, recursive=False)
+            self._watching_generations = True
+        except OSError:
+            pass  # overlays go unseen; publishes are still followed
 
     def start(self) -> IndexFollower:
         from ragtui.core.errors import IndexMissingError
@@ -232,6 +251,7 @@ class IndexFollower:
             stop_observer(observer)
             raise
         self._observer = observer
+        self._watch_generations()
         return self
 
     def stop(self) -> None:

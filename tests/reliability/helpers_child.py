@@ -217,8 +217,16 @@ def run_job(job: dict) -> int:
         from tests.unit.fakes import HashEmbedder
 
         rules = WalkRules(max_bytes=job["max_bytes"]) if job.get("max_bytes") else None
-        report = sync(job["folder"], artifacts=job["artifacts"], embedder=HashEmbedder(), index_id=job.get("index_id"),
-                      max_tokens=job.get("max_tokens", 16), overlap=job.get("overlap", 4), rules=rules)
+        if job.get("overlay"):  # the watch agent's writer: the overlay before the publish
+            from ragtui.core.ingest.sync import IndexWriter
+
+            report = IndexWriter(job["folder"], artifacts=job["artifacts"], embedder=HashEmbedder(),
+                                 index_id=job.get("index_id"), max_tokens=job.get("max_tokens", 16),
+                                 overlap=job.get("overlap", 4), rules=rules, overlay=True).sync()
+        else:
+            report = sync(job["folder"], artifacts=job["artifacts"], embedder=HashEmbedder(),
+                          index_id=job.get("index_id"), max_tokens=job.get("max_tokens", 16),
+                          overlap=job.get("overlap", 4), rules=rules)
         print(json.dumps(report.to_json()))
         return 0
     except RagtuiError as e:

@@ -5,10 +5,13 @@ indexed, then two are changed, one added and one deleted, and ``sync`` runs
 again in a child process (helpers_child) that kills itself before step N —
 for every N from 1 to one past the last step. Scenario ``first`` is the
 first publish of a new index (the previous state is "no index"); ``adopt``
-replaces an index another tool wrote as a plain directory. After each kill:
+replaces an index another tool wrote as a plain directory; ``watch`` is ``update`` by the watch agent's
+writer, which writes the overlay of the generation it splices from before the publish. After each kill:
 
 * the index opens and validates (``read_index``) and is byte for byte the
   previous generation or the next one (meta.json compared without created_at);
+* an overlay beside it (``watch``) is either ignored by readers or, read
+  through it, the next generation's docs.jsonl and vectors.f32 byte for byte;
 * the lock the dead writer held is free, and a following ``sync`` completes,
   publishes exactly the next generation and leaves nothing behind
   (no ``*.tmp``, no stale generation, no journal).
@@ -37,7 +40,7 @@ WRITE_MAX = 2048
 
 
 N_DOCS = 16
-SCENARIOS = ("update", "first", "adopt")
+SCENARIOS = ("update", "first", "adopt", "watch")
 
 
 def _prepare(base: Path, scenario: str = "update") -> tuple[Path, Path]:
@@ -63,9 +66,9 @@ def _snapshot_or_none(link: Path):
         return None
 
 
-def _job(folder: Path, art: Path, **trace) -> dict:
+def _job(folder: Path, art: Path, scenario: str = "update", **trace) -> dict:
     return {"action": "sync", "folder": str(folder), "artifacts": str(art), "max_tokens": MAX_TOKENS,
-            "overlap": OVERLAP, "trace": {"write_max": WRITE_MAX, **trace}}
+            "overlap": OVERLAP, "overlay": scenario == "watch", "trace": {"write_max": WRITE_MAX, **trace}}
 
 
 def count_steps(server: ForkServer, base: Path, scenario: str = "update") -> tuple[list[str], dict | None, dict]:
@@ -73,7 +76,7 @@ def count_steps(server: ForkServer, base: Path, scenario: str = "update") -> tup
     folder, art = _prepare(base, scenario)
     old = _snapshot_or_none(art / "rag" / "docs")
     log = base / "steps.log"
-    job = {**_job(folder, art, log=str(log)), "stderr": str(base / "stderr")}
+    job = {**_job(folder, art, scenario, log=str(log)), "stderr": str(base / "stderr")}
     answer = server.run(job)
     if answer["exit"] != 0:
         raise RuntimeError(f"the counting run failed: {answer}: {(base / 'stderr').read_text()}")
@@ -115,17 +118,29 @@ def check_kill(scenario: str, n: int, case: Path) -> None:
     server = fork_server()
     steps, old, new = _counted(scenario)
     folder, art = _prepare(case, scenario)
-    answer = server.run(_job(folder, art, kill_at=n))
+    answer = server.run(_job(folder, art, scenario, kill_at=n))
     expect_signal = signal.SIGKILL if n <= len(steps) else None
     assert answer["signal"] == expect_signal, f"child ended {answer}"
     after_kill = _snapshot_or_none(art / "rag" / "docs")
     assert after_kill in (old, new), "the index is neither the old nor the new generation"
+    _check_overlay(art / "rag" / "docs", new)
     report = run_sync(folder, art)
     assert snapshot(art / "rag" / "docs") == new, "the next sync did not give the new generation"
     assert leftovers(art) == [], f"left behind: {leftovers(art)}"
     # Only what the dead writer had not embedded (or journaled) is embedded again.
     full = _embedded_by_full_run(scenario)
     assert report.chunks_embedded <= full, f"re-embedded {report.chunks_embedded} chunks, more than a full run's {full}"
+
+
+def _check_overlay(link: Path, new: dict[str, bytes]) -> None:
+    """A reader of ``link`` that layers an overlay reads exactly the next generation ``new`` through it."""
+    from ragtui.core.search.overlaid import OverlaidData
+    from ragtui.core.search.retriever import Retriever
+
+    view = Retriever.open(link).data
+    if isinstance(view, OverlaidData):
+        assert view.records.raw_lines(0, view.n_chunks) == new["docs.jsonl"], "the overlay's rows are not the next"
+        assert view.vectors.take(range(view.n_chunks)).tobytes() == new["vectors.f32"], "nor are its vectors"
 
 
 def _embedded_by_full_run(scenario: str) -> int:

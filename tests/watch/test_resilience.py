@@ -14,6 +14,7 @@ import os
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ragtui.core.ingest.publish import IndexLock
@@ -209,6 +210,23 @@ def test_index_follower_sees_publishes_from_another_writer(harness):
     with IndexFollower(harness.artifacts, "docs", changed.set):
         write(harness.folder / "b.md", "bravo\n")
         assert sync(harness.folder, artifacts=harness.artifacts, embedder=HashEmbedder()).published
+        assert changed.wait(WAIT)
+
+
+def test_index_follower_sees_the_overlay_a_watch_agent_writes_before_it_publishes(harness):
+    from ragtui.core.index.index_format import read_index
+    from ragtui.core.index.overlay import generation_dir_of, overlay_path, write_overlay
+
+    write(harness.folder / "a.md", "alpha\n")
+    sync(harness.folder, artifacts=harness.artifacts, embedder=HashEmbedder())
+    base = read_index(harness.artifacts / "rag" / "docs")
+    changed = threading.Event()
+    with IndexFollower(harness.artifacts, "docs", changed.set):
+        # The overlay of a save that adds nothing: what matters here is its rename into .gen/docs/.
+        where = write_overlay(generation_dir_of(base), base_chunks=base.n_chunks, dim=base.meta.dim,
+                              segments=[("old", 0, base.n_chunks)], docs_lines=b"",
+                              vectors=np.zeros((0, base.meta.dim), dtype=np.float32))
+        assert where == overlay_path(generation_dir_of(base))
         assert changed.wait(WAIT)
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from ragtui.core.answer.pack import Pack, Snippet
 from ragtui.core.citations import FRESH, Label, Resolver, parse_labels
 from ragtui.core.errors import RagtuiError
-from ragtui.core.index.index_format import IndexData
+from ragtui.core.index.index_format import IndexView
 
 __all__ = ["NOT_IN_CONTEXT", "STALE", "UNRESOLVABLE", "VERDICTS", "VERIFIED", "CitationCheck", "check_answer"]
 
@@ -118,7 +118,7 @@ def _classify(label: Label, pack: Pack, resolver: Resolver) -> CitationCheck:
                          "it names chunks of the index that were not in the context the model was given")
 
 
-def check_answer(answer: str, pack: Pack, data: IndexData, *, resolver: Resolver | None = None) -> list[CitationCheck]:
+def check_answer(answer: str, pack: Pack, data: IndexView, *, resolver: Resolver | None = None) -> list[CitationCheck]:
     """Each distinct citation of ``answer`` (in the order first cited) with its verdict against ``pack``.
 
     ``resolver`` (default: a new one over ``data``) reads the sources as they are now.

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 from ragtui.core.citations import FRESH, Citation, Resolver
 from ragtui.core.errors import ModelMismatchError, RagtuiError, UsageError
-from ragtui.core.index.index_format import IndexData
+from ragtui.core.index.index_format import IndexView
 from ragtui.core.search.retriever import Hit
 
 if TYPE_CHECKING:  # a type only: the CLI's parser imports this module, and inspect must load no embedder
@@ -171,7 +171,7 @@ def check_budget(budget: object) -> int:
     return budget
 
 
-def check_tokenizer(tokenizer: Tokenizer, data: IndexData) -> None:
+def check_tokenizer(tokenizer: Tokenizer, data: IndexView) -> None:
     """Refuse to count with another tokenizer than the one that cut the index's chunks."""
     if tokenizer.name != data.meta.tokenizer:
         raise ModelMismatchError(
@@ -192,7 +192,7 @@ class _Located:
 
 
 class _Packer:
-    def __init__(self, data: IndexData, tokenizer: Tokenizer, resolver: Resolver | None) -> None:
+    def __init__(self, data: IndexView, tokenizer: Tokenizer, resolver: Resolver | None) -> None:
         self.data, self.tokenizer, self.resolver = data, tokenizer, resolver
         self.located: dict[int, _Located] = {}
         self.count_cache: dict[tuple[str, int, int], int] = {}
@@ -264,7 +264,7 @@ def _add(runs: list[list[int]], k: int) -> list[list[int]]:
 def pack(
     query: str,
     hits: Sequence[Hit],
-    data: IndexData,
+    data: IndexView,
     tokenizer: Tokenizer,
     budget: int,
     *,

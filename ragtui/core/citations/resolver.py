@@ -51,7 +51,7 @@ from ragtui.core.documents import HEAD_BYTES, PAGE_BREAK, Kind, Unreadable, dete
 from ragtui.core.documents.worker import shared
 from ragtui.core.errors import IndexFormatError, NotFoundError, StorageError, UsageError
 from ragtui.core.files import read_file
-from ragtui.core.index.index_format import IndexData
+from ragtui.core.index.index_format import IndexView
 from ragtui.core.index.records import ChunkRecord
 from ragtui.core.textsafe import neutralize
 
@@ -190,7 +190,7 @@ def _state_folder(artifacts: str, index_id: str, *_stamp: int) -> Path | None:
     return None
 
 
-def _recorded_folder(data: IndexData) -> Path | None:
+def _recorded_folder(data: IndexView) -> Path | None:
     # An index opened as <artifacts>/rag/<id> has its writer state beside it.
     if data.path.parent.name == "rag":
         return source_folder(data.path.parent.parent, data.meta.index_id)
@@ -220,7 +220,7 @@ class Resolver:
     writer state records; with neither, ``resolve`` refuses to read sources.
     """
 
-    def __init__(self, data: IndexData, root: str | os.PathLike[str] | None = None) -> None:
+    def __init__(self, data: IndexView, root: str | os.PathLike[str] | None = None) -> None:
         self.data = data
         recorded = _recorded_folder(data)
         self.folder_name: str | None = None if recorded is None else recorded.name
@@ -470,7 +470,7 @@ def _inside(real: str, folder_real: str) -> bool:
     return real != folder_real and os.path.commonpath([real, folder_real]) == folder_real
 
 
-def resolve(data: IndexData, ref: str, *, root: str | os.PathLike[str] | None = None) -> Citation:
+def resolve(data: IndexView, ref: str, *, root: str | os.PathLike[str] | None = None) -> Citation:
     """The ``Citation`` for one reference into ``data``.
 
     ``root`` is the parent of the ingested folder (doc_ids are relative to
@@ -480,7 +480,7 @@ def resolve(data: IndexData, ref: str, *, root: str | os.PathLike[str] | None = 
     return Resolver(data, root).resolve(ref)
 
 
-def resolve_many(data: IndexData, refs: Iterable[str], *, root: str | os.PathLike[str] | None = None) -> list[Citation]:
+def resolve_many(data: IndexView, refs: Iterable[str], *, root: str | os.PathLike[str] | None = None) -> list[Citation]:
     """``resolve`` for each reference, in order, reading each source document once.
 
     Raises at the first reference that fails; use ``Resolver`` to handle each one.

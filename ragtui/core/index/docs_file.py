@@ -18,7 +18,7 @@ from ragtui.core.errors import IndexFormatError
 from ragtui.core.index.arraycache import drop_pages
 from ragtui.core.index.records import _DOC_KEYS, ChunkRecord, IndexMeta
 
-__all__ = ["MAX_DOCS_LINE_BYTES", "DocsFile", "ends_fit"]
+__all__ = ["MAX_DOCS_LINE_BYTES", "DocsFile", "ends_fit", "find_chunk"]
 
 MAX_DOCS_LINE_BYTES = 256 << 20
 """One docs.jsonl line holds one chunk of one document: at most 256 MiB, newline excluded."""
@@ -263,22 +263,28 @@ class DocsFile(Sequence[ChunkRecord]):
 
     def find(self, chunk_id: str) -> int:
         """The line (chunk number) holding ``chunk_id``, or -1. Bisects the ordered file."""
-        head, sep, k = chunk_id.rpartition("#")
-        if not sep or not k.isdigit() or not k.isascii() or len(k) > 19:
-            return -1
-        key = (head.encode("utf-8"), int(k))
-        lo, hi = 0, len(self)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            rec = self[mid]
-            here = (rec.doc_id.encode("utf-8"), rec.k)
-            if here < key:
-                lo = mid + 1
-            elif here > key:
-                hi = mid
-            else:
-                return mid if rec.chunk_id == chunk_id else -1
+        return find_chunk(self, chunk_id)
+
+
+def find_chunk(records: Sequence[ChunkRecord], chunk_id: str) -> int:
+    """The row of ``records`` (in docs.jsonl's order: by doc_id's bytes, then chunk number) holding ``chunk_id``,
+    or -1; by bisection, so only a few records are read."""
+    head, sep, k = chunk_id.rpartition("#")
+    if not sep or not k.isdigit() or not k.isascii() or len(k) > 19:
         return -1
+    key = (head.encode("utf-8"), int(k))
+    lo, hi = 0, len(records)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        rec = records[mid]
+        here = (rec.doc_id.encode("utf-8"), rec.k)
+        if here < key:
+            lo = mid + 1
+        elif here > key:
+            hi = mid
+        else:
+            return mid if rec.chunk_id == chunk_id else -1
+    return -1
 
 
 def _release(raw: bytes | mmap.mmap, upto: int, start: int = 0) -> int:

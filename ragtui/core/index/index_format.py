@@ -16,9 +16,10 @@ import math
 import mmap
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, TypeVar, cast
+from typing import BinaryIO, Protocol, TypeVar, cast
 
 import numpy as np
 
@@ -28,12 +29,14 @@ from ragtui.core.index import verified
 from ragtui.core.index.arraycache import drop_pages
 from ragtui.core.index.bm25 import BM25Index, bm25_params_problem
 from ragtui.core.index.docs_file import MAX_DOCS_LINE_BYTES, DocsFile, ends_fit
-from ragtui.core.index.records import IndexMeta
+from ragtui.core.index.records import ChunkRecord, IndexMeta
 
 __all__ = [
     "FILES",
     "NORM_TOLERANCE",
+    "ChunkRecords",
     "IndexData",
+    "IndexView",
     "bad_vector_rows",
     "generation_of",
     "read_index",
@@ -81,6 +84,44 @@ class IndexData:
     @property
     def n_chunks(self) -> int:
         return self.meta.n_chunks
+
+
+class ChunkRecords(Protocol):
+    """The chunks of a generation by row, in docs.jsonl's order (``DocsFile``, ``layered.LayeredRecords``)."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, row: int, /) -> ChunkRecord: ...
+
+    def __iter__(self) -> Iterator[ChunkRecord]: ...
+
+    def find(self, chunk_id: str) -> int: ...
+
+
+class IndexView(Protocol):
+    """What readers of a generation's chunks use: an ``IndexData``, or the next generation read through the
+    overlay of the current one (``search.overlaid.OverlaidData``), whose rows are the next generation's."""
+
+    @property
+    def path(self) -> Path: ...
+
+    @property
+    def generation(self) -> str: ...
+
+    @property
+    def meta(self) -> IndexMeta: ...
+
+    @property
+    def records(self) -> ChunkRecords: ...
+
+    @property
+    def bm25(self) -> BM25Index: ...
+
+    @property
+    def stats(self) -> dict[str, object]: ...
+
+    @property
+    def n_chunks(self) -> int: ...
 
 
 def generation_of(index_dir: str | os.PathLike[str]) -> str | None:

@@ -598,7 +598,9 @@ def _remove_entry(ops: FsOps, path: Path) -> None:
 def remove_stale_generations(artifacts: str | os.PathLike[str], index_id: str, *, ops: FsOps | None = None) -> None:
     """Delete generation directories that the link no longer names (writer only, under the lock).
 
-    Also deletes unfinished ``<gen>.tmp`` directories and the temporary link.
+    Also deletes unfinished ``<gen>.tmp`` directories, the temporary link, and every overlay there
+    (``core.index.overlay``), the current generation's included, with their temporary names: one
+    describes a save whose publish did not follow, and the sync under way writes its own.
     A reader that resolved an old generation keeps its open files; one that
     had not opened them yet retries on the new generation. Best effort:
     what cannot be removed now is removed by a later writer.

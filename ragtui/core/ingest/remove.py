@@ -14,7 +14,9 @@ What a caller may rely on (``remove_index``):
   other name is ``UsageError`` (exit 2) and nothing is removed.
 * Nothing outside ``<artifacts>/rag`` is touched. A link is removed as a
   link, never followed: the generations removed are those under
-  ``rag/.gen/<index_id>/``, found by name, whatever the link points at.
+  ``rag/.gen/<index_id>/``, found by name, whatever the link points at,
+  with everything else there (their overlays, and the temporary names of
+  overlays a killed writer left).
 * The link goes first, so readers see "no index" from then on; a reader
   that already opened a generation keeps its open files. The lock files
   stay (a writer waiting on one must not end up locking a different file).
@@ -134,7 +136,9 @@ def remove_index(artifacts: str | os.PathLike[str], index_id: str) -> RemoveRepo
             gens = root / ".gen" / index_id
             step = f"removing {gens}"
             if os.path.isdir(gens) and not os.path.islink(gens):
-                report.generations = sum(1 for e in os.scandir(gens) if not e.name.endswith(".tmp"))
+                # Generation directories only: an unfinished one (.tmp) and a generation's overlay file are not.
+                report.generations = sum(1 for e in os.scandir(gens)
+                                         if not e.name.endswith(".tmp") and e.is_dir(follow_symlinks=False))
             _remove_tree(gens)
             _remove_tree(root / f".{index_id}.link.tmp")  # a killed publish's leftover
             state = state_dir(artifacts, index_id)

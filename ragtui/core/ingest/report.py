@@ -33,7 +33,8 @@ class SyncReport:
     rebuilt: str | None = None
     """Why every document was re-chunked (settings changed, unreadable index), if it was."""
     warnings: list[str] = field(default_factory=list)
-    """One line each: an ``--include``/``--exclude`` pattern that matched nothing (whole-folder syncs)."""
+    """One line each: an ``--include``/``--exclude`` pattern that matched nothing (whole-folder syncs); an overlay
+    that could not be written (the watch agent's saves: the save is searchable once published)."""
     seconds: dict[str, float] = field(default_factory=dict)
     bytes_written: int = 0
     embedding: dict[str, float] | None = None

@@ -45,7 +45,8 @@ from ragtui.core.ingest.report import Progress, SyncReport
 from ragtui.core.ingest.state import FileEntry, FileTable, IndexStamp, Stamp, file_stamp, index_stamp, stat_stamp
 
 __all__ = [
-    "Generation", "Piece", "Spliced", "following", "open_generation", "publish_splice", "rows_of", "warm",
+    "Generation", "Piece", "Spliced", "following", "new_docs_lines", "open_generation", "publish_splice", "rows_of",
+    "warm",
 ]
 
 Piece = bytes | memoryview | FileRange
@@ -201,9 +202,18 @@ class Spliced:
     """Its derived entries, keyed; built once the caller is done with what readers wait for (``after_swap``)."""
 
 
+def new_docs_lines(asm: Assembly) -> list[bytes]:
+    """The docs.jsonl lines of each "new" segment of ``asm``, in order: the bytes the next generation holds there."""
+    return [encode_docs(asm.records[seg.lo : seg.hi]) for seg in asm.segments if seg.source == "new"]
+
+
 def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembly, meta: IndexMeta,
-                   report: SyncReport, tick: Progress, cache_dir: Path, *, derive_all: bool = False) -> Spliced:
+                   report: SyncReport, tick: Progress, cache_dir: Path, *, derive_all: bool = False,
+                   new_docs: Sequence[bytes] | None = None) -> Spliced:
     """Publish ``asm`` (laid out against ``gen``) as the next generation; the caller holds the lock.
+
+    ``new_docs``: ``new_docs_lines(asm)``, when the caller encoded them already (for the overlay); they are
+    written as they are.
 
     meta.json, docs.jsonl and vectors.f32 do not depend on the BM25 work: a
     thread copies and flushes them (``NewGeneration.write_behind``) while this one
@@ -222,7 +232,7 @@ def publish_splice(artifacts: Path, index_id: str, gen: Generation, asm: Assembl
     sources = _open_sources(gen.stamp)
     try:
         t0 = time.perf_counter()
-        pieces = _pieces(gen, asm, sources)
+        pieces = _pieces(gen, asm, sources, new_docs)
         report.seconds["pieces"] = time.perf_counter() - t0
         tick("write", 0, 1)
         files: dict[str, Sequence[Piece]] = {META: [encode_meta(meta)], **pieces}
@@ -293,9 +303,12 @@ def _docs_ends(gen: Generation, asm: Assembly, docs: Sequence[Piece]) -> npt.NDA
     return np.concatenate(ends).astype(np.int64, copy=False) if ends else np.zeros(0, dtype=np.int64)
 
 
-def _pieces(gen: Generation, asm: Assembly, sources: dict[str, int] | None) -> dict[str, list[Piece]]:
-    """docs.jsonl and vectors.f32 of the next generation as pieces, segment by segment."""
+def _pieces(gen: Generation, asm: Assembly, sources: dict[str, int] | None,
+            new_docs: Sequence[bytes] | None = None) -> dict[str, list[Piece]]:
+    """docs.jsonl and vectors.f32 of the next generation as pieces, segment by segment (the new segments' lines
+    from ``new_docs`` when given, else encoded here)."""
     old = gen.data
+    encoded = iter(new_docs if new_docs is not None else new_docs_lines(asm))
     docs: list[Piece] = []
     vectors: list[Piece] = []
     row_bytes = 4 * old.meta.dim
@@ -311,7 +324,7 @@ def _pieces(gen: Generation, asm: Assembly, sources: dict[str, int] | None) -> d
                 docs.append(old.records.raw_lines(seg.lo, seg.hi))
                 vectors.append(_view(old.vectors[seg.lo : seg.hi]))
         else:
-            docs.append(encode_docs(asm.records[seg.lo : seg.hi]))
+            docs.append(next(encoded))
             vectors.append(_view(asm.vectors[seg.lo : seg.hi]))
     return {DOCS: docs, VECTORS: vectors}
 

@@ -32,10 +32,11 @@ from ragtui.core.embedders.base import Embedder, known_dim, tokenizer_name
 from ragtui.core.errors import IndexFormatError, IndexMissingError, UsageError
 from ragtui.core.index.bm25 import check_bm25_params
 from ragtui.core.index.index_format import IndexData, generation_of, read_index
+from ragtui.core.index.overlay import write_overlay
 from ragtui.core.index.records import IndexMeta
 from ragtui.core.index.release import release_later
 from ragtui.core.ingest import derive
-from ragtui.core.ingest.assemble import Previous, assemble, chunk_all, embed_pending
+from ragtui.core.ingest.assemble import Assembly, Previous, assemble, chunk_all, embed_pending
 from ragtui.core.ingest.journal import EmbedJournal
 from ragtui.core.ingest.patterns import IGNORE_FILES
 from ragtui.core.ingest.publish import (
@@ -52,7 +53,7 @@ from ragtui.core.ingest.rebuild import Plan, rebuild
 from ragtui.core.ingest.report import Progress, SyncReport
 from ragtui.core.ingest.scan import Scan, by_bytes, classify, keep_unreadable, scan
 from ragtui.core.ingest.skips import Skips, load_skips, save_skips
-from ragtui.core.ingest.splice import Generation, following, open_generation, publish_splice, warm
+from ragtui.core.ingest.splice import Generation, following, new_docs_lines, open_generation, publish_splice, warm
 from ragtui.core.ingest.state import FileEntry, FileTable, IndexSettings, WriterState, chunk_total, index_stamp
 from ragtui.core.ingest.state_store import StateStore
 from ragtui.core.ingest.streamed import give_back
@@ -91,6 +92,7 @@ class IndexWriter:
         rules: WalkRules | None = None,
         derive_behind: bool = False,
         derive_all: bool | None = None,
+        overlay: bool = False,
     ) -> None:
         check_bm25_params(k1, b)
         self.folder = Path(os.path.abspath(folder))
@@ -127,6 +129,10 @@ class IndexWriter:
         self._deriving: concurrent.futures.Future[None] | None = None
         self._published = 0
         """Generations this writer published: a thread deriving an older one stops between its steps."""
+        self._overlay = overlay
+        """Before a spliced publish, write the overlay of the generation it splices from (``core.index.overlay``):
+        readers that layer it search the save before the full generation is published (the watch agent's
+        writer; a one-shot writer's readers have nothing to wait for)."""
 
     # -- what this writer remembers -------------------------------------------------------------
 
@@ -381,8 +387,14 @@ class IndexWriter:
         report.chunks_added, report.chunks_removed, report.chunks_total = asm.chunks_added, asm.chunks_removed, asm.n_rows
         report.seconds["plan"] = time.perf_counter() - t0
         embed_pending(asm, e, journal, report, tick)
+        new_docs = None
+        if self._overlay:
+            t0 = time.perf_counter()
+            new_docs = new_docs_lines(asm)
+            _write_overlay(gen, asm, new_docs, report)
+            report.seconds["overlay"] = time.perf_counter() - t0
         done = publish_splice(self.artifacts, self.index_id, gen, asm, self._meta(asm.n_rows), report, tick,
-                              self._cache_dir, derive_all=self._derive_all)
+                              self._cache_dir, derive_all=self._derive_all, new_docs=new_docs)
         # Readers already see the new generation; what follows only saves readers time and tidies up.
         self._derive(done.derived, report)
         t0 = time.perf_counter()
@@ -444,6 +456,24 @@ class IndexWriter:
             self._derive(done.derived, report)
         journal.clear()
         self._save(self._next_state(settings, found.seen, done.counts))
+
+
+def _write_overlay(gen: Generation, asm: Assembly, new_docs: list[bytes], report: SyncReport) -> None:
+    """Write the overlay of ``gen`` for the next generation ``asm`` lays out (its new lines: ``new_docs``).
+
+    A failure to write it is not the save's: the full publish follows and
+    readers see the save then. It is said once in the report's warnings (as
+    is a layout too large for an overlay's header, a save of some 40,000
+    scattered documents, which readers wait for the publish to see).
+    """
+    try:
+        write_overlay(gen.stamp.dir, base_chunks=gen.data.n_chunks, dim=gen.data.meta.dim,
+                      segments=[(seg.source, seg.lo, seg.hi) for seg in asm.segments], docs_lines=new_docs,
+                      vectors=asm.vectors)
+    except (OSError, ValueError) as e:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        report.warnings.append(f"could not write the overlay of this save ({why}); searches see the save once its "
+                               "generation is published")
 
 
 def open_published(target: Path, state: WriterState | None, cache_dir: Path) -> Generation | None:

@@ -30,6 +30,7 @@ import numpy as np
 
 from ragtui.core.index.analyzer import analyze
 from ragtui.core.search.modes import mode_spec
+from ragtui.core.search.overlaid import OverlaidData
 from ragtui.core.search.query import ParsedQuery
 from ragtui.core.search.retriever import Hit, SearchParams, SearchTrace
 
@@ -184,12 +185,15 @@ def explain_search(
     ``trace`` (a new one by default) receives what the search computed, its snapshot included.
     """
     trace = SearchTrace() if trace is None else trace
+    # Explained on the generation as published: a save layered over it by its overlay (core.search.overlaid)
+    # is explained once published (seconds).
+    retriever = retriever.published_snapshot()
     hits = retriever.search(query, mode=mode, k=k, trace=trace, **params)
     # Under the query syntax, the words ranked are the searched ones (phrases and filters only admit).
     words = hits.query.search_text if hits.query is not None else str(query)
     seconds = hits.seconds
     data = trace.data
-    assert data is not None  # search always records its snapshot
+    assert data is not None and not isinstance(data, OverlaidData)  # the published generation, as searched
     bm25 = data.bm25
     explanations: list[HitExplanation] = []
     bm25_params: dict[str, float | int] = {}

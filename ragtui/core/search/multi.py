@@ -212,7 +212,9 @@ def _pooled(retrievers: Mapping[str, Retriever], query: str | ParsedQuery, mode:
     parsed = query if isinstance(query, ParsedQuery) else parse_query(check_query(query))
     check_query(parsed.text)
     ids = list(retrievers)
-    datas: list[IndexData] = [retrievers[i].data for i in ids]  # one generation per index, start to end
+    # One generation per index, start to end: as published (a save a watch agent has not published yet is
+    # pooled once it is).
+    datas: list[IndexData] = [retrievers[i].published for i in ids]
     starts = np.cumsum([0] + [d.n_chunks for d in datas])
     result = MultiResult([], "pooled")
     # Query syntax: one plan per index, prefixes expanded over the pooled dictionaries, so that every index

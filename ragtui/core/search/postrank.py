@@ -17,9 +17,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from ragtui.core.search.layered import LayeredVectors
 
 __all__ = ["floor_scores", "merge_text", "mmr"]
 
@@ -42,7 +46,7 @@ def mmr(
     scores: np.ndarray,
     k: int,
     lam: float,
-    vectors: np.ndarray | None = None,
+    vectors: np.ndarray | LayeredVectors | None = None,
     terms: Callable[[int], set[str]] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` of (rows, scores) MMR picks, in the order picked, with their original scores.

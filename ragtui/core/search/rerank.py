@@ -38,7 +38,7 @@ from ragtui.core.search.retriever import Hit, Retriever, SearchParams
 
 if TYPE_CHECKING:
     from ragtui.core.embedders.onnx_model import ModelFolder
-    from ragtui.core.index.index_format import IndexData
+    from ragtui.core.index.index_format import IndexView
     from ragtui.core.index.records import IndexMeta
     from ragtui.core.search.query import ParsedQuery
 
@@ -278,7 +278,7 @@ class RerankingRetriever:
         self._cache: dict[str, float] = {}
 
     @property
-    def data(self) -> IndexData:
+    def data(self) -> IndexView:
         return self.retriever.data
 
     @property

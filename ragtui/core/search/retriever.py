@@ -1,6 +1,9 @@
 """The one façade for search: ``Retriever.open(index_dir)``, ``search``, ``reload``.
 
-A Retriever holds one validated generation of an index. ``search`` never
+A Retriever holds one validated generation of an index, and reads the next
+one through the overlay a watch agent writes before publishing it, when there
+is a sound one (``overlaid.OverlaidData``: ``data`` is then the next
+generation, ``published`` the four files). ``search`` never
 mixes generations: it takes the current ``IndexData`` once, at its start, and
 every step of it (query vector, BM25, flat or IVF lists, fusion, the hits'
 text) uses that one snapshot; ``reload`` swaps in a new ``IndexData`` in a
@@ -35,13 +38,15 @@ from ragtui.core.errors import ModelMismatchError, QueryError, UsageError
 from ragtui.core.index.index_format import IndexData, generation_of, read_index
 from ragtui.core.index.records import IndexMeta
 from ragtui.core.index.release import release_later
-from ragtui.core.search.modes import COMMON, LEXICAL, MODES, PARAMS, mode_spec
+from ragtui.core.search.modes import COMMON, LEXICAL, LEXICAL_MODES, MODES, PARAMS, mode_spec
+from ragtui.core.search.overlaid import Ignored, OverlaidData
 from ragtui.core.search.query import ParsedQuery, parse_query
 
 if TYPE_CHECKING:
     from ragtui.core.embedders.base import Embedder
     from ragtui.core.search.docaware import DocLexical
     from ragtui.core.search.ivf import IVFIndex, IVFParams
+    from ragtui.core.search.layered import LayeredVectors
     from ragtui.core.search.quant import QuantizedVectors
     from ragtui.core.search.query_plan import QueryPlan
     from ragtui.core.search.stemmed import StemLexical
@@ -230,7 +235,7 @@ class SearchTrace:
     scanned.
     """
 
-    data: IndexData | None = None
+    data: IndexData | OverlaidData | None = None
     query_vector: np.ndarray | None = None
     """The unit query vector (vector modes)."""
     lexical: tuple[np.ndarray, np.ndarray] | None = None
@@ -284,6 +289,10 @@ class Retriever:
         """Its own lock: a build (seconds at 100k chunks) does not hold up bm25doc searches."""
         self._parent: Retriever | None = None
         """For a ``snapshot``: the retriever whose caches (IVF lists, int8 copy, document and stemmed BM25) it uses."""
+        self._overlay: OverlaidData | Ignored | None = None
+        """The generation's overlay as last looked at (``overlaid.overlaid``); None: it has none."""
+        self._view: IndexData | OverlaidData = data
+        """What searches read: the generation, or the next one through its overlay (``layer``)."""
 
     @classmethod
     def open(
@@ -303,20 +312,48 @@ class Retriever:
         of docs.jsonl are checked as they are used; ``verify()`` checks them all.
         """
         data = read_index(index_dir, full=full, cache_dir=cache_dir)
-        return cls(data, embedder=embedder, ivf_params=ivf_params, cache_dir=cache_dir, full=full,
-                   vector_scan=vector_scan)
+        opened = cls(data, embedder=embedder, ivf_params=ivf_params, cache_dir=cache_dir, full=full,
+                     vector_scan=vector_scan)
+        opened.layer()
+        return opened
 
     def verify(self) -> None:
         """Check every line of docs.jsonl now (raises ``IndexFormatError``)."""
         self._data.records.verify()
 
     @property
-    def data(self) -> IndexData:
+    def data(self) -> IndexData | OverlaidData:
+        """What searches read now: the generation, or the next one through the overlay a watch agent wrote
+        before publishing it (``overlaid.OverlaidData``: its rows are the next generation's)."""
+        return self._view
+
+    @property
+    def published(self) -> IndexData:
+        """The generation as published (its four files), whatever overlay layers on it."""
         return self._data
 
     @property
     def meta(self) -> IndexMeta:
-        return self._data.meta
+        return self._view.meta
+
+    def layer(self) -> bool:
+        """Read the generation's overlay into what searches read (``data``), when it has one that is new since
+        the last look; return whether ``data`` changed. Cheap when nothing did (an ``lstat``)."""
+        from ragtui.core.search.overlaid import overlaid
+
+        if self._parent is not None:
+            return False
+        base = self._data
+        got = overlaid(base, self._overlay, doclex=lambda: self._doclex_for(base),
+                       stemlex=lambda: self._stemlex_for(base), ivf=lambda: self._ivf_for(base))
+        if got is self._overlay:
+            return False
+        self._overlay = got
+        view = got if isinstance(got, OverlaidData) else base
+        if view is self._view:
+            return False
+        self._view = view
+        return True
 
     def snapshot(self) -> Retriever:
         """A retriever fixed on the current generation: every search and every ``data`` read through it
@@ -325,6 +362,7 @@ class Retriever:
         pinned = Retriever(self._data, embedder=self.embedder, ivf_params=self.ivf_params, cache_dir=self.cache_dir,
                            full=self.full, vector_scan=self.vector_scan)
         pinned._parent = self if self._parent is None else self._parent
+        pinned._overlay, pinned._view = self._overlay, self._view
         return pinned
 
     def built_ivf(self) -> IVFIndex | None:
@@ -340,19 +378,21 @@ class Retriever:
             return False
         path = self._data.path
         if generation_of(path) == self._data.generation:
-            return False
+            return self.layer()
         fresh = read_index(path, full=self.full, cache_dir=self.cache_dir)
         if fresh.generation == self._data.generation:
-            return False
+            return self.layer()
         # No lock: a search running now keeps the generation it took, and an IVF
         # build under way (it holds _ivf_lock) must not hold the reload up. The IVF
         # lists are kept with their generation, so a stale entry is never served.
-        old = (self._data, self._ivf, self._quant, self._doclex, self._stemlex)
-        self._data = fresh
+        old = (self._data, self._view, self._overlay, self._ivf, self._quant, self._doclex, self._stemlex)
+        self._data = self._view = fresh
+        self._overlay = None
         self._ivf = None
         self._quant = None
         self._doclex = None
         self._stemlex = None
+        self.layer()
         # Unmapping the old generation's files (removed by its writer) frees their pages: not on this path.
         release_later(*old)
         return True
@@ -517,7 +557,7 @@ class Retriever:
             parsed = parse_query(check_query(query), strict=strict)
         if isinstance(query, str) and not query.strip():
             raise UsageError(EMPTY_QUERY)
-        data = self._data  # the one generation this search reads, start to end
+        data = self._view  # the one generation this search reads, start to end
         if trace is not None:
             trace.data = data
         if mode == "hybrid":
@@ -530,13 +570,19 @@ class Retriever:
         if parsed is not None and not parsed.plain:
             from ragtui.core.search.query_plan import QueryPlan
 
-            plan = QueryPlan.bind(parsed, data, cache_dir=self.cache_dir)
+            if isinstance(data, OverlaidData):
+                plan = data.layered.bind(parsed, cache_dir=self.cache_dir)
+            else:
+                plan = QueryPlan.bind(parsed, data, cache_dir=self.cache_dir)
             query = plan.search_text
         lam, merge, floor = params.get("mmr"), bool(params.get("merge")), params.get("min_score")
         diverse = lam is not None and lam < 1.0
         # MMR and merging choose among more candidates than they return.
         fetch = min(max(1, data.n_chunks), max(4 * k, k + 20)) if (diverse or merge) else k
-        rows, scores = self._rank(data, query, mode, fetch, params, plan, trace)
+        if isinstance(data, OverlaidData):
+            rows, scores = self._rank_overlaid(data, query, mode, fetch, params, plan)
+        else:
+            rows, scores = self._rank(data, query, mode, fetch, params, plan, trace)
         stages: list[str] = []
         if floor is not None:
             from ragtui.core.search import fusion
@@ -580,8 +626,24 @@ class Retriever:
         return Hits(hits[:k], query=parsed, expansions=plan.expansions, notes=(*notes, *plan.notes),
                     seconds=seconds, stages=stages)
 
+    def published_snapshot(self) -> Retriever:
+        """A snapshot of the generation as published, without its overlay (``core.search.explain`` explains
+        what that one ranks: its per-term scores are read from the published files)."""
+        pinned = self.snapshot()
+        pinned._overlay, pinned._view = None, pinned._data
+        return pinned
+
+    def _rank_overlaid(self, data: OverlaidData, query: str | np.ndarray, mode: str, k: int,
+                       params: SearchParams, plan: QueryPlan | None) -> tuple[np.ndarray, np.ndarray]:
+        """The next generation's top ``k`` rows through its overlay (``layered.LayeredGeneration.search``; with
+        ``plan``, ``query`` is its search text)."""
+        ranking = {name: value for name, value in params.items() if name not in COMMON}
+        text = query if isinstance(query, str) else None
+        vector = None if mode in LEXICAL_MODES else self._query_vector(query, data.base)
+        return data.layered.search(mode, k, text=text, vector=vector, plan=plan, **ranking)  # type: ignore[arg-type]
+
     @staticmethod
-    def _mmr_vectors(data: IndexData) -> np.ndarray | None:
+    def _mmr_vectors(data: IndexData | OverlaidData) -> np.ndarray | LayeredVectors | None:
         v = data.vectors
         return v if v.ndim == 2 and v.shape[0] == data.n_chunks and v.shape[1] > 0 else None
 
@@ -705,7 +767,7 @@ class Retriever:
         return plan.lexical(lex.chunk_scores(plan.lexical_text, weight), k)
 
     @staticmethod
-    def hits(rows: np.ndarray, scores: np.ndarray, data: IndexData) -> list[Hit]:
+    def hits(rows: np.ndarray, scores: np.ndarray, data: IndexData | OverlaidData) -> list[Hit]:
         out = []
         for rank, (row, score) in enumerate(zip(rows.tolist(), scores.tolist()), 1):
             rec = data.records[row]
@@ -719,7 +781,7 @@ def _terms(text: str) -> set[str]:
     return set(analyze(text))
 
 
-def _merge(hits: list[Hit], data: IndexData) -> list[Hit]:
+def _merge(hits: list[Hit], data: IndexData | OverlaidData) -> list[Hit]:
     """Hits of one document whose chunks are neighbours (numbers k and k+1: the chunker's windows
     overlap or touch) joined into the best-ranked one, text the union; ranks renumbered."""
     from ragtui.core.search.postrank import merge_text
