@@ -8,8 +8,6 @@ publish at a million chunks. The reference is an index of the saved folder built
 
 from __future__ import annotations
 
-import errno
-import os
 import random
 from pathlib import Path
 
@@ -17,27 +15,19 @@ import numpy as np
 import pytest
 
 from ragtui.core.citations import Resolver
-from ragtui.core.fsops import FsOps
 from ragtui.core.index.index_format import IndexData
 from ragtui.core.index.overlay import generation_dir_of, overlay_path
-from ragtui.core.ingest import publish as publish_mod
 from ragtui.core.ingest.sync import IndexWriter
 from ragtui.core.search.explain import explain_search
 from ragtui.core.search.overlaid import OverlaidData
 from ragtui.core.search.retriever import Retriever
 from tests.files import write
+from tests.unit.publishfaults import save_unpublished
 
 from .fakes import HashEmbedder
 
 WORDS = ["cat", "dog", "mat", "the", "park", "bird", "zebra", "alpha", "fjord", "otter", "river", "stone"]
 MODES = ["bm25", "bm25doc", "bm25stem", "flat", "ivf", "hybrid"]
-
-
-class NoMkdir(FsOps):
-    """The publish cannot make its generation's directory: the overlay written before it stays, unpublished."""
-
-    def mkdir(self, path: Path) -> None:
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
 
 
 def writer(folder: Path, art: Path, overlay: bool = True) -> IndexWriter:
@@ -50,17 +40,6 @@ def open_reader(art: Path) -> Retriever:
 
 def text(rng: random.Random, n: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(n))
-
-
-def save_unpublished(w: IndexWriter) -> None:
-    """A sync whose overlay is written and whose publish fails."""
-    saved = publish_mod.OS_OPS
-    publish_mod.OS_OPS = NoMkdir()
-    try:
-        with pytest.raises(Exception, match="cannot publish"):
-            w.sync()
-    finally:
-        publish_mod.OS_OPS = saved
 
 
 @pytest.fixture
