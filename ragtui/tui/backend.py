@@ -224,11 +224,13 @@ def locate_index(settings: Settings, index_id: str | None) -> Path:
         raise IndexMissingError(f"no index under {settings.artifacts}/rag yet") from None
 
 
-def open_index(path: Path, settings: Settings) -> Retriever:
+def open_index(path: Path, settings: Settings, *, remember: bool = True) -> Retriever:
     """Open and validate the index at ``path`` without an embedder (BM25 works at once); it becomes the
-    index used last (``ragtui.app.remember_index``), which the next ``ragtui`` or ``ragtui search`` opens."""
+    index used last (``ragtui.app.remember_index``), which the next ``ragtui`` or ``ragtui search`` opens,
+    unless ``remember`` is False (an index only looked at, as the picker's statistics do)."""
     retriever = app_layer.open_index(path, settings)
-    app_layer.remember_index(settings, path.name)
+    if remember:
+        app_layer.remember_index(settings, path.name)
     return retriever
 
 

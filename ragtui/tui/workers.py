@@ -165,7 +165,7 @@ class Workers:
         """Stats of ``index_id``: from ``retriever`` when it is the open one, else by opening it."""
         if retriever is None or retriever.meta.index_id != index_id:
             path = backend.locate_index(self.settings, index_id)
-            retriever = backend.open_index(path, self.settings)
+            retriever = backend.open_index(path, self.settings, remember=False)  # looked at, not used
         stats = backend.index_stats(retriever, ivf_state)
         if _live():
             target.post_message(StatsReady(index_id, stats))

@@ -159,6 +159,20 @@ async def test_an_unknown_index_lists_the_indexes_that_exist(tmp_path):
         assert "ragtui ingest ./docs --index nosuch --artifacts" in body
 
 
+def test_an_index_only_looked_at_is_not_the_one_used_last(tmp_path):
+    """The picker's statistics open the highlighted index to read them: that does not make it the one the next
+    ``ragtui`` opens, as opening it to search does."""
+    from ragtui import app as app_layer
+    from ragtui.config import Settings
+
+    artifacts, _folder = build_demo(tmp_path)
+    ingest(tmp_path / "src" / "demo", artifacts, index_id="other")
+    settings = Settings(artifacts=artifacts)
+    backend.open_index(artifacts / "rag" / "other", settings)
+    backend.open_index(artifacts / "rag" / "demo", settings, remember=False)
+    assert app_layer.resolve_index(settings, note=None).name == "other"
+
+
 async def test_several_indexes_open_the_one_used_last_without_asking(tmp_path):
     """app.resolve_index decides for the TUI too: the picker only when the choice is not clear."""
     from ragtui import app as app_layer
