@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ragtui.core.index.overlay import generation_dir_of, overlay_identity, read_overlay_of
-from ragtui.core.search.layered import LayeredGeneration
 
 if TYPE_CHECKING:
     from ragtui.core.index.bm25 import BM25Index
@@ -38,7 +37,7 @@ if TYPE_CHECKING:
     from ragtui.core.index.records import IndexMeta
     from ragtui.core.search.docaware import DocLexical
     from ragtui.core.search.ivf import IVFIndex
-    from ragtui.core.search.layered import LayeredRecords, LayeredVectors
+    from ragtui.core.search.layered import LayeredGeneration, LayeredRecords, LayeredVectors
     from ragtui.core.search.stemmed import StemLexical
 
 __all__ = ["Ignored", "OverlaidData", "overlaid"]
@@ -107,6 +106,9 @@ def overlaid(base: IndexData, known: OverlaidData | Ignored | None, *, doclex: C
         return None
     if known is not None and known.base is base and known.overlay == identity:
         return known
+    # The layered search is imported here, when an overlay is there: every reader imports this module.
+    from ragtui.core.search.layered import LayeredGeneration
+
     reasons: list[str] = []
     content = read_overlay_of(base, reasons)
     if content is None:
