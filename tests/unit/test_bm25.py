@@ -1,6 +1,7 @@
 """bm25.idx: hand-made bytes, round trips, and scoring against a plain reference."""
 
 import math
+import os
 import struct
 
 import numpy as np
@@ -463,15 +464,22 @@ def test_differing_equals_comparing_the_two_arrays_without_their_gone_elements(a
     assert got.tolist() == want.tolist()
 
 
-@given(n=st.integers(0, 13_000), seed=st.integers(0, 2**32 - 1), step=st.integers(1, 9_000))
-def test_two_level_offsets_equal_one_cumulative_sum(n, seed, step):
-    from ragtui.core.index.bm25_splice import _Offsets
+@given(n=st.integers(0, 13_000), seed=st.integers(0, 2**32 - 1), step=st.integers(1, 9_000),
+       asked=st.integers(0, 200))
+def test_offsets_at_the_positions_asked_equal_one_cumulative_sum(n, seed, step, asked):
+    from ragtui.core.index.bm25_splice import _OffsetsAt
 
-    sizes = np.random.default_rng(seed).integers(2, 11, size=n).astype(np.uint8)  # two varints: 2 to 10 bytes
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(2, 11, size=n).astype(np.uint8)  # two varints: 2 to 10 bytes
     want = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64)))
-    got = _Offsets(lambda lo, hi: sizes[lo:hi], n, step)
-    assert np.array_equal(got[np.arange(n + 1)], want)
-    assert got.local.dtype == np.uint16 and got.local.nbytes == 2 * (n + 1)
+    at = np.concatenate(([0, n], rng.integers(0, n + 1, size=asked)))  # repeats, unsorted
+    got = _OffsetsAt(lambda lo, hi: sizes[lo:hi], n, at, step)
+    assert np.array_equal(got[at], want[at])
+    assert got.values.nbytes <= 8 * at.size  # nothing kept per size
+    others = np.setdiff1d(np.arange(n + 1), at)
+    if others.size:
+        with pytest.raises(ValueError):
+            got[others[:1]]
 
 
 @settings(max_examples=300, deadline=None)
@@ -500,3 +508,59 @@ def test_placing_window_by_window_equals_deleting_then_inserting(n, seed, n_go, 
     out = np.zeros(want.size, dtype=np.uint8)
     _place_masked(out, body, go_at[shuffle], go_len[shuffle], pieces, at, length, src, window)
     assert out.tolist() == want.tolist()
+
+
+def _resident_kib(path) -> int:
+    """The resident KiB of this process's maps of the file ``path`` (/proc/self/smaps)."""
+    total, mine = 0, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()
+            if head and "-" in head[0] and len(head) >= 5 and ":" in head[3]:
+                mine = len(head) >= 6 and head[5] == str(path)
+            elif mine and line.startswith("Rss:"):
+                total += int(head[1])
+    return total
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="reads the process's maps from /proc")
+def test_a_splice_from_mapped_files_leaves_none_of_their_pages_resident(tmp_path):
+    """The previous generation's postings and bm25.idx, mapped as a long-running writer maps them, are read a
+    stretch at a time and let go: after the splice and the encoding (byte for byte a full build's), none of their
+    pages is resident in the process, only in the page cache."""
+    import mmap
+
+    rng = np.random.default_rng(7)
+    vocab = [f"w{i}" for i in range(3000)]
+    weights = 1.0 / np.arange(1, len(vocab) + 1)
+    weights /= weights.sum()
+    chunks = [list(rng.choice(vocab, size=int(rng.integers(10, 60)), p=weights)) for _ in range(12_000)]
+    data = encode_bm25(chunks)
+    (tmp_path / "bm25.idx").write_bytes(data)
+    for name, array in BM25Index.decode(data, 1.2, 0.75).to_arrays().items():
+        np.save(tmp_path / f"{name}.npy", np.asarray(array))
+    arrays = {p.stem: np.load(p, mmap_mode="r") for p in tmp_path.glob("*.npy")}
+    index = BM25Index.from_arrays(arrays)
+    with open(tmp_path / "bm25.idx", "rb") as f:
+        raw = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    big = [tmp_path / "post_doc.npy", tmp_path / "post_tf.npy", tmp_path / "bm25.idx"]
+    assert all(p.stat().st_size > 512 * 1024 for p in big)
+    for a in (index.post_doc, index.post_tf):
+        int(np.asarray(a).sum())  # every page read in: resident until let go
+    assert all(_resident_kib(p) > 256 for p in big[:2])
+
+    # One chunk's terms changed in the middle; two chunks dropped; one put in at the end.
+    keep = np.ones(len(chunks), dtype=bool)
+    keep[[5000, 5001]] = False
+    rows = [terms for i, terms in enumerate(chunks) if keep[i]]
+    row_map = np.full(len(chunks), -1, dtype=np.int64)
+    row_map[keep] = np.arange(len(rows))
+    rows[100] = [*rows[100], "w1", "fresh"]
+    row_map[np.flatnonzero(keep)[100]] = -1
+    new_rows, new_terms = [100, len(rows)], [rows[100], ["w2", "w3", "other"]]
+    rows.append(new_terms[1])
+    spliced = splice_postings(index, row_map, len(rows), new_rows, new_terms)
+    assert bytes(encode_spliced(raw, index, spliced, stretch_limit=0)) == encode_bm25(rows)
+    assert bytes(encode_spliced(raw, index, spliced)) == encode_bm25(rows)
+    # What stays is what the kernel maps around the last page read (64 KiB by default), not the files.
+    assert all(_resident_kib(p) <= 64 for p in big), [_resident_kib(p) for p in big]

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -364,3 +365,46 @@ def test_posting_bytes_equal_the_whole_layout_by_stretch_and_by_position():
         assert np.array_equal(layout.gap_at(at), gap[at]) and np.array_equal(layout.size_at(at), size[at])
         firsts = np.asarray(p.offsets[:-1], dtype=np.int64)
         assert np.array_equal(layout.gap_at(firsts), np.asarray(post_doc)[firsts].astype(np.int64))
+
+
+def _resident_kib(path: str) -> int:
+    """The resident KiB of this process's maps of the file ``path`` (/proc/self/smaps)."""
+    total, mine = 0, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()
+            if head and "-" in head[0] and len(head) >= 5 and ":" in head[3]:
+                mine = len(head) >= 6 and head[5] == path
+            elif mine and line.startswith("Rss:"):
+                total += int(head[1])
+    return total
+
+
+def test_a_writer_warmed_up_for_its_next_save_holds_none_of_the_mapped_pages_resident(tmp_path):
+    """The warm-up reads every page a splice reads into the page cache, then lets the process's maps of them go:
+    between saves a long-running writer is not the size of its index's postings."""
+    import mmap
+    import random
+
+    if not os.path.exists("/proc/self/smaps"):
+        pytest.skip("reads the process's maps from /proc")
+    rng = random.Random(3)
+    words = [f"w{i}" for i in range(4000)]
+    folder, art = tmp_path / "docs", tmp_path / "art"
+    for i in range(400):
+        write(folder / f"d{i:03d}.md", " ".join(rng.choice(words) for _ in range(600)))
+    writer = IndexWriter(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=64, overlap=8,
+                         derive_behind=True)
+    writer.sync()
+    writer.wait_derived()
+    writer._generation = None  # as a writer just started: it opens the generation and warms it up
+    assert writer.prepare(warm_up=True)
+    gen = writer._generation
+    assert gen is not None and gen.cached, "the writer maps the readers' cache entry of its BM25 arrays"
+    files = [p for p, _ in gen.cached if p.endswith(("post_doc.npy", "post_tf.npy"))]
+    files.append(os.path.join(gen.stamp.dir, "bm25.idx"))
+    assert len(files) == 3 and all(os.path.getsize(p) > 256 * 1024 for p in files)
+    assert all(_resident_kib(p) <= 64 for p in files), [_resident_kib(p) for p in files]
+    # Let go, not lost: the values read again are the entry's, mapped back.
+    assert np.array_equal(np.asarray(gen.data.bm25.post_doc), np.load(files[0]))
+    assert _resident_kib(files[0]) * 1024 >= os.path.getsize(files[0]) - 2 * mmap.PAGESIZE

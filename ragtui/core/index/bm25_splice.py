@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ragtui.core.index import leb128
+from ragtui.core.index.arraycache import drop_pages
 from ragtui.core.index.bm25 import (
     _HEADER,
     DF_BYTES,
@@ -38,13 +39,18 @@ if TYPE_CHECKING:
 __all__ = ["LAYOUT_STEP", "PostingBytes", "encode_spliced", "splice_postings"]
 
 
+_BEHIND = 1 << 18
+"""Values before a stretch whose pages are let go with it: ``drop_pages`` lets whole pages go only, and the
+kernel maps the pages around one that faults (64 KiB by default), the stretch before's included."""
+
 LAYOUT_STEP = 1 << 20
 """Postings worked out at a time where a whole pass is made: the temporaries are a few bytes a posting of one step."""
 
 
 class PostingBytes:
     """Per posting of one bm25.idx: its gap and the bytes its (gap, tf) varints take, worked out from the postings
-    when asked (a stretch, or given positions): nothing of the size of the postings is kept.
+    when asked (a stretch, or given positions): nothing of the size of the postings is kept. A stretch of postings
+    mapped from a file is read once: its pages are let go (``arraycache.drop_pages``) once its values are out.
 
     The gap is the posting's document number minus the previous one in its term (the first: the number itself),
     uint32 when the numbers are (int64 otherwise).
@@ -70,12 +76,14 @@ class PostingBytes:
         offsets = self.offsets
         firsts = offsets[np.searchsorted(offsets, lo) : np.searchsorted(offsets, hi)] - lo
         g[firsts] = docs[firsts]
+        drop_pages(self.post_doc, hi, lo - _BEHIND)  # (and the pages mapped around the last stretch)
         return g
 
     def sizes(self, lo: int, hi: int) -> np.ndarray:
         """The varint bytes (uint8) of postings lo .. hi-1."""
         s = leb128.sizes(self.gaps(lo, hi))
         s += leb128.sizes(np.asarray(self.post_tf[lo:hi]))
+        drop_pages(self.post_tf, hi, lo - _BEHIND)
         return s
 
     def gap_at(self, at: np.ndarray) -> np.ndarray:
@@ -135,15 +143,8 @@ def encode_spliced(
     inserted = np.asarray(p.inserted, dtype=np.int64)
     n_terms, n_old_terms = new_offsets.size - 1, old_offsets.size - 1
 
-    # Where each old entry, and each old posting within it, lies in old_data.
-    old_cum = _Offsets(old_bytes.sizes, old_bytes.n)
     old_hdr = ENTRY_FIXED + np.diff(np.asarray(old.term_starts, dtype=np.int64))
     old_head = _HEADER.size + DOC_LEN_BYTES * old.n_docs
-    old_at = np.zeros(n_old_terms + 1, dtype=np.int64)
-    np.cumsum(old_hdr + np.diff(old_cum[old_offsets]), out=old_at[1:])
-    old_at += old_head
-    if int(old_at[-1]) != raw.size:
-        raise ValueError("old_data is not the file old was decoded from")
 
     # The carried-over postings, by rank: carried posting c is new posting c + (new ones before it) and old
     # posting c + (dropped ones before it).
@@ -171,10 +172,14 @@ def encode_spliced(
     gone_cum = np.zeros(gone.size + 1, dtype=np.int64)
     np.cumsum(gone_size, out=gone_cum[1:])
 
+    def old_before(i: np.ndarray) -> np.ndarray:
+        """The old postings before new posting number ``i``'s place: those before the carried postings before it."""
+        c = i - np.searchsorted(inserted, i)  # carried postings before it: old postings before x
+        return np.where(c > 0, old_number(np.maximum(c - 1, 0)) + 1, 0)
+
     def surviving_before(i: np.ndarray) -> np.ndarray:
         """Bytes of the postings that keep theirs before new posting number ``i``."""
-        c = i - np.searchsorted(inserted, i)  # carried postings before it: old postings before x
-        x = np.where(c > 0, old_number(np.maximum(c - 1, 0)) + 1, 0)
+        x = old_before(i)
         return old_cum[x] - gone_cum[np.searchsorted(gone, x)]
 
     # Clean terms: no posting written anew and every posting of one old term, in order.
@@ -190,6 +195,16 @@ def encode_spliced(
     dirty[cand[~ok]] = True
     clean, clean_old = cand[ok], ot[ok]
     dterms = np.flatnonzero(dirty)
+
+    # Where each old entry, and each old posting within it, lies in old_data: the old postings' byte offsets,
+    # worked out in one pass at the positions asked for below only.
+    old_cum = _OffsetsAt(old_bytes.sizes, old_bytes.n, np.concatenate((
+        old_offsets, gone, patched_old, old_before(first[dterms]), old_before(end[dterms]), old_before(fresh))))
+    old_at = np.zeros(n_old_terms + 1, dtype=np.int64)
+    np.cumsum(old_hdr + np.diff(old_cum[old_offsets]), out=old_at[1:])
+    old_at += old_head
+    if int(old_at[-1]) != raw.size:
+        raise ValueError("old_data is not the file old was decoded from")
 
     # What goes: the old entry head of every term that is not clean, and the postings that do not stay.
     old_clean = np.zeros(n_old_terms, dtype=bool)
@@ -242,7 +257,15 @@ def encode_spliced(
         put_before = np.concatenate(([0], np.cumsum(length)))
         p_at += put_before[np.searchsorted(at, p_at, side="right")] + new_head
         out[_spans(p_at, new.size_at(patched_new))] = _encode_pairs(new.gap_at(patched_new), new_tf[patched_new])
+    _let_go(raw, old.post_doc, old.post_tf)
     return out.data
+
+
+def _let_go(*arrays: np.ndarray) -> None:
+    """Once a splice's passes are done: let go of whatever pages of the mapped ``arrays`` are still resident (each
+    pass lets its stretches go as it reads them; the kernel may have mapped a few around them since)."""
+    for a in arrays:
+        drop_pages(a, a.size)
 
 
 STRETCHES = 4096
@@ -266,6 +289,7 @@ def _copy_stretches(out: np.ndarray, body: np.ndarray, go_at: np.ndarray, go_len
         stretches.append((pos, body.size))
     w = 0  # bytes written
     done = 0  # surviving bytes written
+    read_to = 0  # body read up to here
     puts = list(zip(at.tolist(), length.tolist(), src.tolist()))
     k = 0
     for lo, hi in stretches:
@@ -277,7 +301,11 @@ def _copy_stretches(out: np.ndarray, body: np.ndarray, go_at: np.ndarray, go_len
                 w += n
                 k += 1
             upto = hi if k == len(puts) else min(hi, lo + puts[k][0] - done)
-            out[w : w + upto - lo] = body[lo:upto]
+            for a in range(lo, upto, PLACE_WINDOW):  # a window at a time: a mapped file's pages are read once
+                b = min(a + PLACE_WINDOW, upto)
+                out[w + a - lo : w + b - lo] = body[a:b]
+                drop_pages(body, b, read_to - _BEHIND)  # (and the pages mapped around the last stretch)
+                read_to = b
             w += upto - lo
             done += upto - lo
             lo = upto
@@ -314,6 +342,7 @@ def _place_masked(out: np.ndarray, body: np.ndarray, go_at: np.ndarray, go_len: 
             starts, ends = np.maximum(g_at[a:b], lo), np.minimum(g_end[a:b], hi)
             stays[_spans(starts - lo, ends - starts)] = False
         survivors = body[lo:hi][stays]
+        drop_pages(body, hi, lo - _BEHIND)  # a mapped file: read once here
         upto = at.size if hi >= n else int(np.searchsorted(at, kept_before + survivors.size))
         size = survivors.size + int(put_before[upto] - put_before[placed])
         view = out[written : written + size]
@@ -338,37 +367,34 @@ def _merged(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-class _Offsets:
-    """[0, s(0), s(0) + s(1), ...] for the ``n`` varint lengths ``sizes(lo, hi)`` gives (uint8, each at most 10),
-    kept in two levels: an int64 every ``BLOCK`` positions and a uint16 within the block (2 bytes a posting, not
-    8). Indexed by an array of positions (0 to ``n``), it gives their int64 offsets. The sizes are asked for
-    ``step`` at a time."""
+class _OffsetsAt:
+    """[0, s(0), s(0) + s(1), ...] for the ``n`` varint lengths ``sizes(lo, hi)`` gives, at the positions ``at``
+    (0 to ``n``) only: one pass over the sizes, ``step`` at a time, keeping 8 bytes a position asked for and
+    nothing a posting. Indexed by an array of those positions, it gives their int64 offsets."""
 
-    SHIFT = 12
-    BLOCK = 1 << SHIFT
-    """Positions per int64: 4,095 sizes of at most 10 bytes fit a uint16."""
-
-    def __init__(self, sizes: Callable[[int, int], np.ndarray], n: int, step: int = LAYOUT_STEP) -> None:
-        block = self.BLOCK
-        step = max(block, step - step % block)
-        self.local = np.empty(n + 1, dtype=np.uint16)
-        self.coarse = np.empty(n // block + 1, dtype=np.int64)
+    def __init__(self, sizes: Callable[[int, int], np.ndarray], n: int, at: np.ndarray, step: int = LAYOUT_STEP) -> None:
+        self.at = np.unique(np.asarray(at, dtype=np.int64))
+        if self.at.size and (int(self.at[0]) < 0 or int(self.at[-1]) > n):
+            raise ValueError("a position past the sizes")
+        self.values = np.empty(self.at.size, dtype=np.int64)
+        step = max(1, step)
         total = 0
         for lo in range(0, n + 1, step):
             hi = min(lo + step, n + 1)  # the offsets of positions lo .. hi-1
             got = sizes(lo, min(hi, n))  # the sizes of positions lo .. hi-1 (the last one past the end: none)
-            seg = np.empty(hi - lo, dtype=np.int64)
-            seg[0] = 0
-            np.cumsum(got[: hi - 1 - lo], dtype=np.int64, out=seg[1:])
-            heads = seg[::block].copy()
-            self.coarse[lo // block : lo // block + heads.size] = heads + total
-            seg -= np.repeat(heads, block)[: seg.size]
-            self.local[lo:hi] = seg
-            total += int(seg[-1]) + int(heads[-1]) + (int(got[-1]) if hi - 1 < n else 0)
+            a, b = np.searchsorted(self.at, [lo, hi])
+            if b > a:
+                seg = np.zeros(got.size + 1, dtype=np.int64)
+                np.cumsum(got, dtype=np.int64, out=seg[1:])
+                self.values[a:b] = seg[self.at[a:b] - lo] + total
+            total += int(got.sum(dtype=np.int64))
 
     def __getitem__(self, at: np.ndarray) -> np.ndarray:
         at = np.asarray(at, dtype=np.int64)
-        out: np.ndarray = self.coarse[at >> self.SHIFT] + self.local[at]
+        i = np.searchsorted(self.at, at)
+        if at.size and not np.array_equal(self.at[np.minimum(i, self.at.size - 1)] if self.at.size else i, at):
+            raise ValueError("an offset asked for at a position not worked out")
+        out: np.ndarray = self.values[i]
         return out
 
 
@@ -442,6 +468,7 @@ def _dropped_postings(row_map: np.ndarray, post_doc: np.ndarray, step: int = REN
     for lo in range(0, n, step):
         hi = min(lo + step, n)
         gone = np.flatnonzero(np.take(row_map, np.asarray(post_doc[lo:hi])) < 0)
+        drop_pages(post_doc, hi, lo - _BEHIND)  # a mapped file: read once here
         if gone.size:
             found.append(gone + lo)
     return np.concatenate(found)
@@ -502,6 +529,8 @@ def _carry_and_insert(old: BM25Index, row_map: np.ndarray, dropped: np.ndarray, 
                 doc[a + shift : b + shift] = d[a - kept : b - kept]
                 tf[a + shift : b + shift] = f[a - kept : b - kept]
         kept += d.size
+        drop_pages(post_doc, hi, lo - _BEHIND)  # mapped files: read once here
+        drop_pages(post_tf, hi, lo - _BEHIND)
     put = at + np.arange(at.size)
     doc[put] = add_doc
     tf[put] = add_tf
@@ -619,4 +648,5 @@ def splice_postings(
         doc_len[row] = len(terms)
     if not wide:
         doc = doc.view(np.uint32)  # no chunk number is negative any more
+    _let_go(old.post_doc, old.post_tf)
     return Postings(doc_len, blob, starts, offsets, doc, tf, dropped, at + np.arange(at.size))

@@ -27,7 +27,7 @@ import numpy.typing as npt
 from ragtui.core.errors import IndexFormatError, IndexMissingError
 from ragtui.core.index import verified
 from ragtui.core.index.analyzer import analyze
-from ragtui.core.index.arraycache import StreamedEntry, load_entry
+from ragtui.core.index.arraycache import StreamedEntry, drop_pages, load_entry
 from ragtui.core.index.bm25 import BM25Index, Postings
 from ragtui.core.index.bm25 import _sound as bm25_entry_sound
 from ragtui.core.index.bm25_splice import (
@@ -171,9 +171,12 @@ def _cached_bm25(cache_dir: Path, meta: IndexMeta, key: str,
 def warm(gen: Generation) -> None:
     """Ready ``gen`` for the first splice without publishing: its fingerprints' keys, and the pages a splice reads.
 
-    The mapped BM25 arrays and bm25.idx are read in, a byte of every page. No
-    splice runs: the temporaries of one (tens of bytes a posting) would make
-    the start of the agent its peak.
+    The mapped BM25 arrays and bm25.idx are read in, a byte of every page, and
+    the pages let go of again: they stay in the kernel's page cache, where the
+    splice finds them, without being resident in this process between saves
+    (the splice too lets each stretch go once read). No splice runs: the
+    temporaries of one (tens of bytes a posting) would make the start of the
+    agent its peak.
     """
     gen.previous()  # works out the fingerprints' keys, 8 bytes a chunk, kept for the next splice
     old = gen.data.bm25
@@ -182,10 +185,17 @@ def warm(gen: Generation) -> None:
 
 
 def _read_in(data: np.ndarray | bytes | memoryview | mmap.mmap) -> None:
-    """Read one byte of every page of ``data`` (an array or a map): a map's pages are then in memory."""
+    """Read one byte of every page of ``data`` (an array or a map), a block at a time, each block's pages let go
+    once read when it is a map: they are then in the page cache, not resident here."""
     view = data.reshape(-1).view(np.uint8) if isinstance(data, np.ndarray) else np.frombuffer(data, dtype=np.uint8)
-    if view.size:
-        int(view[:: mmap.PAGESIZE].sum())
+    for lo in range(0, view.size, _READ_IN_BLOCK):
+        hi = min(lo + _READ_IN_BLOCK, view.size)
+        int(view[lo:hi:mmap.PAGESIZE].sum())
+        drop_pages(view, hi, lo)
+
+
+_READ_IN_BLOCK = 1 << 24
+"""Bytes ``_read_in`` reads in before it lets their pages go."""
 
 
 @dataclass
