@@ -46,7 +46,7 @@ from ragtui.core.ingest.report import SyncReport
 from ragtui.core.ingest.walk import WalkRules
 from ragtui.core.ingest.writer import IndexWriter
 from ragtui.watch.events import ROOT_GONE, Batch, ChangeBuffer, Scope, classify, compact_paths, is_ignore_file
-from ragtui.watch.memory import grow_heap_for
+from ragtui.watch.memory import grow_heap_for, release_before_save
 from ragtui.watch.observers import EVENT_FILTER, LIMITS, Handler, Hooks, limit_message, make_observer, stop_observer
 
 if TYPE_CHECKING:
@@ -485,8 +485,11 @@ class WatchAgent:
             # The warm-up only saves time later: a save already waiting goes first.
             opened = self._writer.prepare(warm_up=True, should_stop=self._buffer.has_work)
             if opened and not self._said_ready and not self._buffer.has_work():
-                # The heap the first save works in, faulted in now (only where freed memory is kept: ragtui watch).
-                grow_heap_for(self._writer.open_postings())
+                # The heap the first save works in, faulted in now; or, for an index too large for that, what the
+                # opening freed given back (only where freed memory is kept: ragtui watch).
+                postings = self._writer.open_postings()
+                grow_heap_for(postings)
+                release_before_save(postings)
         except Exception:  # noqa: BLE001 - it only saves time; the next sync reads what it needs itself
             opened = False
         if not self._said_ready:
@@ -497,6 +500,7 @@ class WatchAgent:
 
     def _sync(self, paths: list[str] | None) -> SyncReport:
         self._writing = False
+        release_before_save(self._writer.open_postings())  # only where freed memory is kept: ragtui watch
         return self._writer.sync(paths, progress=self._progress)
 
     def _progress(self, stage: str, done: int, total: int) -> None:

@@ -7,7 +7,9 @@ is trimmed back to the kernel at once; on this workload that is a third of
 the sync's time (bench/bench_watch.py: 1.27 s -> 0.86 s at 100k chunks).
 So while the agent is busy, freed memory stays in the process
 (``M_MMAP_THRESHOLD`` and ``M_TRIM_THRESHOLD`` raised), and after
-``IDLE_RELEASE_SECONDS`` without a sync ``malloc_trim(0)`` returns it.
+``IDLE_RELEASE_SECONDS`` without a sync ``malloc_trim(0)`` returns it. An
+index too large for that to help (see below) has it returned before each
+save instead (``release_before_save``).
 
 These are settings of the whole process, and glibc cannot put them back:
 it has no call that reads them, and setting ``M_MMAP_THRESHOLD`` at all
@@ -39,8 +41,8 @@ import functools
 import os
 
 __all__ = [
-    "GROW_LIMIT", "IDLE_RELEASE_SECONDS", "grow_heap", "grow_heap_for", "release_freed_memory", "retain_freed_memory",
-    "retaining",
+    "GROW_LIMIT", "IDLE_RELEASE_SECONDS", "grow_heap", "grow_heap_for", "release_before_save", "release_freed_memory",
+    "retain_freed_memory", "retaining",
 ]
 
 IDLE_RELEASE_SECONDS = 600.0
@@ -126,6 +128,16 @@ def grow_heap_for(postings: int) -> bool:
     if postings <= 0 or 8 * postings > GROW_BLOCK:
         return False
     return grow_heap(SPLICE_HEAP_PER_POSTING * postings)
+
+
+def release_before_save(postings: int) -> bool:
+    """In a process that retains freed memory, before a save spliced from ``postings`` postings: give the freed
+    heap back when the save's large arrays cannot use it (``grow_heap_for``'s bound: above it they are maps of
+    their own). What was freed since the last save (the derived entries' builds, the state's reading) would
+    otherwise stay resident under the save's own arrays and add to its peak. True if any was given back."""
+    if not _retaining or 8 * postings <= GROW_BLOCK:
+        return False
+    return release_freed_memory()
 
 
 def release_freed_memory() -> bool:

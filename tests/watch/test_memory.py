@@ -120,6 +120,29 @@ thread.join()
     assert out == "ok"
 
 
+@glibc_only
+def test_before_a_save_too_large_for_the_kept_heap_the_freed_heap_is_given_back():
+    """Above ``grow_heap_for``'s bound a save's arrays are maps of their own: what was freed since the last save
+    would only lie under them, so ``release_before_save`` returns it; below the bound it is kept for the save."""
+    out = _python("""
+import ctypes
+from ragtui.watch.memory import release_before_save, retain_freed_memory
+
+assert release_before_save(10 ** 8) is False, "released for a process that does not keep freed memory"
+assert retain_freed_memory() is True
+block = libc.malloc(BIG)
+ctypes.memset(block, 1, BIG)
+libc.free(block)
+kept = resident()
+assert release_before_save(1000) is False and resident() >= kept - BIG // 8, "a small index's heap was given back"
+assert release_before_save(10 ** 8) is True
+returned = kept - resident()
+assert returned >= BIG // 2, f"only {returned} bytes were given back"
+print("ok")
+""")
+    assert out == "ok"
+
+
 @pytest.fixture()
 def harness(tmp_path):
     yield from harness_for(tmp_path)
