@@ -206,3 +206,56 @@ def test_a_long_running_writer_builds_every_generation_s_entries_in_one_thread_o
     link, cache = art / "rag" / "docs", art / "rag" / ".cache"
     key = read_index(link, full=False, cache_dir=cache).stats["doclex_key"]
     assert (cache / f"doclex-docs-{key}" / "complete").is_file()  # the newest generation got its entry
+
+
+def test_a_save_searchable_through_its_overlay_is_published_once_the_entries_it_is_layered_over_are_stored(
+        tmp_path, monkeypatch):
+    """A long-running writer with overlays: the publish of a save waits for the lexical entries of the generation
+    its overlay lies over (readers' hybrid and document-level searches of the save use them), and the IVF lists of
+    that generation, which the publish would make useless, stop instead of being made first."""
+    from ragtui.core.index.index_format import generation_of
+    from ragtui.core.ingest import derive
+
+    folder, art = tmp_path / "docs", tmp_path / "art"
+    link, cache = art / "rag" / "docs", art / "rag" / ".cache"
+    write_folder(folder)
+    writer = IndexWriter(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3,
+                         derive_behind=True, overlay=True)
+    writer.sync()
+    writer.wait_derived()
+    Retriever.open(link, embedder=HashEmbedder(), cache_dir=cache).ivf()  # a reader searched IVF: lists wanted
+    lists = ivf_entries(cache)
+
+    go = threading.Event()
+    real = derive.Derivation._doclex
+
+    def held(self):
+        assert go.wait(60)
+        return real(self)
+
+    monkeypatch.setattr(derive.Derivation, "_doclex", held)
+    write_folder(folder, "first save")
+    assert writer.sync().published  # its entries are now being derived, held at the document-level BM25
+    second = generation_of(link)
+    key = read_index(link, full=False, cache_dir=cache).stats["doclex_key"]
+
+    write_folder(folder, "second save")
+    done: list = []
+    saving = threading.Thread(target=lambda: done.append(writer.sync()))
+    saving.start()
+    for _ in range(6000):  # the second save's overlay is written, and its publish waits
+        if writer._publish_waiting or not saving.is_alive():
+            break
+        threading.Event().wait(0.01)
+    assert writer._publish_waiting and saving.is_alive()
+    assert generation_of(link) == second
+    assert any(n.endswith(".overlay") for n in os.listdir(art / "rag" / ".gen" / "docs"))
+    go.set()
+    saving.join(60)
+    report = done[0]
+    assert report.published and generation_of(link) != second
+    assert "derived_wait" in report.seconds
+    assert (cache / f"doclex-docs-{key}" / "complete").is_file()  # stored before the publish that replaced it
+    writer.wait_derived()
+    # The first save's lists were given up for the publish; the second save's were made after it.
+    assert len(ivf_entries(cache)) == len(lists) + 1

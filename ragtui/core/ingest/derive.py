@@ -121,7 +121,7 @@ class Derivation:
         verified.record(self.cache_dir, self.index_id, paths, ends=ends, bm25_key=bm25_key, doclex_key=self.key)
 
     def after_swap(self, still_wanted: Callable[[], bool] = lambda: True, embedder: Embedder | None = None,
-                   between: Callable[[], None] | None = None) -> None:
+                   between: Callable[[], None] | None = None, lists_wanted: Callable[[], bool] | None = None) -> None:
         """Once the generation is current: build and store its derived entries (best effort, never raises).
 
         ``still_wanted()`` is asked before each build and between the IVF build's steps: False (a newer
@@ -130,7 +130,9 @@ class Derivation:
         built when ``before_swap`` took the IVF lock for them (``everything``, or a reader searched IVF).
         ``between`` runs before the lexical entries and again before the lists (a one-shot writer returns
         the heap the publish and then the stemmed arm's build freed, so that it does not add to the next).
+        ``lists_wanted()``, asked instead of ``still_wanted()`` for the IVF lists, may stop them sooner.
         """
+        lists_wanted = lists_wanted or still_wanted
         # A build of the previous generation may have held the locks when ``before_swap`` asked: it has let
         # them go by now (it stops once this generation is published), so readers wait for this one's entries.
         if self.lock is not None and not self.lock.held:
@@ -145,7 +147,7 @@ class Derivation:
                     self._lexical(still_wanted)
             finally:
                 self.release_lexical()
-            if self.ivf is not None and still_wanted() and self.generation_dir is not None:
+            if self.ivf is not None and lists_wanted() and self.generation_dir is not None:
                 if between is not None:
                     between()
                 try:
@@ -153,7 +155,7 @@ class Derivation:
                     # is the index_id read_index checks, and the generation read is this one unless a newer was
                     # published (then still_wanted() is False and the build stops at its next step).
                     warm_ivf_cache(self.generation_dir.parents[2] / self.index_id, self.cache_dir, embedder=embedder,
-                                   should_stop=lambda: not still_wanted())
+                                   should_stop=lambda: not lists_wanted())
                 except Exception:  # noqa: BLE001 - the lists only save readers time; a reader builds its own
                     pass
         finally:

@@ -65,6 +65,10 @@ __all__ = ["IndexWriter", "open_published"]
 PathLike = str | os.PathLike[str]
 
 
+DERIVED_WAIT_SECONDS = 60.0
+"""The longest a publish whose save is searchable through its overlay waits for the derived entries under way."""
+
+
 def _quiet(stage: str, done: int, total: int) -> None:
     pass
 
@@ -132,7 +136,10 @@ class IndexWriter:
         self._overlay = overlay
         """Before a spliced publish, write the overlay of the generation it splices from (``core.index.overlay``):
         readers that layer it search the save before the full generation is published (the watch agent's
-        writer; a one-shot writer's readers have nothing to wait for)."""
+        writer; a one-shot writer's readers have nothing to wait for). The publish then waits for the lexical
+        entries the previous publish is deriving behind (``_after_derived``)."""
+        self._publish_waiting = False
+        """A spliced publish waits for the derived entries under way: the IVF build stops at its next step."""
 
     # -- what this writer remembers -------------------------------------------------------------
 
@@ -339,7 +346,8 @@ class IndexWriter:
                 # chunks); a long-running one keeps it for the next save (``ragtui.watch.memory``).
                 between = None if self._derive_behind else give_back
                 derived.after_swap(still_wanted=lambda: self._published == mine, embedder=self.embedder,
-                                   between=between)
+                                   between=between,
+                                   lists_wanted=lambda: self._published == mine and not self._publish_waiting)
                 derive.tidy(self._cache_dir, self.index_id)
             except Exception:  # noqa: BLE001 - derived entries only save readers time; a reader builds its own
                 pass
@@ -353,6 +361,25 @@ class IndexWriter:
             self._deriver = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"derive {self.index_id}")
         # A build of an older generation still running stops at its next step (still_wanted): this one follows.
         self._deriving = self._deriver.submit(run)
+
+    def _after_derived(self, report: SyncReport) -> None:
+        """Before a publish whose save readers search through its overlay already: wait (at most
+        ``DERIVED_WAIT_SECONDS``) for the lexical entries of the generation before, still being derived behind.
+
+        Readers layer the overlay over that generation, so its entries are what their hybrid and document-level
+        searches of the save wait for; and the builds' memory is not added to the publish's own. IVF lists
+        under way stop at their next step instead: a publish would make them useless anyway.
+        """
+        future = self._deriving
+        if future is None or future.done():
+            return
+        t0 = time.perf_counter()
+        self._publish_waiting = True
+        try:
+            concurrent.futures.wait([future], DERIVED_WAIT_SECONDS)
+        finally:
+            self._publish_waiting = False
+        report.seconds["derived_wait"] = time.perf_counter() - t0
 
     def wait_derived(self, timeout: float | None = None) -> None:
         """Wait (at most ``timeout`` s) until the derived entries of the last generation this writer published
@@ -393,6 +420,7 @@ class IndexWriter:
             new_docs = new_docs_lines(asm)
             _write_overlay(gen, asm, new_docs, report)
             report.seconds["overlay"] = time.perf_counter() - t0
+            self._after_derived(report)
         done = publish_splice(self.artifacts, self.index_id, gen, asm, self._meta(asm.n_rows), report, tick,
                               self._cache_dir, derive_all=self._derive_all, new_docs=new_docs)
         # Readers already see the new generation; what follows only saves readers time and tidies up.
