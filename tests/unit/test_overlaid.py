@@ -153,3 +153,21 @@ def test_a_damaged_overlay_is_ignored(layered):
     assert fresh.search("otter", mode="bm25", k=3)
     assert reader.reload() and not isinstance(reader.data, OverlaidData)  # the view it had is dropped
     assert not reader.reload()  # and the damaged file is not read again
+
+
+def test_fitting_the_fusion_reads_the_generation_as_published(layered):
+    """The fit reads each arm's ranking from the search's trace: with a save's overlay beside the index it fits
+    the published generation, as a reader opened before the save would."""
+    from ragtui.core.eval.datasets import Dataset
+    from ragtui.core.eval.fit import fit_fusion
+
+    art, before, _ = layered
+    reader = open_reader(art)
+    assert isinstance(reader.data, OverlaidData)
+    dataset = Dataset("tiny", "native", str(art), None, None,
+                      queries={"q1": "otter river", "q2": "the cat sat"},
+                      qrels={"q1": {"docs/d01.md": 1.0}, "q2": {"docs/d05.md": 1.0}})
+    got = fit_fusion(reader, dataset)
+    want = fit_fusion(before, dataset)
+    assert got[0] == want[0] and got[2] == want[2]
+    assert isinstance(reader.data, OverlaidData)  # the reader itself still searches the save

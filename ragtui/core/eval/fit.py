@@ -75,6 +75,9 @@ def fit_fusion(retriever: Retriever, dataset: Dataset, *, to_doc: Mapping[str, s
     """(the setting chosen, every setting tried, each arm alone's (nDCG@10, Recall@100)) on ``dataset``."""
     from ragtui.core.search.retriever import SearchTrace
 
+    # The generation as published: the fit reads each arm's own ranking from the search's trace, and a save's
+    # overlay (searchable for the seconds until its publish) is ranked without one.
+    retriever = retriever.published_snapshot()
     data = retriever.data
     records = data.records
 
