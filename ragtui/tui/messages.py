@@ -56,12 +56,14 @@ class IndexOpened(Message):
 
 
 class IndexReloaded(Message):
-    """``retriever`` moved to a new generation on disk; ``old_n`` was its previous chunk count."""
+    """``retriever`` moved to a new generation on disk; ``old_n`` was its previous chunk count. ``quiet``: the
+    publish of the save it searched through an overlay already (nothing new to announce)."""
 
-    def __init__(self, retriever, old_n: int) -> None:
+    def __init__(self, retriever, old_n: int, *, quiet: bool = False) -> None:
         super().__init__()
         self.retriever = retriever
         self.old_n = old_n
+        self.quiet = quiet
 
 
 class EmbedderReady(Message):

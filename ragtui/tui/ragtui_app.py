@@ -255,7 +255,8 @@ class RagtuiApp(Actions, Workers, App[int]):
         self.live_error = False
         n = message.retriever.meta.n_chunks
         name = f"{message.retriever.meta.index_id} " if self.several else ""
-        self.notify(f"index {name}reloaded: {message.old_n:,} → {n:,} chunks", timeout=3)
+        if not message.quiet:
+            self.notify(f"index {name}reloaded: {message.old_n:,} → {n:,} chunks", timeout=3)
         self.forget_citation()
         self._index_state_from_meta()
         self._attach_vectors()

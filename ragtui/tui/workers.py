@@ -145,8 +145,11 @@ class Workers:
         if skip_generation is not None and self._attempted_generation == skip_generation:
             return
         old_n = retriever.meta.n_chunks
+        layered = retriever.data is not retriever.published  # a save searched through its overlay
         if retriever.reload():
-            self.post_message(IndexReloaded(retriever, old_n))
+            # The publish of the save an overlay showed already changes nothing one can see: said once, not twice.
+            same = layered and retriever.data is retriever.published and retriever.meta.n_chunks == old_n
+            self.post_message(IndexReloaded(retriever, old_n, quiet=same))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="compare")
     def compare_worker(self: Session, target, retriever, query: str, k: int, nprobe: int | None, vectors_off: str | None,

@@ -92,3 +92,32 @@ async def test_a_publish_is_noticed_at_once_without_the_poll(own_demo):
         await settled(pilot, "quokka")
         assert [h.chunk_id for h in app.results.hits] == ["demo/quokka.md#0"]
     assert not app.follower.active
+
+
+async def test_a_save_is_announced_once_when_its_overlay_came_before_its_publish(own_demo, notices):
+    """A watch agent's save is searchable through its overlay, then published: the search follows both, the
+    notification says it once."""
+    from ragtui.core.ingest.sync import IndexWriter
+    from tests.tui import MAX_TOKENS, OVERLAP
+    from tests.unit.fakes import HashEmbedder
+    from tests.unit.publishfaults import save_unpublished
+
+    artifacts, folder = own_demo
+    app = make_app(artifacts, poll_seconds=0.05)
+    async with app.run_test(message_hook=notices) as pilot:
+        await ready(pilot)
+        await search(pilot, "zebra")
+        writer = IndexWriter(folder, artifacts=artifacts, embedder=HashEmbedder(), max_tokens=MAX_TOKENS,
+                             overlap=OVERLAP, overlay=True)
+        (folder / "zebra.md").write_text("# Zebras\n\nA zebra has stripes.\n")
+        save_unpublished(writer)  # the overlay is written, the publish fails
+        await wait_for(pilot, lambda: app.reloads == 1, "the overlay taken")
+        await settled(pilot)
+        assert app.retriever.data is not app.retriever.published
+        assert [h.chunk_id for h in app.results.hits] == ["demo/zebra.md#0"]
+        assert writer.sync().published
+        await wait_for(pilot, lambda: app.reloads == 2, "the publish taken")
+        await settled(pilot)
+        assert app.retriever.data is app.retriever.published
+        assert [h.chunk_id for h in app.results.hits] == ["demo/zebra.md#0"]
+        assert notices.count("index reloaded") == 1
