@@ -259,3 +259,49 @@ def test_a_save_searchable_through_its_overlay_is_published_once_the_entries_it_
     writer.wait_derived()
     # The first save's lists were given up for the publish; the second save's were made after it.
     assert len(ivf_entries(cache)) == len(lists) + 1
+
+
+def test_a_caller_may_abandon_a_save_while_its_publish_waits_for_the_entries(tmp_path, monkeypatch):
+    """The wait tells the progress callback of itself (stage ``derived``): a watch agent stopping abandons the
+    sync there, as before any write; nothing is published, and the save stays searchable through its overlay."""
+    from ragtui.core.index.index_format import generation_of
+    from ragtui.core.ingest import derive
+
+    folder, art = tmp_path / "docs", tmp_path / "art"
+    link = art / "rag" / "docs"
+    write_folder(folder)
+    writer = IndexWriter(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3,
+                         derive_behind=True, overlay=True)
+    writer.sync()
+    writer.wait_derived()
+    go = threading.Event()
+    real = derive.Derivation._doclex
+
+    def held(self):
+        assert go.wait(60)
+        return real(self)
+
+    monkeypatch.setattr(derive.Derivation, "_doclex", held)
+    write_folder(folder, "first save")
+    assert writer.sync().published
+    published = generation_of(link)
+
+    class Stopping(Exception):
+        pass
+
+    def tick(stage: str, done: int, total: int) -> None:
+        if stage == "derived":
+            raise Stopping
+
+    write_folder(folder, "second save")
+    try:
+        with pytest.raises(Stopping):
+            writer.sync(progress=tick)
+        assert generation_of(link) == published and not writer._publish_waiting
+        reader = Retriever.open(link, embedder=HashEmbedder(), cache_dir=art / "rag" / ".cache")
+        assert reader.data is not reader.published  # the overlay written before the wait
+        assert [h.doc_id for h in reader.search("second", mode="bm25", k=1)] == ["docs/d00.md"]
+    finally:
+        go.set()
+    writer.wait_derived()
+    assert writer.sync().published and generation_of(link) != published

@@ -362,13 +362,15 @@ class IndexWriter:
         # A build of an older generation still running stops at its next step (still_wanted): this one follows.
         self._deriving = self._deriver.submit(run)
 
-    def _after_derived(self, report: SyncReport) -> None:
+    def _after_derived(self, report: SyncReport, tick: Progress) -> None:
         """Before a publish whose save readers search through its overlay already: wait (at most
         ``DERIVED_WAIT_SECONDS``) for the lexical entries of the generation before, still being derived behind.
 
         Readers layer the overlay over that generation, so its entries are what their hybrid and document-level
         searches of the save wait for; and the builds' memory is not added to the publish's own. IVF lists
-        under way stop at their next step instead: a publish would make them useless anyway.
+        under way stop at their next step instead: a publish would make them useless anyway. ``tick`` is told
+        of the wait every quarter of a second (stage ``derived``): a caller stopping may abandon the sync there,
+        as before any write.
         """
         future = self._deriving
         if future is None or future.done():
@@ -376,7 +378,9 @@ class IndexWriter:
         t0 = time.perf_counter()
         self._publish_waiting = True
         try:
-            concurrent.futures.wait([future], DERIVED_WAIT_SECONDS)
+            while not future.done() and time.perf_counter() - t0 < DERIVED_WAIT_SECONDS:
+                tick("derived", 0, 1)
+                concurrent.futures.wait([future], 0.25)
         finally:
             self._publish_waiting = False
         report.seconds["derived_wait"] = time.perf_counter() - t0
@@ -420,7 +424,7 @@ class IndexWriter:
             new_docs = new_docs_lines(asm)
             _write_overlay(gen, asm, new_docs, report)
             report.seconds["overlay"] = time.perf_counter() - t0
-            self._after_derived(report)
+            self._after_derived(report, tick)
         done = publish_splice(self.artifacts, self.index_id, gen, asm, self._meta(asm.n_rows), report, tick,
                               self._cache_dir, derive_all=self._derive_all, new_docs=new_docs)
         # Readers already see the new generation; what follows only saves readers time and tidies up.
