@@ -208,32 +208,41 @@ def test_a_long_running_writer_builds_every_generation_s_entries_in_one_thread_o
     assert (cache / f"doclex-docs-{key}" / "complete").is_file()  # the newest generation got its entry
 
 
+class HeldDerive:
+    """A long-running writer with overlays over ``write_folder``'s folder, published once with its entries made;
+    from then on each publish's document-level BM25 build waits for ``go``."""
+
+    def __init__(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        from ragtui.core.ingest import derive
+
+        self.folder, self.art = tmp_path / "docs", tmp_path / "art"
+        self.link, self.cache = self.art / "rag" / "docs", self.art / "rag" / ".cache"
+        write_folder(self.folder)
+        self.writer = IndexWriter(self.folder, artifacts=self.art, embedder=HashEmbedder(), max_tokens=12,
+                                  overlap=3, derive_behind=True, overlay=True)
+        self.writer.sync()
+        self.writer.wait_derived()
+        self.go = threading.Event()
+        real = derive.Derivation._doclex
+
+        def held(derivation: derive.Derivation) -> None:
+            assert self.go.wait(60)
+            real(derivation)
+
+        monkeypatch.setattr(derive.Derivation, "_doclex", held)
+
+
 def test_a_save_searchable_through_its_overlay_is_published_once_the_entries_it_is_layered_over_are_stored(
         tmp_path, monkeypatch):
     """A long-running writer with overlays: the publish of a save waits for the lexical entries of the generation
     its overlay lies over (readers' hybrid and document-level searches of the save use them), and the IVF lists of
     that generation, which the publish would make useless, stop instead of being made first."""
     from ragtui.core.index.index_format import generation_of
-    from ragtui.core.ingest import derive
 
-    folder, art = tmp_path / "docs", tmp_path / "art"
-    link, cache = art / "rag" / "docs", art / "rag" / ".cache"
-    write_folder(folder)
-    writer = IndexWriter(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3,
-                         derive_behind=True, overlay=True)
-    writer.sync()
-    writer.wait_derived()
+    held = HeldDerive(tmp_path, monkeypatch)
+    folder, art, link, cache, writer, go = held.folder, held.art, held.link, held.cache, held.writer, held.go
     Retriever.open(link, embedder=HashEmbedder(), cache_dir=cache).ivf()  # a reader searched IVF: lists wanted
     lists = ivf_entries(cache)
-
-    go = threading.Event()
-    real = derive.Derivation._doclex
-
-    def held(self):
-        assert go.wait(60)
-        return real(self)
-
-    monkeypatch.setattr(derive.Derivation, "_doclex", held)
     write_folder(folder, "first save")
     assert writer.sync().published  # its entries are now being derived, held at the document-level BM25
     second = generation_of(link)
@@ -265,23 +274,9 @@ def test_a_caller_may_abandon_a_save_while_its_publish_waits_for_the_entries(tmp
     """The wait tells the progress callback of itself (stage ``derived``): a watch agent stopping abandons the
     sync there, as before any write; nothing is published, and the save stays searchable through its overlay."""
     from ragtui.core.index.index_format import generation_of
-    from ragtui.core.ingest import derive
 
-    folder, art = tmp_path / "docs", tmp_path / "art"
-    link = art / "rag" / "docs"
-    write_folder(folder)
-    writer = IndexWriter(folder, artifacts=art, embedder=HashEmbedder(), max_tokens=12, overlap=3,
-                         derive_behind=True, overlay=True)
-    writer.sync()
-    writer.wait_derived()
-    go = threading.Event()
-    real = derive.Derivation._doclex
-
-    def held(self):
-        assert go.wait(60)
-        return real(self)
-
-    monkeypatch.setattr(derive.Derivation, "_doclex", held)
+    held = HeldDerive(tmp_path, monkeypatch)
+    folder, art, link, writer, go = held.folder, held.art, held.link, held.writer, held.go
     write_folder(folder, "first save")
     assert writer.sync().published
     published = generation_of(link)
