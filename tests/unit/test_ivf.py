@@ -337,3 +337,31 @@ def test_cache_off_or_unwritable_still_builds(tmp_path: Path) -> None:
     blocker.write_text("x")
     b = build_ivf_cached(vectors, "docs", IVFParams(nlist=5), blocker / "cache", "")
     assert np.array_equal(a.rows, b.rows) and not b.from_cache
+
+
+def test_the_assignment_of_every_row_stops_between_blocks_when_asked():
+    """The lists' last step (every row to its nearest centroid: seconds at a million rows) asks ``should_stop``
+    before each block, so a build nobody wants any more stops within a block's time."""
+    from ragtui.core.search import ivf
+
+    rng = np.random.default_rng(1)
+    rows = rng.standard_normal((3 * ivf._BLOCK_ROWS + 5, 8)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    centroids = rows[:16].astype(np.float64)
+    asked: list[int] = []
+
+    def never() -> bool:
+        asked.append(1)
+        return False
+
+    labels = ivf.nearest_centroid(rows, centroids, should_stop=never)
+    assert len(asked) == 4 and np.array_equal(labels, ivf.nearest_centroid(rows, centroids))
+    asked.clear()
+
+    def after_two() -> bool:
+        asked.append(1)
+        return len(asked) > 2
+
+    with pytest.raises(ivf.BuildStopped):
+        ivf.nearest_centroid(rows, centroids, should_stop=after_two)
+    assert len(asked) == 3

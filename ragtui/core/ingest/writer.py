@@ -131,6 +131,9 @@ class IndexWriter:
         frees stays where the next build takes it (glibc gives each thread an arena of its own: builds in
         threads of their own, overlapping when saves come faster than the builds, each kept what it had freed)."""
         self._deriving: concurrent.futures.Future[None] | None = None
+        self._lexical_done: threading.Event | None = None
+        """Set once the derive under way is past its lexical entries (``Derivation.lexical_done``; the derivation
+        itself is not kept: it holds the publish's arrays)."""
         self._published = 0
         """Generations this writer published: a thread deriving an older one stops between its steps."""
         self._overlay = overlay
@@ -139,7 +142,7 @@ class IndexWriter:
         writer; a one-shot writer's readers have nothing to wait for). The publish then waits for the lexical
         entries the previous publish is deriving behind (``_after_derived``)."""
         self._publish_waiting = False
-        """A spliced publish waits for the derived entries under way: the IVF build stops at its next step."""
+        """An overlaid save's publish is waiting or under way: IVF lists being derived stop at their next step."""
 
     # -- what this writer remembers -------------------------------------------------------------
 
@@ -360,29 +363,28 @@ class IndexWriter:
         if self._deriver is None:
             self._deriver = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"derive {self.index_id}")
         # A build of an older generation still running stops at its next step (still_wanted): this one follows.
-        self._deriving = self._deriver.submit(run)
+        self._deriving, self._lexical_done = self._deriver.submit(run), derived.lexical_done
 
     def _after_derived(self, report: SyncReport, tick: Progress) -> None:
         """Before a publish whose save readers search through its overlay already: wait (at most
         ``DERIVED_WAIT_SECONDS``) for the lexical entries of the generation before, still being derived behind.
 
         Readers layer the overlay over that generation, so its entries are what their hybrid and document-level
-        searches of the save wait for; and the builds' memory is not added to the publish's own. IVF lists
-        under way stop at their next step instead: a publish would make them useless anyway. ``tick`` is told
-        of the wait every quarter of a second (stage ``derived``): a caller stopping may abandon the sync there,
-        as before any write.
+        searches of the save wait for; and the builds' memory is not added to the publish's own. IVF lists under
+        way are not waited for: told to stop at their next step (``_publish_waiting``, until the publish is done),
+        they would be useless once it is. ``tick`` is told of the wait every quarter of a second (stage
+        ``derived``): a caller stopping may abandon the sync there, as before any write.
         """
-        future = self._deriving
-        if future is None or future.done():
+        done, future = self._lexical_done, self._deriving
+        self._publish_waiting = True
+        if done is None or future is None or future.done():
             return
         t0 = time.perf_counter()
-        self._publish_waiting = True
-        try:
-            while not future.done() and time.perf_counter() - t0 < DERIVED_WAIT_SECONDS:
-                tick("derived", 0, 1)
-                concurrent.futures.wait([future], 0.25)
-        finally:
-            self._publish_waiting = False
+        while not done.is_set() and not future.done():
+            if time.perf_counter() - t0 >= DERIVED_WAIT_SECONDS:
+                break
+            tick("derived", 0, 1)
+            done.wait(0.25)
         report.seconds["derived_wait"] = time.perf_counter() - t0
 
     def wait_derived(self, timeout: float | None = None) -> None:
@@ -424,11 +426,15 @@ class IndexWriter:
             new_docs = new_docs_lines(asm)
             _write_overlay(gen, asm, new_docs, report)
             report.seconds["overlay"] = time.perf_counter() - t0
-            self._after_derived(report, tick)
-        done = publish_splice(self.artifacts, self.index_id, gen, asm, self._meta(asm.n_rows), report, tick,
-                              self._cache_dir, derive_all=self._derive_all, new_docs=new_docs)
-        # Readers already see the new generation; what follows only saves readers time and tidies up.
-        self._derive(done.derived, report)
+        try:
+            if self._overlay:
+                self._after_derived(report, tick)
+            done = publish_splice(self.artifacts, self.index_id, gen, asm, self._meta(asm.n_rows), report, tick,
+                                  self._cache_dir, derive_all=self._derive_all, new_docs=new_docs)
+            # Readers already see the new generation; what follows only saves readers time and tidies up.
+            self._derive(done.derived, report)
+        finally:
+            self._publish_waiting = False  # (after _derive: the generation before is no longer the newest)
         t0 = time.perf_counter()
         nxt = following(self.target, gen, asm, done, self._cache_dir)
         remove_stale_generations(self.artifacts, self.index_id)

@@ -273,8 +273,10 @@ def seed_centroids(train: np.ndarray, nlist: int, rng: PCG32, *,
     return centroids
 
 
-def nearest_centroid(vectors: np.ndarray, centroids: np.ndarray) -> np.ndarray:
-    """Return, per float32 row, the centroid with the largest x·c (ties: lowest number).
+def nearest_centroid(vectors: np.ndarray, centroids: np.ndarray,
+                     should_stop: Callable[[], bool] | None = None) -> np.ndarray:
+    """Return, per float32 row, the centroid with the largest x·c (ties: lowest number); ``should_stop`` is asked
+    before each block of rows (``BuildStopped``).
 
     Exactly the labels of a plain float64 pass (``_dot64`` against every
     centroid, first maximum). A float32 matrix product decides a row only when
@@ -289,6 +291,7 @@ def nearest_centroid(vectors: np.ndarray, centroids: np.ndarray) -> np.ndarray:
     ct32 = np.ascontiguousarray(centroids.T, dtype=np.float32)
     c_norm = float(np.sqrt(np.max(vecdot(centroids, centroids))))
     for start in range(0, n, _BLOCK_ROWS):
+        _check(should_stop)
         block = np.asarray(vectors[start : start + _BLOCK_ROWS], dtype=np.float32)
         margin = 4.0 * _dot_error_bound(dim, _max_norm(block), c_norm)
         scores = block @ ct32
@@ -682,5 +685,5 @@ def _lists(v: np.ndarray, index_id: str, p: ResolvedIVFParams, should_stop: Call
     centroids, iterations = _lloyd(train, centroids, p.iters, should_stop)
     del train
     _check(should_stop)
-    offsets, rows = _group(nearest_centroid(v, centroids), p.nlist)
+    offsets, rows = _group(nearest_centroid(v, centroids, should_stop), p.nlist)
     return centroids, offsets, rows, iterations
