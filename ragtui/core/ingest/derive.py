@@ -33,10 +33,9 @@ wrong answer, and never fails the publish.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -93,8 +92,6 @@ class Derivation:
     ivf: BuildLock | None = None
     """The index's ``ivf_cache.ivf_lock``, held from ``before_swap`` until its lists are stored (or given up);
     None when no lists will be made."""
-    lexical_done: threading.Event = field(default_factory=threading.Event)
-    """Set once ``after_swap`` is past the lexical entries (stored, given up, or none to make)."""
 
     @classmethod
     def plan(cls, cache_dir: Path, index_id: str, bm25: BM25Index, bm25_key: str | None,
@@ -150,7 +147,6 @@ class Derivation:
                     self._lexical(still_wanted)
             finally:
                 self.release_lexical()
-                self.lexical_done.set()
             if self.ivf is not None and lists_wanted() and self.generation_dir is not None:
                 if between is not None:
                     between()
@@ -164,7 +160,6 @@ class Derivation:
                     pass
         finally:
             self.release()
-            self.lexical_done.set()
 
     def _stem(self) -> None:
         """The stemmed arm of the document-level BM25 (keyed ``key``), written into its entry a block of postings at

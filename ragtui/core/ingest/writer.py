@@ -131,9 +131,6 @@ class IndexWriter:
         frees stays where the next build takes it (glibc gives each thread an arena of its own: builds in
         threads of their own, overlapping when saves come faster than the builds, each kept what it had freed)."""
         self._deriving: concurrent.futures.Future[None] | None = None
-        self._lexical_done: threading.Event | None = None
-        """Set once the derive under way is past its lexical entries (``Derivation.lexical_done``; the derivation
-        itself is not kept: it holds the publish's arrays)."""
         self._published = 0
         """Generations this writer published: a thread deriving an older one stops between its steps."""
         self._overlay = overlay
@@ -363,7 +360,7 @@ class IndexWriter:
         if self._deriver is None:
             self._deriver = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"derive {self.index_id}")
         # A build of an older generation still running stops at its next step (still_wanted): this one follows.
-        self._deriving, self._lexical_done = self._deriver.submit(run), derived.lexical_done
+        self._deriving = self._deriver.submit(run)
 
     def _after_derived(self, report: SyncReport, tick: Progress) -> None:
         """Before a publish whose save readers search through its overlay already: wait (at most
@@ -371,20 +368,18 @@ class IndexWriter:
 
         Readers layer the overlay over that generation, so its entries are what their hybrid and document-level
         searches of the save wait for; and the builds' memory is not added to the publish's own. IVF lists under
-        way are not waited for: told to stop at their next step (``_publish_waiting``, until the publish is done),
-        they would be useless once it is. ``tick`` is told of the wait every quarter of a second (stage
-        ``derived``): a caller stopping may abandon the sync there, as before any write.
+        way are told to stop at their next step (``_publish_waiting``, until the publish is done): they would be
+        useless once it is, and each of their steps is short (a block of rows). ``tick`` is told of the wait every
+        quarter of a second (stage ``derived``): a caller stopping may abandon the sync there, as before any write.
         """
-        done, future = self._lexical_done, self._deriving
+        future = self._deriving
         self._publish_waiting = True
-        if done is None or future is None or future.done():
+        if future is None or future.done():
             return
         t0 = time.perf_counter()
-        while not done.is_set() and not future.done():
-            if time.perf_counter() - t0 >= DERIVED_WAIT_SECONDS:
-                break
+        while not future.done() and time.perf_counter() - t0 < DERIVED_WAIT_SECONDS:
             tick("derived", 0, 1)
-            done.wait(0.25)
+            concurrent.futures.wait([future], 0.25)
         report.seconds["derived_wait"] = time.perf_counter() - t0
 
     def wait_derived(self, timeout: float | None = None) -> None:

@@ -342,7 +342,7 @@ def _lloyd(train: np.ndarray, centroids: np.ndarray, iters: int,
     done = 0
     for _ in range(iters):
         _check(should_stop)
-        labels = nearest_centroid(train, centroids)
+        labels = nearest_centroid(train, centroids, should_stop)
         # Same assignment as last time: the update would reproduce the same centroids.
         if previous is not None and np.array_equal(labels, previous):
             break
